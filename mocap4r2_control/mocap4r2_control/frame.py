@@ -1,0 +1,215 @@
+"""The neutral in-memory mocap frame shared by every vendor adapter and the ROS side.
+
+A vendor adapter turns whatever its system sends into one :class:`MocapFrame`; the
+:class:`~mocap4r2_control.system_node.MocapSystemNode` turns that into ROS messages.
+Nothing here imports rclpy, so adapters, protocol code and tools can use it alone.
+
+Conventions (those of mocap4r2_interfaces):
+  * metres, Z-up, right handed; adapters convert units and axes before filling a frame;
+  * quaternions are stored ``x, y, z, w`` (the order of geometry_msgs/Quaternion);
+  * ids come from the mocap system, ``UNKNOWN_ID`` (-1) for an unlabeled marker;
+  * a row whose ``valid`` is False (or a marker whose ``occluded`` is True) may carry
+    NaN or garbage: the node replaces it with the last good value before publishing;
+  * nested collections (a body's markers, a skeleton's segments) are stored flat with
+    CSR-style ``offsets``: the items of entry ``i`` are rows ``offsets[i]:offsets[i+1]``.
+
+Adapters that reuse the same ``names`` tuple object from frame to frame let the
+publisher skip refreshing name strings (an identity check, not a comparison).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+UNKNOWN_ID = -1
+NO_PARENT = -1
+
+_EMPTY_NAMES: tuple[str, ...] = ()
+
+
+def _ids(values=()) -> np.ndarray:
+    return np.asarray(values, dtype=np.int32).reshape(-1)
+
+
+def _vec(values, width: int) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).reshape(-1, width)
+
+
+def identity_orientations(count: int) -> np.ndarray:
+    """``count`` identity quaternions (x, y, z, w)."""
+    quats = np.zeros((count, 4))
+    quats[:, 3] = 1.0
+    return quats
+
+
+@dataclass(slots=True)
+class MarkerArrays:
+    """``n`` markers: ids, names, positions (n, 3), occlusion flags and residuals."""
+
+    ids: np.ndarray = field(default_factory=_ids)
+    names: tuple[str, ...] = _EMPTY_NAMES
+    positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    occluded: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # residual in metres, negative if unknown
+    residuals: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @classmethod
+    def build(cls, ids, positions, names=None, occluded=None, residuals=None) -> "MarkerArrays":
+        ids = _ids(ids)
+        n = ids.shape[0]
+        return cls(
+            ids=ids,
+            names=tuple(names) if names is not None else ("",) * n,
+            positions=_vec(positions, 3),
+            occluded=np.zeros(n, dtype=bool) if occluded is None else np.asarray(occluded, dtype=bool).reshape(-1),
+            residuals=np.full(n, -1.0, dtype=np.float32) if residuals is None
+            else np.asarray(residuals, dtype=np.float32).reshape(-1),
+        )
+
+    def check(self, what: str = "markers") -> None:
+        n = len(self)
+        _check_shapes(what, n, names=len(self.names), positions=self.positions.shape,
+                      occluded=self.occluded.shape, residuals=self.residuals.shape,
+                      expect={"positions": (n, 3), "occluded": (n,), "residuals": (n,)})
+
+
+@dataclass(slots=True)
+class BodyArrays:
+    """``n`` rigid bodies with poses, validity, mean errors and (optionally) their markers."""
+
+    ids: np.ndarray = field(default_factory=_ids)
+    names: tuple[str, ...] = _EMPTY_NAMES
+    positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    orientations: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))  # x, y, z, w
+    valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # mean marker error in metres, negative if unknown
+    mean_errors: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    # markers of body i are markers[marker_offsets[i]:marker_offsets[i + 1]]
+    marker_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    markers: MarkerArrays = field(default_factory=MarkerArrays)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @classmethod
+    def build(cls, ids, names, positions, orientations, valid=None, mean_errors=None,
+              markers: MarkerArrays | None = None, marker_counts=None) -> "BodyArrays":
+        ids = _ids(ids)
+        n = ids.shape[0]
+        markers = markers if markers is not None else MarkerArrays()
+        counts = np.zeros(n, dtype=np.int64) if marker_counts is None else np.asarray(marker_counts, dtype=np.int64)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return cls(
+            ids=ids,
+            names=tuple(names),
+            positions=_vec(positions, 3),
+            orientations=_vec(orientations, 4),
+            valid=np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool).reshape(-1),
+            mean_errors=np.full(n, -1.0, dtype=np.float32) if mean_errors is None
+            else np.asarray(mean_errors, dtype=np.float32).reshape(-1),
+            marker_offsets=offsets,
+            markers=markers,
+        )
+
+    def check(self) -> None:
+        n = len(self)
+        _check_shapes("rigid bodies", n, names=len(self.names), positions=self.positions.shape,
+                      orientations=self.orientations.shape, valid=self.valid.shape,
+                      mean_errors=self.mean_errors.shape, marker_offsets=self.marker_offsets.shape,
+                      expect={"positions": (n, 3), "orientations": (n, 4), "valid": (n,),
+                              "mean_errors": (n,), "marker_offsets": (n + 1,)})
+        self.markers.check("rigid body markers")
+        if int(self.marker_offsets[-1]) != len(self.markers) or np.any(np.diff(self.marker_offsets) < 0):
+            raise ValueError("rigid bodies: marker_offsets do not partition the body markers")
+
+
+@dataclass(slots=True)
+class SegmentArrays:
+    """Skeleton segments (bones) with parent ids, poses and validity."""
+
+    ids: np.ndarray = field(default_factory=_ids)
+    names: tuple[str, ...] = _EMPTY_NAMES
+    parent_ids: np.ndarray = field(default_factory=_ids)
+    positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    orientations: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@dataclass(slots=True)
+class SkeletonArrays:
+    """``n`` skeletons; the segments of skeleton i are segments[offsets[i]:offsets[i+1]]."""
+
+    ids: np.ndarray = field(default_factory=_ids)
+    names: tuple[str, ...] = _EMPTY_NAMES
+    valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    segment_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    segments: SegmentArrays = field(default_factory=SegmentArrays)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def check(self) -> None:
+        n = len(self)
+        m = len(self.segments)
+        s = self.segments
+        _check_shapes("skeletons", n, names=len(self.names), valid=self.valid.shape,
+                      segment_offsets=self.segment_offsets.shape,
+                      expect={"valid": (n,), "segment_offsets": (n + 1,)})
+        _check_shapes("segments", m, names=len(s.names), parent_ids=s.parent_ids.shape,
+                      positions=s.positions.shape, orientations=s.orientations.shape,
+                      valid=s.valid.shape,
+                      expect={"parent_ids": (m,), "positions": (m, 3), "orientations": (m, 4),
+                              "valid": (m,)})
+        if int(self.segment_offsets[-1]) != m or np.any(np.diff(self.segment_offsets) < 0):
+            raise ValueError("skeletons: segment_offsets do not partition the segments")
+
+
+@dataclass(slots=True)
+class MocapFrame:
+    """One frame of a mocap system, as numpy arrays.
+
+    Time: an adapter sets ``capture_time`` (seconds on the ROS system clock, i.e. Unix
+    time) when its system reports an absolute capture timestamp it can map, otherwise
+    ``latency`` (seconds from exposure to arrival at the adapter); the node then stamps
+    the frame ``arrival - latency``.
+    """
+
+    frame_number: int
+    markers: MarkerArrays = field(default_factory=MarkerArrays)
+    bodies: BodyArrays = field(default_factory=BodyArrays)
+    skeletons: SkeletonArrays = field(default_factory=SkeletonArrays)
+    capture_time: float | None = None
+    latency: float = 0.0
+
+    def check(self) -> None:
+        """Raise ValueError when the arrays are inconsistent (an adapter bug)."""
+        if self.frame_number < 0:
+            raise ValueError(f"negative frame number {self.frame_number}")
+        self.markers.check()
+        self.bodies.check()
+        self.skeletons.check()
+
+
+@dataclass(slots=True)
+class AssetNames:
+    """What configure learned from the mocap software: names of its assets."""
+
+    rigid_bodies: tuple[str, ...] = ()
+    markers: tuple[str, ...] = ()
+    skeletons: tuple[str, ...] = ()
+
+
+def _check_shapes(what: str, n: int, expect: dict[str, tuple[int, ...]], names: int, **shapes) -> None:
+    if names != n:
+        raise ValueError(f"{what}: {names} names for {n} ids")
+    for key, shape in shapes.items():
+        if tuple(shape) != expect[key]:
+            raise ValueError(f"{what}: {key} has shape {tuple(shape)}, expected {expect[key]}")

@@ -1,0 +1,29 @@
+from setuptools import find_packages, setup
+
+PACKAGE = "mocap4r2_control"
+
+setup(
+    name=PACKAGE,
+    version="2.0.0",
+    packages=find_packages(exclude=["test"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        # on PATH after `source install/setup.bash`
+        ("bin", ["bin/mocap4r2"]),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    description="MocapSystemNode, control plane, AuxiliarSystem, CLI and TUI of mocap4r2",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "auxiliar_system = mocap4r2_control.auxiliar_system:main",
+            "mocap4r2 = mocap4r2_control.cli:main",
+        ],
+        # `ros2 mocap4r2 ...` where ros2cli is installed
+        "ros2cli.command": [
+            "mocap4r2 = mocap4r2_control.ros2cli_command:Mocap4r2Command",
+        ],
+    },
+)

@@ -1,0 +1,29 @@
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "mocap4r2_drivers"
+
+setup(
+    name=PACKAGE,
+    version="2.0.0",
+    packages=find_packages(exclude=["test"]),
+    package_data={PACKAGE: ["scenes/*.yaml"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        # the repository's top-level launch/ and config/ are this package's
+        (f"share/{PACKAGE}/launch", sorted(glob("../launch/*.launch.py"))),
+        (f"share/{PACKAGE}/config", sorted(glob("../config/*"))),
+        ("bin", sorted(glob("bin/*"))),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=False,
+    description="mocap4r2 systems: simulated, OptiTrack, Qualisys, Vicon, Gazebo",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "simulated_system = mocap4r2_drivers.simulated_system:main",
+        ],
+    },
+)

@@ -1,0 +1,23 @@
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "mocap4r2_tools"
+
+setup(
+    name=PACKAGE,
+    version="2.0.0",
+    packages=find_packages(exclude=["test"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        ("bin", sorted(glob("bin/*"))),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=False,
+    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [],
+    },
+)
