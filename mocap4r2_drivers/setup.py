@@ -8,7 +8,6 @@ setup(
     name=PACKAGE,
     version="2.0.0",
     packages=find_packages(exclude=["test"]),
-    package_data={PACKAGE: ["scenes/*.yaml"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -24,6 +23,12 @@ setup(
     entry_points={
         "console_scripts": [
             "simulated_system = mocap4r2_drivers.simulated_system:main",
+            "optitrack_system = mocap4r2_drivers.optitrack_system:main",
+            "natnet_simulator = mocap4r2_drivers.natnet.simulator:main",
+            "qualisys_system = mocap4r2_drivers.qualisys_system:main",
+            "qtm_simulator = mocap4r2_drivers.qtm.simulator:main",
+            "vicon_system = mocap4r2_drivers.vicon_system:main",
+            "gazebo_system = mocap4r2_drivers.gazebo_system:main",
         ],
     },
 )

@@ -18,6 +18,14 @@ setup(
     description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [],
+        "console_scripts": [
+            "trajectory_error = mocap4r2_tools.trajectory_error:main",
+            "robot_ground_truth = mocap4r2_tools.robot_gt:main",
+            "marker_viz = mocap4r2_tools.marker_viz:main",
+        ],
+        # verbs added to the `mocap4r2` command line
+        "mocap4r2.commands": [
+            "eval = mocap4r2_tools.evaluate:EvalCommand",
+        ],
     },
 )

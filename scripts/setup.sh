@@ -64,6 +64,10 @@ if [ "$MODE" = wheels ]; then
   export AMENT_PREFIX_PATH=$VENV CMAKE_PREFIX_PATH=$VENV
 fi
 
+# one setup at a time per checkout (parallel `make test` runs share install/)
+exec 9>"$ROOT/.setup.lock"
+flock 9
+
 # --- 2. colcon build -------------------------------------------------------------------
 PACKAGES=(mocap4r2_interfaces mocap4r2_control mocap4r2_drivers mocap4r2_tools)
 BASE_PATHS=("${PACKAGES[@]}")
@@ -80,8 +84,10 @@ if [ "$(cat install/.mocap4r2-sources 2>/dev/null)" != "$SRC_HASH" ]; then
   mkdir -p log
   say "colcon build (${BASE_PATHS[*]})"
   # python3 must be the venv's for ament_python; the venv's cmake finds the wheels
+  # --symlink-install: Python sources are used in place, so editing a module needs no
+  # rebuild (only new files, entry points or messages do)
   colcon --log-base log build --base-paths "${BASE_PATHS[@]}" \
-    --build-base build --install-base install \
+    --build-base build --install-base install --symlink-install \
     --event-handlers console_cohesion- summary+ status- \
     --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF \
     > log/colcon-build.txt 2>&1 || { tail -50 log/colcon-build.txt >&2; exit 1; }

@@ -1,0 +1,34 @@
+"""`make bench`: run every bench/bench_*.py module's run() and print its figures.
+
+Benchmarks print figures, including ratios against a reference measured in the same
+run; they assert nothing about speed (the machines are shared and noisy).
+`python -m bench natnet core` runs only the modules whose names contain those words.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    here = Path(__file__).parent
+    names = sorted(p.stem for p in here.glob("bench_*.py"))
+    if argv:
+        names = [n for n in names if any(word in n for word in argv)]
+    failed = 0
+    for name in names:
+        print(f"\n=== {name} " + "=" * max(0, 60 - len(name)), flush=True)
+        start = time.perf_counter()
+        try:
+            importlib.import_module(f"bench.{name}").run()
+        except Exception as exc:  # one broken benchmark must not hide the others
+            failed += 1
+            print(f"{name} failed: {type(exc).__name__}: {exc}", flush=True)
+        print(f"({name}: {time.perf_counter() - start:.1f} s)", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,515 @@
+"""A deterministic simulated mocap scene (pure numpy, no ROS).
+
+The scene is the single source of synthetic data: the simulated system publishes it
+directly, and the NatNet and QTM stand-ins serve it over their vendors' protocols, so
+tests can compare what a driver publishes with what the scene produced.
+
+Every frame is a pure function of (scene file, seed, frame index): ``frame(k)`` can be
+called in any order, by any process, and gives the same result.
+
+Trajectories are sums of sinusoids per axis, ``c + sum_j a_j sin(w_j t + phi_j)``,
+which covers circle, figure-eight, static and a smooth bounded random walk, and lets
+one vectorised evaluation serve every body of the scene.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from mocap4r2_control.frame import (
+    NO_PARENT,
+    UNKNOWN_ID,
+    AssetNames,
+    BodyArrays,
+    MarkerArrays,
+    MocapFrame,
+    SegmentArrays,
+    SkeletonArrays,
+)
+from mocap4r2_control.geometry import quat_from_axis_angle, quat_from_yaw, quat_multiply, quat_rotate
+
+TRAJECTORY_TYPES = ("circle", "figure_eight", "random_walk", "static")
+_TERMS = 4  # sinusoid terms per axis
+
+
+class SceneError(ValueError):
+    """A scene file that cannot be used, with the reason."""
+
+
+@dataclass(frozen=True)
+class BodySpec:
+    id: int
+    name: str
+    marker_ids: np.ndarray          # (m,) stable marker ids
+    marker_names: tuple[str, ...]   # "body:marker_i"
+    marker_layout: np.ndarray       # (m, 3) marker positions in the body frame, metres
+
+
+@dataclass(frozen=True)
+class SkeletonSpec:
+    id: int
+    name: str
+    segment_ids: np.ndarray          # (s,)
+    segment_names: tuple[str, ...]
+    parent_ids: np.ndarray           # (s,) NO_PARENT for the root
+    offsets: np.ndarray              # (s, 3) segment origin in the parent's frame
+
+
+# A human skeleton: (name, parent, offset from parent in metres, swing axis, swing
+# amplitude rad, phase rad). Swings animate a walking gait at the skeleton's step rate.
+_HUMAN = (
+    ("Hip", None, (0.0, 0.0, 0.95), None, 0.0, 0.0),
+    ("Ab", "Hip", (0.0, 0.0, 0.10), (0, 1, 0), 0.05, 0.0),
+    ("Chest", "Ab", (0.0, 0.0, 0.25), (0, 0, 1), 0.10, math.pi),
+    ("Neck", "Chest", (0.0, 0.0, 0.20), None, 0.0, 0.0),
+    ("Head", "Neck", (0.0, 0.0, 0.10), (0, 1, 0), 0.05, 0.5),
+    ("LShoulder", "Chest", (0.0, 0.05, 0.15), None, 0.0, 0.0),
+    ("LUArm", "LShoulder", (0.0, 0.15, 0.0), (0, 1, 0), 0.4, math.pi),
+    ("LFArm", "LUArm", (0.0, 0.0, -0.28), (0, 1, 0), 0.3, math.pi + 0.5),
+    ("LHand", "LFArm", (0.0, 0.0, -0.25), None, 0.0, 0.0),
+    ("RShoulder", "Chest", (0.0, -0.05, 0.15), None, 0.0, 0.0),
+    ("RUArm", "RShoulder", (0.0, -0.15, 0.0), (0, 1, 0), 0.4, 0.0),
+    ("RFArm", "RUArm", (0.0, 0.0, -0.28), (0, 1, 0), 0.3, 0.5),
+    ("RHand", "RFArm", (0.0, 0.0, -0.25), None, 0.0, 0.0),
+    ("LThigh", "Hip", (0.0, 0.10, -0.05), (0, 1, 0), 0.45, 0.0),
+    ("LShin", "LThigh", (0.0, 0.0, -0.43), (0, 1, 0), 0.35, -0.8),
+    ("LFoot", "LShin", (0.0, 0.0, -0.42), (0, 1, 0), 0.15, 0.0),
+    ("RThigh", "Hip", (0.0, -0.10, -0.05), (0, 1, 0), 0.45, math.pi),
+    ("RShin", "RThigh", (0.0, 0.0, -0.43), (0, 1, 0), 0.35, math.pi - 0.8),
+    ("RFoot", "RShin", (0.0, 0.0, -0.42), (0, 1, 0), 0.15, math.pi),
+)
+
+
+@dataclass
+class _Skeleton:
+    spec: SkeletonSpec
+    trajectory: int                  # row in the trajectory tables
+    parent_rows: list[int]           # parent's row in this skeleton or -1
+    swing_axes: np.ndarray           # (s, 3)
+    swing_amp: np.ndarray            # (s,)
+    swing_phase: np.ndarray          # (s,)
+    step_rate: float                 # gait cycles per second
+    loss: tuple[float, float]        # (every, duration) seconds, (0, 0) = never lost
+
+
+@dataclass
+class SceneDescription:
+    """What a mocap software would report as its model definitions."""
+
+    bodies: list[BodySpec] = field(default_factory=list)
+    skeletons: list[SkeletonSpec] = field(default_factory=list)
+    unlabeled_markers: int = 0
+
+    def asset_names(self) -> AssetNames:
+        return AssetNames(
+            rigid_bodies=tuple(b.name for b in self.bodies),
+            markers=tuple(n for b in self.bodies for n in b.marker_names),
+            skeletons=tuple(s.name for s in self.skeletons),
+        )
+
+
+def default_scene_path() -> Path:
+    """The demo scene shipped in config/ (installed share dir, else the source tree)."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        path = Path(get_package_share_directory("mocap4r2_drivers")) / "config" / "demo_scene.yaml"
+        if path.exists():
+            return path
+    except Exception:  # not installed with ament: fall back to the source checkout
+        pass
+    return Path(__file__).resolve().parents[2] / "config" / "demo_scene.yaml"
+
+
+class Scene:
+    """A simulated mocap scene loaded from a YAML description (see config/demo_scene.yaml)."""
+
+    def __init__(self, config: dict[str, Any], seed: int | None = None):
+        if not isinstance(config, dict):
+            raise SceneError("a scene is a mapping with rigid_bodies, skeletons, ...")
+        self.config = config
+        self.seed = int(config.get("seed", 0) if seed is None else seed)
+        self.rate = _positive(config, "rate", 100.0, maximum=10000.0)
+        self.latency = _non_negative(config, "latency", 0.005)
+        self.latency_jitter = _non_negative(config, "latency_jitter", 0.0005)
+        self.noise = _non_negative(config, "noise", 0.0003)
+        self.occlusion = _probability(config, "occlusion", 0.0)
+        self.drop_probability = _probability(config, "dropped_frames", 0.0)
+        self.unlabeled = int(_non_negative(config, "unlabeled_markers", 0))
+        volume = np.asarray(config.get("volume", [[-3, -3, 0], [3, 3, 2.5]]), dtype=float)
+        if volume.shape != (2, 3) or np.any(volume[1] <= volume[0]):
+            raise SceneError("volume must be [[xmin, ymin, zmin], [xmax, ymax, zmax]]")
+        self.volume = volume
+        rng = np.random.default_rng([self.seed, 0xB0D1E5])
+
+        bodies_cfg = config.get("rigid_bodies", []) or []
+        skeletons_cfg = config.get("skeletons", []) or []
+        if not isinstance(bodies_cfg, list) or not isinstance(skeletons_cfg, list):
+            raise SceneError("rigid_bodies and skeletons must be lists")
+        bodies_cfg = _expand_generated(config, bodies_cfg)
+
+        n_traj = len(bodies_cfg) + len(skeletons_cfg)
+        self._center = np.zeros((n_traj, 3))
+        self._amp = np.zeros((n_traj, _TERMS, 3))
+        self._freq = np.zeros((n_traj, _TERMS, 3))
+        self._phase = np.zeros((n_traj, _TERMS, 3))
+        self._yaw0 = np.zeros(n_traj)
+        self._yaw_rate = np.zeros(n_traj)
+        self._heading = np.zeros(n_traj, dtype=bool)   # yaw follows the velocity
+        self._tilt = np.zeros(n_traj)                  # roll/pitch wobble amplitude, rad
+
+        specs: list[BodySpec] = []
+        used_ids: set[int] = set()
+        self._body_loss = np.zeros((len(bodies_cfg), 2))
+        self._body_occlusion = np.zeros(len(bodies_cfg))
+        for row, cfg in enumerate(bodies_cfg):
+            name = _name(cfg, f"rigid_bodies[{row}]")
+            body_id = int(cfg.get("id", row + 1))
+            if body_id in used_ids or body_id < 0:
+                raise SceneError(f"rigid body {name!r}: id {body_id} is negative or used twice")
+            used_ids.add(body_id)
+            layout = np.asarray(cfg.get("markers", _default_layout(rng)), dtype=float)
+            if layout.ndim != 2 or layout.shape[1] != 3 or layout.shape[0] < 3:
+                raise SceneError(f"rigid body {name!r}: markers must be 3 or more [x, y, z] points")
+            m = layout.shape[0]
+            specs.append(BodySpec(
+                id=body_id, name=name,
+                marker_ids=np.asarray([body_id * 1000 + i + 1 for i in range(m)], dtype=np.int32),
+                marker_names=tuple(f"{name}:marker{i + 1}" for i in range(m)),
+                marker_layout=layout,
+            ))
+            self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, name)
+            self._body_loss[row] = _loss(cfg, name)
+            self._body_occlusion[row] = _probability(cfg, "occlusion", self.occlusion)
+
+        skeletons: list[_Skeleton] = []
+        skel_ids: set[int] = set()
+        for i, cfg in enumerate(skeletons_cfg):
+            name = _name(cfg, f"skeletons[{i}]")
+            skel_id = int(cfg.get("id", i + 1))
+            if skel_id in skel_ids or skel_id < 0:
+                raise SceneError(f"skeleton {name!r}: id {skel_id} is negative or used twice")
+            skel_ids.add(skel_id)
+            if cfg.get("template", "human") != "human":
+                raise SceneError(f"skeleton {name!r}: only the 'human' template exists")
+            row = len(bodies_cfg) + i
+            self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, name)
+            names = tuple(s[0] for s in _HUMAN)
+            index = {n: j for j, n in enumerate(names)}
+            seg_ids = np.arange(1, len(_HUMAN) + 1, dtype=np.int32)
+            parents = np.asarray([seg_ids[index[s[1]]] if s[1] else NO_PARENT for s in _HUMAN], dtype=np.int32)
+            spec = SkeletonSpec(
+                id=skel_id, name=name, segment_ids=seg_ids, segment_names=names,
+                parent_ids=parents, offsets=np.asarray([s[2] for s in _HUMAN], dtype=float),
+            )
+            skeletons.append(_Skeleton(
+                spec=spec, trajectory=row,
+                parent_rows=[index[s[1]] if s[1] else -1 for s in _HUMAN],
+                swing_axes=np.asarray([s[3] or (1, 0, 0) for s in _HUMAN], dtype=float),
+                swing_amp=np.asarray([s[4] for s in _HUMAN]),
+                swing_phase=np.asarray([s[5] for s in _HUMAN]),
+                step_rate=float(cfg.get("step_rate", 0.9)),
+                loss=_loss(cfg, name),
+            ))
+        self._skeletons = skeletons
+        self.description = SceneDescription(
+            bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled)
+        self._prepare_arrays()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_file(cls, path: str | Path, seed: int | None = None) -> "Scene":
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise SceneError(f"cannot read scene {path}: {exc.strerror}") from exc
+        try:
+            config = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SceneError(f"scene {path} is not valid YAML: {exc}") from exc
+        return cls(config or {}, seed=seed)
+
+    def _set_trajectory(self, row: int, cfg: dict[str, Any], rng: np.random.Generator, name: str) -> None:
+        if not isinstance(cfg, dict):
+            raise SceneError(f"{name}: trajectory must be a mapping with a type")
+        kind = cfg.get("type", "static")
+        center = np.asarray(cfg.get("center", cfg.get("position", [0.0, 0.0, 1.0])), dtype=float)
+        if center.shape != (3,):
+            raise SceneError(f"{name}: trajectory center must be [x, y, z]")
+        self._center[row] = center
+        period = float(cfg.get("period", 10.0))
+        if kind != "static" and period <= 0:
+            raise SceneError(f"{name}: trajectory period must be > 0")
+        w = 2 * math.pi / period if kind != "static" else 0.0
+        phase0 = float(cfg.get("phase", 0.0))
+        self._yaw0[row] = float(cfg.get("yaw", 0.0))
+        self._tilt[row] = float(cfg.get("tilt", 0.0))
+        if kind == "circle":
+            r = float(cfg.get("radius", 1.0))
+            self._amp[row, 0] = (r, r, 0.0)
+            self._freq[row, 0] = (w, w, 0.0)
+            self._phase[row, 0] = (phase0 + math.pi / 2, phase0, 0.0)
+            self._heading[row] = bool(cfg.get("heading", True))
+        elif kind == "figure_eight":
+            sx, sy = (float(v) for v in cfg.get("size", [2.0, 1.0]))
+            self._amp[row, 0] = (sx / 2, sy / 2, 0.0)
+            self._freq[row, 0] = (w, 2 * w, 0.0)
+            self._phase[row, 0] = (phase0, 2 * phase0, 0.0)
+            self._heading[row] = bool(cfg.get("heading", True))
+        elif kind == "random_walk":
+            # a smooth bounded wander: random frequencies and phases per axis and term
+            extent = np.asarray(cfg.get("extent", [1.0, 1.0, 0.3]), dtype=float)
+            weights = rng.uniform(0.2, 1.0, size=(_TERMS, 3))
+            weights /= weights.sum(axis=0)
+            self._amp[row] = weights * extent
+            self._freq[row] = w * rng.uniform(0.5, 2.5, size=(_TERMS, 3))
+            self._phase[row] = rng.uniform(0, 2 * math.pi, size=(_TERMS, 3))
+            self._yaw_rate[row] = float(cfg.get("yaw_rate", 0.3))
+        elif kind == "static":
+            self._yaw_rate[row] = 0.0
+        else:
+            raise SceneError(f"{name}: unknown trajectory type {kind!r} (one of {', '.join(TRAJECTORY_TYPES)})")
+
+    def _prepare_arrays(self) -> None:
+        bodies = self.description.bodies
+        nb = len(bodies)
+        counts = np.asarray([b.marker_layout.shape[0] for b in bodies], dtype=np.int64)
+        self._marker_body = np.repeat(np.arange(nb), counts)
+        self._marker_layout = np.concatenate([b.marker_layout for b in bodies]) if nb else np.zeros((0, 3))
+        self._marker_offsets = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(counts, out=self._marker_offsets[1:])
+        self._body_ids = np.asarray([b.id for b in bodies], dtype=np.int32)
+        self._body_names = tuple(b.name for b in bodies)
+        self._labeled_ids = np.concatenate([b.marker_ids for b in bodies]) if nb else np.zeros(0, np.int32)
+        self._labeled_names = tuple(n for b in bodies for n in b.marker_names)
+        self._all_names = self._labeled_names + ("",) * self.unlabeled
+        self._all_ids = np.concatenate([self._labeled_ids, np.full(self.unlabeled, UNKNOWN_ID, np.int32)])
+        self._skel_ids = np.asarray([s.spec.id for s in self._skeletons], dtype=np.int32)
+        self._skel_names = tuple(s.spec.name for s in self._skeletons)
+        seg_counts = [len(s.spec.segment_ids) for s in self._skeletons]
+        self._seg_offsets = np.zeros(len(seg_counts) + 1, dtype=np.int64)
+        np.cumsum(seg_counts, out=self._seg_offsets[1:])
+        if self._skeletons:
+            self._seg_ids = np.concatenate([s.spec.segment_ids for s in self._skeletons])
+            self._seg_parents = np.concatenate([s.spec.parent_ids for s in self._skeletons])
+        else:
+            self._seg_ids = np.zeros(0, np.int32)
+            self._seg_parents = np.zeros(0, np.int32)
+        self._seg_names = tuple(n for s in self._skeletons for n in s.spec.segment_names)
+        self._prepare_kinematics()
+
+    def _prepare_kinematics(self) -> None:
+        sks = self._skeletons
+        if not sks:
+            return
+        first_traj = len(self.description.bodies)
+        self._swing_axes = np.concatenate([s.swing_axes for s in sks])
+        self._swing_amp = np.concatenate([s.swing_amp for s in sks])
+        self._swing_phase = np.concatenate([s.swing_phase for s in sks])
+        self._seg_step_rate = np.concatenate([np.full(len(s.parent_rows), s.step_rate) for s in sks])
+        self._seg_local = np.concatenate([s.spec.offsets for s in sks])
+        self._seg_skeleton = np.repeat(np.arange(len(sks)), [len(s.parent_rows) for s in sks])
+        self._skel_loss = np.asarray([s.loss for s in sks], dtype=float)
+        parent = np.concatenate([
+            np.where(np.asarray(s.parent_rows) >= 0, np.asarray(s.parent_rows) + int(self._seg_offsets[i]), -1)
+            for i, s in enumerate(sks)])
+        depth = np.zeros(len(parent), dtype=int)
+        for row in range(len(parent)):  # parents precede children in the template
+            depth[row] = 0 if parent[row] < 0 else depth[parent[row]] + 1
+        roots = np.flatnonzero(depth == 0)
+        levels = [(roots, np.asarray([sks[i].trajectory - first_traj for i in self._seg_skeleton[roots]]))]
+        for d in range(1, int(depth.max()) + 1):
+            rows = np.flatnonzero(depth == d)
+            levels.append((rows, parent[rows]))
+        self._fk_levels = levels
+
+    # ------------------------------------------------------------------ queries
+    def asset_names(self) -> AssetNames:
+        return self.description.asset_names()
+
+    def time_of(self, k: int) -> float:
+        """Scene time in seconds of frame k."""
+        return k / self.rate
+
+    def is_dropped(self, k: int) -> bool:
+        """Whether the system 'loses' frame k (its number is skipped on the wire)."""
+        if self.drop_probability <= 0.0 or k == 0:
+            return False
+        return bool(np.random.default_rng([self.seed, 0xD0, k]).random() < self.drop_probability)
+
+    def poses(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (n, 3) and orientations (n, 4) of every trajectory row at time t."""
+        arg = self._freq * t + self._phase
+        pos = self._center + np.sum(self._amp * np.sin(arg), axis=1)
+        vel = np.sum(self._amp * self._freq * np.cos(arg), axis=1)
+        yaw = self._yaw0 + self._yaw_rate * t
+        moving = self._heading & (np.hypot(vel[:, 0], vel[:, 1]) > 1e-9)
+        yaw = np.where(moving, np.arctan2(vel[:, 1], vel[:, 0]) + self._yaw0, yaw)
+        quat = quat_from_yaw(yaw)
+        if np.any(self._tilt):
+            roll = self._tilt * np.sin(1.3 * t + np.arange(len(yaw)))
+            quat = quat_multiply(quat, quat_from_axis_angle([1.0, 0.0, 0.0], roll))
+        return pos, quat
+
+    def frame(self, k: int) -> MocapFrame:
+        """Frame k (frame_number k) as a MocapFrame; invalid rows hold NaN, as many
+        vendors send them, so consumers must apply the hold-last-value rule."""
+        t = self.time_of(k)
+        rng = np.random.default_rng([self.seed, k])
+        pos, quat = self.poses(t)
+        nb = len(self._body_ids)
+
+        # rigid bodies and their markers
+        body_pos = pos[:nb]
+        body_quat = quat[:nb]
+        lost = _lost(self._body_loss, t)
+        m = self._marker_layout.shape[0]
+        world = quat_rotate(body_quat[self._marker_body], self._marker_layout) + body_pos[self._marker_body]
+        noise = rng.normal(0.0, self.noise, size=(m, 3)) if self.noise > 0 else np.zeros((m, 3))
+        world += noise
+        occluded = rng.random(m) < self._body_occlusion[self._marker_body]
+        occluded |= lost[self._marker_body]
+        visible_counts = np.bincount(self._marker_body[~occluded], minlength=nb)
+        valid = ~lost & (visible_counts >= 3)
+        residual = np.linalg.norm(noise, axis=1).astype(np.float32)
+        mean_err = np.zeros(nb, dtype=np.float32)
+        if nb:
+            sums = np.bincount(self._marker_body[~occluded], weights=residual[~occluded], minlength=nb)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean_err = np.where(visible_counts > 0, sums / np.maximum(visible_counts, 1), -1.0).astype(np.float32)
+        world[occluded] = np.nan
+        residual[occluded] = -1.0
+        out_pos = body_pos.copy()
+        out_quat = body_quat.copy()
+        out_pos[~valid] = np.nan
+        out_quat[~valid] = np.nan
+
+        body_markers = MarkerArrays(
+            ids=self._labeled_ids, names=self._labeled_names, positions=world,
+            occluded=occluded, residuals=residual)
+        bodies = BodyArrays(
+            ids=self._body_ids, names=self._body_names, positions=out_pos, orientations=out_quat,
+            valid=valid, mean_errors=mean_err, marker_offsets=self._marker_offsets, markers=body_markers)
+
+        # every marker of the frame: labeled then unlabeled strays in the volume
+        if self.unlabeled:
+            strays = rng.uniform(self.volume[0], self.volume[1], size=(self.unlabeled, 3))
+            all_pos = np.concatenate([world, strays])
+            all_occ = np.concatenate([occluded, np.zeros(self.unlabeled, bool)])
+            all_res = np.concatenate([residual, np.full(self.unlabeled, -1.0, np.float32)])
+        else:
+            all_pos, all_occ, all_res = world, occluded, residual
+        markers = MarkerArrays(ids=self._all_ids, names=self._all_names, positions=all_pos,
+                               occluded=all_occ, residuals=all_res)
+
+        skeletons = self._skeleton_frame(t, pos[nb:], quat[nb:])
+        latency = self.latency + (rng.uniform(-1, 1) * self.latency_jitter if self.latency_jitter else 0.0)
+        return MocapFrame(frame_number=k, markers=markers, bodies=bodies, skeletons=skeletons,
+                          latency=max(latency, 0.0))
+
+    def _skeleton_frame(self, t: float, root_pos: np.ndarray, root_quat: np.ndarray) -> SkeletonArrays:
+        if not self._skeletons:
+            return SkeletonArrays()
+        # forward kinematics one tree depth at a time, vectorised over every skeleton
+        angles = self._swing_amp * np.sin(2 * math.pi * self._seg_step_rate * t + self._swing_phase)
+        local_q = quat_from_axis_angle(self._swing_axes, angles)
+        gq = np.empty_like(local_q)
+        gp = np.empty((local_q.shape[0], 3))
+        roots, owner = self._fk_levels[0]
+        gq[roots] = quat_multiply(root_quat[owner], local_q[roots])
+        gp[roots] = root_pos[owner] + quat_rotate(root_quat[owner], self._seg_local[roots])
+        for rows, parents in self._fk_levels[1:]:
+            gq[rows] = quat_multiply(gq[parents], local_q[rows])
+            gp[rows] = gp[parents] + quat_rotate(gq[parents], self._seg_local[rows])
+        skel_valid = ~_lost(self._skel_loss, t)
+        seg_valid = skel_valid[self._seg_skeleton]
+        gp[~seg_valid] = np.nan
+        gq[~seg_valid] = np.nan
+        segments = SegmentArrays(ids=self._seg_ids, names=self._seg_names, parent_ids=self._seg_parents,
+                                 positions=gp, orientations=gq, valid=seg_valid)
+        return SkeletonArrays(ids=self._skel_ids, names=self._skel_names, valid=skel_valid,
+                              segment_offsets=self._seg_offsets, segments=segments)
+
+
+# ---------------------------------------------------------------------- helpers
+def _lost(loss: np.ndarray, t: float) -> np.ndarray:
+    """Rows of (every, duration): lost during the last `duration` s of each `every` s."""
+    every = loss[:, 0]
+    duration = loss[:, 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        phase = np.where(every > 0, np.mod(t, np.where(every > 0, every, 1.0)), -1.0)
+    return (every > 0) & (phase >= every - duration)
+
+
+def _loss(cfg: dict[str, Any], name: str) -> tuple[float, float]:
+    loss = cfg.get("tracking_loss")
+    if not loss:
+        return (0.0, 0.0)
+    if not isinstance(loss, dict):
+        raise SceneError(f"{name}: tracking_loss must be {{every: s, duration: s}}")
+    every, duration = float(loss.get("every", 0.0)), float(loss.get("duration", 0.0))
+    if every <= 0 or not 0 < duration < every:
+        raise SceneError(f"{name}: tracking_loss needs every > duration > 0")
+    return (every, duration)
+
+
+def _expand_generated(config: dict[str, Any], bodies: list[Any]) -> list[Any]:
+    """`generated_bodies: {count: N, markers_per_body: M}` adds N bodies on circles
+    (used by benchmarks for 10 or 50 bodies without listing them)."""
+    gen = config.get("generated_bodies")
+    if not gen:
+        return list(bodies)
+    count = int(gen.get("count", 0))
+    per_body = int(gen.get("markers_per_body", 4))
+    if count < 0 or per_body < 3:
+        raise SceneError("generated_bodies needs count >= 0 and markers_per_body >= 3")
+    out = list(bodies)
+    first_id = max([int(b.get("id", i + 1)) for i, b in enumerate(bodies)] + [0]) + 1
+    for i in range(count):
+        angles = np.linspace(0, 2 * math.pi, per_body, endpoint=False)
+        layout = np.stack([0.08 * np.cos(angles) * (1 + 0.1 * np.arange(per_body)),
+                           0.08 * np.sin(angles), 0.01 * np.arange(per_body)], axis=1)
+        out.append({
+            "name": f"body{first_id + i}", "id": first_id + i, "markers": layout.tolist(),
+            "trajectory": {"type": "circle", "center": [0.0, 0.0, 0.5 + 0.02 * i],
+                           "radius": 0.5 + 0.05 * i, "period": 5.0 + i % 7, "phase": 0.3 * i},
+        })
+    return out
+
+
+def _default_layout(rng: np.random.Generator) -> list[list[float]]:
+    # an asymmetric 4-marker layout, as real rigid bodies need for unique labelling
+    base = np.array([[0.10, 0.0, 0.0], [-0.08, 0.06, 0.0], [-0.05, -0.09, 0.01], [0.0, 0.02, 0.07]])
+    return (base + rng.uniform(-0.01, 0.01, size=base.shape)).tolist()
+
+
+def _name(cfg: Any, where: str) -> str:
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("name"), str) or not cfg["name"]:
+        raise SceneError(f"{where} needs a non-empty name")
+    return cfg["name"]
+
+
+def _positive(cfg: dict[str, Any], key: str, default: float, maximum: float) -> float:
+    value = float(cfg.get(key, default))
+    if not 0 < value <= maximum:
+        raise SceneError(f"{key} must be in (0, {maximum}], got {value}")
+    return value
+
+
+def _non_negative(cfg: dict[str, Any], key: str, default: float) -> float:
+    value = float(cfg.get(key, default))
+    if value < 0 or not math.isfinite(value):
+        raise SceneError(f"{key} must be >= 0, got {value}")
+    return value
+
+
+def _probability(cfg: dict[str, Any], key: str, default: float) -> float:
+    value = float(cfg.get(key, default))
+    if not 0.0 <= value <= 1.0:
+        raise SceneError(f"{key} must be a probability in [0, 1], got {value}")
+    return value

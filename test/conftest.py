@@ -1,0 +1,62 @@
+"""Test session setup: an isolated DDS domain per run, and shared fixtures.
+
+Every pytest run claims its own ROS_DOMAIN_ID (a lock file per id under /tmp) and keeps
+discovery on localhost, so two runs on one machine never see each other's nodes. This
+happens at import time, before any test imports rclpy.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+_LOCKS = []
+
+
+def _claim_domain_id() -> int:
+    # 0..101 are valid for Fast DDS with the default port mapping; leave 0 to users
+    for domain in list(range(40, 100)) + list(range(1, 40)):
+        handle = open(f"/tmp/mocap4r2-test-domain-{domain}.lock", "w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _LOCKS.append(handle)  # held until the process exits
+        return domain
+    raise RuntimeError("no free ROS_DOMAIN_ID for this test run")
+
+
+if "MOCAP4R2_TEST_DOMAIN" not in os.environ:
+    os.environ["MOCAP4R2_TEST_DOMAIN"] = str(_claim_domain_id())
+os.environ["ROS_DOMAIN_ID"] = os.environ["MOCAP4R2_TEST_DOMAIN"]
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "0")
+os.environ["PYTHONUNBUFFERED"] = "1"
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from support import RosHarness, ProcessRunner  # noqa: E402
+
+
+def pytest_report_header(config):
+    return f"mocap4r2: ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}, discovery LOCALHOST"
+
+
+@pytest.fixture(scope="session")
+def ros():
+    """A live rclpy node spun in a background thread, for subscribing and calling."""
+    harness = RosHarness()
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def procs(tmp_path):
+    """Starts installed executables; every process is stopped at teardown."""
+    runner = ProcessRunner(tmp_path)
+    yield runner
+    runner.stop_all()
