@@ -1,0 +1,312 @@
+"""The control plane of seed 001: /mocap4r2/systems, /mocap4r2/control, /mocap4r2/control_ack.
+
+``ControlPlaneMember`` is the system side (used by every MocapSystemNode and by the
+AuxiliarSystem): it announces the system and answers START/STOP requests addressed to
+it, once per request id. ``ControlClient`` is the requester side used by the CLI, the
+TUI, the demo and tests.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from builtin_interfaces.msg import Time
+from lifecycle_msgs.msg import State
+from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+SYSTEMS_TOPIC = "/mocap4r2/systems"
+CONTROL_TOPIC = "/mocap4r2/control"
+ACK_TOPIC = "/mocap4r2/control_ack"
+
+# Every system keeps its last announcement for late joiners.
+SYSTEMS_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# Requests are not replayed to late joiners: an old START must not start a system that
+# comes up later.
+CONTROL_QOS = QoSProfile(depth=50, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.VOLATILE)
+ACK_QOS = QoSProfile(depth=200, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.VOLATILE)
+
+COMMAND_NAMES = {Control.START: "START", Control.STOP: "STOP"}
+STATE_LABELS = {
+    State.PRIMARY_STATE_UNKNOWN: "unknown",
+    State.PRIMARY_STATE_UNCONFIGURED: "unconfigured",
+    State.PRIMARY_STATE_INACTIVE: "inactive",
+    State.PRIMARY_STATE_ACTIVE: "active",
+    State.PRIMARY_STATE_FINALIZED: "finalized",
+}
+
+
+def time_msg(seconds: float | None = None) -> Time:
+    seconds = time.time() if seconds is None else seconds
+    sec = int(seconds // 1)
+    return Time(sec=sec, nanosec=min(int((seconds - sec) * 1e9), 999_999_999))
+
+
+def time_to_float(stamp: Time) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+@dataclass
+class Outcome:
+    """What a system's start or stop handler reports back."""
+
+    success: bool
+    message: str = ""
+    reached_at: float = field(default_factory=time.time)
+
+
+class ControlPlaneMember:
+    """The system side of the control plane.
+
+    ``start(session_id)`` and ``stop()`` are the system's handlers; ``describe()`` gives
+    the MocapSystemInfo to announce (its ``system`` is filled here). Requests are
+    handled in the executor thread that delivers them.
+    """
+
+    def __init__(self, node: Node, start: Callable[[str], Outcome], stop: Callable[[], Outcome],
+                 describe: Callable[[], MocapSystemInfo], remember: int = 256):
+        self.node = node
+        self.system = node.get_fully_qualified_name()
+        self._start = start
+        self._stop = stop
+        self._describe = describe
+        self._answered: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._remember = remember
+        self._lock = threading.Lock()
+        self.session_id = ""
+        self._info_pub = node.create_publisher(MocapSystemInfo, SYSTEMS_TOPIC, SYSTEMS_QOS)
+        self._ack_pub = node.create_publisher(ControlAck, ACK_TOPIC, ACK_QOS)
+        self._sub = node.create_subscription(Control, CONTROL_TOPIC, self._on_control, CONTROL_QOS)
+
+    def announce(self) -> MocapSystemInfo:
+        info = self._describe()
+        info.system = self.system
+        info.session_id = self.session_id
+        self._info_pub.publish(info)
+        return info
+
+    def addressed(self, msg: Control) -> bool:
+        return not msg.systems or self.system in msg.systems
+
+    def _on_control(self, msg: Control) -> None:
+        # never let a bad request take the node down
+        try:
+            self._handle(msg)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            self.node.get_logger().error(f"control request {msg.request_id!r} failed: {exc!r}")
+            self._ack(msg, Outcome(False, f"internal error: {exc}"))
+
+    def _handle(self, msg: Control) -> None:
+        if not self.addressed(msg):
+            return
+        log = self.node.get_logger()
+        if not msg.request_id:
+            log.warning(f"ignoring a control request from {msg.requester or 'unknown'} without request_id "
+                        "(an answer could not be matched to it)")
+            return
+        with self._lock:
+            if msg.request_id in self._answered:
+                log.info(f"request {msg.request_id} was already answered; ignoring the repeat")
+                return
+            self._answered[msg.request_id] = None
+            while len(self._answered) > self._remember:
+                self._answered.popitem(last=False)
+        command = COMMAND_NAMES.get(msg.command)
+        if command is None:
+            log.warning(f"request {msg.request_id}: unknown command {msg.command}")
+            self._ack(msg, Outcome(False, f"unknown command {msg.command} (START={Control.START}, "
+                                          f"STOP={Control.STOP})"))
+            return
+        log.info(f"{command} requested by {msg.requester or 'unknown'} (request {msg.request_id}, "
+                 f"session {msg.session_id!r})")
+        if msg.command == Control.START:
+            outcome = self._start(msg.session_id)
+            if outcome.success:
+                self.session_id = msg.session_id
+        else:
+            outcome = self._stop()
+        self._ack(msg, outcome)
+        self.announce()
+
+    def _ack(self, msg: Control, outcome: Outcome) -> None:
+        ack = ControlAck()
+        ack.request_id = msg.request_id
+        ack.session_id = msg.session_id
+        ack.system = self.system
+        ack.command = msg.command
+        ack.success = outcome.success
+        ack.message = outcome.message
+        ack.stamp = time_msg(outcome.reached_at)
+        self._ack_pub.publish(ack)
+
+    def destroy(self) -> None:
+        self.node.destroy_subscription(self._sub)
+        self.node.destroy_publisher(self._ack_pub)
+        self.node.destroy_publisher(self._info_pub)
+
+
+@dataclass
+class ControlResult:
+    request_id: str
+    command: int
+    acks: list[ControlAck]
+    expected: list[str]
+
+    @property
+    def missing(self) -> list[str]:
+        answered = {a.system for a in self.acks}
+        return [s for s in self.expected if s not in answered]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.expected) and not self.missing and all(a.success for a in self.acks)
+
+
+class ControlClient:
+    """Requester side of the control plane on a given node (spun elsewhere).
+
+    ``systems()`` lists the systems announced on /mocap4r2/systems (late joiners get each
+    system's last announcement); ``start``/``stop`` publish a request and wait for the
+    ack of every addressed system.
+    """
+
+    def __init__(self, node: Node):
+        self.node = node
+        self._lock = threading.Condition()
+        self._systems: dict[str, MocapSystemInfo] = {}
+        self._system_seen: dict[str, float] = {}
+        self._acks: dict[str, list[ControlAck]] = collections.defaultdict(list)
+        self._control_pub = node.create_publisher(Control, CONTROL_TOPIC, CONTROL_QOS)
+        self._systems_sub = node.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_info, SYSTEMS_QOS)
+        self._ack_sub = node.create_subscription(ControlAck, ACK_TOPIC, self._on_ack, ACK_QOS)
+
+    def _on_info(self, info: MocapSystemInfo) -> None:
+        with self._lock:
+            self._systems[info.system] = info
+            self._system_seen[info.system] = time.monotonic()
+            self._lock.notify_all()
+
+    def _on_ack(self, ack: ControlAck) -> None:
+        with self._lock:
+            self._acks[ack.request_id].append(ack)
+            self._lock.notify_all()
+
+    # ---------------------------------------------------------------- discovery
+    def systems(self, wait: float = 0.0, include_finalized: bool = False) -> dict[str, MocapSystemInfo]:
+        """Known systems after waiting ``wait`` seconds for announcements to arrive."""
+        if wait > 0:
+            time.sleep(wait)
+        with self._lock:
+            return {k: v for k, v in sorted(self._systems.items())
+                    if include_finalized or v.state.id != State.PRIMARY_STATE_FINALIZED}
+
+    def wait_for_systems(self, names: Iterable[str] = (), count: int = 1, timeout: float = 5.0,
+                         settle: float = 0.5) -> dict[str, MocapSystemInfo]:
+        """Wait until the named systems (or at least ``count`` systems) are known, then
+        ``settle`` more seconds for the rest of the late-joiner replay to arrive."""
+        names = list(names)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                known = self._systems
+                if (names and all(n in known for n in names)) or (not names and len(known) >= count):
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._lock.wait(remaining)
+        return self.systems(wait=settle)
+
+    # ---------------------------------------------------------------- requests
+    def request(self, command: int, systems: Iterable[str] = (), session_id: str = "",
+                timeout: float = 10.0, expected: Iterable[str] | None = None,
+                request_id: str | None = None) -> ControlResult:
+        """Publish one request and wait for the acks of ``expected`` systems (default:
+        the addressed ones, or every known non-finalized system when none is named)."""
+        systems = list(systems)
+        if expected is None:
+            expected = systems or list(self.systems().keys())
+        expected = list(expected)
+        msg = Control()
+        msg.command = command
+        msg.request_id = request_id or uuid.uuid4().hex
+        msg.session_id = session_id
+        msg.requester = self.node.get_fully_qualified_name()
+        msg.systems = systems
+        msg.stamp = time_msg()
+        self._control_pub.publish(msg)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                answered = {a.system for a in self._acks.get(msg.request_id, [])}
+                if expected and all(s in answered for s in expected):
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._lock.wait(remaining)
+            acks = list(self._acks.get(msg.request_id, []))
+        return ControlResult(request_id=msg.request_id, command=command, acks=acks, expected=expected)
+
+    def start(self, systems: Iterable[str] = (), session_id: str = "", timeout: float = 10.0) -> ControlResult:
+        return self.request(Control.START, systems, session_id, timeout)
+
+    def stop(self, systems: Iterable[str] = (), session_id: str = "", timeout: float = 10.0) -> ControlResult:
+        return self.request(Control.STOP, systems, session_id, timeout)
+
+    def destroy(self) -> None:
+        self.node.destroy_subscription(self._systems_sub)
+        self.node.destroy_subscription(self._ack_sub)
+        self.node.destroy_publisher(self._control_pub)
+
+
+class ControlSession:
+    """A ControlClient with its own rclpy context, node and spinning thread, for
+    programs that are not nodes themselves (the CLI, the demo, scripts)::
+
+        with ControlSession() as client:
+            client.wait_for_systems(count=1)
+            result = client.start(session_id="trial-01")
+    """
+
+    def __init__(self, node_name: str | None = None, args: list[str] | None = None):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(args=args, context=self.context)
+        name = node_name or f"mocap4r2_client_{uuid.uuid4().hex[:8]}"
+        self.node = rclpy.create_node(name, context=self.context)
+        self.client = ControlClient(self.node)
+        self._executor = SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, name="mocap4r2-client", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self._executor.spin()
+        except Exception:  # context shut down while spinning
+            pass
+
+    def __enter__(self) -> ControlClient:
+        return self.client
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        if self.context.ok():
+            self._rclpy.shutdown(context=self.context)
+        self._thread.join(timeout=2.0)

@@ -1,0 +1,159 @@
+"""Per-system statistics and their /diagnostics report.
+
+The reader thread calls ``record`` once per frame (cheap: counters and one vector add);
+the executor calls ``report`` periodically, which turns the window since the previous
+report into a diagnostic_msgs/DiagnosticStatus with OK / WARN / ERROR.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+
+# levels are one-byte `bytes` in rclpy (the msg field is `byte`); they order as expected
+OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+
+
+@dataclass
+class Thresholds:
+    no_frame_error_s: float = 1.0      # active and silent this long: ERROR
+    min_rate_ratio: float = 0.8        # measured/nominal below this: WARN
+    max_drop_ratio: float = 0.01       # dropped/expected above this: WARN
+    min_tracking_ratio: float = 0.5    # a body tracked in fewer frames than this: WARN
+
+
+@dataclass
+class _Window:
+    frames: int = 0
+    dropped: int = 0
+    latency_sum: float = 0.0
+    latency_max: float = 0.0
+    body_ids: np.ndarray | None = None
+    body_names: tuple[str, ...] = ()
+    body_valid: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    body_frames: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class FrameStatistics:
+    def __init__(self, thresholds: Thresholds | None = None):
+        self.thresholds = thresholds or Thresholds()
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._window = _Window()
+            self.total_frames = 0
+            self.total_dropped = 0
+            self.bad_frames = 0
+            self.read_errors = 0
+            self.last_error = ""
+            self.last_frame_number: int | None = None
+            self.last_frame_time: float | None = None
+            self.active_since: float | None = None
+
+    def activated(self) -> None:
+        with self._lock:
+            self.active_since = time.monotonic()
+            self._window = _Window()
+            self.last_frame_number = None
+
+    def record(self, frame_number: int, latency: float, body_ids: np.ndarray, body_names: tuple[str, ...],
+               body_valid: np.ndarray) -> None:
+        now = time.monotonic()
+        with self._lock:
+            w = self._window
+            if self.last_frame_number is not None and frame_number > self.last_frame_number + 1:
+                gap = frame_number - self.last_frame_number - 1
+                w.dropped += gap
+                self.total_dropped += gap
+            self.last_frame_number = frame_number
+            self.last_frame_time = now
+            w.frames += 1
+            self.total_frames += 1
+            w.latency_sum += latency
+            if latency > w.latency_max:
+                w.latency_max = latency
+            if w.body_ids is None or w.body_ids.shape != body_ids.shape or not np.array_equal(w.body_ids, body_ids):
+                # the set of bodies changed: start their ratios afresh
+                w.body_ids = body_ids.copy()
+                w.body_names = body_names
+                w.body_valid = np.zeros(body_ids.shape[0])
+                w.body_frames = 0
+            w.body_valid += body_valid
+            w.body_frames += 1
+
+    def error(self, message: str, bad_frame: bool = False) -> None:
+        with self._lock:
+            if bad_frame:
+                self.bad_frames += 1
+            else:
+                self.read_errors += 1
+            self.last_error = message
+
+    def report(self, name: str, hardware_id: str, active: bool, state_label: str, nominal_rate: float,
+               extra: dict[str, str] | None = None) -> DiagnosticStatus:
+        now = time.monotonic()
+        th = self.thresholds
+        with self._lock:
+            w = self._window
+            self._window = _Window(body_ids=w.body_ids, body_names=w.body_names,
+                                   body_valid=np.zeros_like(w.body_valid))
+            elapsed = max(now - w.started, 1e-9)
+            last_frame_time = self.last_frame_time
+            active_since = self.active_since
+            totals = (self.total_frames, self.total_dropped, self.bad_frames, self.read_errors, self.last_error)
+        rate = w.frames / elapsed
+        level, problems = OK, []
+        if not active:
+            summary = f"{state_label}: not streaming"
+        else:
+            silent_since = last_frame_time if last_frame_time is not None else active_since
+            silent_for = now - silent_since if silent_since is not None else 0.0
+            if silent_for > th.no_frame_error_s:
+                level = ERROR
+                problems.append(f"no frame for {silent_for:.1f} s")
+            if nominal_rate > 0 and w.frames and rate < th.min_rate_ratio * nominal_rate:
+                level = max(level, WARN)
+                problems.append(f"rate {rate:.1f} Hz below nominal {nominal_rate:.1f} Hz")
+            expected = w.frames + w.dropped
+            if expected and w.dropped / expected > th.max_drop_ratio:
+                level = max(level, WARN)
+                problems.append(f"{w.dropped} dropped frames")
+            if w.body_frames:
+                ratios = w.body_valid / w.body_frames
+                lost = [n for n, r in zip(w.body_names, ratios.tolist()) if r < th.min_tracking_ratio]
+                if lost:
+                    level = max(level, WARN)
+                    problems.append("poorly tracked: " + ", ".join(lost[:5]) + ("..." if len(lost) > 5 else ""))
+            summary = "; ".join(problems) if problems else f"streaming at {rate:.1f} Hz"
+        status = DiagnosticStatus()
+        status.level = level
+        status.name = name
+        status.hardware_id = hardware_id
+        status.message = summary
+        values = {
+            "state": state_label,
+            "rate_hz": f"{rate:.2f}",
+            "nominal_rate_hz": f"{nominal_rate:.2f}",
+            "latency_mean_ms": f"{1000.0 * w.latency_sum / w.frames:.3f}" if w.frames else "nan",
+            "latency_max_ms": f"{1000.0 * w.latency_max:.3f}",
+            "frames": str(w.frames),
+            "dropped_frames": str(w.dropped),
+            "frames_total": str(totals[0]),
+            "dropped_frames_total": str(totals[1]),
+            "bad_frames_total": str(totals[2]),
+            "read_errors_total": str(totals[3]),
+        }
+        if totals[4]:
+            values["last_error"] = totals[4]
+        if w.body_frames:
+            for body, ratio in zip(w.body_names, (w.body_valid / w.body_frames).tolist()):
+                values[f"tracking_ratio/{body}"] = f"{ratio:.3f}"
+        values.update(extra or {})
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        return status

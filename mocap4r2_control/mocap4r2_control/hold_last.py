@@ -1,0 +1,78 @@
+"""The validity rule of mocap4r2_interfaces, applied once for every system.
+
+A body (segment, marker) that is not tracked in a frame is published with its last
+good value and ``tracking_valid: false`` (``occluded: true``), never zeros or NaN.
+Values are remembered per stable key (an id from the mocap system), so the rule holds
+when entries appear, disappear or change order between frames.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class LastGoodValues:
+    """Per-key memory of the last good row of a (n, width) array.
+
+    ``update(keys, values, good)`` stores the good rows and returns (values, seen):
+    every row holds the newest good value of its key, and ``seen`` says whether the
+    key ever had one (rows never seen hold ``initial``).
+    """
+
+    def __init__(self, width: int, initial: np.ndarray | None = None):
+        self.width = width
+        self.initial = np.zeros(width) if initial is None else np.asarray(initial, dtype=float)
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.values = np.zeros((0, width))
+        self.seen = np.zeros(0, dtype=bool)
+
+    def update(self, keys: np.ndarray, values: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if keys.shape != self.keys.shape or not np.array_equal(keys, self.keys):
+            self._remap(keys)
+        self.values[good] = values[good]
+        self.seen |= good
+        return self.values, self.seen
+
+    def _remap(self, keys: np.ndarray) -> None:
+        # the set or order of keys changed (an asset appeared or vanished): carry over
+        # what is known of the keys that remain
+        old = {int(k): i for i, k in enumerate(self.keys.tolist())}
+        values = np.tile(self.initial, (keys.shape[0], 1))
+        seen = np.zeros(keys.shape[0], dtype=bool)
+        for row, key in enumerate(keys.tolist()):
+            j = old.get(key)
+            if j is not None:
+                values[row] = self.values[j]
+                seen[row] = self.seen[j]
+        self.keys = np.array(keys, dtype=np.int64, copy=True)
+        self.values = values
+        self.seen = seen
+
+    def clear(self) -> None:
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.values = np.zeros((0, self.width))
+        self.seen = np.zeros(0, dtype=bool)
+
+
+IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+
+
+def good_poses(positions: np.ndarray, orientations: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows usable as a pose: flagged valid, finite, with a non-degenerate quaternion.
+
+    Returns (good mask, poses as (n, 7) with normalised quaternions)."""
+    poses = np.concatenate((positions, orientations), axis=1)
+    finite = np.isfinite(poses).all(axis=1)
+    norms = np.linalg.norm(orientations, axis=1)
+    good = valid & finite & (norms > 1e-6)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        poses[:, 3:] = orientations / norms[:, None]
+    return good, poses
+
+
+def sub_keys(owner_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Stable keys for nested rows (a body's markers, a skeleton's segments) from the
+    owner's id and the row's index within its owner."""
+    counts = np.diff(offsets)
+    owners = np.repeat(owner_ids.astype(np.int64), counts)
+    index = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], counts)
+    return (owners << 20) + index

@@ -1,0 +1,430 @@
+"""MocapSystemNode: everything ROS about a mocap system, written once for every vendor.
+
+A vendor contributes a :class:`~mocap4r2_control.adapter.MocapAdapter`; this lifecycle
+node owns its parameters, the lifecycle (configure connects, activate starts the reader
+thread, deactivate joins it, cleanup disconnects, shutdown releases everything from any
+state), stamps, publishing of markers / rigid_bodies / skeletons with one header and
+frame number per frame, /tf, /diagnostics and the control plane.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Sequence
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from lifecycle_msgs.msg import State
+from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from .adapter import AdapterError, MocapAdapter, ParameterSpec
+from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome, time_msg
+from .diagnostics import FrameStatistics, Thresholds
+from .frame import AssetNames, MocapFrame
+from .frame_messages import FrameMessages
+from .tf_out import TransformSender
+
+
+def _valid_frame_id(value: str) -> str | None:
+    if not value or value.startswith("/") or " " in value:
+        return f"frame_id must be a non-empty tf frame name without a leading '/' or spaces, got {value!r}"
+    return None
+
+
+def _valid_prefix(value: str) -> str | None:
+    if value.startswith("/") or " " in value:
+        return f"tf_prefix must not start with '/' or contain spaces, got {value!r}"
+    return None
+
+
+BASE_PARAMETERS: tuple[ParameterSpec, ...] = (
+    ParameterSpec("frame_id", "world", "Frame of the published data (header.frame_id and /tf parent).",
+                  check=_valid_frame_id),
+    ParameterSpec("publish_tf", False, "Publish frame_id -> tf_prefix + body name on /tf for every tracked body."),
+    ParameterSpec("tf_prefix", "", "Prefix of the /tf child frame of each body.", check=_valid_prefix),
+    ParameterSpec("publish_markers", True, "Publish the markers topic."),
+    ParameterSpec("publish_rigid_bodies", True, "Publish the rigid_bodies topic."),
+    ParameterSpec("publish_skeletons", True, "Publish the skeletons topic."),
+    ParameterSpec("rigid_body_markers", True, "Include each body's markers in rigid_bodies."),
+    ParameterSpec("autostart", False, "Configure and activate at start-up, without a lifecycle manager."),
+    ParameterSpec("read_timeout", 0.1, "Longest a read may block, s (bounds the reaction to deactivate).",
+                  min_value=0.001, max_value=5.0),
+    ParameterSpec("diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0),
+    ParameterSpec("no_frame_error", 1.0, "Seconds without a frame, while active, that make diagnostics ERROR.",
+                  min_value=0.01, max_value=600.0),
+    ParameterSpec("qos_reliable", True, "Reliable data topics (false: best effort, for lossy Wi-Fi consumers)."),
+    ParameterSpec("qos_depth", 10, "History depth of the data topics.", min_value=1, max_value=10000),
+)
+
+DATA_TOPICS = (("markers", Markers, "mocap4r2_interfaces/msg/Markers"),
+               ("rigid_bodies", RigidBodies, "mocap4r2_interfaces/msg/RigidBodies"),
+               ("skeletons", Skeletons, "mocap4r2_interfaces/msg/Skeletons"))
+
+
+class MocapSystemNode(LifecycleNode):
+    """A mocap system as an rclpy lifecycle node, around one vendor adapter."""
+
+    def __init__(self, adapter_class: type[MocapAdapter], node_name: str, **kwargs: Any):
+        super().__init__(node_name, **kwargs)
+        self.adapter_class = adapter_class
+        self.adapter: MocapAdapter | None = None
+        self.asset_names = AssetNames()
+        self._specs: dict[str, ParameterSpec] = {}
+        self._declare(BASE_PARAMETERS)
+        self._declare(adapter_class.parameters)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        self._state_id = State.PRIMARY_STATE_UNCONFIGURED
+        self._reader: threading.Thread | None = None
+        self._stop_reading = threading.Event()
+        self._data_publishers: dict[str, Any] = {}
+        self._tf: TransformSender | None = None
+        self._messages: FrameMessages | None = None
+        self._config: dict[str, Any] = {}
+        self.stats = FrameStatistics()
+        self._transition_lock = threading.RLock()
+
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diagnostics_timer = self.create_timer(self.value("diagnostics_period"), self._publish_diagnostics)
+        self.control = ControlPlaneMember(self, self._start_requested, self._stop_requested, self._describe)
+        self.control.announce()
+        if self.value("autostart"):
+            self._autostart_timer = self.create_timer(0.0, self._autostart)
+        self.get_logger().info(f"{adapter_class.system_type} system ready (unconfigured)")
+
+    # ================================================================ parameters
+    def _declare(self, specs: Sequence[ParameterSpec]) -> None:
+        log = self.get_logger()
+        for spec in specs:
+            self._specs[spec.name] = spec
+            descriptor = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+            try:
+                param = self.declare_parameter(spec.name, spec.default, descriptor)
+                value = param.value
+            except Exception as exc:  # wrong type from a launch file or the command line
+                log.error(f"parameter {spec.name}: {exc}; using the default {spec.default!r}")
+                self.declare_parameter(spec.name, spec.default, descriptor, ignore_override=True)
+                continue
+            problem = spec.validate(value)
+            if problem:
+                log.error(f"parameter {problem}; using the default {spec.default!r}")
+                self.set_parameters([Parameter(spec.name, value=spec.default)])
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        for param in params:
+            spec = self._specs.get(param.name)
+            if spec is None:
+                continue
+            problem = spec.validate(param.value)
+            if problem:
+                self.get_logger().warning(f"refused: {problem}")
+                return SetParametersResult(successful=False, reason=problem)
+        if self._state_id == State.PRIMARY_STATE_ACTIVE:
+            changed = ", ".join(p.name for p in params if p.name in self._specs)
+            if changed:
+                self.get_logger().info(f"{changed} changed; applies at the next configure")
+        return SetParametersResult(successful=True)
+
+    def value(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _values(self, specs: Sequence[ParameterSpec]) -> dict[str, Any]:
+        return {spec.name: self.value(spec.name) for spec in specs}
+
+    # ================================================================ lifecycle
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            log = self.get_logger()
+            self._config = self._values(BASE_PARAMETERS)
+            try:
+                adapter = self.adapter_class.from_parameters(self._values(self.adapter_class.parameters))
+            except Exception as exc:  # bad combination of parameters
+                log.error(f"configure failed: {exc}")
+                self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
+                return TransitionCallbackReturn.FAILURE
+            try:
+                names = adapter.connect()
+            except Exception as exc:
+                log.error(f"configure failed: cannot connect: {exc}")
+                _quietly(adapter.disconnect)
+                self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
+                return TransitionCallbackReturn.FAILURE
+            self.adapter = adapter
+            self.asset_names = names if isinstance(names, AssetNames) else AssetNames()
+            self._create_outputs()
+            log.info(f"configured: {len(self.asset_names.rigid_bodies)} rigid bodies, "
+                     f"{len(self.asset_names.markers)} markers, {len(self.asset_names.skeletons)} skeletons"
+                     + (f" ({', '.join(self.asset_names.rigid_bodies[:8])}"
+                        f"{'...' if len(self.asset_names.rigid_bodies) > 8 else ''})"
+                        if self.asset_names.rigid_bodies else ""))
+            self._announce_state(State.PRIMARY_STATE_INACTIVE)
+            return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            try:
+                self.adapter.start_streaming()
+            except Exception as exc:
+                self.get_logger().error(f"activate failed: cannot start streaming: {exc}")
+                self._announce_state(State.PRIMARY_STATE_INACTIVE)
+                return TransitionCallbackReturn.FAILURE
+            self.stats.activated()
+            self._stop_reading.clear()
+            self._reader = threading.Thread(target=self._read_loop, name="mocap4r2-reader", daemon=True)
+            self._reader.start()
+            self.get_logger().info("activated: streaming")
+            self._announce_state(State.PRIMARY_STATE_ACTIVE)
+            return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            self._stop_reader()
+            if self.adapter is not None:
+                _quietly(self.adapter.stop_streaming, self.get_logger())
+            self.get_logger().info("deactivated")
+            self._announce_state(State.PRIMARY_STATE_INACTIVE)
+            return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            self._release()
+            self.get_logger().info("cleaned up: disconnected")
+            self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
+            return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            self._release()
+            self._announce_state(State.PRIMARY_STATE_FINALIZED)
+            return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            self.get_logger().error(f"error while in {state.label}: releasing the connection")
+            self._release()
+            self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
+            return TransitionCallbackReturn.SUCCESS
+
+    def _release(self) -> None:
+        """Stop the reader, disconnect, drop outputs; safe in any state, and twice."""
+        self._stop_reader()
+        if self.adapter is not None:
+            _quietly(self.adapter.stop_streaming, self.get_logger())
+            _quietly(self.adapter.disconnect, self.get_logger())
+            self.adapter = None
+        self._destroy_outputs()
+
+    def _stop_reader(self) -> None:
+        self._stop_reading.set()
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(timeout=max(5.0, 10 * self._config.get("read_timeout", 0.1)))
+            if reader.is_alive():
+                self.get_logger().error("the reader thread did not stop in time (adapter blocked in read)")
+        self._reader = None
+
+    def _create_outputs(self) -> None:
+        cfg = self._config
+        qos = QoSProfile(depth=cfg["qos_depth"], reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
+                         else ReliabilityPolicy.BEST_EFFORT)
+        for topic, msg_type, _ in DATA_TOPICS:
+            if cfg[f"publish_{topic}"]:
+                self._data_publishers[topic] = self.create_publisher(msg_type, topic, qos)
+        self._tf = TransformSender(self) if cfg["publish_tf"] else None
+        self._messages = FrameMessages(cfg["frame_id"], cfg["tf_prefix"])
+        self.stats.thresholds = Thresholds(no_frame_error_s=cfg["no_frame_error"])
+
+    def _destroy_outputs(self) -> None:
+        for pub in self._data_publishers.values():
+            self.destroy_publisher(pub)
+        self._data_publishers.clear()
+        if self._tf is not None:
+            self._tf.destroy()
+            self._tf = None
+
+    # ================================================================ reading
+    def _read_loop(self) -> None:
+        """The reader thread: read frames and publish them until told to stop."""
+        adapter = self.adapter
+        timeout = self._config["read_timeout"]
+        log = self.get_logger()
+        failing_since: float | None = None
+        while not self._stop_reading.is_set():
+            try:
+                frame = adapter.read_frame(timeout)
+            except Exception as exc:  # noqa: BLE001 - the adapter reconnects, we report
+                self.stats.error(f"read failed: {exc}")
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    log.error(f"reading from the {adapter.system_type} system failed: {exc}")
+                self._stop_reading.wait(min(0.5, max(timeout, 0.01)))
+                continue
+            if frame is None:
+                continue
+            arrival = time.time()
+            if failing_since is not None:
+                log.info(f"frames again after {time.monotonic() - failing_since:.1f} s")
+                failing_since = None
+            try:
+                self.publish_frame(frame, arrival)
+            except Exception as exc:  # noqa: BLE001 - a bad frame must not stop the stream
+                self.stats.error(f"bad frame {getattr(frame, 'frame_number', '?')}: {exc}", bad_frame=True)
+                log.error(f"dropped a bad frame: {exc}", throttle_duration_sec=5.0)
+
+    def publish_frame(self, frame: MocapFrame, arrival: float | None = None) -> None:
+        """Publish one frame on every enabled topic with one stamp and frame number."""
+        frame.check()
+        arrival = time.time() if arrival is None else arrival
+        capture = frame.capture_time if frame.capture_time is not None else arrival - frame.latency
+        stamp = time_msg(capture)
+        messages = self._messages
+        pubs = self._data_publishers
+        markers_pub = pubs.get("markers")
+        if markers_pub is not None:
+            msg = messages.fill_markers(frame)
+            msg.header.stamp = stamp
+            markers_pub.publish(msg)
+        bodies_msg, good, poses = messages.fill_bodies(frame, self._config["rigid_body_markers"])
+        bodies_pub = pubs.get("rigid_bodies")
+        if bodies_pub is not None:
+            bodies_msg.header.stamp = stamp
+            bodies_pub.publish(bodies_msg)
+        skeletons_pub = pubs.get("skeletons")
+        if skeletons_pub is not None:
+            msg = messages.fill_skeletons(frame)
+            msg.header.stamp = stamp
+            skeletons_pub.publish(msg)
+        if self._tf is not None:
+            self._tf.send(messages.transforms(frame, good, poses, stamp))
+        self.stats.record(frame.frame_number, arrival - capture, frame.bodies.ids, frame.bodies.names, good)
+
+    # ================================================================ control plane
+    @property
+    def state_id(self) -> int:
+        return self._state_id
+
+    def _announce_state(self, state_id: int) -> None:
+        self._state_id = state_id
+        try:
+            self.control.announce()
+        except Exception as exc:  # noqa: BLE001 - shutting down
+            self.get_logger().debug(f"announcement failed: {exc}")
+
+    def _describe(self) -> MocapSystemInfo:
+        info = MocapSystemInfo()
+        info.type = self.adapter_class.system_type
+        info.frame_id = self.value("frame_id")
+        info.frame_rate = float(self.adapter.nominal_rate) if self.adapter is not None else 0.0
+        info.state.id = self._state_id
+        info.state.label = STATE_LABELS.get(self._state_id, "unknown")
+        topics, types = [], []
+        for topic, _, type_name in DATA_TOPICS:
+            if self.value(f"publish_{topic}"):
+                topics.append(self.resolve_topic_name(topic))
+                types.append(type_name)
+        if self.value("publish_tf"):
+            topics.append("/tf")
+            types.append("tf2_msgs/msg/TFMessage")
+        topics.append("/diagnostics")
+        types.append("diagnostic_msgs/msg/DiagnosticArray")
+        info.topics = topics
+        info.topic_types = types
+        return info
+
+    def _start_requested(self, session_id: str) -> Outcome:
+        with self._transition_lock:
+            if self._state_id == State.PRIMARY_STATE_ACTIVE:
+                return Outcome(True, "already active")
+            if self._state_id == State.PRIMARY_STATE_FINALIZED:
+                return Outcome(False, "the system is shut down")
+            if self._state_id == State.PRIMARY_STATE_UNCONFIGURED:
+                if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                    return Outcome(False, "configure failed (see the system's log)")
+            if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+                return Outcome(False, "activate failed (see the system's log)")
+            return Outcome(True, "active")
+
+    def _stop_requested(self) -> Outcome:
+        with self._transition_lock:
+            if self._state_id == State.PRIMARY_STATE_ACTIVE:
+                if self.trigger_deactivate() != TransitionCallbackReturn.SUCCESS:
+                    return Outcome(False, "deactivate failed")
+                return Outcome(True, "inactive")
+            if self._state_id == State.PRIMARY_STATE_FINALIZED:
+                return Outcome(False, "the system is shut down")
+            return Outcome(True, f"already {STATE_LABELS.get(self._state_id, 'stopped')}")
+
+    def _autostart(self) -> None:
+        self.destroy_timer(self._autostart_timer)
+        outcome = self._start_requested("")
+        if not outcome.success:
+            self.get_logger().error(f"autostart: {outcome.message}")
+
+    # ================================================================ diagnostics
+    def _publish_diagnostics(self) -> None:
+        try:
+            self._report_diagnostics()
+        except Exception as exc:  # noqa: BLE001 - a report must never take the node down
+            self.get_logger().error(f"diagnostics report failed: {exc!r}", throttle_duration_sec=10.0)
+
+    def _report_diagnostics(self) -> None:
+        try:
+            extra = self.adapter.status() if self.adapter is not None else {}
+        except Exception as exc:  # noqa: BLE001
+            extra = {"adapter_status_error": str(exc)}
+        status = self.stats.report(
+            name=f"{self.get_fully_qualified_name()}: {self.adapter_class.system_type} mocap system",
+            hardware_id=self.get_fully_qualified_name(),
+            active=self._state_id == State.PRIMARY_STATE_ACTIVE,
+            state_label=STATE_LABELS.get(self._state_id, "unknown"),
+            nominal_rate=float(self.adapter.nominal_rate) if self.adapter is not None else 0.0,
+            extra={k: str(v) for k, v in extra.items()},
+        )
+        array = DiagnosticArray()
+        array.header.stamp = time_msg()
+        array.status = [status]
+        self._diagnostics_pub.publish(array)
+
+    def destroy_node(self) -> None:
+        self._release()
+        super().destroy_node()
+
+
+def _quietly(call, logger=None) -> None:
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - releasing must go on
+        if logger is not None:
+            logger.warning(f"{getattr(call, '__name__', 'release')} failed: {exc}")
+
+
+def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None) -> int:
+    """The whole main() of a system executable: spin until Ctrl-C or shutdown, then
+    release the system (reader thread, connection) whatever state it is in."""
+    rclpy.init(args=args if args is not None else sys.argv)
+    node = None
+    try:
+        node = MocapSystemNode(adapter_class, node_name)
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            try:
+                if node.state_id not in (State.PRIMARY_STATE_FINALIZED,):
+                    node._release()
+                    node._announce_state(State.PRIMARY_STATE_FINALIZED)
+            except Exception:  # noqa: BLE001 - context may already be gone
+                pass
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0

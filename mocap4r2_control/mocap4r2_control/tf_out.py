@@ -1,0 +1,64 @@
+"""Sending /tf: tf2_ros where it is installed, an equivalent publisher elsewhere.
+
+On a ROS distribution tf2_ros.TransformBroadcaster is used. A wheels-only machine has no
+tf2_ros; there we publish tf2_msgs/TFMessage on /tf with the QoS of tf2_ros's
+DynamicBroadcasterQoS (reliable, volatile, keep last 100), which is what every tf
+listener subscribes with.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from geometry_msgs.msg import TransformStamped
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+TF_QOS = QoSProfile(
+    depth=100,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+TF_STATIC_QOS = QoSProfile(
+    depth=1,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
+
+class TransformSender:
+    """send(transforms) on /tf, through tf2_ros when available."""
+
+    def __init__(self, node: Node):
+        self.node = node
+        self.uses_tf2_ros = False
+        try:
+            from tf2_ros import TransformBroadcaster  # type: ignore[import-not-found]
+
+            self._broadcaster = TransformBroadcaster(node)
+            self.uses_tf2_ros = True
+            self._publisher = None
+        except ImportError:
+            from tf2_msgs.msg import TFMessage
+
+            self._broadcaster = None
+            self._message = TFMessage()
+            self._publisher = node.create_publisher(TFMessage, "/tf", TF_QOS)
+
+    def send(self, transforms: Sequence[TransformStamped]) -> None:
+        if not transforms:
+            return
+        if self._broadcaster is not None:
+            self._broadcaster.sendTransform(list(transforms))
+        else:
+            self._message.transforms = list(transforms)
+            self._publisher.publish(self._message)
+
+    def destroy(self) -> None:
+        if self._publisher is not None:
+            self.node.destroy_publisher(self._publisher)
+            self._publisher = None
+        elif self._broadcaster is not None:
+            self.node.destroy_publisher(self._broadcaster.pub_tf)
+            self._broadcaster = None
