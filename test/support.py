@@ -239,13 +239,13 @@ class RosHarness:
     # ---------------------------------------------------------------- lifecycle
     def change_state(self, node: str, transition: str | int, timeout: float = 15.0) -> bool:
         """What `ros2 lifecycle set <node> <transition>` does: call <node>/change_state."""
-        from lifecycle_msgs.msg import Transition
         from lifecycle_msgs.srv import ChangeState
 
-        if isinstance(transition, str):
-            transition = getattr(Transition, f"TRANSITION_{transition.upper()}")
         request = ChangeState.Request()
-        request.transition.id = transition
+        if isinstance(transition, str):
+            request.transition.label = transition  # e.g. "configure", "shutdown", as the CLI sends
+        else:
+            request.transition.id = transition
         return bool(self.call(ChangeState, f"{node}/change_state", request, timeout).success)
 
     def get_state(self, node: str, timeout: float = 10.0) -> str:

@@ -209,21 +209,25 @@ class ControlClient:
                     if include_finalized or v.state.id != State.PRIMARY_STATE_FINALIZED}
 
     def wait_for_systems(self, names: Iterable[str] = (), count: int = 1, timeout: float = 5.0,
-                         settle: float = 0.5) -> dict[str, MocapSystemInfo]:
+                         settle: float = 1.0) -> dict[str, MocapSystemInfo]:
         """Wait until the named systems (or at least ``count`` systems) are known, then
-        ``settle`` more seconds for the rest of the late-joiner replay to arrive."""
+        until no new system has appeared for ``settle`` seconds: discovery delivers the
+        late-joiner replay of each system separately."""
         names = list(names)
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         with self._lock:
             while True:
                 known = self._systems
-                if (names and all(n in known for n in names)) or (not names and len(known) >= count):
+                satisfied = all(n in known for n in names) if names else len(known) >= count
+                now = time.monotonic()
+                last_new = max(self._system_seen.values(), default=start)
+                if satisfied and now - max(last_new, start) >= settle:
                     break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if now >= deadline and (satisfied or now >= deadline + settle):
                     break
-                self._lock.wait(remaining)
-        return self.systems(wait=settle)
+                self._lock.wait(0.05)
+        return self.systems()
 
     # ---------------------------------------------------------------- requests
     def request(self, command: int, systems: Iterable[str] = (), session_id: str = "",

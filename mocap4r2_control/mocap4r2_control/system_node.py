@@ -8,26 +8,24 @@ frame number per frame, /tf, /diagnostics and the control plane.
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import Any, Sequence
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State
 from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from .adapter import AdapterError, MocapAdapter, ParameterSpec
+from .adapter import MocapAdapter, ParameterSpec
 from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome, time_msg
 from .diagnostics import FrameStatistics, Thresholds
 from .frame import AssetNames, MocapFrame
 from .frame_messages import FrameMessages
+from .spin import run_node
 from .tf_out import TransformSender
 
 
@@ -251,6 +249,7 @@ class MocapSystemNode(LifecycleNode):
     # ================================================================ reading
     def _read_loop(self) -> None:
         """The reader thread: read frames and publish them until told to stop."""
+        name_os_thread("mocap4r2-reader")
         adapter = self.adapter
         timeout = self._config["read_timeout"]
         log = self.get_logger()
@@ -391,9 +390,27 @@ class MocapSystemNode(LifecycleNode):
         array.status = [status]
         self._diagnostics_pub.publish(array)
 
+    def finish(self) -> None:
+        """Leave for good: release everything and announce the finalized state."""
+        if self._state_id != State.PRIMARY_STATE_FINALIZED:
+            self._release()
+            self._announce_state(State.PRIMARY_STATE_FINALIZED)
+
     def destroy_node(self) -> None:
         self._release()
         super().destroy_node()
+
+
+def name_os_thread(name: str) -> None:
+    """Give the calling thread a name the OS shows (top -H, /proc/<pid>/task/*/comm),
+    so a leaked reader thread can be seen from outside the process."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except Exception:  # noqa: BLE001 - cosmetic only
+        pass
 
 
 def _quietly(call, logger=None) -> None:
@@ -405,26 +422,7 @@ def _quietly(call, logger=None) -> None:
 
 
 def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None) -> int:
-    """The whole main() of a system executable: spin until Ctrl-C or shutdown, then
-    release the system (reader thread, connection) whatever state it is in."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    node = None
-    try:
-        node = MocapSystemNode(adapter_class, node_name)
-        executor = MultiThreadedExecutor(num_threads=2)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            try:
-                if node.state_id not in (State.PRIMARY_STATE_FINALIZED,):
-                    node._release()
-                    node._announce_state(State.PRIMARY_STATE_FINALIZED)
-            except Exception:  # noqa: BLE001 - context may already be gone
-                pass
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    """The whole main() of a system executable: spin until Ctrl-C or SIGTERM, then
+    release the system (reader thread, connection) whatever state it is in and tell the
+    control plane it is finalized."""
+    return run_node(lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args)

@@ -1,0 +1,21 @@
+"""`ros2 mocap4r2 ...`: the mocap4r2 verbs as a ros2cli command extension.
+
+Loaded by ros2cli through the ``ros2cli.command`` entry point, so it only runs where
+ros2cli is installed; the verbs and their handlers are those of ``mocap4r2_control.cli``.
+"""
+from __future__ import annotations
+
+from ros2cli.command import CommandExtension  # type: ignore[import-not-found]
+
+from . import cli
+
+
+class Mocap4r2Command(CommandExtension):
+    """Discover, start and stop mocap4r2 systems."""
+
+    def add_arguments(self, parser, cli_name):
+        self._parser = parser
+        self._handlers = cli.add_verbs(parser)
+
+    def main(self, *, parser, args):
+        return cli.run(parser, self._handlers, args)
