@@ -27,6 +27,11 @@ ACK_TOPIC = "/mocap4r2/control_ack"
 # Every system keeps its last announcement for late joiners.
 SYSTEMS_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# A listener's history is shared by every system (the topic has no key), so it must be
+# deep enough for all of their replays at once; depth 1 would keep only one system.
+SYSTEMS_LISTENER_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
+                                  reliability=ReliabilityPolicy.RELIABLE,
+                                  durability=DurabilityPolicy.TRANSIENT_LOCAL)
 # Requests are not replayed to late joiners: an old START must not start a system that
 # comes up later.
 CONTROL_QOS = QoSProfile(depth=50, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
@@ -128,9 +133,11 @@ class ControlPlaneMember:
         log.info(f"{command} requested by {msg.requester or 'unknown'} (request {msg.request_id}, "
                  f"session {msg.session_id!r})")
         if msg.command == Control.START:
+            # set before starting, so the 'active' announcement already names the session
+            previous, self.session_id = self.session_id, msg.session_id
             outcome = self._start(msg.session_id)
-            if outcome.success:
-                self.session_id = msg.session_id
+            if not outcome.success:
+                self.session_id = previous
         else:
             outcome = self._stop()
         self._ack(msg, outcome)
@@ -185,7 +192,8 @@ class ControlClient:
         self._system_seen: dict[str, float] = {}
         self._acks: dict[str, list[ControlAck]] = collections.defaultdict(list)
         self._control_pub = node.create_publisher(Control, CONTROL_TOPIC, CONTROL_QOS)
-        self._systems_sub = node.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_info, SYSTEMS_QOS)
+        self._systems_sub = node.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_info,
+                                                     SYSTEMS_LISTENER_QOS)
         self._ack_sub = node.create_subscription(ControlAck, ACK_TOPIC, self._on_ack, ACK_QOS)
 
     def _on_info(self, info: MocapSystemInfo) -> None:

@@ -175,13 +175,13 @@ def test_bad_parameters_are_refused_with_a_reason(ros, procs, tmp_path):
 
 
 def test_sigint_releases_and_announces_finalized(ros, procs, tmp_path):
-    from mocap4r2_control.control_plane import SYSTEMS_QOS
+    from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS
     from mocap4r2_interfaces.msg import MocapSystemInfo
 
     node = "/lc6/sim"
     proc = procs.start(*SIM, name="sim", namespace="/lc6",
                        params={"scene": write_scene(tmp_path), "autostart": True})
-    infos = ros.subscribe("/mocap4r2/systems", MocapSystemInfo, SYSTEMS_QOS)
+    infos = ros.subscribe("/mocap4r2/systems", MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     infos.wait_for(lambda i: i.system == node and i.state.label == "active", timeout=20)
     assert proc.stop() == 0
     infos.wait_for(lambda i: i.system == node and i.state.label == "finalized", timeout=5)

@@ -1,0 +1,248 @@
+"""qualisys_system end to end: the qtm_simulator process serves a scene over the QTM RT
+protocol, the qualisys_system process (qtm-rt inside) publishes it over DDS, and what
+arrives here is compared with the scene, frame by frame."""
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import socket
+import time
+
+import numpy as np
+import pytest
+import qtm_rt
+import yaml
+from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
+
+from mocap4r2_drivers.scene import Scene
+
+DRIVER = ("mocap4r2_drivers", "qualisys_system")
+SCENE = {
+    "seed": 5,
+    "rate": 100.0,
+    "latency": 0.003,
+    "noise": 0.0003,
+    "occlusion": 0.03,
+    "dropped_frames": 0.03,
+    "unlabeled_markers": 2,
+    "rigid_bodies": [
+        {"name": "drone", "id": 1, "trajectory": {"type": "circle", "center": [0, 0, 1.5], "radius": 1.0,
+                                                  "period": 4.0, "tilt": 0.1}},
+        {"name": "cart", "id": 2, "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0},
+         "tracking_loss": {"every": 1.0, "duration": 0.3}},
+        {"name": "table", "id": 3, "trajectory": {"type": "static", "position": [1.5, -1.0, 0.75], "yaw": 0.3}},
+    ],
+    "skeletons": [{"name": "walker", "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0},
+                   "tracking_loss": {"every": 1.5, "duration": 0.4}}],
+}
+
+
+def free_port_pair() -> int:
+    """A base port whose little-endian port (base + 1) is free."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1] - 1
+
+
+def start_qtm(procs, tmp_path, base_port: int | None = None, extra=()):
+    path = tmp_path / "scene.yaml"
+    path.write_text(yaml.safe_dump(SCENE))
+    port_arg = "0" if base_port is None else str(base_port)
+    proc = procs.start("mocap4r2_drivers", "qtm_simulator", ros=False,
+                       args=["--scene", str(path), "--port", port_arg, *extra])
+    assert proc.wait_log("qtm_simulator ready", timeout=30), proc.log()
+    rt_port = int(re.search(r"RT port 127\.0\.0\.1:(\d+)", proc.log()).group(1))
+    return proc, rt_port - 1, Scene.from_file(path)
+
+
+def subscribe(ros, namespace):
+    return {"markers": ros.subscribe(f"{namespace}/markers", Markers),
+            "bodies": ros.subscribe(f"{namespace}/rigid_bodies", RigidBodies),
+            "skeletons": ros.subscribe(f"{namespace}/skeletons", Skeletons)}
+
+
+def values(pose) -> tuple[float, ...]:
+    p, q = pose.position, pose.orientation
+    return (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+
+
+def stamp(msg) -> float:
+    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+
+
+def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path):
+    qtm, base, scene = start_qtm(procs, tmp_path)
+    topics = subscribe(ros, "/qs1")
+    driver = procs.start(*DRIVER, name="qualisys", namespace="/qs1",
+                         params={"port": base, "autostart": True})
+    topics["bodies"].wait_for(timeout=30)
+    time.sleep(3.0)
+    driver.stop()
+    rec = {k: v.snapshot() for k, v in topics.items()}
+    assert len(rec["bodies"]) > 100, driver.log()
+
+    # frame numbers are QTM's: increasing, never a frame the scene dropped, and the
+    # gaps are (all but a rare frame lost to a stalled, shared machine) the scene's drops
+    numbers = [m.frame_number for m in rec["bodies"]]
+    assert all(b > a for a, b in zip(numbers, numbers[1:]))
+    assert not any(scene.is_dropped(k) for k in numbers)
+    expected_numbers = [k for k in range(numbers[0], numbers[-1] + 1) if not scene.is_dropped(k)]
+    assert len(numbers) >= 0.98 * len(expected_numbers)
+
+    # one stamp per frame across the topics; stamps follow QTM's timestamps
+    by_frame: dict[int, set] = {}
+    for key in rec:
+        for msg in rec[key]:
+            by_frame.setdefault(msg.frame_number, set()).add((msg.header.stamp.sec, msg.header.stamp.nanosec))
+    assert all(len(s) == 1 for s in by_frame.values())
+    stamps = np.array([stamp(m) for m in rec["bodies"]])
+    # stamp = QTM timestamp (k / rate) + the smallest delay seen so far: that offset
+    # only ever shrinks (within the mapper's 10 s window), and not by much on loopback
+    offsets = stamps - np.asarray(numbers) / scene.rate
+    assert np.all(np.diff(offsets) <= 1e-6)
+    assert offsets[0] - offsets[-1] < 0.05
+    assert abs(np.median(np.diff(stamps) / np.diff(numbers)) - 0.01) < 1e-6
+    assert abs(stamps[-1] - time.time()) < 30
+
+    names = [b.name for b in scene.description.bodies]
+    last_good: dict[int, tuple] = {}
+    saw_invalid = False
+    for msg in rec["bodies"]:
+        frame = scene.frame(msg.frame_number)
+        assert [b.name for b in msg.rigid_bodies] == names
+        assert [b.id for b in msg.rigid_bodies] == [1, 2, 3]
+        for row, body in enumerate(msg.rigid_bodies):
+            v = values(body.pose)
+            assert all(math.isfinite(x) for x in v)
+            assert body.tracking_valid == bool(frame.bodies.valid[row])
+            if body.tracking_valid:
+                np.testing.assert_allclose(v[:3], frame.bodies.positions[row], atol=2e-6)
+                assert abs(abs(np.dot(v[3:], frame.bodies.orientations[row])) - 1) < 1e-6
+                assert body.mean_error == pytest.approx(frame.bodies.mean_errors[row], abs=1e-6)
+                last_good[body.id] = v
+            else:
+                saw_invalid = True
+                if body.id in last_good:
+                    assert v == last_good[body.id], "an untracked body must keep its last pose"
+            assert [m.name for m in body.markers] == list(scene.description.bodies[row].marker_names)
+    assert saw_invalid, "the cart's tracking losses should have shown"
+
+    labels = [n for b in scene.description.bodies for n in b.marker_names]
+    saw_occluded = False
+    for msg in rec["markers"]:
+        frame = scene.frame(msg.frame_number)
+        labeled = [m for m in msg.markers if m.id != -1]
+        assert [m.name for m in labeled] == labels
+        em = frame.bodies.markers
+        for row, marker in enumerate(labeled):
+            assert marker.occluded == bool(em.occluded[row])
+            if not marker.occluded:
+                p = marker.position
+                np.testing.assert_allclose((p.x, p.y, p.z), em.positions[row], atol=2e-6)
+            else:
+                saw_occluded = True
+        strays = frame.markers.positions[frame.markers.ids == -1]
+        unlabeled = [(m.position.x, m.position.y, m.position.z) for m in msg.markers if m.id == -1]
+        np.testing.assert_allclose(unlabeled, strays, atol=2e-6)
+    assert saw_occluded
+
+    spec = scene.description.skeletons[0]
+    saw_lost = False
+    for msg in rec["skeletons"]:
+        frame = scene.frame(msg.frame_number)
+        (skeleton,) = msg.skeletons
+        assert skeleton.name == "walker" and skeleton.tracking_valid == bool(frame.skeletons.valid[0])
+        assert [s.id for s in skeleton.segments] == spec.segment_ids.tolist()
+        assert [s.parent_id for s in skeleton.segments] == spec.parent_ids.tolist()
+        if skeleton.tracking_valid:
+            got = np.array([values(s.pose)[:3] for s in skeleton.segments])
+            np.testing.assert_allclose(got, frame.skeletons.segments.positions, atol=2e-6)
+        else:
+            saw_lost = True
+            assert not any(s.tracking_valid for s in skeleton.segments)
+    assert saw_lost
+
+
+def test_reconnects_when_qtm_goes_away_and_comes_back(ros, procs, tmp_path):
+    base = free_port_pair()
+    qtm, _, _ = start_qtm(procs, tmp_path, base)
+    bodies = ros.subscribe("/qs2/rigid_bodies", RigidBodies)
+    driver = procs.start(*DRIVER, name="qualisys", namespace="/qs2",
+                         params={"port": base, "autostart": True, "reconnect_period": 0.3})
+    bodies.wait_for(timeout=30)
+    qtm.stop()                                  # QTM says it shuts down and closes
+    time.sleep(1.5)
+    bodies.clear()
+    time.sleep(0.5)
+    assert not bodies.snapshot(), "frames while QTM is away?"
+    assert driver.alive()
+    ros.wait_state("/qs2/qualisys", "active", timeout=10)
+
+    start_qtm(procs, tmp_path, base)            # QTM is back, its measurement starts anew
+    back = bodies.wait_for(timeout=30)
+    assert back.frame_number < 1000, "frame numbers of the new measurement"
+    assert driver.wait_log("went away", timeout=5)
+    driver.stop()
+
+
+def test_configure_fails_clearly_when_qtm_is_not_there(ros, procs):
+    driver = procs.start(*DRIVER, name="qualisys", namespace="/qs3",
+                         params={"port": free_port_pair(), "connect_timeout": 2.0})
+    ros.wait_state("/qs3/qualisys", "unconfigured", timeout=20)
+    assert not ros.change_state("/qs3/qualisys", "configure")
+    assert driver.wait_log("cannot connect to QTM at 127.0.0.1", timeout=10), driver.log()
+    assert driver.alive()
+    assert ros.get_state("/qs3/qualisys") == "unconfigured"
+
+
+def test_takes_control_only_when_asked_and_with_the_password(ros, procs, tmp_path):
+    _, base, _ = start_qtm(procs, tmp_path, extra=["--password", "pw"])
+    node = "/qs4/qualisys"
+    driver = procs.start(*DRIVER, name="qualisys", namespace="/qs4",
+                         params={"port": base, "take_control": True, "password": "nope"})
+    ros.wait_state(node, "unconfigured", timeout=20)
+    assert not ros.change_state(node, "configure")
+    assert driver.wait_log("Wrong or missing password", timeout=10), driver.log()
+    driver.stop()
+
+    async def other_client_takes_control() -> bytes | str:
+        c = await qtm_rt.connect("127.0.0.1", port=base + 1, version="1.25", timeout=10)
+        try:
+            return await c.take_control("pw")
+        except qtm_rt.QRTCommandException as exc:
+            return str(exc)
+        finally:
+            c.disconnect()
+
+    master = procs.start(*DRIVER, name="qualisys", namespace="/qs4",
+                         params={"port": base, "take_control": True, "password": "pw"})
+    ros.wait_state(node, "unconfigured", timeout=20)
+    assert ros.change_state(node, "configure")
+    assert "is already master" in asyncio.run(other_client_takes_control())
+    master.stop()
+
+    procs.start(*DRIVER, name="qualisys", namespace="/qs4", params={"port": base})
+    ros.wait_state(node, "unconfigured", timeout=20)
+    assert ros.change_state(node, "configure")
+    assert asyncio.run(other_client_takes_control()) == b"You are now master"
+
+
+def test_deactivate_stops_the_stream_and_activate_resumes_it(ros, procs, tmp_path):
+    _, base, _ = start_qtm(procs, tmp_path)
+    node = "/qs5/qualisys"
+    bodies = ros.subscribe("/qs5/rigid_bodies", RigidBodies)
+    procs.start(*DRIVER, name="qualisys", namespace="/qs5", params={"port": base, "components": ["6d"]})
+    ros.wait_state(node, "unconfigured", timeout=20)
+    assert ros.change_state(node, "configure") and ros.change_state(node, "activate")
+    first = bodies.wait_for(timeout=20)
+    assert [b.name for b in first.rigid_bodies] == ["drone", "cart", "table"]
+    assert all(b.mean_error < 0 for b in first.rigid_bodies), "6d has no residuals: unknown"
+    assert ros.change_state(node, "deactivate")
+    time.sleep(0.5)
+    bodies.clear()
+    time.sleep(1.0)
+    assert not bodies.snapshot()
+    assert ros.change_state(node, "activate")
+    later = bodies.wait_for(timeout=20)
+    assert later.frame_number > first.frame_number
