@@ -1,0 +1,30 @@
+"""The simulated mocap system as a lifecycle node.
+
+    ros2 launch mocap4r2_drivers simulated.launch.py namespace:=sim autostart:=true
+    ros2 lifecycle set /sim/simulated_system configure   # when autostart is false
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import LifecycleNode
+
+
+def generate_launch_description():
+    config = os.path.join(get_package_share_directory("mocap4r2_drivers"), "config", "simulated.yaml")
+    return LaunchDescription([
+        DeclareLaunchArgument("namespace", default_value="sim", description="Namespace of the system's topics"),
+        DeclareLaunchArgument("params_file", default_value=config, description="Parameters YAML"),
+        DeclareLaunchArgument("autostart", default_value="false",
+                              description="Configure and activate without a lifecycle manager"),
+        LifecycleNode(
+            package="mocap4r2_drivers",
+            executable="simulated_system",
+            name="simulated_system",
+            namespace=LaunchConfiguration("namespace"),
+            parameters=[LaunchConfiguration("params_file"), {"autostart": LaunchConfiguration("autostart")}],
+            output="screen",
+        ),
+    ])
