@@ -85,7 +85,7 @@ class AuxiliarSystem(LifecycleNode):
     # ------------------------------------------------------------------ lifecycle
     def _transition(self, state_id: int) -> TransitionCallbackReturn:
         self._state_id = state_id
-        self.control.announce()
+        self.control.announce(last=state_id == State.PRIMARY_STATE_FINALIZED)
         return TransitionCallbackReturn.SUCCESS
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:

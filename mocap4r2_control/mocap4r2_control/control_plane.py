@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 from builtin_interfaces.msg import Time
 from lifecycle_msgs.msg import State
 from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -91,11 +92,16 @@ class ControlPlaneMember:
         self._ack_pub = node.create_publisher(ControlAck, ACK_TOPIC, ACK_QOS)
         self._sub = node.create_subscription(Control, CONTROL_TOPIC, self._on_control, CONTROL_QOS)
 
-    def announce(self) -> MocapSystemInfo:
+    def announce(self, last: bool = False) -> MocapSystemInfo:
+        """Publish the current MocapSystemInfo. ``last``: the process is about to exit,
+        so wait (briefly) until every listener has acknowledged it, or it may be lost
+        with the participant."""
         info = self._describe()
         info.system = self.system
         info.session_id = self.session_id
         self._info_pub.publish(info)
+        if last:
+            self._info_pub.wait_for_all_acked(Duration(seconds=1.0))
         return info
 
     def addressed(self, msg: Control) -> bool:

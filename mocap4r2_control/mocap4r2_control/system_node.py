@@ -311,7 +311,7 @@ class MocapSystemNode(LifecycleNode):
     def _announce_state(self, state_id: int) -> None:
         self._state_id = state_id
         try:
-            self.control.announce()
+            self.control.announce(last=state_id == State.PRIMARY_STATE_FINALIZED)
         except Exception as exc:  # noqa: BLE001 - shutting down
             self.get_logger().debug(f"announcement failed: {exc}")
 
