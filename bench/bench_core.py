@@ -1,0 +1,157 @@
+"""MocapSystemNode throughput: highest sustained rate, CPU per frame, publish latency.
+
+Configurations of the issue: 10 bodies / 100 markers, and 50 bodies / 500 markers / 2
+skeletons. Each is run three ways in the same session (see bench/replay_system.py):
+``mocap4r2`` (the framework, replaying precomputed frames), ``bare`` (a plain rclpy loop
+building the same messages per frame: what a hand-written driver does) and ``floor``
+(prebuilt messages, only the header changes: the least any Python publisher can do).
+A rate is "sustained" when every frame number arrives and the achieved rate is within 3 %
+of the target. Latency is from the frame's stamp (its arrival in the publisher) to its
+receipt by a subscriber in this process (raw CDR, no deserialisation).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = [
+    ("10 bodies / 100 markers", (10, 10, 0), [500, 1000, 1500, 2000], 1000),
+    ("50 bodies / 500 markers / 2 skeletons", (50, 10, 2), [180, 360, 540, 720], 360),
+]
+MODES = ("mocap4r2", "bare", "floor")
+WARMUP_S = 1.5
+MEASURE_S = 3.0
+
+
+def parse_header(data: bytes) -> tuple[float, int]:
+    """(stamp seconds, frame_number) from a serialized Markers/RigidBodies/Skeletons."""
+    sec, nanosec, length = struct.unpack_from("<iII", data, 4)
+    pos = 12 + length
+    pos = (pos + 7) & ~7
+    (frame_number,) = struct.unpack_from("<Q", data, 4 + pos)
+    return sec + nanosec * 1e-9, frame_number
+
+
+class Receiver:
+    def __init__(self):
+        import rclpy
+        from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        self.rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("bench_receiver", context=self.context)
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        self.lock = threading.Lock()
+        self.recording = False
+        self.samples: list[tuple[float, float, int]] = []
+        self.other = 0
+        self.node.create_subscription(RigidBodies, "/bench/rigid_bodies", self._on_bodies, qos, raw=True)
+        for t, n in ((Markers, "/bench/markers"), (Skeletons, "/bench/skeletons")):
+            self.node.create_subscription(t, n, self._on_other, qos, raw=True)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        try:
+            self.executor.spin()
+        except Exception:
+            pass
+
+    def _on_bodies(self, data: bytes) -> None:
+        now = time.time()
+        if self.recording:
+            stamp, number = parse_header(data)
+            self.samples.append((now, stamp, number))
+
+    def _on_other(self, data: bytes) -> None:
+        self.other += 1
+
+    def close(self):
+        self.executor.shutdown(1.0)
+        self.node.destroy_node()
+        self.rclpy.shutdown(context=self.context)
+
+
+def run_once(receiver: Receiver, mode: str, shape: tuple[int, int, int], rate: float) -> dict:
+    mode_arg = "replay" if mode == "mocap4r2" else mode
+    cmd = [sys.executable, "-m", "bench.replay_system", mode_arg, *map(str, shape), str(rate)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        ps = psutil.Process(proc.pid)
+        time.sleep(WARMUP_S + (2.0 if shape[0] >= 50 else 0.5))  # start-up and precomputation
+        receiver.samples = []
+        cpu0 = sum(ps.cpu_times()[:2])
+        receiver.recording = True
+        time.sleep(MEASURE_S)
+        receiver.recording = False
+        cpu1 = sum(ps.cpu_times()[:2])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    samples = receiver.samples
+    if len(samples) < 10:
+        return {"rate": 0.0, "gaps": -1, "cpu_ms": float("nan"), "p50": float("nan"), "p99": float("nan")}
+    numbers = [s[2] for s in samples]
+    gaps = sum(max(0, b - a - 1) for a, b in zip(numbers, numbers[1:]))
+    achieved = (len(samples) - 1) / (samples[-1][0] - samples[0][0])
+    lat = sorted((now - stamp) * 1000 for now, stamp, _ in samples)
+    frames = numbers[-1] - numbers[0] + 1
+    return {"rate": achieved, "gaps": gaps, "cpu_ms": 1000 * (cpu1 - cpu0) / max(frames, 1),
+            "p50": statistics.median(lat), "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))]}
+
+
+def run() -> None:
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    receiver = Receiver()
+    try:
+        for title, shape, rates, reference in CONFIGS:
+            print(f"\n{title}: rates {rates} Hz, {MEASURE_S:.0f} s each")
+            results: dict[str, dict] = {}
+            for mode in MODES:
+                best = 0.0
+                at_reference = None
+                for rate in rates:
+                    r = run_once(receiver, mode, shape, rate)
+                    ok = r["gaps"] == 0 and r["rate"] >= 0.97 * rate
+                    print(f"  {mode:9s} {rate:6.0f} Hz: achieved {r['rate']:7.1f} Hz, gaps {r['gaps']}, "
+                          f"cpu {r['cpu_ms']:.3f} ms/frame, latency p50 {r['p50']:.2f} ms p99 {r['p99']:.2f} ms"
+                          f"{'' if ok else '  (not sustained)'}", flush=True)
+                    if rate == reference:
+                        at_reference = r
+                    if ok:
+                        best = rate
+                    else:
+                        break
+                results[mode] = {"best": best, "ref": at_reference}
+            ours = results["mocap4r2"]
+            print(f"  => mocap4r2 sustains {ours['best']:.0f} Hz (target {reference} Hz)")
+            for other in ("bare", "floor"):
+                ref_o, ref_r = ours["ref"], results[other]["ref"]
+                if ref_o and ref_r:
+                    print(f"     vs {other:5s}: sustained rate ratio {results[other]['best'] / max(ours['best'], 1):.2f} "
+                          f"(theirs/ours), CPU per frame ratio {ref_o['cpu_ms'] / ref_r['cpu_ms']:.2f} (ours/theirs), "
+                          f"latency p50 ratio {ref_o['p50'] / ref_r['p50']:.2f}, p99 ratio {ref_o['p99'] / ref_r['p99']:.2f} "
+                          f"at {reference} Hz")
+    finally:
+        receiver.close()
+
+
+if __name__ == "__main__":
+    run()
