@@ -24,6 +24,10 @@ class LastGoodValues:
         self.keys = np.zeros(0, dtype=np.int64)
         self.values = np.zeros((0, width))
         self.seen = np.zeros(0, dtype=bool)
+        self._archive: dict[int, np.ndarray] = {}
+
+    # keys remembered after they vanished (bounded: unlabeled ids may be transient)
+    max_archived = 100_000
 
     def update(self, keys: np.ndarray, values: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if keys.shape != self.keys.shape or not np.array_equal(keys, self.keys):
@@ -33,21 +37,27 @@ class LastGoodValues:
         return self.values, self.seen
 
     def _remap(self, keys: np.ndarray) -> None:
-        # the set or order of keys changed (an asset appeared or vanished): carry over
-        # what is known of the keys that remain
-        old = {int(k): i for i, k in enumerate(self.keys.tolist())}
+        # the set or order of keys changed (an asset appeared or vanished): file what is
+        # known under its key, so a body that vanishes for a while keeps its last pose
+        for key, value, seen in zip(self.keys.tolist(), self.values, self.seen.tolist()):
+            if seen:
+                self._archive[key] = value.copy()
+        if len(self._archive) > self.max_archived:
+            for key in list(self._archive)[: len(self._archive) - self.max_archived]:
+                del self._archive[key]
         values = np.tile(self.initial, (keys.shape[0], 1))
         seen = np.zeros(keys.shape[0], dtype=bool)
         for row, key in enumerate(keys.tolist()):
-            j = old.get(key)
-            if j is not None:
-                values[row] = self.values[j]
-                seen[row] = self.seen[j]
+            known = self._archive.get(key)
+            if known is not None:
+                values[row] = known
+                seen[row] = True
         self.keys = np.array(keys, dtype=np.int64, copy=True)
         self.values = values
         self.seen = seen
 
     def clear(self) -> None:
+        self._archive.clear()
         self.keys = np.zeros(0, dtype=np.int64)
         self.values = np.zeros((0, self.width))
         self.seen = np.zeros(0, dtype=bool)
