@@ -24,7 +24,7 @@ from .adapter import MocapAdapter, ParameterSpec
 from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome, time_msg
 from .diagnostics import FrameStatistics, Thresholds
 from .frame import AssetNames, MocapFrame
-from .frame_messages import FrameMessages
+from .frame_encoder import FrameEncoder
 from .spin import run_node
 from .tf_out import TransformSender
 
@@ -83,7 +83,7 @@ class MocapSystemNode(LifecycleNode):
         self._stop_reading = threading.Event()
         self._data_publishers: dict[str, Any] = {}
         self._tf: TransformSender | None = None
-        self._messages: FrameMessages | None = None
+        self._encoder: FrameEncoder | None = None
         self._config: dict[str, Any] = {}
         self.stats = FrameStatistics()
         self._transition_lock = threading.RLock()
@@ -235,7 +235,10 @@ class MocapSystemNode(LifecycleNode):
             if cfg[f"publish_{topic}"]:
                 self._data_publishers[topic] = self.create_publisher(msg_type, topic, qos)
         self._tf = TransformSender(self) if cfg["publish_tf"] else None
-        self._messages = FrameMessages(cfg["frame_id"], cfg["tf_prefix"])
+        self._encoder = FrameEncoder(
+            cfg["frame_id"], cfg["tf_prefix"], markers=cfg["publish_markers"],
+            rigid_bodies=cfg["publish_rigid_bodies"], body_markers=cfg["rigid_body_markers"],
+            skeletons=cfg["publish_skeletons"], tf=cfg["publish_tf"])
         self.stats.thresholds = Thresholds(no_frame_error_s=cfg["no_frame_error"])
 
     def _destroy_outputs(self) -> None:
@@ -281,27 +284,18 @@ class MocapSystemNode(LifecycleNode):
         frame.check()
         arrival = time.time() if arrival is None else arrival
         capture = frame.capture_time if frame.capture_time is not None else arrival - frame.latency
-        stamp = time_msg(capture)
-        messages = self._messages
+        sec = int(capture // 1)
+        nanosec = min(int((capture - sec) * 1e9), 999_999_999)
+        encoded = self._encoder.encode(frame, sec, nanosec)
         pubs = self._data_publishers
-        markers_pub = pubs.get("markers")
-        if markers_pub is not None:
-            msg = messages.fill_markers(frame)
-            msg.header.stamp = stamp
-            markers_pub.publish(msg)
-        bodies_msg, good, poses = messages.fill_bodies(frame, self._config["rigid_body_markers"])
-        bodies_pub = pubs.get("rigid_bodies")
-        if bodies_pub is not None:
-            bodies_msg.header.stamp = stamp
-            bodies_pub.publish(bodies_msg)
-        skeletons_pub = pubs.get("skeletons")
-        if skeletons_pub is not None:
-            msg = messages.fill_skeletons(frame)
-            msg.header.stamp = stamp
-            skeletons_pub.publish(msg)
-        if self._tf is not None:
-            self._tf.send(messages.transforms(frame, good, poses, stamp))
-        self.stats.record(frame.frame_number, arrival - capture, frame.bodies.ids, frame.bodies.names, good)
+        for topic, data in (("markers", encoded.markers), ("rigid_bodies", encoded.rigid_bodies),
+                            ("skeletons", encoded.skeletons)):
+            if data is not None:
+                pubs[topic].publish(data)  # serialized CDR, published as is
+        if encoded.tf is not None and self._tf is not None:
+            self._tf.send_serialized(encoded.tf)
+        self.stats.record(frame.frame_number, arrival - capture, frame.bodies.ids, frame.bodies.names,
+                          encoded.body_valid)
 
     # ================================================================ control plane
     @property

@@ -55,6 +55,18 @@ class TransformSender:
             self._message.transforms = list(transforms)
             self._publisher.publish(self._message)
 
+    def send_serialized(self, data: bytes) -> None:
+        """Publish an already serialized TFMessage (see cdr.TFMessageEncoder) through
+        tf2_ros's own /tf publisher, or ours."""
+        publisher = self._publisher if self._publisher is not None else getattr(self._broadcaster, "pub_tf", None)
+        if publisher is not None:
+            publisher.publish(data)
+        else:  # a tf2_ros without the attribute: go through message objects
+            from rclpy.serialization import deserialize_message
+            from tf2_msgs.msg import TFMessage
+
+            self._broadcaster.sendTransform(deserialize_message(data, TFMessage).transforms)
+
     def destroy(self) -> None:
         if self._publisher is not None:
             self.node.destroy_publisher(self._publisher)
