@@ -2,15 +2,17 @@
 
 ``replay``: a MocapSystemNode around an adapter that replays precomputed frames (the
 framework's path, without the cost of computing the scene).
-``bare``: the reference, a bare rclpy loop publishing the same frames' messages, built
-the plain way (new message objects per frame), with no lifecycle, validity rule, tf or
-diagnostics. ``floor``: prebuilt messages, only header and frame number change: the
-least any Python publisher can do.
+``bare``: a bare rclpy loop publishing the same frames' messages, built the plain way
+(new message objects per frame), with no lifecycle, validity rule, tf or diagnostics.
+``floor``: prebuilt message objects, only header and frame number change.
+``raw``: the same messages serialized beforehand, published as bytes: nothing left to
+do per frame but publish, the least any rclpy publisher can do.
 
-    python -m bench.replay_system {replay,bare,floor} BODIES MARKERS_PER_BODY SKELETONS RATE
+    python -m bench.replay_system {replay,bare,floor,raw} BODIES MARKERS_PER_BODY SKELETONS RATE
 """
 from __future__ import annotations
 
+import struct
 import sys
 import threading
 import time
@@ -100,13 +102,16 @@ class ReplayAdapter(MocapAdapter):
 def run_replay(argv: list[str]) -> int:
     from mocap4r2_control.system_node import run_system
 
+    # frames are precomputed in the adapter's constructor, at configure (autostart):
+    # the system announces 'active' once they are ready; READY goes out before that
+    print("READY", flush=True)
     bodies, markers, skeletons, rate = int(argv[0]), int(argv[1]), int(argv[2]), float(argv[3])
     return run_system(ReplayAdapter, "bench_system", [
         "bench", "--ros-args", "-r", "__ns:=/bench", "-p", f"bodies:={bodies}", "-p", f"markers_per_body:={markers}",
         "-p", f"skeletons:={skeletons}", "-p", f"rate:={rate}", "-p", "autostart:=true", "-p", "qos_depth:=100"])
 
 
-def run_bare(argv: list[str], floor: bool) -> int:
+def run_bare(argv: list[str], mode: str) -> int:
     import rclpy
     from geometry_msgs.msg import Point, Pose, Quaternion
     from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
@@ -158,7 +163,11 @@ def run_bare(argv: list[str], floor: bool) -> int:
             msg.header.frame_id = header_frame
         return mk, rb, sk
 
-    prebuilt = [build(f) for f in adapter.frames] if floor else None
+    prebuilt = [build(f) for f in adapter.frames] if mode in ("floor", "raw") else None
+    if mode == "raw":
+        from rclpy.serialization import serialize_message
+
+        prebuilt = [tuple(serialize_message(m) for m in msgs) for msgs in prebuilt]
     stop = threading.Event()
 
     def loop():
@@ -166,6 +175,15 @@ def run_bare(argv: list[str], floor: bool) -> int:
         while not stop.is_set():
             k = pacer.wait(stop)
             stamp = time_msg()  # the frame's arrival, as MocapSystemNode stamps it
+            if mode == "raw":
+                # patch stamp and frame number into the serialized bytes, publish them
+                for data, pub in zip(prebuilt[k % FRAMES], pubs):
+                    out = bytearray(data)
+                    struct.pack_into("<iI", out, 4, stamp.sec, stamp.nanosec)
+                    (length,) = struct.unpack_from("<I", out, 12)
+                    struct.pack_into("<Q", out, 4 + ((12 + length + 7) & ~7), k)
+                    pub.publish(bytes(out))
+                continue
             if prebuilt is not None:
                 msgs = prebuilt[k % FRAMES]
             else:
@@ -178,6 +196,7 @@ def run_bare(argv: list[str], floor: bool) -> int:
                 pub.publish(msg)
 
     thread = threading.Thread(target=loop, daemon=True)
+    print("READY", flush=True)
     thread.start()
     try:
         rclpy.spin(node)
@@ -192,4 +211,4 @@ if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     if mode == "replay":
         sys.exit(run_replay(rest))
-    sys.exit(run_bare(rest, floor=mode == "floor"))
+    sys.exit(run_bare(rest, mode))

@@ -15,7 +15,7 @@ import numpy as np
 
 from .cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
 from .frame import UNKNOWN_ID, MarkerArrays, MocapFrame
-from .hold_last import IDENTITY_POSE, LastGoodValues, good_poses, sub_keys
+from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
 
 def _same_names(names, cached) -> bool:
@@ -92,6 +92,8 @@ class FrameEncoder:
         self._body_marker_rule = MarkerRule()
         self._body_last = LastGoodValues(7, IDENTITY_POSE)
         self._segment_last = LastGoodValues(7, IDENTITY_POSE)
+        self._body_marker_keys = SubKeys()
+        self._segment_keys = SubKeys()
         self._child_source: tuple[str, ...] | None = None
         self._child_rows = b""
         self._child_names: tuple[str, ...] = ()
@@ -106,7 +108,7 @@ class FrameEncoder:
         if self.enabled["rigid_bodies"]:
             mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
             if self.body_markers and len(bodies.markers):
-                bm = self._body_marker_rule.apply(bodies.markers, sub_keys(bodies.ids, bodies.marker_offsets))
+                bm = self._body_marker_rule.apply(bodies.markers, self._body_marker_keys(bodies.ids, bodies.marker_offsets))
                 offsets = bodies.marker_offsets
                 if bm.kept is not None:
                     # recount each body's markers after leaving out the never-seen ones
@@ -133,7 +135,7 @@ class FrameEncoder:
         sk = frame.skeletons
         seg = sk.segments
         good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
-        held, _ = self._segment_last.update(sub_keys(sk.ids, sk.segment_offsets), poses, good)
+        held, _ = self._segment_last.update(self._segment_keys(sk.ids, sk.segment_offsets), poses, good)
         return self._skeletons.encode(sec, nanosec, self.frame_id, frame.frame_number, sk.ids, sk.names,
                                       sk.valid, sk.segment_offsets, seg.ids, seg.names, seg.parent_ids, good, held)
 

@@ -79,6 +79,23 @@ def good_poses(positions: np.ndarray, orientations: np.ndarray, valid: np.ndarra
     return good, poses
 
 
+class SubKeys:
+    """sub_keys() for the latest (owner ids, offsets), recomputed only when they change
+    (they rarely do: the assets of a mocap system are fixed while it streams)."""
+
+    def __init__(self):
+        self._ids = np.zeros(0, dtype=np.int32)
+        self._offsets = np.zeros(1, dtype=np.int64)
+        self._keys = np.zeros(0, dtype=np.int64)
+
+    def __call__(self, owner_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        if not (np.array_equal(owner_ids, self._ids) and np.array_equal(offsets, self._offsets)):
+            self._keys = sub_keys(owner_ids, offsets)
+            self._ids = owner_ids.copy()
+            self._offsets = offsets.copy()
+        return self._keys
+
+
 def sub_keys(owner_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Stable keys for nested rows (a body's markers, a skeleton's segments) from the
     owner's id and the row's index within its owner."""
