@@ -1,0 +1,313 @@
+"""Encoding one mocap frame to serialized messages: mocap4r2_control.cdr vs message objects.
+
+A frame is what MocapSystemNode publishes: Markers, RigidBodies (with their markers),
+Skeletons and the TFMessage of the bodies. Configurations: 10 bodies / 100 markers, and
+50 bodies / 500 markers / 2 skeletons of 19 segments. Three ways, same arrays:
+  * cdr      -- MarkersEncoder & co. (cached layout, numbers written with numpy);
+  * build    -- (a) new message objects per frame + rclpy.serialization.serialize_message;
+  * refresh  -- (b) message objects allocated once, fields refreshed per frame (what
+                frame_messages.py does) + serialize_message.
+Also the cost of a layout miss: Markers whose unlabeled tail (empty names) changes
+length every frame. Prints microseconds per frame (median of batches) and ratios.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from geometry_msgs.msg import TransformStamped
+from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
+from rclpy.serialization import serialize_message
+from tf2_msgs.msg import TFMessage
+
+from mocap4r2_control.cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
+
+CONFIGS = [
+    ("10 bodies / 100 markers", 10, 10, 0),
+    ("50 bodies / 500 markers / 2 skeletons x 19 segments", 50, 10, 2),
+]
+SEGMENTS = 19
+BATCH_SECONDS = 0.25
+BATCHES = 5
+
+
+@dataclass
+class Frame:
+    """Arrays of one frame, shaped as mocap4r2_control.frame has them."""
+
+    marker_ids: np.ndarray
+    marker_names: tuple[str, ...]
+    marker_positions: np.ndarray
+    marker_occluded: np.ndarray
+    marker_residuals: np.ndarray
+    body_ids: np.ndarray
+    body_names: tuple[str, ...]
+    body_valid: np.ndarray
+    body_poses: np.ndarray
+    body_errors: np.ndarray
+    marker_offsets: np.ndarray
+    skeleton_ids: np.ndarray
+    skeleton_names: tuple[str, ...]
+    skeleton_valid: np.ndarray
+    segment_offsets: np.ndarray
+    segment_ids: np.ndarray
+    segment_names: tuple[str, ...]
+    segment_parents: np.ndarray
+    segment_valid: np.ndarray
+    segment_poses: np.ndarray
+
+
+def make_frame(bodies: int, per_body: int, skeletons: int, seed: int = 0) -> Frame:
+    rng = np.random.default_rng(seed)
+    markers = bodies * per_body
+    segments = skeletons * SEGMENTS
+
+    def poses(count):
+        q = rng.normal(size=(count, 4))
+        return np.hstack([rng.normal(size=(count, 3)), q / np.linalg.norm(q, axis=1, keepdims=True)])
+
+    return Frame(
+        marker_ids=np.arange(markers, dtype=np.int32),
+        marker_names=tuple(f"body{i // per_body}:marker{i % per_body}" for i in range(markers)),
+        marker_positions=rng.normal(size=(markers, 3)),
+        marker_occluded=rng.random(markers) < 0.05,
+        marker_residuals=rng.random(markers).astype(np.float32) * 1e-3,
+        body_ids=np.arange(1, bodies + 1, dtype=np.int32),
+        body_names=tuple(f"body{i}" for i in range(bodies)),
+        body_valid=rng.random(bodies) < 0.95,
+        body_poses=poses(bodies),
+        body_errors=rng.random(bodies).astype(np.float32) * 1e-3,
+        marker_offsets=np.arange(bodies + 1, dtype=np.int64) * per_body,
+        skeleton_ids=np.arange(skeletons, dtype=np.int32),
+        skeleton_names=tuple(f"actor{i}" for i in range(skeletons)),
+        skeleton_valid=np.ones(skeletons, dtype=bool),
+        segment_offsets=np.arange(skeletons + 1, dtype=np.int64) * SEGMENTS,
+        segment_ids=np.tile(np.arange(SEGMENTS, dtype=np.int32), skeletons),
+        segment_names=tuple(f"segment{i % SEGMENTS}" for i in range(segments)),
+        segment_parents=np.tile(np.arange(-1, SEGMENTS - 1, dtype=np.int32), skeletons),
+        segment_valid=np.ones(segments, dtype=bool),
+        segment_poses=poses(segments),
+    )
+
+
+# ---------------------------------------------------------------------------- cdr
+class CdrWay:
+    def __init__(self, frame: Frame):
+        self.frame = frame
+        self.markers = MarkersEncoder()
+        self.bodies = RigidBodiesEncoder()
+        self.skeletons = SkeletonsEncoder()
+        self.tf = TFMessageEncoder()
+        self.children = tuple("mocap/" + n for n in frame.body_names)
+
+    def encode(self, k: int) -> list[bytes]:
+        f = self.frame
+        out = [
+            self.markers.encode(k, 1000 * k, "world", k, f.marker_ids, f.marker_names, f.marker_positions,
+                                f.marker_occluded, f.marker_residuals),
+            self.bodies.encode(k, 1000 * k, "world", k, f.body_ids, f.body_names, f.body_valid, f.body_poses,
+                               f.body_errors, f.marker_offsets, f.marker_ids, f.marker_names, f.marker_positions,
+                               f.marker_occluded, f.marker_residuals),
+            self.tf.encode(k, 1000 * k, "world", self.children, f.body_poses),
+        ]
+        if len(f.skeleton_names):
+            out.append(self.skeletons.encode(k, 1000 * k, "world", k, f.skeleton_ids, f.skeleton_names,
+                                             f.skeleton_valid, f.segment_offsets, f.segment_ids, f.segment_names,
+                                             f.segment_parents, f.segment_valid, f.segment_poses))
+        return out
+
+
+# ---------------------------------------------------------------------------- message objects
+def _set_marker(m: Marker, mid, name, pos, occ, res) -> None:
+    m.id = mid
+    if name is not None:
+        m.name = name
+    p = m.position
+    p.x, p.y, p.z = pos
+    m.occluded = occ
+    m.residual = res
+
+
+def _set_pose(pose, row) -> None:
+    p, q = pose.position, pose.orientation
+    p.x, p.y, p.z, q.x, q.y, q.z, q.w = row
+
+
+class ObjectsWay:
+    """Message objects + serialize_message; ``reuse`` keeps them from frame to frame."""
+
+    def __init__(self, frame: Frame, reuse: bool):
+        self.frame = frame
+        self.reuse = reuse
+        self.children = tuple("mocap/" + n for n in frame.body_names)
+        self.msgs: tuple | None = None
+
+    def _fresh(self):
+        f = self.frame
+        markers = Markers()
+        markers.markers = [Marker(name=n) for n in f.marker_names]
+        bodies = RigidBodies()
+        bodies.rigid_bodies = [RigidBody(name=n) for n in f.body_names]
+        offs = f.marker_offsets.tolist()
+        for i, body in enumerate(bodies.rigid_bodies):
+            body.markers = [Marker(name=n) for n in f.marker_names[offs[i]:offs[i + 1]]]
+        skeletons = Skeletons()
+        soffs = f.segment_offsets.tolist()
+        skeletons.skeletons = [Skeleton(name=n) for n in f.skeleton_names]
+        for i, sk in enumerate(skeletons.skeletons):
+            sk.segments = [Segment(name=n) for n in f.segment_names[soffs[i]:soffs[i + 1]]]
+        tf = TFMessage()
+        tf.transforms = [TransformStamped(child_frame_id=c) for c in self.children]
+        for msg in (markers, bodies, skeletons):
+            msg.header.frame_id = "world"
+        for t in tf.transforms:
+            t.header.frame_id = "world"
+        return markers, bodies, skeletons, tf
+
+    def encode(self, k: int) -> list[bytes]:
+        if self.msgs is None or not self.reuse:
+            self.msgs = self._fresh()
+        markers, bodies, skeletons, tf = self.msgs
+        f = self.frame
+        m_rows = list(zip(f.marker_ids.tolist(), f.marker_positions.tolist(), f.marker_occluded.tolist(),
+                          f.marker_residuals.tolist()))
+        for msg in (markers, bodies, skeletons):
+            msg.header.stamp.sec, msg.header.stamp.nanosec, msg.frame_number = k, 1000 * k, k
+        for m, (mid, pos, occ, res) in zip(markers.markers, m_rows):
+            _set_marker(m, mid, None, pos, occ, res)
+        offs = f.marker_offsets.tolist()
+        poses = f.body_poses.tolist()
+        for i, (body, bid, ok, pose, err) in enumerate(zip(bodies.rigid_bodies, f.body_ids.tolist(),
+                                                           f.body_valid.tolist(), poses, f.body_errors.tolist())):
+            body.id, body.tracking_valid, body.mean_error = bid, ok, err
+            _set_pose(body.pose, pose)
+            for m, (mid, pos, occ, res) in zip(body.markers, m_rows[offs[i]:offs[i + 1]]):
+                _set_marker(m, mid, None, pos, occ, res)
+        for t, pose in zip(tf.transforms, poses):
+            t.header.stamp.sec, t.header.stamp.nanosec = k, 1000 * k
+            tr, rot = t.transform.translation, t.transform.rotation
+            tr.x, tr.y, tr.z, rot.x, rot.y, rot.z, rot.w = pose
+        out = [serialize_message(markers), serialize_message(bodies), serialize_message(tf)]
+        if len(f.skeleton_names):
+            soffs = f.segment_offsets.tolist()
+            seg_rows = list(zip(f.segment_ids.tolist(), f.segment_parents.tolist(), f.segment_valid.tolist(),
+                                f.segment_poses.tolist()))
+            for i, (sk, sid, ok) in enumerate(zip(skeletons.skeletons, f.skeleton_ids.tolist(),
+                                                  f.skeleton_valid.tolist())):
+                sk.id, sk.tracking_valid = sid, ok
+                for seg, (segid, parent, s_ok, pose) in zip(sk.segments, seg_rows[soffs[i]:soffs[i + 1]]):
+                    seg.id, seg.parent_id, seg.tracking_valid = segid, parent, s_ok
+                    _set_pose(seg.pose, pose)
+            out.append(serialize_message(skeletons))
+        return out
+
+
+# ---------------------------------------------------------------------------- timing
+def measure(ways: dict[str, Callable[[int], object]]) -> dict[str, tuple[float, float]]:
+    """Microseconds per call of each way: (median, best) over batches. The ways' batches
+    are interleaved, so a load change on the (shared) machine hits them all alike."""
+    sizes = {}
+    for name, fn in ways.items():
+        fn(0)   # first call: layouts, allocations
+        calls, start = 0, time.perf_counter()
+        while time.perf_counter() - start < 0.05:
+            calls += 1
+            fn(calls)
+        sizes[name] = max(1, int(BATCH_SECONDS * calls / (time.perf_counter() - start)))
+    samples: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(BATCHES):
+        for name, fn in ways.items():
+            n = sizes[name]
+            t0 = time.perf_counter()
+            for k in range(n):
+                fn(k)
+            samples[name].append((time.perf_counter() - t0) / n * 1e6)
+    return {name: (statistics.median(v), min(v)) for name, v in samples.items()}
+
+
+def _check_equal(frame: Frame) -> None:
+    """The cdr bytes deserialize to what the objects hold (a guard against timing wrong code)."""
+    from rclpy.serialization import deserialize_message
+
+    ours = CdrWay(frame).encode(7)
+    theirs = ObjectsWay(frame, reuse=False).encode(7)
+    for raw, ref, msg_type in zip(ours, theirs, (Markers, RigidBodies, TFMessage, Skeletons)):
+        if deserialize_message(raw, msg_type) != deserialize_message(ref, msg_type) or len(raw) != len(ref):
+            raise AssertionError(f"{msg_type.__name__}: cdr output differs from serialize_message")
+
+
+def _markers_layout_changes(frame: Frame) -> tuple[float, float, float]:
+    """Markers = labeled names + a tail of 0..63 unlabeled ones (empty names) whose length
+    changes every frame. Per-frame cost (1) cycling among 16 lengths with the same tuple
+    objects (cache hits), (2) among 64 lengths, the names tuple rebuilt every frame (more
+    lengths than the cache holds: served by the layout's spare room), (3) a labeled name
+    changes every frame (a new layout every frame: the full cost of a miss)."""
+    labeled = frame.marker_names
+    n0 = len(labeled)
+    rng = np.random.default_rng(1)
+    pos = rng.normal(size=(n0 + 64, 3))
+    ids = np.concatenate([frame.marker_ids, np.full(64, -1, dtype=np.int32)])
+    occ = np.zeros(n0 + 64, dtype=bool)
+    res = np.zeros(n0 + 64, dtype=np.float32)
+    names_by_tail = [labeled + ("",) * t for t in range(64)]
+
+    def run(names_of: Callable[[int], tuple[str, ...]]):
+        encoder = MarkersEncoder()
+
+        def one(k: int) -> bytes:
+            names = names_of(k)
+            n = len(names)
+            return encoder.encode(k, 0, "world", k, ids[:n], names, pos[:n], occ[:n], res[:n])
+        return one
+
+    counter = iter(range(10**9))
+    times = measure({
+        "hits": run(lambda k: names_by_tail[k % 16]),
+        "spare": run(lambda k: labeled + ("",) * (k % 64)),
+        "miss": run(lambda k: labeled[:-1] + (f"renamed{next(counter)}",) + ("",) * (k % 8)),
+    })
+    return times["hits"][0], times["spare"][0], times["miss"][0]
+
+
+def run() -> None:
+    print(f"microseconds per frame, median (best) of {BATCHES} interleaved batches; ratios of medians")
+    for title, bodies, per_body, skeletons in CONFIGS:
+        frame = make_frame(bodies, per_body, skeletons)
+        _check_equal(frame)
+        times = measure({"cdr": CdrWay(frame).encode, "build": ObjectsWay(frame, reuse=False).encode,
+                         "refresh": ObjectsWay(frame, reuse=True).encode})
+        cdr = times["cdr"][0]
+        print(f"\n{title} (Markers + RigidBodies + TF{' + Skeletons' if skeletons else ''}):")
+        for key, label in (("cdr", "cdr encoders"), ("build", "(a) build objects + serialize_message"),
+                           ("refresh", "(b) refresh objects + serialize_message")):
+            median, best = times[key]
+            ratio = "" if key == "cdr" else f"   {median / cdr:6.1f}x the cdr time"
+            print(f"  {label:40s} {median:9.1f} ({best:.1f}){ratio}")
+        way = CdrWay(frame)
+        f = frame
+        parts = {
+            "Markers": lambda k: way.markers.encode(k, 0, "world", k, f.marker_ids, f.marker_names,
+                                                    f.marker_positions, f.marker_occluded, f.marker_residuals),
+            "RigidBodies": lambda k: way.bodies.encode(
+                k, 0, "world", k, f.body_ids, f.body_names, f.body_valid, f.body_poses, f.body_errors,
+                f.marker_offsets, f.marker_ids, f.marker_names, f.marker_positions, f.marker_occluded,
+                f.marker_residuals),
+            "TFMessage": lambda k: way.tf.encode(k, 0, "world", way.children, f.body_poses),
+        }
+        if skeletons:
+            parts["Skeletons"] = lambda k: way.skeletons.encode(
+                k, 0, "world", k, f.skeleton_ids, f.skeleton_names, f.skeleton_valid, f.segment_offsets,
+                f.segment_ids, f.segment_names, f.segment_parents, f.segment_valid, f.segment_poses)
+        print("  cdr per message: " + ", ".join(f"{name} {median:.1f} ({best:.1f})"
+                                                for name, (median, best) in measure(parts).items()))
+        hit, spare, miss = _markers_layout_changes(frame)
+        print(f"  Markers + 0..63 unlabeled, count changing every frame: {hit:.1f} (16 counts, cache hits), "
+              f"{spare:.1f} (64 counts, new tuple each frame: spare room)")
+        print(f"  Markers with a new layout every frame (a name changes): {miss:.1f}")
+
+
+if __name__ == "__main__":
+    run()
