@@ -92,6 +92,18 @@ def test_rotation_matrices_are_column_major_on_the_wire():
     np.testing.assert_allclose(qp.qtm_to_matrices(qp.matrices_to_qtm(m)), m)
 
 
+def test_matrix_to_quaternion_conversion_matches_scipy_everywhere():
+    from mocap4r2_control.geometry import quat_from_matrix as quats_from_matrices
+
+    rotations = Rotation.concatenate([
+        Rotation.random(2000, random_state=3),
+        # half turns and the identity: each branch of the conversion, and its edges
+        Rotation.from_rotvec(np.pi * np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0.6, 0.8, 0], [0, 0, 0]]))])
+    q = quats_from_matrices(rotations.as_matrix())
+    np.testing.assert_allclose(np.linalg.norm(q, axis=1), 1.0)
+    assert (np.abs(np.sum(q * rotations.as_quat(), axis=1)) > 1 - 1e-12).all()
+
+
 def test_6d_residual_component_reads_back_identically_in_qtm_rt():
     positions = np.array([[100.5, -200.25, 1500.0], [np.nan, np.nan, np.nan], [1.0, 2.0, 3.0]])
     rotations = qp.matrices_to_qtm(_rotations(3))
@@ -370,3 +382,50 @@ def test_connect_failure_is_an_adapter_error_with_the_reason():
         adapter.connect()
     adapter.disconnect()
     adapter.disconnect()   # twice is fine
+
+
+def test_an_undecodable_packet_is_dropped_counted_and_the_stream_goes_on(scene):
+    from types import SimpleNamespace
+
+    good = FrameEncoder(scene).packet(5, ["6dres", "3dres"])
+    queue = [(SimpleNamespace(data=b"\x01\x02garbage", timestamp=0), 100.0),
+             (SimpleNamespace(data=good[8:-7], timestamp=0), 100.0),          # truncated
+             (SimpleNamespace(data=good[8:], timestamp=50_000), 100.06)]
+    adapter = QualisysAdapter.from_parameters(_values())
+    adapter.client = SimpleNamespace(get=lambda timeout: queue.pop(0) if queue else None, connected=True)
+    adapter.decoder = QtmFrameDecoder(parse_parameters(parameters_xml(scene, ["general", "3d", "6d"], "1.25")))
+    assert adapter.read_frame(0.1) is None
+    assert adapter.read_frame(0.1) is None
+    frame = adapter.read_frame(0.1)
+    assert frame.frame_number == 5 and frame.capture_time == pytest.approx(100.06)
+    adapter.client = None
+    assert adapter.decode_errors == 2 and adapter.status()["decode_errors"] == "2"
+
+
+WORDS = ["version", "1.25", "1.x", "qtmversion", "byteorder", "getstate", "getparameters", "all", "3d", "6d",
+         "skeleton:global", "getcurrentframe", "streamframes", "allframes", "frequency:0", "frequency:-3",
+         "frequencydivisor:0", "frequencydivisor:2", "stop", "udp:1234", "6dres", "3dnolabelsres", "analog",
+         "takecontrol", "releasecontrol", "new", "quit", "\u00e9", "", "*", "12345678901234567890"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), max_size=6), st.sampled_from([qp.PacketType.COMMAND, qp.PacketType.XML,
+                                                                    qp.PacketType.DATA]))
+def test_the_stand_in_answers_any_request_without_failing(scene, words, packet_type):
+    from mocap4r2_drivers.qtm.simulator import QtmSimulator, Session
+
+    class Writer:
+        def __init__(self):
+            self.data = bytearray()
+
+        def write(self, data):
+            self.data += data
+
+    simulator = QtmSimulator(scene)
+    session = Session(writer=Writer(), peer="test:1")
+    simulator.sessions.append(session)
+    simulator._handle(session, packet_type, " ".join(words).encode() + b"\0")
+    replies = qp.PacketReader().feed(bytes(session.writer.data))
+    # streaming requests and stop are silent; anything else gets exactly one answer
+    if not (words and words[0] == "streamframes" and session.stream is not None) and words[:2] != ["streamframes", "stop"]:
+        assert len(replies) == 1, (words, replies)

@@ -287,10 +287,9 @@ def test_at_most_ten_clients(sim):
 
 def test_clients_hear_qtm_shutting_down(sim):
     events = []
-    lost = asyncio.Event
 
     async def body():
-        gone = lost()
+        gone = asyncio.Event()
         c = await connect(sim, on_event=events.append, on_disconnect=lambda exc: gone.set())
         await c.stream_frames(components=["6d"], on_packet=lambda p: None)
         sim.proc.popen.send_signal(signal.SIGINT)

@@ -8,6 +8,7 @@ import math
 import re
 import socket
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import qtm_rt
 import yaml
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
+from mocap4r2_drivers.qualisys_system import QualisysAdapter
 from mocap4r2_drivers.scene import Scene
 
 DRIVER = ("mocap4r2_drivers", "qualisys_system")
@@ -72,7 +74,12 @@ def stamp(msg) -> float:
 
 
 def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path):
+    from mocap4r2_interfaces.msg import MocapSystemInfo
+
+    from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
+
     qtm, base, scene = start_qtm(procs, tmp_path)
+    systems = ros.subscribe(SYSTEMS_TOPIC, MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     topics = subscribe(ros, "/qs1")
     driver = procs.start(*DRIVER, name="qualisys", namespace="/qs1",
                          params={"port": base, "autostart": True})
@@ -83,12 +90,12 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
     assert len(rec["bodies"]) > 100, driver.log()
 
     # frame numbers are QTM's: increasing, never a frame the scene dropped, and the
-    # gaps are (all but a rare frame lost to a stalled, shared machine) the scene's drops
+    # gaps are the scene's drops (but for rare frames the stand-in skips when a shared machine stalls)
     numbers = [m.frame_number for m in rec["bodies"]]
     assert all(b > a for a, b in zip(numbers, numbers[1:]))
     assert not any(scene.is_dropped(k) for k in numbers)
     expected_numbers = [k for k in range(numbers[0], numbers[-1] + 1) if not scene.is_dropped(k)]
-    assert len(numbers) >= 0.98 * len(expected_numbers)
+    assert len(numbers) >= 0.95 * len(expected_numbers)
 
     # one stamp per frame across the topics; stamps follow QTM's timestamps
     by_frame: dict[int, set] = {}
@@ -162,6 +169,9 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
             saw_lost = True
             assert not any(s.tracking_valid for s in skeleton.segments)
     assert saw_lost
+    # announced on the control plane with QTM's frequency as the nominal rate
+    active = systems.wait_for(lambda m: m.system == "/qs1/qualisys" and m.state.label == "active", timeout=10)
+    assert active.type == "qualisys" and active.frame_rate == 100.0
 
 
 def test_reconnects_when_qtm_goes_away_and_comes_back(ros, procs, tmp_path):
@@ -240,9 +250,38 @@ def test_deactivate_stops_the_stream_and_activate_resumes_it(ros, procs, tmp_pat
     assert all(b.mean_error < 0 for b in first.rigid_bodies), "6d has no residuals: unknown"
     assert ros.change_state(node, "deactivate")
     time.sleep(0.5)
+    last_before = bodies.snapshot()[-1].frame_number
     bodies.clear()
     time.sleep(1.0)
     assert not bodies.snapshot()
     assert ros.change_state(node, "activate")
     later = bodies.wait_for(timeout=20)
-    assert later.frame_number > first.frame_number
+    # the stream resumes with current frames, not with frames left from before
+    assert later.frame_number > last_before + 100
+
+
+# ====================================================================== config and launch
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_config_file_sets_declared_valid_parameters():
+    from mocap4r2_control.system_node import BASE_PARAMETERS
+
+    specs = {s.name: s for s in (*BASE_PARAMETERS, *QualisysAdapter.parameters)}
+    params = yaml.safe_load((ROOT / "config" / "qualisys.yaml").read_text())["/**"]["ros__parameters"]
+    for name, value in params.items():
+        assert name in specs, f"config/qualisys.yaml sets an undeclared parameter {name}"
+        assert specs[name].validate(value) is None, specs[name].validate(value)
+    adapter_values = {s.name: params.get(s.name, s.default) for s in QualisysAdapter.parameters}
+    QualisysAdapter.from_parameters(adapter_values)
+    compile((ROOT / "launch" / "qualisys.launch.py").read_text(), "qualisys.launch.py", "exec")
+
+
+def test_launch_file_describes_a_lifecycle_node():
+    pytest.importorskip("launch_ros", reason="launch_ros is not installable on a wheels-only machine")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("launch_file", ROOT / "launch" / "qualisys.launch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.generate_launch_description().entities

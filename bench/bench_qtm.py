@@ -1,0 +1,220 @@
+"""The Qualisys path's sustained rate at 10 and 50 bodies (prints figures, asserts nothing).
+
+1. adapter: qtm_simulator (a process) streams at a requested rate; QualisysAdapter
+   (qtm-rt + numpy decoding) reads in this process. Figures: frames delivered per
+   second, frames lost (numbers missing beyond those the scene drops), CPU time of
+   the decoding per frame;
+2. node: qtm_simulator -> qualisys_system (a process) -> DDS -> a subscriber here:
+   rigid_bodies messages per second and losses;
+3. decoding alone, on packets captured from the stand-in: the adapter's numpy decoder
+   against qtm-rt's own getters (the reference), microseconds per frame and ratio.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
+SECONDS = 3.0
+
+
+def _scene(directory: Path, bodies: int) -> Path:
+    path = directory / f"bench_{bodies}.yaml"
+    path.write_text(yaml.safe_dump({
+        "seed": 1, "rate": 100.0, "latency": 0.0, "latency_jitter": 0.0, "noise": 0.0003,
+        "occlusion": 0.0, "dropped_frames": 0.0, "unlabeled_markers": 4,
+        "generated_bodies": {"count": bodies, "markers_per_body": 4}}))
+    return path
+
+
+class Simulator:
+    def __init__(self, scene: Path, rate: float, log: Path):
+        self.log = log
+        self.proc = subprocess.Popen([str(INSTALL / "qtm_simulator"), "--scene", str(scene), "--port", "0",
+                                      "--rate", str(rate)], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            match = re.search(r"RT port 127\.0\.0\.1:(\d+)", log.read_text())
+            if match:
+                self.base_port = int(match.group(1)) - 1
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"qtm_simulator did not start: {log.read_text()}")
+
+    def stop(self) -> int:
+        """Stop; the number of frames the stand-in itself skipped to keep real time."""
+        self.proc.terminate()
+        self.proc.wait(10)
+        match = re.search(r"\((\d+) frames skipped to keep real time\)", self.log.read_text())
+        return int(match.group(1)) if match else -1
+
+
+def _lost(numbers: list[int]) -> int:
+    return (numbers[-1] - numbers[0] + 1 - len(numbers)) if numbers else 0
+
+
+def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
+    from mocap4r2_drivers.qualisys_system import QualisysAdapter
+
+    sim = Simulator(scene, rate, tmp / "sim.log")
+    try:
+        adapter = QualisysAdapter("127.0.0.1", sim.base_port, "1.25", ["6dres", "3dres", "3dnolabelsres"])
+        adapter.connect()
+        adapter.start_streaming()
+        numbers: list[int] = []
+        cpu = 0.0
+        end = time.monotonic() + SECONDS + 0.5
+        warm = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            c0 = time.thread_time()
+            frame = adapter.read_frame(0.1)
+            if frame is not None and time.monotonic() >= warm:
+                cpu += time.thread_time() - c0
+                numbers.append(frame.frame_number)
+        dropped = adapter.client.stats.packets_dropped
+        adapter.stop_streaming()
+        adapter.disconnect()
+    finally:
+        skipped = sim.stop()
+    got = len(numbers) / SECONDS
+    return (f"{got:6.0f} frames/s of {rate:4.0f} ({100 * got / rate:5.1f} %); lost {_lost(numbers)}: "
+            f"{skipped} never sent (stand-in behind real time), {dropped} dropped by a slow reader; "
+            f"read+decode {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame")
+
+
+def _claim_domain() -> int:
+    for domain in range(100, 39, -1):
+        handle = open(f"/tmp/mocap4r2-test-domain-{domain}.lock", "w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _claim_domain.handle = handle   # held until the process exits
+        return domain
+    raise RuntimeError("no free ROS_DOMAIN_ID")
+
+
+def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> str:
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from mocap4r2_interfaces.msg import RigidBodies
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    sim = Simulator(scene, rate, tmp / "sim_node.log")
+    log = open(tmp / "node.log", "w")
+    node_proc = subprocess.Popen(
+        [str(INSTALL / "qualisys_system"), "--ros-args", "-r", "__node:=qualisys", "-r", "__ns:=/bench",
+         "-p", f"port:={sim.base_port}", "-p", "autostart:=true", "-p", "qos_depth:=100",
+         "-p", "components:=[6dres,3dres,3dnolabelsres]", "-p", "diagnostics_period:=1.0", *extra],
+        stdout=log, stderr=subprocess.STDOUT)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("bench_qtm_listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    numbers: list[int] = []
+    stamps: list[float] = []
+    node.create_subscription(RigidBodies, "/bench/rigid_bodies",
+                             lambda m: (numbers.append(m.frame_number), stamps.append(time.monotonic())),
+                             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    reports: list[dict[str, str]] = []
+    node.create_subscription(DiagnosticArray, "/diagnostics",
+                             lambda m: reports.extend({kv.key: kv.value for kv in st.values}
+                                                      for st in m.status if "/bench/qualisys" in st.hardware_id), 10)
+    try:
+        deadline = time.monotonic() + 30
+        while not numbers and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        if not numbers:
+            return "no messages (see the node's log)"
+        start = time.monotonic() + 0.5
+        while time.monotonic() < start + SECONDS:
+            executor.spin_once(timeout_sec=0.05)
+        window = [n for n, t in zip(numbers, stamps) if start <= t < start + SECONDS]
+    finally:
+        node_proc.terminate()
+        node_proc.wait(10)
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+        skipped = sim.stop()
+    got = len(window) / SECONDS
+    published = [float(r["rate_hz"]) for r in reports[1:] if r.get("rate_hz") not in (None, "nan")]
+    node_hz = f"{max(published):6.0f}" if published else "     ?"
+    return (f"{got:6.0f} msgs/s received of {rate:4.0f} ({100 * got / rate:5.1f} %), node publishing at "
+            f"{node_hz} Hz (its /diagnostics); stand-in skipped {skipped}")
+
+
+def decode_cost(scene: Path, tmp: Path) -> str:
+    import numpy as np
+
+    from mocap4r2_drivers.qtm.client import parse_parameters
+    from mocap4r2_drivers.qtm.simulator import FrameEncoder, load_scene, parameters_xml
+    from mocap4r2_drivers.qualisys_system import QtmFrameDecoder
+    from qtm_rt.packet import QRTPacket
+
+    s = load_scene(str(scene), -1, 0.0)
+    encoder = FrameEncoder(s)
+    packets = [encoder.packet(k, ["6dres", "3dres", "3dnolabelsres"])[8:] for k in range(200)]
+    decoder = QtmFrameDecoder(parse_parameters(parameters_xml(s, ["general", "3d", "6d"], "1.25")))
+
+    def ours():
+        for p in packets:
+            decoder.decode(p)
+
+    def reference():
+        # qtm-rt's getters, then the same numpy arrays the adapter needs
+        for p in packets:
+            packet = QRTPacket(p)
+            _, bodies = packet.get_6d_residual()
+            np.array([tuple(b[0]) for b in bodies]) * 1e-3
+            np.array([b[1].matrix for b in bodies])
+            np.array([b[2].residual for b in bodies])
+            _, labeled = packet.get_3d_markers_residual()
+            np.array([tuple(m) for m in labeled])
+            _, strays = packet.get_3d_markers_no_label_residual()
+            np.array([tuple(m) for m in strays])
+
+    def timed(fn) -> float:
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        return best / len(packets) * 1e6
+
+    a, b = timed(ours), timed(reference)
+    return f"numpy decoder {a:7.1f} us/frame, qtm-rt getters (reference) {b:7.1f} us/frame, ratio {b / a:4.1f}x"
+
+
+def run() -> None:
+    os.environ.setdefault("ROS_DOMAIN_ID", str(_claim_domain()))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    with tempfile.TemporaryDirectory(prefix="bench_qtm_") as name:
+        tmp = Path(name)
+        for bodies in (10, 50):
+            scene = _scene(tmp, bodies)
+            print(f"--- {bodies} bodies ({bodies * 4} labeled + 4 unlabeled markers)", flush=True)
+            print(f"decode       : {decode_cost(scene, tmp)}", flush=True)
+            for rate in (500.0, 2000.0):
+                print(f"adapter {rate:4.0f} : {adapter_rate(scene, rate, tmp)}", flush=True)
+            print(f"node    1000 : {node_rate(scene, 1000.0, tmp)}", flush=True)
+            print(f"node    1000 : rigid_bodies only, no markers: "
+                  f"{node_rate(scene, 1000.0, tmp, '-p', 'publish_markers:=false', '-p', 'rigid_body_markers:=false', '-p', 'publish_skeletons:=false')}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    run()

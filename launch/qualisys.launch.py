@@ -1,0 +1,38 @@
+"""The Qualisys (QTM) system as a lifecycle node.
+
+    ros2 launch mocap4r2_drivers qualisys.launch.py host:=192.168.1.10 autostart:=true
+    ros2 lifecycle set /qualisys/qualisys_system configure   # when autostart is false
+
+Without QTM at hand, ``qtm_simulator`` (installed with the package) stands in for it:
+    qtm_simulator --port 22222 &
+    ros2 launch mocap4r2_drivers qualisys.launch.py autostart:=true
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import LifecycleNode
+
+
+def generate_launch_description():
+    config = os.path.join(get_package_share_directory("mocap4r2_drivers"), "config", "qualisys.yaml")
+    return LaunchDescription([
+        DeclareLaunchArgument("namespace", default_value="qualisys", description="Namespace of the system's topics"),
+        DeclareLaunchArgument("params_file", default_value=config, description="Parameters YAML"),
+        DeclareLaunchArgument("host", default_value="127.0.0.1", description="Address of the computer running QTM"),
+        DeclareLaunchArgument("port", default_value="22222", description="QTM's base port (RT port = base + 1)"),
+        DeclareLaunchArgument("autostart", default_value="false",
+                              description="Configure and activate without a lifecycle manager"),
+        LifecycleNode(
+            package="mocap4r2_drivers",
+            executable="qualisys_system",
+            name="qualisys_system",
+            namespace=LaunchConfiguration("namespace"),
+            parameters=[LaunchConfiguration("params_file"),
+                        {"host": LaunchConfiguration("host"), "port": LaunchConfiguration("port"),
+                         "autostart": LaunchConfiguration("autostart")}],
+            output="screen",
+        ),
+    ])

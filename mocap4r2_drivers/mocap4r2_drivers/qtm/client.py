@@ -1,0 +1,389 @@
+"""A QTM connection through Qualisys' Python SDK (qtm-rt), usable from plain threads.
+
+qtm-rt is asyncio-only; :class:`QtmClient` runs its own event loop in a thread and
+offers blocking calls (connect, start/stop streaming, close) plus a bounded queue of
+streamed packets for the adapter's reader thread. When QTM goes away it reconnects by
+itself, reads the parameters again and resumes streaming.
+
+Also here: :func:`parse_parameters` (QTM's parameter XML, both the 1.20 and the
+1.21+/1.22+ layouts) and :class:`TimestampMapper` (QTM's measurement clock to Unix time).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from mocap4r2_control.frame import NO_PARENT
+
+LOG = logging.getLogger("mocap4r2.qualisys")
+
+# what the adapter may stream, and the parameter parts each one needs
+STREAMABLE = ("6d", "6dres", "3d", "3dres", "3dnolabels", "3dnolabelsres", "skeleton:global")
+_PARAMETER_PART = {"6d": "6d", "6dres": "6d", "3d": "3d", "3dres": "3d", "skeleton:global": "skeleton:global"}
+
+
+class QtmError(RuntimeError):
+    """QTM cannot be reached or refused a request; the message says what to check."""
+
+
+# ====================================================================== parameters
+@dataclass(frozen=True)
+class BodySetup:
+    name: str
+    point_names: tuple[str, ...]   # empty before protocol 1.21 (points had no names)
+    points_mm: np.ndarray          # (m, 3) marker layout in the body frame
+
+
+@dataclass(frozen=True)
+class SkeletonSetup:
+    name: str
+    segment_ids: np.ndarray        # (s,) int32
+    segment_names: tuple[str, ...]
+    parent_ids: np.ndarray         # (s,) int32, NO_PARENT for the root
+
+
+@dataclass(frozen=True)
+class QtmParameters:
+    """What a GetParameters answer says about the assets (missing parts stay empty)."""
+
+    frequency: float = 0.0
+    axis_upwards: str = "+Z"
+    labels: tuple[str, ...] = ()
+    bodies: tuple[BodySetup, ...] = ()
+    skeletons: tuple[SkeletonSetup, ...] = ()
+
+
+def _text(element: ET.Element | None, default: str = "") -> str:
+    return element.text.strip() if element is not None and element.text else default
+
+
+def _float_attr(element: ET.Element | None, name: str) -> float:
+    try:
+        return float(element.get(name, "nan")) if element is not None else float("nan")
+    except ValueError:
+        return float("nan")
+
+
+def parse_parameters(xml_text: str | bytes) -> QtmParameters:
+    """Parse QTM's parameter XML (any subset of General, The_3D, The_6D, Skeletons)."""
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError as exc:
+        raise QtmError(f"QTM sent parameters that are not valid XML: {exc}") from exc
+    frequency = 0.0
+    general = root.find("General")
+    if general is not None:
+        try:
+            frequency = float(_text(general.find("Frequency"), "0"))
+        except ValueError:
+            frequency = 0.0
+    threed = root.find("The_3D")
+    labels: tuple[str, ...] = ()
+    axis = "+Z"
+    if threed is not None:
+        axis = _text(threed.find("AxisUpwards"), "+Z").upper()
+        labels = tuple(_text(label.find("Name")) for label in threed.findall("Label"))
+    bodies = tuple(_parse_body(body) for body in root.findall("The_6D/Body"))
+    skeletons = tuple(_parse_skeleton(s) for s in root.findall("Skeletons/Skeleton"))
+    return QtmParameters(frequency=frequency, axis_upwards=axis, labels=labels, bodies=bodies, skeletons=skeletons)
+
+
+def _parse_body(body: ET.Element) -> BodySetup:
+    names: list[str] = []
+    points: list[tuple[float, float, float]] = []
+    new_points = body.findall("Points/Point")
+    if new_points:  # 1.21+: attributes, with the point (trajectory) names
+        for point in new_points:
+            names.append(point.get("Name", ""))
+            points.append((_float_attr(point, "X"), _float_attr(point, "Y"), _float_attr(point, "Z")))
+    else:           # up to 1.20: child elements, no names
+        for point in body.findall("Point"):
+            try:
+                points.append(tuple(float(_text(point.find(a), "nan")) for a in "XYZ"))
+            except ValueError:
+                points.append((float("nan"),) * 3)
+    return BodySetup(name=_text(body.find("Name")), point_names=tuple(names) if any(names) else (),
+                     points_mm=np.asarray(points, dtype=float).reshape(-1, 3))
+
+
+def _parse_skeleton(skeleton: ET.Element) -> SkeletonSetup:
+    ids: list[int] = []
+    names: list[str] = []
+    parents: list[int] = []
+
+    def visit(element: ET.Element, parent: int) -> None:
+        for segment in element.findall("Segment"):
+            try:
+                sid = int(segment.get("ID", ""))
+            except ValueError:
+                sid = len(ids) + 1  # defensive: QTM always sends IDs
+            explicit = segment.get("Parent_ID")
+            ids.append(sid)
+            names.append(segment.get("Name", ""))
+            parents.append(int(explicit) if explicit not in (None, "") else parent)
+            visit(segment, sid)   # 1.22+: children nest inside their parent
+
+    container = skeleton.find("Segments")
+    visit(container if container is not None else skeleton, NO_PARENT)
+    return SkeletonSetup(name=skeleton.get("Name", ""), segment_ids=np.asarray(ids, dtype=np.int32),
+                         segment_names=tuple(names), parent_ids=np.asarray(parents, dtype=np.int32))
+
+
+def parameter_parts(components: list[str]) -> list[str]:
+    parts = ["general"]
+    for component in components:
+        part = _PARAMETER_PART.get(component)
+        if part and part not in parts:
+            parts.append(part)
+    return parts
+
+
+# ====================================================================== time
+class TimestampMapper:
+    """QTM timestamps (microseconds since the measurement started, on QTM's clock) to
+    Unix time.
+
+    The offset is the smallest ``arrival - timestamp`` seen over a sliding window: the
+    least delayed frame defines the mapping (so a stamp is never later than its
+    arrival) and the window follows the drift between QTM's clock and ours. A
+    timestamp going backwards means a new measurement: the mapping starts again.
+    """
+
+    def __init__(self, window: float = 10.0):
+        self.window = window
+        self._offsets: deque[tuple[float, float]] = deque()   # (arrival, offset), offsets increasing
+        self._last = None
+
+    def capture_time(self, timestamp_us: int, arrival: float) -> float:
+        t = timestamp_us * 1e-6
+        if self._last is not None and t < self._last:
+            self._offsets.clear()
+        self._last = t
+        offset = arrival - t
+        while self._offsets and self._offsets[-1][1] >= offset:
+            self._offsets.pop()
+        self._offsets.append((arrival, offset))
+        while self._offsets[0][0] < arrival - self.window:
+            self._offsets.popleft()
+        return t + self._offsets[0][1]
+
+
+# ====================================================================== connection
+DISCONNECTED = object()   # queued when the connection drops, to wake the reader
+
+
+@dataclass
+class ClientStats:
+    packets: int = 0
+    packets_dropped: int = 0     # the reader fell behind by more than the queue holds
+    connects: int = 0
+    disconnects: int = 0
+    last_error: str = ""
+    events: dict[str, int] = field(default_factory=dict)
+
+
+class QtmClient:
+    """A qtm-rt connection in its own event-loop thread, with blocking methods."""
+
+    def __init__(self, host: str, port: int, version: str, components: list[str], *,
+                 password: str | None = None, timeout: float = 5.0, reconnect_period: float = 1.0,
+                 queue_size: int = 256, on_parameters: Callable[[QtmParameters], None] | None = None):
+        self.host = host
+        self.port = port
+        self.version = version
+        self.components = list(components)
+        self.password = password
+        self.timeout = timeout
+        self.reconnect_period = reconnect_period   # 0: never reconnect
+        self.on_parameters = on_parameters
+        self.stats = ClientStats()
+        self.parameters = QtmParameters()
+        self.qtm_version = ""
+        self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="qtm-rt", daemon=True)
+        self._thread.start()
+        self._connection: Any = None
+        self._streaming = False        # what the user asked for (kept across reconnects)
+        self._closing = False
+        self._reconnect_task: asyncio.Task | None = None
+
+    # ------------------------------------------------------------------ blocking API
+    @property
+    def connected(self) -> bool:
+        connection = self._connection
+        return connection is not None and connection.has_transport()
+
+    def _call(self, coro, timeout: float | None = None):
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout if timeout is not None else 3 * self.timeout + 1.0)
+        except TimeoutError as exc:
+            future.cancel()
+            raise QtmError(f"QTM at {self.host}:{self.port} did not answer in time") from exc
+
+    def connect(self) -> QtmParameters:
+        """Connect, set the protocol version, read the parameters and take control if
+        a password was given; QtmError with the reason otherwise."""
+        self._call(self._open())
+        return self.parameters
+
+    def start_streaming(self) -> None:
+        # frames left from an earlier activation are old news
+        while self.get(0.0) is not None:
+            pass
+        self._streaming = True
+        if self.connected:
+            self._call(self._stream())
+
+    def stop_streaming(self) -> None:
+        self._streaming = False
+        if self.connected:
+            try:
+                self._call(self._connection.stream_frames_stop(), timeout=self.timeout)
+            except Exception as exc:  # noqa: BLE001 - the connection may be gone meanwhile
+                LOG.debug("stream stop failed: %s", exc)
+
+    def get(self, timeout: float):
+        """(packet, arrival Unix time), DISCONNECTED, or None after ``timeout`` s."""
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        """Stop streaming, release control, disconnect and stop the loop; idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._loop.is_running():
+            try:
+                self._call(self._shutdown(), timeout=self.timeout + 1.0)
+            except Exception as exc:  # noqa: BLE001 - closing goes on regardless
+                LOG.debug("close: %s", exc)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5.0)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    # ------------------------------------------------------------------ loop side
+    async def _open(self) -> None:
+        import qtm_rt  # the SDK; installed with the project's requirements
+
+        where = f"{self.host}:{self.port}"
+        try:
+            connection = await asyncio.wait_for(
+                qtm_rt.connect(self.host, port=self.port, version=self.version, timeout=self.timeout,
+                               on_disconnect=self._on_disconnect, on_event=self._on_event, loop=self._loop),
+                self.timeout)
+        except asyncio.TimeoutError as exc:
+            raise QtmError(f"no answer from QTM at {where} within {self.timeout} s") from exc
+        if connection is None:
+            raise QtmError(f"cannot connect to QTM at {where} with protocol {self.version}: is QTM running, "
+                           "is its real-time output enabled, and is the port the little-endian one (base + 1)?")
+        try:
+            self.qtm_version = (await connection.qtm_version()).decode(errors="replace")
+            await self._read_parameters(connection)
+            if self.password is not None:
+                try:
+                    await connection.take_control(self.password)
+                except Exception as exc:  # QRTCommandException with QTM's answer
+                    raise QtmError(f"QTM refused control: {exc}") from exc
+        except BaseException:
+            connection.disconnect()
+            raise
+        self._connection = connection
+        self.stats.connects += 1
+        LOG.info("connected to %s (%s)", where, self.qtm_version)
+
+    async def _read_parameters(self, connection) -> None:
+        parts = parameter_parts(self.components)
+        for attempt in range(3):
+            answer = await connection.get_parameters(parts)
+            # a data packet still in flight after a stream stop can take a command's
+            # answer slot in qtm-rt: ask again
+            if isinstance(answer, (bytes, bytearray)) and answer.lstrip().startswith(b"<"):
+                self.parameters = parse_parameters(answer)
+                if self.on_parameters is not None:
+                    self.on_parameters(self.parameters)
+                return
+        raise QtmError("QTM did not answer GetParameters with XML")
+
+    async def _stream(self) -> None:
+        await self._connection.stream_frames(frames="allframes", components=self.components,
+                                             on_packet=self._on_packet)
+
+    async def _shutdown(self) -> None:
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+        connection, self._connection = self._connection, None
+        if connection is None or not connection.has_transport():
+            return
+        try:
+            await connection.stream_frames_stop()
+            if self.password is not None:
+                await asyncio.wait_for(connection.release_control(), self.timeout)
+        except Exception as exc:  # noqa: BLE001 - disconnecting anyway
+            LOG.debug("release: %s", exc)
+        connection.disconnect()
+
+    def _on_packet(self, packet) -> None:
+        item = (packet, time.time())
+        self.stats.packets += 1
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            # the reader is behind: the oldest frame goes, as a real-time stream must
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self.stats.packets_dropped += 1
+            self._queue.put_nowait(item)
+
+    def _on_event(self, event) -> None:
+        name = getattr(event, "name", str(event))
+        self.stats.events[name] = self.stats.events.get(name, 0) + 1
+        if name == "EventCameraSettingsChanged" and self.connected:
+            # labels or bodies may have changed: read them again
+            self._loop.create_task(self._refresh_parameters())
+
+    async def _refresh_parameters(self) -> None:
+        try:
+            await self._read_parameters(self._connection)
+        except Exception as exc:  # noqa: BLE001 - keep the old names until the next try
+            self.stats.last_error = f"parameter refresh failed: {exc}"
+
+    def _on_disconnect(self, exc) -> None:
+        self.stats.disconnects += 1
+        self.stats.last_error = f"QTM connection lost{': ' + str(exc) if exc else ''}"
+        try:
+            self._queue.put_nowait(DISCONNECTED)
+        except queue.Full:
+            pass
+        if self.reconnect_period <= 0 or self._closing:
+            return
+        if self._reconnect_task is None or self._reconnect_task.done():
+            self._reconnect_task = self._loop.create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        """Try again every reconnect_period until QTM is back (or the client closes)."""
+        while not self._closing:
+            await asyncio.sleep(self.reconnect_period)
+            try:
+                await self._open()
+                if self._streaming:
+                    await self._stream()
+                LOG.info("reconnected to QTM at %s:%s", self.host, self.port)
+                return
+            except Exception as exc:  # noqa: BLE001 - keep trying
+                self.stats.last_error = str(exc)
