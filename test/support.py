@@ -34,6 +34,8 @@ def param_args(params: dict[str, Any] | None) -> list[str]:
 
 
 def _yaml_scalar(value: Any) -> str:
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()  # numpy scalars: their repr is not YAML
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'" if value == "" or any(c in value for c in ",[]: ") else value
     return repr(value) if not isinstance(value, bool) else str(value).lower()

@@ -280,14 +280,18 @@ def test_running_ate_and_rpe_equal_the_batch_far_from_the_origin(method, first_n
     for unit, delta in (("frames", 7), ("m", 0.4), ("s", 0.25)):
         batch = evaluate(gt, noisy, EvalOptions(align=method, align_first_n=first_n, rpe_delta=delta, rpe_unit=unit))
         ate = RunningATE(method, first_n, history=100_000)
+        sums_only = RunningATE(method, first_n, history=64)   # rmse from the running sums alone
         rpe = RunningRPE(delta, unit)
         for i in range(len(gt)):
             ate.add(gt.positions[i], gt.orientations[i], noisy.positions[i], noisy.orientations[i])
+            sums_only.add(gt.positions[i], gt.orientations[i], noisy.positions[i], noisy.orientations[i])
             rpe.add(gt.stamps[i], gt.positions[i], gt.orientations[i], noisy.positions[i], noisy.orientations[i])
         snap = ate.snapshot()
         assert snap.samples == 3000
         assert snap.aligned == (method != "none")
         assert snap.rmse == pytest.approx(batch.ate_stats.rmse, rel=1e-9)
+        assert not sums_only.history.exact
+        assert sums_only.snapshot().rmse == pytest.approx(batch.ate_stats.rmse, rel=1e-9)
         assert snap.mean == pytest.approx(batch.ate_stats.mean, rel=1e-9)
         assert snap.max == pytest.approx(batch.ate_stats.max, rel=1e-9)
         assert np.allclose(snap.alignment.translation, batch.alignment.translation, atol=1e-9 * 4000)

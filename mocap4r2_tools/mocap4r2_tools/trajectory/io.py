@@ -1,0 +1,284 @@
+"""Trajectories from TUM files and rosbag2 bags (sqlite3 and MCAP), without ROS.
+
+TUM format: one pose per line, ``stamp tx ty tz qx qy qz qw`` (seconds, metres,
+quaternion x y z w), separated by spaces or commas; lines starting with ``#`` are
+comments.
+
+Bags are read with ``rosbags``. Supported topic types, stamped with their header stamp
+(the capture time, not the time the bag recorder received them):
+  geometry_msgs/PoseStamped, PoseWithCovarianceStamped, TransformStamped,
+  nav_msgs/Odometry, tf2_msgs/TFMessage (one parent -> child edge, ``frames``), and
+  mocap4r2_interfaces/RigidBodies (one body by name, ``body``; only tracked samples).
+Messages may be recorded out of stamp order, so bag trajectories are sorted by stamp.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from .poses import Trajectory, TrajectoryInputError
+
+ProgressCallback = Callable[[int, int], None]   # (messages done, messages in total)
+
+SUPPORTED_TYPES = (
+    "geometry_msgs/msg/PoseStamped",
+    "geometry_msgs/msg/PoseWithCovarianceStamped",
+    "geometry_msgs/msg/TransformStamped",
+    "nav_msgs/msg/Odometry",
+    "tf2_msgs/msg/TFMessage",
+    "mocap4r2_interfaces/msg/RigidBodies",
+)
+
+_SEPARATORS = re.compile(r"[,\s]+")
+
+
+# --------------------------------------------------------------------------- TUM
+def read_tum(path: str | Path, name: str | None = None) -> Trajectory:
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError as exc:
+        raise TrajectoryInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if b"\0" in head:
+        raise TrajectoryInputError(f"{path} is not a text file (TUM format expected)")
+    # fast path: numpy's C reader (a million lines in about a second); anything unusual
+    # (mixed separators, a bad line) goes through the tolerant reader, which names the line
+    delimiter = "," if b"," in head else None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # an empty file warns; it is refused below
+            data = np.loadtxt(path, comments="#", delimiter=delimiter, ndmin=2, dtype=np.float64)
+        if data.shape[1] != 8 and data.size:
+            data = None
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if data is None:
+        data = _read_tum_tolerant(path)
+    if data.shape[0] == 0:
+        raise TrajectoryInputError(f"{path} holds no poses")
+    return Trajectory.build(data[:, 0], data[:, 1:4], data[:, 4:8], name=name or path.name)
+
+
+def _read_tum_tolerant(path: Path) -> np.ndarray:
+    """Spaces and commas mixed, blank and comment lines; TrajectoryInputError naming the
+    first bad line."""
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise TrajectoryInputError(f"{path} is not a text file (TUM format expected)") from exc
+    rows = [line.replace(",", " ") for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+    try:
+        values = np.array([float(v) for row in rows for v in row.split()], dtype=np.float64)
+    except ValueError:
+        values = None
+    if values is None or any(len(row.split()) != 8 for row in rows):
+        _raise_bad_tum_line(path, text)
+    return values.reshape(-1, 8)
+
+
+def _raise_bad_tum_line(path: Path, text: str) -> None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        fields = _SEPARATORS.split(stripped)
+        if len(fields) != 8:
+            raise TrajectoryInputError(
+                f"{path}:{number}: {len(fields)} fields, a TUM line has 8 (stamp tx ty tz qx qy qz qw)")
+        try:
+            [float(f) for f in fields]
+        except ValueError as exc:
+            raise TrajectoryInputError(f"{path}:{number}: {exc}") from None
+    raise TrajectoryInputError(f"{path}: not in TUM format")
+
+
+def write_tum(path: str | Path, traj: Trajectory) -> None:
+    data = np.column_stack((traj.stamps, traj.positions, traj.orientations))
+    np.savetxt(path, data, fmt=["%.9f"] + ["%.12g"] * 7, header="stamp tx ty tz qx qy qz qw")
+
+
+# --------------------------------------------------------------------------- types
+_TYPESTORE = None
+
+
+def interfaces_msg_dir() -> Path:
+    """mocap4r2_interfaces/msg: the installed share dir, else the source checkout."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        path = Path(get_package_share_directory("mocap4r2_interfaces")) / "msg"
+        if path.is_dir():
+            return path
+    except Exception:  # not found through ament: a source checkout
+        pass
+    path = Path(__file__).resolve().parents[3] / "mocap4r2_interfaces" / "msg"
+    if not path.is_dir():
+        raise TrajectoryInputError("cannot find the mocap4r2_interfaces message definitions")
+    return path
+
+
+def typestore():
+    """A rosbags typestore with ROS 2 Kilted's types plus mocap4r2_interfaces."""
+    global _TYPESTORE
+    if _TYPESTORE is None:
+        from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+        store = get_typestore(Stores.ROS2_KILTED)
+        types: dict[str, Any] = {}
+        for msg in sorted(interfaces_msg_dir().glob("*.msg")):
+            types.update(get_types_from_msg(msg.read_text(), f"mocap4r2_interfaces/msg/{msg.stem}"))
+        store.register(types)
+        _TYPESTORE = store
+    return _TYPESTORE
+
+
+# --------------------------------------------------------------------------- bags
+def bag_topics(path: str | Path) -> dict[str, str]:
+    """topic -> message type of a bag."""
+    with _open_bag(path) as reader:
+        return {c.topic: c.msgtype for c in reader.connections}
+
+
+def read_bag(path: str | Path, topic: str, body: str | None = None, frames: tuple[str, str] | None = None,
+             progress: ProgressCallback | None = None, name: str | None = None) -> Trajectory:
+    """The trajectory on ``topic`` of a rosbag2 bag (directory, .db3 or .mcap file)."""
+    with _open_bag(path) as reader:
+        connections = [c for c in reader.connections if c.topic == topic]
+        if not connections:
+            known = ", ".join(f"{c.topic} ({c.msgtype})" for c in reader.connections) or "none"
+            raise TrajectoryInputError(f"{path}: no topic {topic!r}; topics: {known}")
+        msgtype = connections[0].msgtype
+        if msgtype not in SUPPORTED_TYPES:
+            raise TrajectoryInputError(
+                f"{path}: topic {topic} has type {msgtype}, which is not a pose (supported: {', '.join(SUPPORTED_TYPES)})")
+        if msgtype.endswith("/RigidBodies") and not body:
+            raise TrajectoryInputError(f"topic {topic} carries rigid bodies: say which one with a body name")
+        if msgtype.endswith("/TFMessage") and not frames:
+            raise TrajectoryInputError(f"topic {topic} carries TF: give the parent and child frame")
+        store = _store_for(connections)
+        total = sum(c.msgcount for c in connections)
+        names_seen: set[str] = set()
+        extract = _extractor(msgtype, body, frames, names_seen)
+        stamps: list[float] = []
+        poses: list[tuple] = []
+        skipped = 0
+        for done, (connection, _, raw) in enumerate(reader.messages(connections=connections), start=1):
+            try:
+                msg = store.deserialize_cdr(raw, connection.msgtype)
+            except Exception as exc:  # a corrupt record: say where instead of a stack trace
+                raise TrajectoryInputError(f"{path}: message {done} on {topic} cannot be decoded: {exc}") from exc
+            found = False
+            for stamp, pose in extract(msg):
+                stamps.append(stamp)
+                poses.append(pose)
+                found = True
+            skipped += not found
+            if progress is not None and (done % 5000 == 0 or done == total):
+                progress(done, total)
+    label = name or f"{topic}" + (f" [{body}]" if body else "") + (f" [{frames[0]}->{frames[1]}]" if frames else "")
+    if not stamps:
+        raise TrajectoryInputError(_nothing_found(path, topic, msgtype, body, frames, total, names_seen))
+    values = np.asarray(poses, dtype=np.float64)
+    return Trajectory.sorted_by_time(stamps, values[:, 0:3], values[:, 3:7], name=label)
+
+
+def _nothing_found(path, topic, msgtype, body, frames, total, names_seen) -> str:
+    if msgtype.endswith("/RigidBodies"):
+        if body not in names_seen:
+            known = ", ".join(sorted(names_seen)) or "none"
+            return f"{path}: no body named {body!r} on {topic} (bodies: {known})"
+        return f"{path}: body {body!r} is never tracked on {topic} ({total} messages)"
+    if msgtype.endswith("/TFMessage"):
+        return f"{path}: no transform {frames[0]} -> {frames[1]} on {topic} ({total} messages)"
+    return f"{path}: no messages on {topic}"
+
+
+@contextmanager
+def _open_bag(path: str | Path) -> Iterator:
+    """An open rosbags Reader; TrajectoryInputError when the path is not a readable bag."""
+    from rosbags.rosbag2 import Reader
+
+    try:
+        reader = Reader(Path(path))
+    except FileNotFoundError as exc:
+        raise TrajectoryInputError(f"no bag at {path}") from exc
+    except Exception as exc:  # rosbags raises its own errors for unreadable bags
+        raise TrajectoryInputError(f"{path} is not a rosbag2 bag: {exc}") from exc
+    try:
+        reader.open()
+    except Exception as exc:
+        raise TrajectoryInputError(f"cannot open bag {path}: {exc}") from exc
+    try:
+        yield reader
+    finally:
+        reader.close()
+
+
+def _store_for(connections):
+    """Our typestore, plus any type the bag defines that it lacks."""
+    from rosbags.interfaces import MessageDefinitionFormat
+    from rosbags.typesys import get_types_from_idl, get_types_from_msg
+
+    store = typestore()
+    missing = [c for c in connections if c.msgtype not in store.types]
+    for connection in missing:
+        msgdef = connection.msgdef
+        if msgdef.format == MessageDefinitionFormat.MSG:
+            store.register(get_types_from_msg(msgdef.data, connection.msgtype))
+        elif msgdef.format == MessageDefinitionFormat.IDL:
+            store.register(get_types_from_idl(msgdef.data))
+        else:
+            raise TrajectoryInputError(f"the bag does not define {connection.msgtype} and it is unknown here")
+    return store
+
+
+def _stamp(header) -> float:
+    return header.stamp.sec + header.stamp.nanosec * 1e-9
+
+
+def _pose(pose) -> tuple:
+    p, q = pose.position, pose.orientation
+    return (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+
+
+def _transform(tf) -> tuple:
+    p, q = tf.translation, tf.rotation
+    return (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+
+
+def _extractor(msgtype: str, body: str | None, frames: tuple[str, str] | None,
+               names_seen: set[str]) -> Callable[[Any], Iterator]:
+    short = msgtype.rsplit("/", 1)[-1]
+    if short == "PoseStamped":
+        return lambda m: iter(((_stamp(m.header), _pose(m.pose)),))
+    if short in ("PoseWithCovarianceStamped", "Odometry"):
+        return lambda m: iter(((_stamp(m.header), _pose(m.pose.pose)),))
+    if short == "TransformStamped":
+        return lambda m: iter(((_stamp(m.header), _transform(m.transform)),))
+    if short == "TFMessage":
+        parent, child = (f.lstrip("/") for f in frames)
+
+        def from_tf(m):
+            for tf in m.transforms:
+                if tf.child_frame_id.lstrip("/") == child and tf.header.frame_id.lstrip("/") == parent:
+                    yield _stamp(tf.header), _transform(tf.transform)
+        return from_tf
+
+    def from_bodies(m):
+        for rb in m.rigid_bodies:
+            if rb.name == body:
+                if rb.tracking_valid:
+                    yield _stamp(m.header), _pose(rb.pose)
+                break
+        else:  # only when the body is missing, to name the bodies there are
+            names_seen.update(rb.name for rb in m.rigid_bodies)
+            return
+        names_seen.add(body)
+    return from_bodies

@@ -1,0 +1,106 @@
+"""A timed pose sequence (numpy arrays) and the validation every evaluation relies on.
+
+Quaternions are ``x, y, z, w`` rows (geometry_msgs order), positions in metres,
+stamps in seconds. A :class:`Trajectory` is immutable once built: every operation
+returns a new one, so an association or alignment never changes its input.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+
+class TrajectoryInputError(ValueError):
+    """Input that cannot be evaluated (wrong shapes, NaN, unsorted stamps, ...), with the reason."""
+
+
+@dataclass(frozen=True, eq=False)
+class Trajectory:
+    stamps: np.ndarray        # (n,) seconds, strictly increasing
+    positions: np.ndarray     # (n, 3) metres
+    orientations: np.ndarray  # (n, 4) unit quaternions x, y, z, w
+    name: str = ""
+
+    @classmethod
+    def build(cls, stamps, positions, orientations=None, name: str = "",
+              require_sorted: bool = True) -> "Trajectory":
+        """Validated trajectory; orientations default to identity and are normalised.
+
+        With ``require_sorted`` (the default) unsorted or duplicate stamps are refused with
+        the offending rows named; a reader whose sources may arrive out of order sorts first
+        with :meth:`sorted_by_time`.
+        """
+        label = f"{name}: " if name else ""
+        stamps = np.asarray(stamps, dtype=np.float64).reshape(-1)
+        positions = np.asarray(positions, dtype=np.float64)
+        n = stamps.shape[0]
+        if positions.shape != (n, 3):
+            raise TrajectoryInputError(f"{label}positions have shape {positions.shape}, expected ({n}, 3)")
+        if orientations is None:
+            orientations = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
+        orientations = np.asarray(orientations, dtype=np.float64)
+        if orientations.shape != (n, 4):
+            raise TrajectoryInputError(f"{label}orientations have shape {orientations.shape}, expected ({n}, 4)")
+        for what, values in (("stamps", stamps), ("positions", positions), ("orientations", orientations)):
+            bad = ~np.isfinite(values)
+            if bad.any():
+                row = int(np.flatnonzero(bad.reshape(n, -1).any(axis=1))[0])
+                raise TrajectoryInputError(f"{label}{what} of row {row} are not finite")
+        norms = np.linalg.norm(orientations, axis=1)
+        if n and norms.min() < 1e-6:
+            row = int(np.argmin(norms))
+            raise TrajectoryInputError(f"{label}orientation of row {row} is not a rotation (zero quaternion)")
+        orientations = orientations / norms[:, None] if n else orientations
+        if require_sorted:
+            _check_increasing(stamps, label)
+        return cls(stamps, positions, orientations, name)
+
+    @classmethod
+    def sorted_by_time(cls, stamps, positions, orientations=None, name: str = "") -> "Trajectory":
+        """Built after a stable sort by stamp; duplicate stamps are still refused."""
+        stamps = np.asarray(stamps, dtype=np.float64).reshape(-1)
+        order = np.argsort(stamps, kind="stable")
+        positions = np.asarray(positions, dtype=np.float64)[order]
+        if orientations is not None:
+            orientations = np.asarray(orientations, dtype=np.float64)[order]
+        return cls.build(stamps[order], positions, orientations, name)
+
+    def __len__(self) -> int:
+        return int(self.stamps.shape[0])
+
+    def take(self, rows) -> "Trajectory":
+        """Rows ``rows`` (index array, slice or mask); stamps may then repeat, which is fine
+        for an associated copy but never for an input."""
+        return Trajectory(self.stamps[rows], self.positions[rows], self.orientations[rows], self.name)
+
+    def with_stamps(self, stamps: np.ndarray) -> "Trajectory":
+        return Trajectory(np.asarray(stamps, dtype=np.float64), self.positions, self.orientations, self.name)
+
+    def rotations(self) -> Rotation:
+        return Rotation.from_quat(self.orientations)
+
+    @property
+    def duration(self) -> float:
+        return float(self.stamps[-1] - self.stamps[0]) if len(self) else 0.0
+
+    def path_length(self) -> float:
+        return float(np.linalg.norm(np.diff(self.positions, axis=0), axis=1).sum()) if len(self) > 1 else 0.0
+
+
+def _check_increasing(stamps: np.ndarray, label: str) -> None:
+    if stamps.shape[0] < 2:
+        return
+    steps = np.diff(stamps)
+    bad = np.flatnonzero(steps <= 0.0)
+    if bad.size == 0:
+        return
+    row = int(bad[0])
+    if steps[row] == 0.0:
+        raise TrajectoryInputError(
+            f"{label}duplicate stamp {stamps[row]:.9f} s at rows {row} and {row + 1} "
+            f"({bad.size} non-increasing steps in all)")
+    raise TrajectoryInputError(
+        f"{label}stamps are not sorted: row {row + 1} ({stamps[row + 1]:.9f} s) is earlier than "
+        f"row {row} ({stamps[row]:.9f} s) ({bad.size} non-increasing steps in all)")

@@ -1,0 +1,324 @@
+"""Node `trajectory_error`: the error of a pose estimate against mocap ground truth, live.
+
+Ground truth: one rigid body of any system's ``rigid_bodies`` (only tracked samples), or
+a PoseStamped / Odometry topic. Estimate: PoseStamped, PoseWithCovarianceStamped,
+Odometry, or a TF frame pair (the chain parent -> ... -> child, sampled whenever the
+edge into the child frame is published, with that edge's stamp).
+
+Pairs are associated online (nearest or interpolated ground truth within ``max_diff``),
+then fed to running sums: the aligned ATE rmse and the RPE are exact and cost O(1) per
+pair in bounded memory (see trajectory/running.py); ATE mean and max are exact up to
+``history_size`` pairs, then computed on an evenly thinned subset. Publishes
+mocap4r2_interfaces/TrajectoryError at ``publish_rate``; ``~/reset`` (std_srvs/Trigger)
+starts over.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, TransformStamped
+from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
+from nav_msgs.msg import Odometry
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from std_srvs.srv import Trigger
+from tf2_msgs.msg import TFMessage
+
+from mocap4r2_control.adapter import ParameterSpec
+from mocap4r2_control.geometry import quat_multiply, quat_rotate
+from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
+
+from .tool_node import ToolNode, frame_check, run_tool, topic_check
+from .trajectory import alignment as alignment_methods
+from .trajectory import association as association_methods
+from .trajectory.association import PosePair, StreamAssociator
+from .trajectory.metrics import RPE_UNITS
+from .trajectory.running import RunningATE, RunningRPE
+
+GT_TYPES = ("rigid_bodies", "pose", "odometry")
+EST_TYPES = ("pose", "pose_cov", "odometry", "tf", "rigid_bodies")
+
+PARAMETERS = (
+    ParameterSpec("gt_topic", "rigid_bodies", "Ground truth topic.", check=topic_check("gt_topic"), read_only=True),
+    ParameterSpec("gt_type", "rigid_bodies", "Ground truth message: rigid_bodies (mocap4r2_interfaces/RigidBodies), "
+                  "pose (PoseStamped) or odometry.", choices=GT_TYPES, read_only=True),
+    ParameterSpec("gt_body", "", "Rigid body name, when gt_type is rigid_bodies.", read_only=True),
+    ParameterSpec("est_topic", "odom", "Estimate topic (ignored for tf).", check=topic_check("est_topic"),
+                  read_only=True),
+    ParameterSpec("est_type", "odometry", "Estimate message: pose (PoseStamped), pose_cov "
+                  "(PoseWithCovarianceStamped), odometry, tf, or rigid_bodies (e.g. a second mocap system).",
+                  choices=EST_TYPES, read_only=True),
+    ParameterSpec("est_body", "", "Rigid body name, when est_type is rigid_bodies.", read_only=True),
+    ParameterSpec("est_parent_frame", "odom", "TF parent frame of the estimate (est_type tf).",
+                  check=frame_check("est_parent_frame"), read_only=True),
+    ParameterSpec("est_child_frame", "base_link", "TF child frame of the estimate (est_type tf).",
+                  check=frame_check("est_child_frame"), read_only=True),
+    ParameterSpec("association", "nearest", "nearest ground truth pose, or ground truth interpolated (slerp) at "
+                  "the estimate stamps.", choices=association_methods.METHODS),
+    ParameterSpec("max_diff", 0.01, "Largest stamp difference of a pose pair, s.", min_value=0.0, max_value=10.0),
+    ParameterSpec("time_offset", 0.0, "Seconds added to the estimate stamps.", min_value=-1e6, max_value=1e6),
+    ParameterSpec("align", "se3", "Alignment of the estimate: none, se3, sim3, posyaw (translation + yaw) or "
+                  "origin (first pose).", choices=alignment_methods.METHODS),
+    ParameterSpec("align_first_n", 0, "Align on the first N pose pairs only; 0: on all.", min_value=0),
+    ParameterSpec("rpe_delta", 1.0, "RPE step (consecutive pairs).", min_value=1e-9),
+    ParameterSpec("rpe_unit", "frames", "RPE step unit: frames, m (ground truth path) or s.", choices=RPE_UNITS),
+    ParameterSpec("publish_rate", 2.0, "TrajectoryError messages per second.", min_value=0.01, max_value=1000.0),
+    ParameterSpec("output_topic", "trajectory_error", "Output topic.", check=topic_check("output_topic"),
+                  read_only=True),
+    ParameterSpec("history_size", 10000, "Pose pairs kept for the ATE mean and max (memory bound).",
+                  min_value=2, max_value=10_000_000),
+    ParameterSpec("gt_buffer", 5.0, "Seconds of ground truth kept for late estimates.", min_value=0.01,
+                  max_value=600.0),
+    ParameterSpec("qos_reliable", False, "Reliable subscriptions (false: best effort, which also matches "
+                  "best-effort publishers).", read_only=True),
+)
+
+_EVALUATION = {"association", "max_diff", "time_offset", "align", "align_first_n", "rpe_delta", "rpe_unit",
+               "history_size", "gt_buffer"}
+
+
+class TrajectoryErrorNode(ToolNode):
+    def __init__(self, **kwargs):
+        super().__init__("trajectory_error", PARAMETERS, **kwargs)
+        cfg = self.values()
+        log = self.get_logger()
+        if cfg["gt_type"] == "rigid_bodies" and not cfg["gt_body"]:
+            log.error("parameter gt_body is empty: set it to the rigid body to use as ground truth")
+        if cfg["est_type"] == "rigid_bodies" and not cfg["est_body"]:
+            log.error("parameter est_body is empty: set it to the rigid body to evaluate")
+        self._build_evaluation()
+        # a deep queue: 1 kHz ground truth must survive a pause of the executor
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
+                         else ReliabilityPolicy.BEST_EFFORT)
+        self._subscribe_gt(cfg, qos)
+        self._subscribe_est(cfg, qos)
+        self._pub = self.create_publisher(TrajectoryError, cfg["output_topic"], 10)
+        self._timer = self.create_timer(1.0 / cfg["publish_rate"], self._publish)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self._gt_count = 0
+        self._est_count = 0
+        self._started = time.monotonic()
+        self._last_reason = ""
+        self._frame_id = ""
+        self.mark_ready()
+        est = (f"tf {cfg['est_parent_frame']} -> {cfg['est_child_frame']}" if cfg["est_type"] == "tf"
+               else f"{self.resolve_topic_name(cfg['est_topic'])} ({cfg['est_type']})")
+        gt_body = f" body {cfg['gt_body']!r}" if cfg["gt_type"] == "rigid_bodies" else ""
+        log.info(f"ground truth {self.resolve_topic_name(cfg['gt_topic'])}{gt_body}, estimate {est}, "
+                 f"align {cfg['align']}, publishing {self.resolve_topic_name(cfg['output_topic'])}")
+
+    # ------------------------------------------------------------------ setup
+    def _build_evaluation(self) -> None:
+        cfg = self.values()
+        self.associator = StreamAssociator(cfg["max_diff"], cfg["time_offset"], cfg["association"],
+                                           horizon=cfg["gt_buffer"])
+        self.ate = RunningATE(cfg["align"], cfg["align_first_n"], cfg["history_size"])
+        unit = cfg["rpe_unit"]
+        delta = cfg["rpe_delta"]
+        if unit == "frames" and delta != int(delta):
+            self.get_logger().error(f"rpe_delta {delta} is not a whole number of frames; using {max(1, round(delta))}")
+            delta = max(1, round(delta))
+        self.rpe = RunningRPE(delta, unit)
+        self._last_stamp = None
+
+    def on_parameters_changed(self, names: set[str]) -> None:
+        if names & _EVALUATION:
+            self._build_evaluation()
+            self.get_logger().info(f"{', '.join(sorted(names))} changed: evaluation restarted")
+        if "publish_rate" in names:
+            self._timer.cancel()
+            self.destroy_timer(self._timer)
+            self._timer = self.create_timer(1.0 / self.value("publish_rate"), self._publish)
+
+    def _subscribe_gt(self, cfg: dict, qos: QoSProfile) -> None:
+        kind = cfg["gt_type"]
+        if kind == "rigid_bodies":
+            gt_body = BodyPicker(cfg["gt_body"])
+            self.create_subscription(RigidBodies, cfg["gt_topic"], lambda m: gt_body.feed(m, self._gt), qos)
+        elif kind == "pose":
+            self.create_subscription(PoseStamped, cfg["gt_topic"], lambda m: self._gt(m.header, m.pose), qos)
+        else:
+            self.create_subscription(Odometry, cfg["gt_topic"], lambda m: self._gt(m.header, m.pose.pose), qos)
+
+    def _subscribe_est(self, cfg: dict, qos: QoSProfile) -> None:
+        kind = cfg["est_type"]
+        if kind == "pose":
+            self.create_subscription(PoseStamped, cfg["est_topic"], lambda m: self._est(m.header, m.pose), qos)
+        elif kind == "pose_cov":
+            self.create_subscription(PoseWithCovarianceStamped, cfg["est_topic"],
+                                     lambda m: self._est(m.header, m.pose.pose), qos)
+        elif kind == "odometry":
+            self.create_subscription(Odometry, cfg["est_topic"], lambda m: self._est(m.header, m.pose.pose), qos)
+        elif kind == "rigid_bodies":
+            est_body = BodyPicker(cfg["est_body"])
+            self.create_subscription(RigidBodies, cfg["est_topic"], lambda m: est_body.feed(m, self._est), qos)
+        else:
+            self._tf_chain = TfChain(cfg["est_parent_frame"], cfg["est_child_frame"])
+            self.create_subscription(TFMessage, "/tf", self._on_tf, TF_QOS)
+            self.create_subscription(TFMessage, "/tf_static", self._on_tf_static, TF_STATIC_QOS)
+
+    # ------------------------------------------------------------------ input
+    def _gt(self, header, pose) -> None:
+        sample = _pose_arrays(pose)
+        if sample is None:
+            self.get_logger().warning("ground truth pose with a zero or non-finite value ignored",
+                                      throttle_duration_sec=5.0)
+            return
+        self._gt_count += 1
+        self._frame_id = header.frame_id
+        self._feed(self.associator.add_gt(_seconds(header.stamp), *sample))
+
+    def _est(self, header, pose) -> None:
+        sample = _pose_arrays(pose)
+        if sample is None:
+            self.get_logger().warning("estimate pose with a zero or non-finite value ignored",
+                                      throttle_duration_sec=5.0)
+            return
+        self._est_count += 1
+        self._feed(self.associator.add_est(_seconds(header.stamp), *sample))
+
+    def _on_tf(self, msg: TFMessage) -> None:
+        for tf in msg.transforms:
+            if self._tf_chain.update(tf, static=False):
+                pose = self._tf_chain.pose()
+                if pose is not None:
+                    self._est_count += 1
+                    self._feed(self.associator.add_est(_seconds(tf.header.stamp), *pose))
+
+    def _on_tf_static(self, msg: TFMessage) -> None:
+        for tf in msg.transforms:
+            self._tf_chain.update(tf, static=True)
+
+    def _feed(self, pairs: list[PosePair]) -> None:
+        for pair in pairs:
+            self.ate.add(pair.gt_position, pair.gt_orientation, pair.est_position, pair.est_orientation)
+            self.rpe.add(pair.stamp, pair.gt_position, pair.gt_orientation, pair.est_position, pair.est_orientation)
+            self._last_stamp = pair.stamp
+
+    # ------------------------------------------------------------------ output
+    def _publish(self) -> None:
+        snap = self.ate.snapshot()
+        msg = TrajectoryError()
+        msg.header.frame_id = self._frame_id
+        if self._last_stamp is not None:
+            sec = int(np.floor(self._last_stamp))
+            msg.header.stamp.sec = sec
+            msg.header.stamp.nanosec = min(int(round((self._last_stamp - sec) * 1e9)), 999_999_999)
+        msg.samples = snap.samples
+        msg.ate_rmse = snap.rmse
+        msg.ate_mean = snap.mean
+        msg.ate_max = snap.max
+        scale = snap.alignment.scale if snap.aligned else 1.0
+        msg.rpe_trans_rmse = self.rpe.trans_rmse(scale)
+        msg.rpe_rot_rmse = self.rpe.rot_rmse()
+        msg.aligned = snap.aligned
+        t = snap.alignment.translation
+        q = snap.alignment.quaternion()
+        msg.alignment.position.x, msg.alignment.position.y, msg.alignment.position.z = (float(v) for v in t)
+        (msg.alignment.orientation.x, msg.alignment.orientation.y, msg.alignment.orientation.z,
+         msg.alignment.orientation.w) = (float(v) for v in q)
+        self._pub.publish(msg)
+        self._report(snap)
+
+    def _report(self, snap) -> None:
+        log = self.get_logger()
+        if snap.samples and snap.reason != self._last_reason and self.value("align") != "none":
+            if snap.reason:
+                log.warning(f"not aligned: {snap.reason}")
+            elif self._last_reason:
+                log.info(f"aligned ({self.value('align')})")
+            self._last_reason = snap.reason
+        if snap.aligned and snap.alignment.method == "sim3":
+            # TrajectoryError.alignment is a Pose: the scale has no field there
+            log.info(f"sim3 scale {snap.alignment.scale:.6f}", throttle_duration_sec=30.0)
+        if snap.samples == 0 and time.monotonic() - self._started > 5.0:
+            a = self.associator
+            log.warning(f"no pose pairs yet: {self._gt_count} ground truth and {self._est_count} estimate samples "
+                        f"received, {a.est_unmatched} estimates without ground truth within "
+                        f"max_diff={a.max_diff} s", throttle_duration_sec=10.0)
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        samples = self.ate.moments.count
+        self._build_evaluation()
+        response.success = True
+        response.message = f"cleared {samples} pose pairs"
+        self.get_logger().info(response.message)
+        return response
+
+
+class BodyPicker:
+    """Passes the tracked pose of one named body of each RigidBodies message on."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._index = 0
+
+    def feed(self, msg: RigidBodies, sink) -> None:
+        bodies = msg.rigid_bodies
+        i = self._index
+        if not (i < len(bodies) and bodies[i].name == self.name):
+            # a body's index is stable in practice: search only when it moved
+            i = next((k for k, b in enumerate(bodies) if b.name == self.name), -1)
+            if i < 0:
+                return
+            self._index = i
+        if bodies[i].tracking_valid:
+            sink(msg.header, bodies[i].pose)
+
+
+class TfChain:
+    """The pose of ``child`` in ``parent`` from the latest transforms of each edge."""
+
+    def __init__(self, parent: str, child: str):
+        self.parent = parent
+        self.child = child
+        self._edges: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}  # child -> (parent, t, q)
+
+    def update(self, tf: TransformStamped, static: bool) -> bool:
+        """Store an edge; True when it is the edge into the estimate's child frame."""
+        child = tf.child_frame_id.lstrip("/")
+        t, q = tf.transform.translation, tf.transform.rotation
+        quat = np.array([q.x, q.y, q.z, q.w])
+        norm = np.linalg.norm(quat)
+        if not np.isfinite(norm) or norm < 1e-6:
+            return False
+        self._edges[child] = (tf.header.frame_id.lstrip("/"), np.array([t.x, t.y, t.z]), quat / norm)
+        return child == self.child and not static
+
+    def pose(self) -> tuple[np.ndarray, np.ndarray] | None:
+        position = np.zeros(3)
+        orientation = np.array([0.0, 0.0, 0.0, 1.0])
+        frame = self.child
+        for _ in range(64):  # a tf tree is shallow; this bounds a cycle in bad data
+            if frame == self.parent:
+                return position, orientation
+            edge = self._edges.get(frame)
+            if edge is None:
+                return None
+            parent, t, q = edge
+            position = quat_rotate(q, position) + t
+            orientation = quat_multiply(q, orientation)
+            frame = parent
+        return None
+
+
+def _seconds(stamp) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def _pose_arrays(pose) -> tuple[np.ndarray, np.ndarray] | None:
+    p, q = pose.position, pose.orientation
+    position = np.array([p.x, p.y, p.z])
+    quat = np.array([q.x, q.y, q.z, q.w])
+    norm = float(np.linalg.norm(quat))
+    if not (np.isfinite(position).all() and np.isfinite(norm) and norm > 1e-6):
+        return None
+    return position, quat / norm
+
+
+def main(args=None) -> int:
+    return run_tool(TrajectoryErrorNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
