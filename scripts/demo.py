@@ -55,22 +55,21 @@ def main(argv: list[str] | None = None) -> int:
     procs.append(("simulated_system", start(
         [str(sim), "--ros-args", "-r", "__ns:=/sim", "-r", "__node:=simulated_system",
          "-p", f"scene:={scene}", "-p", "publish_tf:=true", "-p", "frame_id:=world"], log_dir, "simulated_system")))
-    tools = {
-        "marker_viz": ["-p", "markers_topic:=/sim/markers", "-p", "rigid_bodies_topic:=/sim/rigid_bodies",
-                       "-p", "skeletons_topic:=/sim/skeletons"],
-        "trajectory_error": ["-p", "gt_topic:=/sim/rigid_bodies", "-p", "gt_body:=drone1"],
-    }
-    for tool, params in tools.items():
+    # the tools as configured for /sim in config/tools.yaml: marker_viz draws the system,
+    # robot_ground_truth follows robot1, trajectory_error compares the two (about zero)
+    tools_config = str(ROOT / "config" / "tools.yaml")
+    for tool in ("marker_viz", "robot_ground_truth", "trajectory_error"):
         exe = executable("mocap4r2_tools", tool)
         if exe is not None:
-            procs.append((tool, start([str(exe), "--ros-args", *params], log_dir, tool)))
+            procs.append((tool, start([str(exe), "--ros-args", "--params-file", tools_config], log_dir, tool)))
 
     from diagnostic_msgs.msg import DiagnosticArray
-    from mocap4r2_interfaces.msg import RigidBodies
+    from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
 
     from mocap4r2_control.control_plane import ControlSession
 
-    stats = {"frames": 0, "first": None, "last": None, "tracked": 0, "bodies": 0, "diag": None, "names": []}
+    stats = {"frames": 0, "first": None, "last": None, "tracked": 0, "bodies": 0, "diag": None, "names": [],
+             "error": None}
 
     def on_bodies(msg: RigidBodies) -> None:
         stats["frames"] += 1
@@ -85,10 +84,14 @@ def main(argv: list[str] | None = None) -> int:
             if status.hardware_id == "/sim/simulated_system":
                 stats["diag"] = status
 
+    def on_error(msg: TrajectoryError) -> None:
+        stats["error"] = msg
+
     session = ControlSession(node_name="mocap4r2_demo")
     code = 0
     try:
         session.node.create_subscription(RigidBodies, "/sim/rigid_bodies", on_bodies, 10)
+        session.node.create_subscription(TrajectoryError, "/trajectory_error", on_error, 10)
         session.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
         console.print(f"[bold]mocap4r2 demo[/] (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, "
                       f"logs in {log_dir})")
@@ -117,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                 table.caption = (f"frame {stats['last']}  rate {values.get('rate_hz')} Hz  "
                                  f"latency {values.get('latency_mean_ms')} ms  "
                                  f"dropped {values.get('dropped_frames_total')}  status: {diag.message}")
+            err = stats["error"]
+            if err is not None:
+                table.caption += (f"\nrobot_ground_truth vs mocap (trajectory_error): {err.samples} pairs, "
+                                  f"ATE rmse {err.ate_rmse:.2e} m")
             return table
 
         deadline = time.monotonic() + args.duration
@@ -135,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold]summary[/]: {stats['frames']} frames received of {span} numbered "
                       f"({span - stats['frames']} dropped or lost), {stats['bodies']} rigid bodies, "
                       f"tools running: {', '.join(n for n, _ in procs[1:]) or 'none'}")
+        err = stats["error"]
+        if err is not None:
+            console.print(f"trajectory_error: {err.samples} pose pairs, ATE rmse {err.ate_rmse:.3e} m, "
+                          f"RPE {err.rpe_trans_rmse:.3e} m / {err.rpe_rot_rmse:.3e} rad (aligned: {err.aligned})")
         code = 0 if stats["frames"] > 0 and result.ok else 1
     finally:
         session.close()
