@@ -137,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         result = session.client.stop(systems=["/sim/simulated_system"], session_id=session_id)
         for ack in result.acks:
             console.print(f"STOP {ack.system}: {'ok' if ack.success else 'FAILED'} {ack.message}")
-        first, last = stats["first"], stats["last"]
-        span = (last - first + 1) if first is not None else 0
-        console.print(f"[bold]summary[/]: {stats['frames']} frames received of {span} numbered "
-                      f"({span - stats['frames']} dropped or lost), {stats['bodies']} rigid bodies, "
+        diag = {kv.key: kv.value for kv in stats["diag"].values} if stats["diag"] is not None else {}
+        console.print(f"[bold]summary[/]: the system published {diag.get('frames_total', '?')} frames "
+                      f"({diag.get('dropped_frames_total', '?')} dropped by the simulated mocap system), "
+                      f"{stats['bodies']} rigid bodies; this viewer received {stats['frames']}; "
                       f"tools running: {', '.join(n for n, _ in procs[1:]) or 'none'}")
         err = stats["error"]
         if err is not None:
