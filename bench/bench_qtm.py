@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import subprocess
@@ -21,6 +20,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from mocap4r2_control.isolation import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
@@ -89,19 +90,6 @@ def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
     return (f"{got:6.0f} frames/s of {rate:4.0f} ({100 * got / rate:5.1f} %); lost {_lost(numbers)}: "
             f"{skipped} never sent (stand-in behind real time), {dropped} dropped by a slow reader; "
             f"read+decode {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame")
-
-
-def _claim_domain() -> int:
-    for domain in range(100, 39, -1):
-        handle = open(f"/tmp/mocap4r2-test-domain-{domain}.lock", "w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        _claim_domain.handle = handle   # held until the process exits
-        return domain
-    raise RuntimeError("no free ROS_DOMAIN_ID")
 
 
 def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> str:
@@ -199,7 +187,8 @@ def decode_cost(scene: Path, tmp: Path) -> str:
 
 
 def run() -> None:
-    os.environ.setdefault("ROS_DOMAIN_ID", str(_claim_domain()))
+    if "ROS_DOMAIN_ID" not in os.environ:  # run alone, not through `python -m bench`
+        isolate()
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     with tempfile.TemporaryDirectory(prefix="bench_qtm_") as name:
         tmp = Path(name)

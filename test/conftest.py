@@ -6,32 +6,16 @@ happens at import time, before any test imports rclpy.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import sys
 from pathlib import Path
 
 import pytest
 
-_LOCKS = []
-
-
-def _claim_domain_id() -> int:
-    # 0..101 are valid for Fast DDS with the default port mapping; leave 0 to users
-    for domain in list(range(40, 100)) + list(range(1, 40)):
-        handle = open(f"/tmp/mocap4r2-test-domain-{domain}.lock", "w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        _LOCKS.append(handle)  # held until the process exits
-        return domain
-    raise RuntimeError("no free ROS_DOMAIN_ID for this test run")
-
+from mocap4r2_control.isolation import claim_domain_id
 
 if "MOCAP4R2_TEST_DOMAIN" not in os.environ:
-    os.environ["MOCAP4R2_TEST_DOMAIN"] = str(_claim_domain_id())
+    os.environ["MOCAP4R2_TEST_DOMAIN"] = str(claim_domain_id())
 os.environ["ROS_DOMAIN_ID"] = os.environ["MOCAP4R2_TEST_DOMAIN"]
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "0")
