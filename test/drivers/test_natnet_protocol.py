@@ -2,6 +2,7 @@
 view, the frame converter, and the pure-Python client against an in-process stand-in."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
@@ -386,7 +387,8 @@ def test_client_streams_from_the_stand_in(server_factory, mode):
         models = client.connect(5.0)
         assert [b.name for b in models.rigid_bodies] == ["drone1", "robot1", "wand", "table"]
         assert client.frame_rate == pytest.approx(120.0)
-        assert client.server_info.clock_frequency == 10_000_000 and client.server_info.multicast == (mode == "multicast")
+        info = client.server_info
+        assert info.clock_frequency == 10_000_000 and info.multicast == (mode == "multicast")
         frames = _frames(client, 30)
         numbers = [f.frame_number for f in frames]
         assert numbers == sorted(numbers) and len(set(numbers)) == 30
@@ -409,8 +411,12 @@ def test_unicast_needs_keepalives(server_factory):
         client.connect(5.0)
         time.sleep(1.0)  # not reading: no keep-alives
         assert not srv.server.clients
-        _frames(client, 5)  # reading again reconnects (the silence triggers NAT_CONNECT)
-        assert len(srv.server.clients) == 1
+        # reading again (through the frames still buffered) notices the silence and reconnects
+        deadline = time.monotonic() + 10
+        while not srv.server.clients and time.monotonic() < deadline:
+            client.read(0.2)
+        assert len(srv.server.clients) == 1 and client.stats.reconnects == 1
+        _frames(client, 5)
     finally:
         client.close()
 
@@ -433,6 +439,32 @@ def test_models_are_read_again_when_the_server_says_they_changed(server_factory)
         assert frame.bodies.markers.names[0] == "quadrotor:marker1"
         assert client.request("Bitstream", 1.0) == "Bitstream,4.1"
         assert client.request("NoSuchCommand", 1.0) is None
+        # a server that does not answer "FrameRate": the rate comes from the frame timestamps
+        client.frame_rate = 0.0
+        _frames(client, 15)
+        assert client.frame_rate == pytest.approx(120.0, rel=1e-6)
+    finally:
+        client.close()
+
+
+def test_client_follows_a_bitstream_change_made_by_another_client(server_factory):
+    """natnetsdk (and Motive's UI) can switch the bitstream while we stream: the client
+    notices the undecodable frames, asks the server again and decodes the new layout."""
+    srv = server_factory(multicast=True, natnet_version="4.1")
+    client = _client(srv, "multicast")
+    try:
+        client.connect(5.0)
+        _frames(client, 3)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
+            other.settimeout(3)
+            other.sendto(nn.encode_request("Bitstream,3.0"), ("127.0.0.1", srv.port))
+            assert nn.unpack(other.recvfrom(4096)[0])[1] == struct.pack("<i", 0)
+        deadline = time.monotonic() + 5
+        while client.version != (3, 0) and time.monotonic() < deadline:
+            client.read(0.1)
+        assert client.version == (3, 0)
+        frame = _frames(client, 3)[-1]
+        assert frame.bodies.names == ("drone1", "robot1", "wand", "table")
     finally:
         client.close()
 
@@ -452,16 +484,61 @@ def test_client_follows_the_servers_mode_and_port(server_factory, caplog):
         client.close()
 
 
+@pytest.mark.parametrize("mode,expected", [
+    ("multicast", "the server answers but no frames reach multicast 239.255.42.99:{port} on interface 127.0.0.1"),
+    ("unicast", "the server answers but sends no unicast frames"),
+])
+def test_why_no_frames_arrive_is_logged_once(server_factory, caplog, mode, expected):
+    srv = server_factory(multicast=mode == "multicast", rate=0.2)  # answers, but a frame every 5 s
+    client = _client(srv, mode, reconnect_after=0.3, retry_period=0.1)
+    caplog.set_level(logging.INFO, logger="mocap4r2.natnet")
+    try:
+        client.connect(5.0)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            client.read(0.1)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and warnings[0].startswith(expected.format(port=srv.server.data_port))
+        assert sum("connected to" in r.getMessage() for r in caplog.records) == 1, "said once, not per retry"
+        assert client.stats.reconnects == 1 and client.stats.last_error.startswith("the server answers")
+    finally:
+        client.close()
+
+
 def test_no_server_is_a_clear_error():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     client = NatNetClient(ClientConfig(command_port=port, connection_type="unicast"))
     try:
-        with pytest.raises(NatNetConnectionError, match=r"no answer \(NAT_SERVERINFO\) from 127.0.0.1:\d+ within 0.6 s"):
+        expected = r"no answer \(NAT_SERVERINFO\) from 127.0.0.1:\d+ within 0.6 s"
+        with pytest.raises(NatNetConnectionError, match=expected):
             client.connect(0.6)
     finally:
         client.close()
+
+
+def test_unsupported_server_version_is_a_clear_error():
+    """A Motive streaming NatNet 2.10 (Motive 1.x settings) is refused, saying what to change."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as fake:
+        fake.bind(("127.0.0.1", 0))
+        fake.settimeout(5)
+        client = NatNetClient(ClientConfig(command_port=fake.getsockname()[1], connection_type="unicast"))
+
+        def answer():
+            with contextlib.suppress(OSError):
+                _, source = fake.recvfrom(4096)
+                fake.sendto(nn.encode_server_info(nn.ServerInfo(natnet_version=(2, 10, 0, 0))), source)
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        try:
+            expected = r"Motive streams NatNet 2.10; supported: 3.0, 3.1, 4.0, 4.1"
+            with pytest.raises(NatNetConnectionError, match=expected):
+                client.connect(3.0)
+        finally:
+            thread.join()
+            client.close()
 
 
 def test_bad_local_address_is_a_clear_error():

@@ -1,0 +1,216 @@
+"""The OptiTrack (NatNet) path: decoding cost and sustained rates (prints figures only).
+
+1. decode: the same NAT_FRAMEOFDATA packets (captured from the stand-in's encoder) decoded
+   by our numpy decoder and by natnetsdk's (OptiTrack's own Python client, the reference),
+   microseconds per frame and their ratio; plus our decode + conversion to a MocapFrame;
+2. client: natnet_simulator (a process) streams multicast at a requested rate, our
+   NatNetClient reads and converts in this process: frames per second, frames lost;
+3. node: natnet_simulator -> optitrack_system (a process) -> DDS -> a subscriber here:
+   rigid_bodies messages per second at rising rates; the highest rate received in full
+   (>= 97 % of the frames the stand-in sent) is the sustained rate.
+Configurations: 10 bodies / 100 markers and 50 bodies / 500 markers (10 markers each).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from mocap4r2_control.isolation import isolate
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
+SECONDS = 3.0
+CONFIGS = [("10 bodies / 100 markers", 10, [250, 500, 1000, 1500]),
+           ("50 bodies / 500 markers", 50, [120, 240, 360, 500])]
+
+
+def _scene(tmp: Path, bodies: int) -> Path:
+    path = tmp / f"scene_{bodies}.yaml"
+    path.write_text(yaml.safe_dump({
+        "seed": 1, "rate": 100.0, "latency": 0.002, "latency_jitter": 0.0, "noise": 0.0002, "occlusion": 0.01,
+        "unlabeled_markers": 4, "dropped_frames": 0.0,
+        "generated_bodies": {"count": bodies, "markers_per_body": 10}}))
+    return path
+
+
+class StandIn:
+    def __init__(self, scene: Path, rate: float, log_path: Path, version: str = "4.1"):
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [str(INSTALL / "natnet_simulator"), "--scene", str(scene), "--rate", str(rate), "--command-port", "0",
+             "--data-port", "0", "--natnet-version", version], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            match = re.search(r"command=[\d.]+:(\d+) .*data_port=(\d+)", log_path.read_text())
+            if match:
+                self.command_port, self.data_port = int(match.group(1)), int(match.group(2))
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"natnet_simulator did not start: {log_path.read_text()}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.log.close()
+
+
+def _packets(bodies: int, version) -> list[bytes]:
+    from mocap4r2_drivers.natnet import protocol as nn
+    from mocap4r2_drivers.natnet.simulator import SceneStream
+    from mocap4r2_drivers.scene import Scene
+
+    with tempfile.TemporaryDirectory() as tmp:
+        stream = SceneStream(Scene.from_file(_scene(Path(tmp), bodies)))
+    return [nn.encode_frame_payload(stream.frame_of_data(k), version) for k in range(200)], stream
+
+
+def decode_cost(bodies: int, version_text: str) -> str:
+    from natnetsdk.NatNetClient import NatNetClient as SdkClient
+
+    from mocap4r2_drivers.natnet import protocol as nn
+    from mocap4r2_drivers.natnet.client import FrameConverter, ModelIndex
+
+    version = nn.Version.parse(version_text)
+    packets, stream = _packets(bodies, version)
+    converter = FrameConverter()
+    converter.set_models(ModelIndex.build(stream.model_definitions()))
+    sdk = SdkClient()
+    unpack = sdk._NatNetClient__unpack_mocap_data
+
+    def ours():
+        for p in packets:
+            nn.decode_frame(p, version)
+
+    def ours_converted():
+        for p in packets:
+            converter.convert(nn.decode_frame(p, version))
+
+    def reference():
+        for p in packets:
+            unpack(p, len(p), version.major, version.minor)
+
+    def timed(fn) -> float:
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        return best / len(packets) * 1e6
+
+    a, c, b = timed(ours), timed(ours_converted), timed(reference)
+    return (f"NatNet {version}, {len(packets[0])} B/frame: ours {a:6.1f} us, natnetsdk {b:7.1f} us -> {b / a:5.1f}x "
+            f"faster; ours decode + MocapFrame {c:6.1f} us ({b / c:4.1f}x)")
+
+
+def client_rate(scene: Path, rate: float, tmp: Path) -> str:
+    from mocap4r2_drivers.natnet.client import ClientConfig, NatNetClient
+
+    sim = StandIn(scene, rate, tmp / "sim_client.log")
+    try:
+        client = NatNetClient(ClientConfig(command_port=sim.command_port, data_port=sim.data_port))
+        client.connect(5.0)
+        numbers: list[int] = []
+        cpu = 0.0
+        warm = time.monotonic() + 0.5
+        end = warm + SECONDS
+        while time.monotonic() < end:
+            c0 = time.thread_time()
+            frame = client.read_mocap_frame(0.1)
+            if frame is not None and time.monotonic() >= warm:
+                cpu += time.thread_time() - c0
+                numbers.append(frame.frame_number)
+        client.close()
+    finally:
+        sim.stop()
+    got = len(numbers) / SECONDS
+    sent = (numbers[-1] - numbers[0] + 1) / SECONDS if numbers else 0.0
+    lost = (numbers[-1] - numbers[0] + 1 - len(numbers)) if numbers else 0
+    return (f"{got:6.0f} frames/s read, stand-in sent {sent:6.0f}/s (asked {rate:4.0f}); lost {lost}; "
+            f"read+decode+convert {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame")
+
+
+def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
+    """(received msgs/s, frames/s the stand-in sent, text)."""
+    import rclpy
+    from mocap4r2_interfaces.msg import RigidBodies
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    sim = StandIn(scene, rate, tmp / "sim_node.log")
+    log = open(tmp / "node.log", "w")
+    node_proc = subprocess.Popen(
+        [str(INSTALL / "optitrack_system"), "--ros-args", "-r", "__node:=optitrack", "-r", "__ns:=/bench",
+         "-p", f"command_port:={sim.command_port}", "-p", f"data_port:={sim.data_port}", "-p", "autostart:=true",
+         "-p", "qos_depth:=100"], stdout=log, stderr=subprocess.STDOUT)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("bench_natnet_listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    numbers: list[int] = []
+    stamps: list[float] = []
+    node.create_subscription(RigidBodies, "/bench/rigid_bodies",
+                             lambda m: (numbers.append(m.frame_number), stamps.append(time.monotonic())),
+                             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    try:
+        deadline = time.monotonic() + 30
+        while not numbers and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        if not numbers:
+            return 0.0, 0.0, f"no messages (see {tmp / 'node.log'})"
+        start = time.monotonic() + 0.5
+        while time.monotonic() < start + SECONDS:
+            executor.spin_once(timeout_sec=0.05)
+        window = [n for n, t in zip(numbers, stamps) if start <= t < start + SECONDS]
+    finally:
+        node_proc.terminate()
+        node_proc.wait(10)
+        log.close()
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+        sim.stop()
+    got = len(window) / SECONDS
+    sent = (window[-1] - window[0] + 1) / SECONDS if window else 0.0
+    lost = (window[-1] - window[0] + 1 - len(window)) if window else 0
+    return got, sent, (f"{got:6.0f} msgs/s received, stand-in sent {sent:6.0f}/s (asked {rate:4.0f}), "
+                       f"{lost} frame numbers missing")
+
+
+def run() -> None:
+    if "ROS_DOMAIN_ID" not in os.environ:  # run alone, not through `python -m bench`
+        isolate()
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    with tempfile.TemporaryDirectory(prefix="bench_natnet_") as name:
+        tmp = Path(name)
+        for label, bodies, rates in CONFIGS:
+            scene = _scene(tmp, bodies)
+            print(f"--- {label} (+4 unlabeled)", flush=True)
+            for version in ("3.1", "4.1"):
+                print(f"decode        : {decode_cost(bodies, version)}", flush=True)
+            print(f"client {rates[-1]:5.0f}  : {client_rate(scene, rates[-1], tmp)}", flush=True)
+            sustained = kept_up = 0.0
+            for rate in rates:
+                got, sent, text = node_rate(scene, rate, tmp)
+                print(f"node   {rate:5.0f}  : {text}", flush=True)
+                if sent and got >= 0.97 * sent:
+                    kept_up = max(kept_up, got)  # every frame the stand-in managed to send
+                    if sent >= 0.9 * rate:
+                        sustained = max(sustained, got)
+            print(f"sustained end-to-end rate (stand-in -> optitrack_system -> subscriber): {sustained:.0f} Hz; "
+                  f"the driver received every frame sent up to {kept_up:.0f} frames/s (the three processes "
+                  f"share this machine's {os.cpu_count()} cores)", flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    run()

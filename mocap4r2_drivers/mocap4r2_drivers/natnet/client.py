@@ -1,0 +1,859 @@
+"""A NatNet streaming client in pure Python: sockets, keep-alive, reconnection, and the
+conversion of NatNet frames to :class:`~mocap4r2_control.frame.MocapFrame`.
+
+No threads: :meth:`NatNetClient.read` multiplexes the command and data sockets with
+``select`` in the caller's thread (the node's reader thread), sends keep-alives and
+reconnection requests when they are due, and returns the next frame of data.
+
+How Motive streams, and therefore what this client does:
+  * multicast: frames go to ``multicast_address:data_port``; the client joins the group
+    on the interface of ``local_address``. Commands (connect, model definitions) are
+    unicast to ``server_address:command_port`` and answered to the sender.
+  * unicast: frames go to the address and port the client's NAT_CONNECT came from (its
+    command socket), as long as the client sends NAT_KEEPALIVE now and then.
+  * NAT_SERVERINFO tells the bitstream version (which decides the frame layout), the
+    server's clock frequency (for latency), and how it streams (data port, multicast or
+    not, group address). When that disagrees with the configuration, the server wins
+    and a warning names the parameter to fix, rather than receiving nothing.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import select
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mocap4r2_control.frame import (
+    NO_PARENT,
+    UNKNOWN_ID,
+    AssetNames,
+    BodyArrays,
+    MarkerArrays,
+    MocapFrame,
+    SegmentArrays,
+    SkeletonArrays,
+)
+from mocap4r2_control.geometry import quat_multiply, quat_rotate
+
+from . import protocol as nn
+from .protocol import FrameOfData, MessageId, ModelDefinitions, NatNetProtocolError, ServerInfo, Version
+
+CONNECTION_TYPES = ("multicast", "unicast")
+UP_AXES = ("y", "z")
+SKELETON_COORDINATES = ("global", "local")
+_RECV_BUFFER = 4 * 1024 * 1024
+_MAX_DATAGRAM = 65536
+
+
+class NatNetConnectionError(ConnectionError):
+    """The client cannot reach or set up the stream; the message says what to check."""
+
+
+@dataclass
+class ClientConfig:
+    server_address: str = "127.0.0.1"
+    local_address: str = "auto"          # "auto": the interface that routes to the server
+    connection_type: str = "multicast"
+    multicast_address: str = nn.DEFAULT_MULTICAST_ADDRESS
+    command_port: int = nn.DEFAULT_COMMAND_PORT
+    data_port: int = nn.DEFAULT_DATA_PORT
+    up_axis: str = "y"                   # the up axis of the stream (Motive: Y by default)
+    skeleton_coordinates: str = "global"  # bones relative to the world, or to their parent
+    keepalive_period: float = 1.0        # unicast keep-alive period, s
+    reconnect_after: float = 1.0         # silence, s, after which the client reconnects
+    retry_period: float = 0.5            # between NAT_CONNECT / model requests, s
+
+    def check(self) -> None:
+        if self.connection_type not in CONNECTION_TYPES:
+            raise ValueError(f"connection_type must be one of {CONNECTION_TYPES}, got {self.connection_type!r}")
+        if self.up_axis not in UP_AXES:
+            raise ValueError(f"up_axis must be one of {UP_AXES}, got {self.up_axis!r}")
+        if self.skeleton_coordinates not in SKELETON_COORDINATES:
+            raise ValueError(f"skeleton_coordinates must be one of {SKELETON_COORDINATES}, "
+                             f"got {self.skeleton_coordinates!r}")
+        _ipv4(self.server_address, "server_address")
+        if self.local_address not in ("auto", ""):
+            _ipv4(self.local_address, "local_address")
+        group = _ipv4(self.multicast_address, "multicast_address")
+        if not 224 <= group[0] <= 239:
+            raise ValueError(f"multicast_address {self.multicast_address} is not a multicast group (224-239.x.x.x)")
+        for name in ("command_port", "data_port"):
+            if not 1 <= getattr(self, name) <= 65535:
+                raise ValueError(f"{name} must be in 1..65535, got {getattr(self, name)}")
+
+
+def _ipv4(text: str, what: str) -> bytes:
+    parts = str(text).split(".")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) <= 255 for p in parts):
+        raise ValueError(f"{what} must be an IPv4 address like 192.168.1.10, got {text!r}")
+    return bytes(int(p) for p in parts)
+
+
+def local_address_towards(server: str, port: int) -> str:
+    """The address of the interface this host would use to reach ``server``."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect((server, port))  # UDP: picks a route, sends nothing
+        return probe.getsockname()[0]
+    except OSError as exc:
+        raise NatNetConnectionError(f"no route from this machine to server_address {server}: {exc.strerror}") \
+            from exc
+    finally:
+        probe.close()
+
+
+def _interfaces_hint() -> str:
+    try:
+        import psutil  # optional: only to list the addresses a user could choose from
+
+        addresses = sorted({a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+                            if a.family == socket.AF_INET})
+        return f" (this machine's IPv4 addresses: {', '.join(addresses)})"
+    except Exception:  # noqa: BLE001 - a hint only
+        return ""
+
+
+# ---------------------------------------------------------------------------- conversion
+@dataclass
+class _SkeletonModel:
+    name: str
+    bone_ids: np.ndarray        # (s,) description order
+    bone_names: tuple[str, ...]
+    parent_ids: np.ndarray      # (s,) NO_PARENT for roots
+    parent_rows: np.ndarray     # (s,) row of the parent in this skeleton, -1 for roots
+    levels: list[np.ndarray]    # rows by depth, roots first (for local -> global)
+
+
+@dataclass
+class ModelIndex:
+    """What the model definitions say about names, marker labels and bone hierarchies."""
+
+    body_names: dict[int, str] = field(default_factory=dict)
+    marker_names: dict[tuple[int, int], str] = field(default_factory=dict)   # (body id, member) -> name
+    skeletons: dict[int, _SkeletonModel] = field(default_factory=dict)
+    generation: int = 0
+
+    @classmethod
+    def build(cls, defs: ModelDefinitions, generation: int = 0) -> "ModelIndex":
+        index = cls(generation=generation)
+        set_names = {ms.name: ms.marker_names for ms in defs.marker_sets}
+        for body in defs.rigid_bodies:
+            index.body_names[body.id] = body.name
+            names = [n for n in body.marker_names]
+            fallback = set_names.get(body.name, ())
+            for member in range(1, len(body.marker_positions) + 1):
+                label = names[member - 1] if member <= len(names) and names[member - 1] else (
+                    fallback[member - 1] if member <= len(fallback) else f"Marker{member}")
+                index.marker_names[(body.id, member)] = f"{body.name}:{label}"
+        for skeleton in defs.skeletons:
+            ids = np.asarray([b.id for b in skeleton.bones], dtype=np.int32)
+            parents = np.asarray([b.parent_id for b in skeleton.bones], dtype=np.int32)
+            known = np.isin(parents, ids) & (parents != ids)
+            parents = np.where(known, parents, NO_PARENT).astype(np.int32)
+            row_of = {int(b): r for r, b in enumerate(ids)}
+            parent_rows = np.asarray([row_of.get(int(p), -1) for p in parents], dtype=np.int64)
+            index.skeletons[skeleton.id] = _SkeletonModel(
+                skeleton.name, ids, tuple(b.name for b in skeleton.bones), parents, parent_rows,
+                _depth_levels(parent_rows))
+        return index
+
+    def asset_names(self) -> AssetNames:
+        return AssetNames(rigid_bodies=tuple(self.body_names.values()),
+                          markers=tuple(self.marker_names.values()),
+                          skeletons=tuple(s.name for s in self.skeletons.values()))
+
+
+def _depth_levels(parent_rows: np.ndarray) -> list[np.ndarray]:
+    depth = np.full(parent_rows.shape[0], -1, dtype=np.int64)
+    depth[parent_rows < 0] = 0
+    for _ in range(parent_rows.shape[0]):  # bounded: a cycle leaves rows at -1 (treated as roots)
+        pending = (depth < 0) & (depth[np.maximum(parent_rows, 0)] >= 0) & (parent_rows >= 0)
+        if not pending.any():
+            break
+        depth[pending] = depth[parent_rows[pending]] + 1
+    depth[depth < 0] = 0
+    return [np.flatnonzero(depth == d) for d in range(int(depth.max()) + 1)] if depth.size else []
+
+
+# Motive's Y-up to ROS Z-up is +90 degrees about X: (x, y, z) -> (x, -z, y). For body
+# orientations it is a conjugation by that rotation, which rotates only the vector part of
+# the quaternion: (qx, qy, qz, qw) -> (qx, -qz, qy, qw) -- the same as
+# geometry.y_up_to_z_up_orientations, as one gather instead of two quaternion products.
+_Y_TO_Z_POSITION = (np.array([0, 2, 1]), np.array([1.0, -1.0, 1.0]))
+_Y_TO_Z_QUATERNION = (np.array([0, 2, 1, 3]), np.array([1.0, -1.0, 1.0, 1.0]))
+
+
+@dataclass
+class _Layout:
+    """What only changes when the set of bodies or markers changes: ids, names, and
+    which markers belong to which body. Cached from frame to frame."""
+
+    marker_ids: np.ndarray
+    marker_names: tuple[str, ...]
+    body_ids: np.ndarray
+    body_names: tuple[str, ...]
+    body_marker_rows: np.ndarray    # rows of the body markers in the labeled marker list
+    body_marker_offsets: np.ndarray
+    body_marker_ids: np.ndarray
+    body_marker_names: tuple[str, ...]
+
+
+class FrameConverter:
+    """NatNet frames to neutral MocapFrames: names from the model definitions, axes to
+    Z-up, bone poses to global, markers grouped by body, latency from the server clock."""
+
+    def __init__(self, up_axis: str = "y", skeleton_coordinates: str = "global"):
+        self.y_up = up_axis == "y"
+        self.local_bones = skeleton_coordinates == "local"
+        self.index = ModelIndex()
+        self.clock_frequency = 0
+        self.unknown_ids: set[int] = set()   # body/skeleton ids the model definitions lack
+        self._layout_key: tuple[bytes, bytes, bytes] | None = None
+        self._layout: _Layout | None = None
+        self._bone_names: dict[tuple[int, bytes], tuple[str, ...]] = {}
+
+    def set_models(self, index: ModelIndex) -> None:
+        self.index = index
+        self._layout_key = None
+        self._bone_names.clear()
+        self.unknown_ids.clear()
+
+    def _positions(self, positions: np.ndarray) -> np.ndarray:
+        if self.y_up:
+            order, sign = _Y_TO_Z_POSITION
+            return positions[:, order] * sign  # float32 records -> float64 rows
+        return positions.astype(np.float64)
+
+    def _orientations(self, orientations: np.ndarray) -> np.ndarray:
+        if self.y_up:
+            order, sign = _Y_TO_Z_QUATERNION
+            return orientations[:, order] * sign
+        return orientations.astype(np.float64)
+
+    def latency(self, frame: FrameOfData) -> float:
+        """System latency (mid-exposure to transmit) from the server clock, s; 0 if unknown."""
+        freq = self.clock_frequency
+        if freq <= 0 or frame.stamp_transmit <= 0:
+            return 0.0
+        start = frame.stamp_camera_mid_exposure or frame.stamp_data_received
+        if not 0 < start <= frame.stamp_transmit:
+            return 0.0
+        return (frame.stamp_transmit - start) / freq
+
+    def convert(self, frame: FrameOfData) -> MocapFrame:
+        # values come from the wire: NaN, signalling NaN or inf are passed on as they are
+        # (the node holds the last good value), without floating-point warnings
+        with np.errstate(all="ignore"):
+            return self._convert(frame)
+
+    def _convert(self, frame: FrameOfData) -> MocapFrame:
+        rb = frame.rigid_bodies
+        lm = frame.labeled_markers
+        layout = self._layout_for(rb, lm)
+        if len(lm) == 0 and len(frame.other_markers):
+            # an old configuration: unlabeled positions only in the legacy list
+            n = len(frame.other_markers)
+            markers = MarkerArrays(ids=np.full(n, UNKNOWN_ID, np.int32), names=("",) * n,
+                                   positions=self._positions(frame.other_markers), occluded=np.zeros(n, bool),
+                                   residuals=np.full(n, -1.0, np.float32))
+        else:
+            markers = MarkerArrays(ids=layout.marker_ids, names=layout.marker_names,
+                                   positions=self._positions(lm["position"]),
+                                   occluded=(lm["params"] & nn.MARKER_OCCLUDED) != 0,
+                                   residuals=lm["residual"].astype(np.float32))
+        rows = layout.body_marker_rows  # empty when there are no labeled markers
+        body_markers = MarkerArrays(ids=layout.body_marker_ids, names=layout.body_marker_names,
+                                    positions=markers.positions[rows], occluded=markers.occluded[rows],
+                                    residuals=markers.residuals[rows])
+        bodies = BodyArrays(ids=layout.body_ids, names=layout.body_names,
+                            positions=self._positions(rb["position"]),
+                            orientations=self._orientations(rb["orientation"]),
+                            valid=(rb["params"] & nn.RIGID_BODY_TRACKING_VALID) != 0,
+                            mean_errors=rb["mean_error"].astype(np.float32),
+                            marker_offsets=layout.body_marker_offsets, markers=body_markers)
+        return MocapFrame(frame_number=max(int(frame.frame_number), 0), markers=markers, bodies=bodies,
+                          skeletons=self._skeletons(frame), latency=self.latency(frame))
+
+    # ------------------------------------------------------------------ layout
+    def _layout_for(self, rb: np.ndarray, lm: np.ndarray) -> _Layout:
+        key = (rb["id"].tobytes(), lm["id"].tobytes(), (lm["params"] & nn.MARKER_UNLABELED).tobytes())
+        if key != self._layout_key or self._layout is None:
+            self._layout = self._build_layout(rb["id"].astype(np.int32), lm["id"].astype(np.int32),
+                                              (lm["params"] & nn.MARKER_UNLABELED) != 0)
+            self._layout_key = key
+        return self._layout
+
+    def _build_layout(self, body_ids: np.ndarray, raw_marker_ids: np.ndarray, unlabeled: np.ndarray) -> _Layout:
+        model, member = nn.split_marker_id(raw_marker_ids)
+        labeled = (model > 0) & ~unlabeled
+        marker_ids = np.where(labeled, raw_marker_ids, UNKNOWN_ID).astype(np.int32)
+        names = self._marker_names(model, member, labeled)
+        nb = body_ids.shape[0]
+        # the markers of each body: labeled markers whose model id is the body's id, by member
+        body_row = _rows_of(body_ids, model)
+        mine = labeled & (body_row >= 0)
+        picked = np.flatnonzero(mine)
+        picked = picked[np.lexsort((member[picked], body_row[picked]))]
+        offsets = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(np.bincount(body_row[picked], minlength=nb), out=offsets[1:])
+        return _Layout(
+            marker_ids=marker_ids, marker_names=names, body_ids=body_ids,
+            body_names=tuple(self._body_name(i) for i in body_ids.tolist()), body_marker_rows=picked,
+            body_marker_offsets=offsets, body_marker_ids=marker_ids[picked],
+            body_marker_names=tuple(names[i] for i in picked.tolist()))
+
+    def _body_name(self, body_id: int) -> str:
+        name = self.index.body_names.get(body_id)
+        if name is None:
+            self.unknown_ids.add(body_id)
+            return f"rigid_body_{body_id}"
+        return name
+
+    def _marker_names(self, model: np.ndarray, member: np.ndarray, labeled: np.ndarray) -> tuple[str, ...]:
+        table = self.index.marker_names
+        out = []
+        for m, k, is_labeled in zip(model.tolist(), member.tolist(), labeled.tolist()):
+            if not is_labeled:
+                out.append("")
+            else:
+                name = table.get((m, k))
+                out.append(name if name is not None else f"{self._body_name(m)}:Marker{k}")
+        return tuple(out)
+
+    # ------------------------------------------------------------------ skeletons
+    def _skeletons(self, frame: FrameOfData) -> SkeletonArrays:
+        if not frame.skeletons:
+            return SkeletonArrays()
+        skel_ids, skel_names, skel_valid, counts = [], [], [], []
+        seg_ids, seg_names, seg_parents, seg_pos, seg_quat, seg_valid = [], [], [], [], [], []
+        for skeleton in frame.skeletons:
+            model = self.index.skeletons.get(skeleton.id)
+            bones = skeleton.bones
+            bone_ids = (bones["id"] & 0xFFFF).astype(np.int32)
+            position = bones["position"].astype(np.float64)
+            orientation = bones["orientation"].astype(np.float64)
+            valid = (bones["params"] & nn.RIGID_BODY_TRACKING_VALID) != 0
+            if model is None:
+                self.unknown_ids.add(skeleton.id)
+                names = tuple(f"bone_{i}" for i in bone_ids.tolist())
+                parents = np.full(bone_ids.shape, NO_PARENT, np.int32)
+                name = f"skeleton_{skeleton.id}"
+            else:
+                name = model.name
+                rows = _rows_of(model.bone_ids, bone_ids)
+                key = (skeleton.id, bone_ids.tobytes())
+                names = self._bone_names.get(key)
+                if names is None:
+                    if len(self._bone_names) > 256:
+                        self._bone_names.clear()
+                    names = tuple(model.bone_names[r] if r >= 0 else f"bone_{b}"
+                                  for r, b in zip(rows.tolist(), bone_ids.tolist()))
+                    self._bone_names[key] = names
+                parents = np.where(rows >= 0, model.parent_ids[np.maximum(rows, 0)], NO_PARENT).astype(np.int32)
+                if self.local_bones:
+                    position, orientation = _local_to_global(model, rows, position, orientation)
+            skel_ids.append(skeleton.id)
+            skel_names.append(name)
+            skel_valid.append(bool(valid.any()))
+            counts.append(bone_ids.shape[0])
+            seg_ids.append(bone_ids)
+            seg_names.extend(names)
+            seg_parents.append(parents)
+            seg_pos.append(position)
+            seg_quat.append(orientation)
+            seg_valid.append(valid)
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        segments = SegmentArrays(ids=np.concatenate(seg_ids), names=tuple(seg_names),
+                                 parent_ids=np.concatenate(seg_parents),
+                                 positions=self._positions(np.concatenate(seg_pos)),
+                                 orientations=self._orientations(np.concatenate(seg_quat)),
+                                 valid=np.concatenate(seg_valid))
+        return SkeletonArrays(ids=np.asarray(skel_ids, np.int32), names=tuple(skel_names),
+                              valid=np.asarray(skel_valid, bool), segment_offsets=offsets, segments=segments)
+
+
+def _rows_of(table: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Row of each value in ``table`` (unique ids), -1 when absent."""
+    if table.size == 0:
+        return np.full(values.shape, -1, np.int64)
+    order = np.argsort(table, kind="stable")
+    pos = np.minimum(np.searchsorted(table[order], values), table.size - 1)
+    rows = order[pos]
+    return np.where(table[rows] == values, rows, -1)
+
+
+def _local_to_global(model: _SkeletonModel, rows: np.ndarray, position: np.ndarray, orientation: np.ndarray):
+    """Compose bone poses given relative to their parents into world poses, one tree depth
+    at a time (vectorised over the bones of a depth)."""
+    n = model.bone_ids.shape[0]
+    frame_row = np.full(n, -1, np.int64)       # description row -> row in this frame
+    present = rows >= 0
+    frame_row[rows[present]] = np.flatnonzero(present)
+    gp = position.copy()
+    gq = orientation.copy()
+    for level in model.levels[1:]:
+        child = frame_row[level]
+        parent = frame_row[model.parent_rows[level]]
+        ok = (child >= 0) & (parent >= 0)
+        child, parent = child[ok], parent[ok]
+        gp[child] = gp[parent] + quat_rotate(gq[parent], position[child])
+        gq[child] = quat_multiply(gq[parent], orientation[child])
+    return gp, gq
+
+
+# ---------------------------------------------------------------------------- client
+@dataclass
+class ClientStats:
+    frames: int = 0
+    decode_errors: int = 0
+    foreign_packets: int = 0
+    model_requests: int = 0
+    model_updates: int = 0
+    reconnects: int = 0
+    last_error: str = ""
+
+
+class NatNetClient:
+    """One connection to a NatNet server (Motive or the stand-in)."""
+
+    def __init__(self, config: ClientConfig, log: logging.Logger | None = None):
+        config.check()
+        self.config = config
+        self.log = log or logging.getLogger("mocap4r2.natnet")
+        self.converter = FrameConverter(config.up_axis, config.skeleton_coordinates)
+        self.stats = ClientStats()
+        self.server_info: ServerInfo | None = None
+        self.version: Version | None = None
+        self.models: ModelDefinitions | None = None
+        self.frame_rate = 0.0
+        self.multicast = config.connection_type == "multicast"
+        self.multicast_address = config.multicast_address
+        self.data_port = config.data_port
+        self.local_address = ""
+        self._server = (config.server_address, config.command_port)
+        self._command: socket.socket | None = None
+        self._data: socket.socket | None = None
+        self._responses: list[bytes | None] = []
+        self._got_models = False
+        self._last_frame = 0.0
+        self._last_keepalive = 0.0
+        self._last_connect = 0.0
+        self._last_model_request = 0.0
+        self._silent_reason = ""          # why no frames arrive, logged once per change
+        self._reconnecting = False
+        self._silence_episode = 0.0
+        self._bad_frames_in_row = 0
+        self._rate_reference: tuple[int, float] | None = None
+        self._answered_while_silent = False
+        self._models_stale = False
+        self._fatal = ""
+        self._error_log_time = 0.0
+        self._errors_since_log = 0
+
+    # ------------------------------------------------------------------ sockets
+    def _open_sockets(self) -> None:
+        cfg = self.config
+        local = cfg.local_address
+        if local in ("auto", ""):
+            local = local_address_towards(cfg.server_address, cfg.command_port)
+        self.local_address = local
+        command = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            command.bind((local, 0))
+        except OSError as exc:
+            command.close()
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise NatNetConnectionError(
+                    f"local_address {local} is not an address of this machine{_interfaces_hint()}") from exc
+            raise NatNetConnectionError(f"cannot open the command socket on {local}: {exc.strerror}") from exc
+        _set_recv_buffer(command)
+        command.setblocking(False)
+        self._command = command
+        if self.multicast:
+            self._open_data_socket()
+
+    def _open_data_socket(self) -> None:
+        self._close_data_socket()
+        group, port, local = self.multicast_address, self.data_port, self.local_address
+        data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if hasattr(socket, "SO_REUSEPORT"):
+                data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # other clients on this host
+            # POSIX delivers a multicast datagram to sockets bound to the group (or any);
+            # Windows wants the local interface address instead
+            data.bind((local if sys.platform == "win32" else group, port))
+            data.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                            socket.inet_aton(group) + socket.inet_aton(local))
+        except OSError as exc:
+            data.close()
+            if exc.errno == errno.EADDRNOTAVAIL or exc.errno == errno.ENODEV:
+                raise NatNetConnectionError(
+                    f"cannot join multicast group {group} on interface {local}: {exc.strerror}; "
+                    f"check local_address{_interfaces_hint()}") from exc
+            raise NatNetConnectionError(f"cannot receive multicast {group}:{port} on {local}: {exc.strerror}") \
+                from exc
+        _set_recv_buffer(data)
+        data.setblocking(False)
+        self._data = data
+
+    def _close_data_socket(self) -> None:
+        if self._data is not None:
+            self._data.close()
+            self._data = None
+
+    def close(self) -> None:
+        if self._command is not None:
+            try:
+                if not self.multicast and self.server_info is not None:
+                    self._send(nn.encode_empty(MessageId.DISCONNECT))
+            except OSError:
+                pass
+            self._command.close()
+            self._command = None
+        self._close_data_socket()
+
+    def _send(self, packet: bytes) -> None:
+        if self._command is None:  # closed: nothing to send with (read() says so to callers)
+            self.stats.last_error = "the client is closed"
+            return
+        try:
+            self._command.sendto(packet, self._server)
+        except OSError as exc:  # e.g. no route: reported as "no answer" by the caller
+            self.stats.last_error = f"cannot send to {self._server[0]}:{self._server[1]}: {exc.strerror}"
+
+    # ------------------------------------------------------------------ connecting
+    def connect(self, timeout: float = 3.0) -> ModelDefinitions:
+        """Open the sockets, learn the server (NAT_SERVERINFO) and its models (NAT_MODELDEF).
+
+        Raises NatNetConnectionError with what to check when the server does not answer."""
+        if self._command is None:
+            self._open_sockets()
+        deadline = time.monotonic() + timeout
+        self.server_info = None
+        self._got_models = False
+        self._fatal = ""
+        while self.server_info is None:
+            if self._fatal:
+                raise NatNetConnectionError(self._fatal)
+            if time.monotonic() >= deadline:
+                raise NatNetConnectionError(
+                    f"no answer (NAT_SERVERINFO) from {self._server[0]}:{self._server[1]} within {timeout:g} s "
+                    f"({self.stats.last_error or 'nothing received'}): is Motive running with streaming "
+                    "enabled, and are server_address and command_port right?")
+            self._send_connect()
+            self._wait(min(self.config.retry_period, deadline - time.monotonic()),
+                       lambda: self.server_info is not None or bool(self._fatal))
+        while not self._got_models:
+            if time.monotonic() >= deadline:
+                raise NatNetConnectionError(
+                    f"{self.server_info.app_name} answered but sent no model definitions (NAT_MODELDEF) within "
+                    f"{timeout:g} s ({self.stats.last_error or 'nothing received'})")
+            self._request_models(force=True)
+            self._wait(min(self.config.retry_period, deadline - time.monotonic()), lambda: self._got_models)
+        rate = self.request("FrameRate", timeout=min(0.5, max(deadline - time.monotonic(), 0.1)))
+        if isinstance(rate, float) and 0 < rate < 100000:
+            self.frame_rate = rate
+        self._last_frame = time.monotonic()
+        return self.models  # type: ignore[return-value]
+
+    def _send_connect(self) -> None:
+        self._last_connect = time.monotonic()
+        self._send(nn.encode_connect())
+
+    def _request_models(self, force: bool = False, period: float | None = None) -> None:
+        now = time.monotonic()
+        if force or now - self._last_model_request >= (period or self.config.retry_period):
+            self._last_model_request = now
+            self.stats.model_requests += 1
+            self._send(nn.encode_empty(MessageId.REQUEST_MODELDEF))
+
+    def request(self, command: str, timeout: float = 1.0) -> int | float | str | None:
+        """Send a NAT_REQUEST; its NAT_RESPONSE (int, float for FrameRate, or string), or
+        None without an answer in time (or when the server does not know the command)."""
+        self._responses.clear()
+        self._send(nn.encode_request(command))
+        self._wait(timeout, lambda: bool(self._responses))
+        if not self._responses:
+            return None
+        payload = self._responses.pop(0)
+        if payload is None:
+            return None
+        if len(payload) == 4 and command.lower() == "framerate":
+            return float(np.frombuffer(payload, "<f4")[0])
+        if len(payload) == 4:
+            return int(np.frombuffer(payload, "<i4")[0])
+        return nn.decode_string(payload)
+
+    def _sockets(self) -> list[socket.socket]:
+        return [s for s in (self._command, self._data) if s is not None]
+
+    def _wait(self, timeout: float, done) -> None:
+        """Handle packets (frames are dropped) until ``done()`` or ``timeout`` s."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            for sock in self._sockets():
+                self._drain(sock, stop_on_frame=False)
+            remaining = deadline - time.monotonic()
+            if done() or remaining <= 0:
+                return
+            try:
+                select.select(self._sockets(), [], [], remaining)
+            except (OSError, ValueError):  # a socket closed under us
+                return
+
+    # ------------------------------------------------------------------ reading
+    def read(self, timeout: float) -> FrameOfData | None:
+        """The next decoded frame within ``timeout`` s, or None. Never raises for bad
+        packets or a silent server: it counts, logs and reconnects instead."""
+        if self._command is None:
+            raise NatNetConnectionError("the client is not connected")
+        deadline = time.monotonic() + max(timeout, 0.0)
+        ready = self._sockets()  # first look at every socket, then only at those select() names
+        while True:
+            self._housekeeping(time.monotonic())
+            for sock in ready:
+                frame = self._drain(sock, stop_on_frame=True)
+                if frame is not None:
+                    return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            try:
+                ready = select.select(self._sockets(), [], [], min(remaining, self.config.retry_period / 2))[0]
+            except (OSError, ValueError):
+                return None
+
+    def read_mocap_frame(self, timeout: float) -> MocapFrame | None:
+        frame = self.read(timeout)
+        return None if frame is None else self.converter.convert(frame)
+
+    def _drain(self, sock: socket.socket, stop_on_frame: bool) -> FrameOfData | None:
+        for _ in range(256):  # bounded so that one call never starves the caller
+            try:
+                packet, source = sock.recvfrom(_MAX_DATAGRAM)
+            except (BlockingIOError, InterruptedError):
+                return None
+            except ConnectionRefusedError:
+                self.stats.last_error = f"{self._server[0]}:{self._server[1]} refused (port unreachable)"
+                continue
+            except OSError as exc:
+                self.stats.last_error = f"receive failed: {exc.strerror}"
+                return None
+            if sock is self._command and source[0] != self._server[0]:
+                self.stats.foreign_packets += 1
+                continue
+            frame = self._handle(packet)
+            if frame is not None and stop_on_frame:
+                return frame
+        return None
+
+    def _handle(self, packet: bytes) -> FrameOfData | None:
+        try:
+            message_id, payload = nn.unpack(packet)
+            if message_id == MessageId.FRAMEOFDATA:
+                return self._on_frame(payload)
+            if message_id == MessageId.SERVERINFO:
+                self._on_server_info(nn.decode_server_info(payload))
+            elif message_id == MessageId.MODELDEF:
+                self._on_models(payload)
+            elif message_id == MessageId.RESPONSE:
+                self._responses.append(payload)
+            elif message_id == MessageId.UNRECOGNIZED_REQUEST:
+                self._responses.append(None)
+            elif message_id == MessageId.MESSAGESTRING:
+                self.log.info(f"server message: {nn.decode_string(payload)}")
+        except NatNetProtocolError as exc:
+            self._decode_error(exc)
+        return None
+
+    def _decode_error(self, exc: Exception) -> None:
+        self.stats.decode_errors += 1
+        self.stats.last_error = f"undecodable packet: {exc}"
+        now = time.monotonic()
+        if self.stats.decode_errors == 1:
+            self.log.error(f"dropped an undecodable NatNet packet ({exc}); further ones are counted "
+                           "(diagnostics: decode_errors) and summarised every 30 s")
+            self._error_log_time = now
+        else:
+            self._errors_since_log += 1
+            if now - self._error_log_time >= 30.0:
+                self.log.warning(f"{self._errors_since_log} more undecodable NatNet packets in the last "
+                                 f"{now - self._error_log_time:.0f} s; last: {exc}")
+                self._error_log_time = now
+                self._errors_since_log = 0
+
+    def _on_server_info(self, info: ServerInfo) -> None:
+        previous = self.server_info
+        version = info.bitstream
+        if not version.supported:
+            fatal = (f"{info.app_name} streams NatNet {version}; supported: "
+                     f"{', '.join(str(v) for v in nn.SUPPORTED_VERSIONS)} (set the bitstream version in Motive's "
+                     "streaming settings)")
+            if fatal != self._fatal:
+                self.log.error(fatal)
+            self._fatal = self.stats.last_error = fatal
+            return
+        self.server_info = info
+        self.converter.clock_frequency = info.clock_frequency
+        if info != previous:
+            self.log.info(f"connected to {info.app_name} {'.'.join(map(str, info.app_version))} at "
+                          f"{self._server[0]}:{self._server[1]}, NatNet {version}, "
+                          f"{'multicast ' + str(info.multicast_address) if info.multicast else 'unicast'}"
+                          f", data port {info.data_port}")
+        if self.version is not None and self.version != version:
+            self.log.warning(f"the server now streams NatNet {version} (was {self.version})")
+            self._got_models = False  # the layout changed: read the models again
+        self.version = version
+        self._follow_server_mode(info)
+        if self._reconnecting and not self._answered_while_silent:
+            # the first answer after a silence: a restarted server may have other models
+            self._answered_while_silent = True
+            self._request_models(force=True)
+
+    def _follow_server_mode(self, info: ServerInfo) -> None:
+        if info.multicast is None:
+            return
+        group = (info.multicast_address or "0.0.0.0").split(".")
+        if info.multicast and not (224 <= int(group[0]) <= 239 and 0 < (info.data_port or 0)):
+            self.log.warning(f"ignoring the server's connection info (multicast to {info.multicast_address}:"
+                             f"{info.data_port} is not a usable group and port)")
+            return
+        reopen = False
+        if info.multicast != self.multicast:
+            wanted = "multicast" if info.multicast else "unicast"
+            self.log.warning(f"connection_type is {self.config.connection_type} but the server streams {wanted}: "
+                             f"following the server (set connection_type: {wanted})")
+            self.multicast = info.multicast
+            reopen = True
+        if info.multicast and info.data_port and info.data_port != self.data_port:
+            self.log.warning(f"data_port is {self.data_port} but the server streams to port {info.data_port}: "
+                             f"following the server (set data_port: {info.data_port})")
+            self.data_port = info.data_port
+            reopen = True
+        if info.multicast and info.multicast_address not in (None, "0.0.0.0", self.multicast_address):
+            self.log.warning(f"multicast_address is {self.multicast_address} but the server streams to "
+                             f"{info.multicast_address}: following the server (set multicast_address: "
+                             f"{info.multicast_address})")
+            self.multicast_address = info.multicast_address
+            reopen = True
+        if reopen:
+            if not self.multicast:
+                self._close_data_socket()
+                return
+            try:
+                self._open_data_socket()
+            except NatNetConnectionError as exc:  # reported; the next NAT_SERVERINFO tries again
+                self.stats.last_error = str(exc)
+                self.log.error(str(exc))
+
+    def _on_models(self, payload: bytes) -> None:
+        if self.version is None:
+            return  # cannot decode before NAT_SERVERINFO tells the layout; asked again later
+        models = nn.decode_model_definitions(payload, self.version)
+        self.models = models
+        self.stats.model_updates += 1
+        self.converter.set_models(ModelIndex.build(models, self.stats.model_updates))
+        self._got_models = True
+        self._models_stale = False
+        names = ", ".join(b.name for b in models.rigid_bodies[:8])
+        more = ", ..." if len(models.rigid_bodies) > 8 else ""
+        self.log.info(f"model definitions: {len(models.rigid_bodies)} rigid bodies"
+                      f"{' (' + names + more + ')' if names else ''}, {len(models.skeletons)} skeletons, "
+                      f"{len(models.marker_sets)} marker sets"
+                      f"{', ' + str(len(models.assets)) + ' assets' if models.assets else ''}")
+
+    def _on_frame(self, payload: bytes) -> FrameOfData | None:
+        if self.version is None:
+            return None  # layout unknown until NAT_SERVERINFO (multicast data can come first)
+        try:
+            frame = nn.decode_frame(payload, self.version)
+        except NatNetProtocolError:
+            # several undecodable frames in a row: the bitstream version may have changed
+            # (another client can switch it in Motive), so ask the server which it is
+            self._bad_frames_in_row += 1
+            if self._bad_frames_in_row >= 3 and time.monotonic() - self._last_connect >= self.config.retry_period:
+                self._send_connect()
+            raise
+        self._bad_frames_in_row = 0
+        if self.frame_rate <= 0:
+            self._estimate_rate(frame)
+        now = time.monotonic()
+        self.stats.frames += 1
+        self._last_frame = now
+        if self._silent_reason:
+            self.log.info(f"frames arriving again (frame {frame.frame_number})")
+            self._silent_reason = ""
+        if self._reconnecting:
+            self._reconnecting = False
+            if not self._answered_while_silent:  # multicast frames from a restarted server
+                self._request_models(force=True)
+        if frame.tracked_models_changed and not self._models_stale:
+            # asked until a NAT_MODELDEF arrives: the flag is on one frame only, an answer may be lost
+            self.log.info("the server says its models changed: requesting model definitions")
+            self._models_stale = True
+            self._request_models(force=True)
+        elif self._models_stale or not self._got_models:
+            self._request_models()
+        elif self.converter.unknown_ids:
+            self._request_models(period=5.0)  # ids without a description: ask now and then
+        return frame
+
+    def _estimate_rate(self, frame: FrameOfData) -> None:
+        """Without an answer to "FrameRate" (older servers), the rate from Motive's frame
+        timestamps, which advance by exactly one period per frame."""
+        first = self._rate_reference
+        if first is None or frame.frame_number <= first[0] or frame.timestamp <= first[1]:
+            self._rate_reference = (frame.frame_number, frame.timestamp)
+        elif frame.frame_number - first[0] >= 10:
+            self.frame_rate = (frame.frame_number - first[0]) / (frame.timestamp - first[1])
+
+    def _housekeeping(self, now: float) -> None:
+        cfg = self.config
+        if not self.multicast and now - self._last_keepalive >= cfg.keepalive_period:
+            self._last_keepalive = now
+            self._send(nn.encode_empty(MessageId.KEEPALIVE))
+        silent = now - self._last_frame
+        if silent < cfg.reconnect_after:
+            return
+        # no frames: ask the server again until frames come back, and say why once
+        if not self._reconnecting:
+            self._reconnecting = True
+            self._answered_while_silent = False
+            self._silence_episode = now
+            self.stats.reconnects += 1
+        if now - self._last_connect >= cfg.retry_period:
+            self._send_connect()
+        if not self._answered_while_silent and now - self._silence_episode < 2 * cfg.retry_period:
+            return  # give the server a chance to answer before concluding anything
+        if not self._answered_while_silent:
+            kind, reason = "silent", (
+                f"no frames for {silent:.1f} s and no answer from {cfg.server_address}:{cfg.command_port}: "
+                "the server is not running or not streaming, or server_address/command_port are wrong; "
+                "reconnecting")
+        elif self.multicast:
+            kind, reason = "no-multicast", (
+                f"the server answers but no frames reach multicast {self.multicast_address}:{self.data_port} on "
+                f"interface {self.local_address}: check local_address (the interface facing Motive), Motive's "
+                "streaming interface, multicast routing or a firewall")
+        else:
+            kind, reason = "no-unicast", (
+                "the server answers but sends no unicast frames: check that streaming is enabled in Motive "
+                "and that no firewall blocks UDP from the server")
+        if kind != self._silent_reason:
+            self.log.warning(reason)
+            self._silent_reason = kind
+        self.stats.last_error = reason
+
+
+def _set_recv_buffer(sock: socket.socket) -> None:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BUFFER)
+    except OSError:  # the system limit applies; bursts may then drop sooner
+        pass

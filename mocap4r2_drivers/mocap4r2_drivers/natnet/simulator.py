@@ -1,0 +1,497 @@
+"""natnet_simulator: a Motive stand-in that serves a simulated scene over real NatNet.
+
+It answers NAT_CONNECT with NAT_SERVERINFO, NAT_REQUEST_MODELDEF with NAT_MODELDEF,
+NAT_REQUEST commands (Bitstream, FrameRate, and the stand-in's own RenameRigidBody),
+and streams NAT_FRAMEOFDATA at the scene's rate, multicast to a group or unicast to
+each connected client (to the address its NAT_CONNECT came from, while it sends
+keep-alives), in NatNet bitstream 3.0, 3.1, 4.0 or 4.1.
+
+What it sends is what Motive sends for such a scene: Y-up by default (``--up-axis``),
+rigid bodies with their marker sets and labeled markers (id = body id << 16 | member),
+unlabeled markers (model id 0, "unlabeled" bit), skeleton bones (id = skeleton id << 16
+| bone id) in world or parent coordinates, a body that loses tracking (valid bit off,
+zero pose, as Motive does), and the server clock stamps of each frame.
+
+One process, one thread: a select() loop that answers commands between frames.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from mocap4r2_control.frame import MocapFrame
+from mocap4r2_control.geometry import quat_multiply, quat_rotate
+
+from .. import scene as scene_module
+from . import protocol as nn
+from .protocol import FrameOfData, MessageId, ModelDefinitions, NatNetProtocolError, Version
+
+CLOCK_FREQUENCY = 10_000_000   # server clock ticks per second (Motive's is QueryPerformanceCounter)
+MARKER_SIZE = 0.014            # metres, a common passive marker
+UNLABELED_ID_BASE = 50000      # point-cloud ids of unlabeled markers (model id 0)
+log = logging.getLogger("natnet_simulator")
+
+
+def _server_ticks() -> int:
+    return time.monotonic_ns() // (1_000_000_000 // CLOCK_FREQUENCY)
+
+
+class SceneStream:
+    """The NatNet view of a Scene: model definitions and frames of data, in Motive's
+    conventions (axis, ids, zero pose of lost bodies)."""
+
+    def __init__(self, scene: scene_module.Scene, up_axis: str = "y", skeleton_coordinates: str = "global"):
+        self.scene = scene
+        self.y_up = up_axis == "y"
+        self.local_bones = skeleton_coordinates == "local"
+        desc = scene.description
+        self.body_names = [b.name for b in desc.bodies]
+        self.body_ids = np.asarray([b.id for b in desc.bodies], dtype=np.int32)
+        counts = [len(b.marker_ids) for b in desc.bodies]
+        self.marker_body = np.repeat(np.arange(len(desc.bodies)), counts)
+        self.marker_member = np.concatenate([np.arange(1, c + 1) for c in counts]) if counts else np.zeros(0, int)
+        self.labeled_ids = nn.marker_id(self.body_ids[self.marker_body], self.marker_member) if counts \
+            else np.zeros(0, np.int32)
+        self.unlabeled_ids = nn.marker_id(0, UNLABELED_ID_BASE + np.arange(desc.unlabeled_markers))
+        skeletons = desc.skeletons
+        self.bone_ids = (np.concatenate([np.asarray(s.id, np.int64) << 16 | s.segment_ids.astype(np.int64)
+                                         for s in skeletons]).astype(np.int32) if skeletons else np.zeros(0, np.int32))
+        # parent row of each bone in the concatenated bone arrays (-1 for roots)
+        parent_rows = []
+        start = 0
+        for s in skeletons:
+            row_of = {int(b): start + r for r, b in enumerate(s.segment_ids)}
+            parent_rows += [row_of.get(int(p), -1) for p in s.parent_ids]
+            start += len(s.segment_ids)
+        self.bone_parent_rows = np.asarray(parent_rows, dtype=np.int64)
+        self.generation = 0
+
+    # ------------------------------------------------------------------ axes
+    # Z-up to Motive's Y-up is -90 degrees about X: (x, y, z) -> (x, z, -y); orientations
+    # are conjugated by it, which rotates their vector part only: (qx, qz, -qy, qw).
+    # (geometry.z_up_to_y_up_* compute the same with quaternion products; this is a gather.)
+    def _positions(self, p: np.ndarray) -> np.ndarray:
+        p = np.asarray(p, dtype=float).reshape(-1, 3)
+        return p[:, [0, 2, 1]] * np.array([1.0, 1.0, -1.0]) if self.y_up else p
+
+    def _orientations(self, q: np.ndarray) -> np.ndarray:
+        q = np.asarray(q, dtype=float).reshape(-1, 4)
+        return q[:, [0, 2, 1, 3]] * np.array([1.0, 1.0, -1.0, 1.0]) if self.y_up else q
+
+    # ------------------------------------------------------------------ models
+    def rename_body(self, body_id: int, name: str) -> bool:
+        rows = np.flatnonzero(self.body_ids == body_id)
+        if rows.size == 0 or not name or "\0" in name or "," in name:
+            return False
+        self.body_names[int(rows[0])] = name
+        self.generation += 1
+        return True
+
+    def model_definitions(self) -> ModelDefinitions:
+        desc = self.scene.description
+        defs = ModelDefinitions()
+        for body, name in zip(desc.bodies, self.body_names):
+            labels = tuple(n.split(":", 1)[-1] for n in body.marker_names)
+            defs.marker_sets.append(nn.MarkerSetDescription(name, labels))
+            defs.rigid_bodies.append(nn.RigidBodyDescription(
+                name=name, id=body.id, parent_id=-1, offset=np.zeros(3, np.float32),
+                marker_positions=self._positions(body.marker_layout).astype(np.float32),
+                marker_labels=np.zeros(len(labels), np.int32), marker_names=labels))
+        for skeleton in desc.skeletons:
+            offsets = self._positions(skeleton.offsets).astype(np.float32)
+            bones = [nn.RigidBodyDescription(name=str(n), id=int(i), parent_id=int(p), offset=offsets[r])
+                     for r, (n, i, p) in enumerate(zip(skeleton.segment_names, skeleton.segment_ids,
+                                                       skeleton.parent_ids))]
+            defs.skeletons.append(nn.SkeletonDescription(skeleton.name, skeleton.id, bones))
+        return defs
+
+    # ------------------------------------------------------------------ frames
+    def frame_of_data(self, k: int, frame: MocapFrame | None = None) -> FrameOfData:
+        scene = self.scene
+        frame = scene.frame(k) if frame is None else frame
+        bodies = frame.bodies
+        nb = len(bodies)
+
+        rb = nn.empty_rigid_bodies(nb)
+        rb["id"] = bodies.ids
+        valid = bodies.valid
+        rb["position"] = np.where(valid[:, None], self._positions(np.nan_to_num(bodies.positions)), 0.0)
+        rb["orientation"] = np.where(valid[:, None], self._orientations(np.nan_to_num(bodies.orientations)), 0.0)
+        rb["mean_error"] = bodies.mean_errors
+        rb["params"] = np.where(valid, nn.RIGID_BODY_TRACKING_VALID, 0)
+
+        body_markers = bodies.markers
+        positions = self._positions(body_markers.positions).astype(np.float32)
+        offsets = bodies.marker_offsets.tolist()
+        sets = [nn.MarkerSetData(self.body_names[i], positions[offsets[i]:offsets[i + 1]]) for i in range(nb)]
+
+        nl = len(body_markers)
+        strays = frame.markers.positions[nl:]
+        lm = nn.empty_markers(nl + len(strays))
+        lm["id"][:nl] = self.labeled_ids
+        lm["id"][nl:] = self.unlabeled_ids[:len(strays)]
+        lm["position"][:nl] = positions
+        lm["position"][nl:] = self._positions(strays)
+        lm["size"] = MARKER_SIZE
+        lm["params"][:nl] = np.where(body_markers.occluded, nn.MARKER_OCCLUDED, 0) | nn.MARKER_HAS_MODEL
+        lm["params"][nl:] = nn.MARKER_UNLABELED
+        lm["residual"][:nl] = body_markers.residuals
+        lm["residual"][nl:] = frame.markers.residuals[nl:]
+
+        out = FrameOfData(frame_number=k, marker_sets=sets, other_markers=self._positions(strays).astype(np.float32),
+                          rigid_bodies=rb, labeled_markers=lm, timestamp=scene.time_of(k))
+        skeletons = frame.skeletons
+        if len(skeletons):
+            seg = skeletons.segments
+            pos, quat = np.nan_to_num(seg.positions), np.nan_to_num(seg.orientations)
+            if self.local_bones:
+                pos, quat = self._to_parent_frames(pos, quat)
+            bones = nn.empty_rigid_bodies(len(seg))
+            bones["id"] = self.bone_ids
+            bones["position"] = np.where(seg.valid[:, None], self._positions(pos), 0.0)
+            bones["orientation"] = np.where(seg.valid[:, None], self._orientations(quat), 0.0)
+            bones["params"] = np.where(seg.valid, nn.RIGID_BODY_TRACKING_VALID, 0)
+            so = skeletons.segment_offsets
+            out.skeletons = [nn.SkeletonData(int(sid), bones[so[i]:so[i + 1]])
+                             for i, sid in enumerate(skeletons.ids.tolist())]
+        return out
+
+    def _to_parent_frames(self, pos: np.ndarray, quat: np.ndarray):
+        """World bone poses to poses relative to each bone's parent (roots stay world)."""
+        parents = self.bone_parent_rows
+        child = parents >= 0
+        p = parents[child]
+        inv = quat[p] * np.array([-1.0, -1.0, -1.0, 1.0])
+        local_pos = pos.copy()
+        local_quat = quat.copy()
+        local_pos[child] = quat_rotate(inv, pos[child] - pos[p])
+        local_quat[child] = quat_multiply(inv, quat[child])
+        return local_pos, local_quat
+
+
+@dataclass
+class ServerOptions:
+    scene: str = ""
+    seed: int | None = None
+    natnet_version: str = "4.1"
+    server_address: str = "127.0.0.1"
+    command_port: int = nn.DEFAULT_COMMAND_PORT
+    data_port: int = nn.DEFAULT_DATA_PORT
+    multicast_address: str = nn.DEFAULT_MULTICAST_ADDRESS
+    multicast: bool = True
+    rate: float = 0.0            # 0: the scene's rate
+    up_axis: str = "y"
+    skeleton_coordinates: str = "global"
+    client_timeout: float = 5.0  # unicast clients silent this long are dropped
+    frames: int = 0              # stop after this many frames (0: never)
+    app_name: str = "Motive"
+    app_version: tuple[int, int, int, int] = (3, 1, 0, 0)
+
+
+class NatNetServer:
+    """The stand-in server: sockets, command handling and the frame clock."""
+
+    def __init__(self, options: ServerOptions):
+        self.options = options
+        self.version = nn.require_supported(Version.parse(options.natnet_version))
+        path = options.scene or str(scene_module.default_scene_path())
+        scene = scene_module.Scene.from_file(path, seed=options.seed)
+        if options.rate > 0:
+            config = dict(scene.config, rate=float(options.rate))
+            scene = scene_module.Scene(config, seed=options.seed)
+        self.stream = SceneStream(scene, options.up_axis, options.skeleton_coordinates)
+        self.rate = scene.rate
+        self.command: socket.socket | None = None
+        self.data: socket.socket | None = None
+        self.data_port = options.data_port
+        self.clients: dict[tuple[str, int], float] = {}   # unicast client -> last heard (monotonic)
+        self.frames_sent = 0
+        self.bad_packets = 0
+        self._pending_params = 0
+        self._last_frame: bytes | None = None
+        self._models_packet: bytes | None = None
+        self._models_generation = -1
+        self._models_version: Version | None = None
+
+    # ------------------------------------------------------------------ sockets
+    def open(self) -> None:
+        o = self.options
+        command = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        command.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        command.bind((o.server_address, o.command_port))
+        command.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 1024 * 1024)
+        command.setblocking(False)
+        self.command = command
+        data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        data.bind((o.server_address, 0))
+        if self.data_port == 0:
+            # a free port number for the multicast destination: this socket's own one
+            self.data_port = data.getsockname()[1]
+        data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(o.server_address))
+        data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+        data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        data.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 1024 * 1024)
+        self.data = data
+
+    @property
+    def command_address(self) -> tuple[str, int]:
+        return self.command.getsockname() if self.command else ("", 0)
+
+    def close(self) -> None:
+        for sock in (self.command, self.data):
+            if sock is not None:
+                sock.close()
+        self.command = self.data = None
+
+    def ready_line(self) -> str:
+        o = self.options
+        host, port = self.command_address
+        target = f"{o.multicast_address}:{self.data_port}" if o.multicast else "each client (unicast)"
+        return (f"natnet_simulator ready: NatNet {self.version} {'multicast' if o.multicast else 'unicast'} "
+                f"command={host}:{port} data={target} data_port={self.data_port} rate={self.rate:g} Hz "
+                f"up_axis={o.up_axis}")
+
+    # ------------------------------------------------------------------ messages
+    def server_info(self) -> nn.ServerInfo:
+        o = self.options
+        return nn.ServerInfo(app_name=o.app_name, app_version=o.app_version,
+                             natnet_version=(self.version.major, self.version.minor, 0, 0),
+                             clock_frequency=CLOCK_FREQUENCY, data_port=self.data_port, multicast=o.multicast,
+                             multicast_address=o.multicast_address)
+
+    def models_packet(self) -> bytes:
+        if self._models_generation != self.stream.generation or self._models_version != self.version:
+            self._models_packet = nn.encode_model_definitions(self.stream.model_definitions(), self.version)
+            self._models_generation = self.stream.generation
+            self._models_version = self.version
+        return self._models_packet  # type: ignore[return-value]
+
+    def handle(self, packet: bytes, source: tuple[str, int]) -> None:
+        """Answer one command datagram; malformed ones are counted and logged, never fatal."""
+        try:
+            message_id, payload = nn.unpack(packet)
+        except NatNetProtocolError as exc:
+            self._bad(f"from {source[0]}:{source[1]}: {exc}")
+            return
+        reply: bytes | None = None
+        now = time.monotonic()
+        if message_id == MessageId.CONNECT:
+            request = nn.decode_connect(payload)
+            if not self.options.multicast:
+                if source not in self.clients:
+                    log.info(f"unicast client {source[0]}:{source[1]} connected ({request.client_name or '?'})")
+                self.clients[source] = now
+            reply = nn.encode_server_info(self.server_info())
+        elif message_id == MessageId.KEEPALIVE:
+            if source in self.clients:
+                self.clients[source] = now
+        elif message_id == MessageId.REQUEST_MODELDEF:
+            reply = self.models_packet()
+        elif message_id == MessageId.REQUEST_FRAMEOFDATA:
+            reply = self._last_frame
+        elif message_id == MessageId.REQUEST:
+            reply = self._command_reply(nn.decode_string(payload))
+        elif message_id == MessageId.DISCONNECT:
+            if self.clients.pop(source, None) is not None:
+                log.info(f"unicast client {source[0]}:{source[1]} disconnected")
+        else:
+            reply = nn.pack(MessageId.UNRECOGNIZED_REQUEST)
+        if source in self.clients:
+            self.clients[source] = now
+        if reply is not None:
+            self._send(self.command, reply, source)
+
+    def _command_reply(self, command: str) -> bytes:
+        name, _, argument = command.partition(",")
+        name = name.strip().lower()
+        if name == "bitstream":
+            if not argument:
+                return nn.encode_response(f"Bitstream,{self.version}")
+            try:
+                version = nn.require_supported(Version.parse(argument))
+            except NatNetProtocolError:
+                return nn.encode_response(-1)
+            if version != self.version:
+                log.info(f"bitstream changed from {self.version} to {version} on request")
+                self.version = version
+                self._pending_params |= nn.FRAME_BITSTREAM_CHANGED
+            return nn.encode_response(0)
+        if name == "framerate":
+            return nn.encode_response(float(self.rate))
+        if name == "renamerigidbody":  # stand-in extension: "RenameRigidBody,<id>,<new name>"
+            body, _, new_name = argument.partition(",")
+            ok = body.strip().lstrip("-").isdigit() and self.stream.rename_body(int(body), new_name.strip())
+            if ok:
+                log.info(f"rigid body {body} renamed to {new_name.strip()!r}")
+                self._pending_params |= nn.FRAME_MODELS_CHANGED
+            return nn.encode_response(0 if ok else -1)
+        if name in ("timelineplay", "timelinestop", "setplaybackcurrentframe", "livemode", "editmode"):
+            return nn.encode_response(0)  # accepted, nothing to do for a live stand-in
+        return nn.pack(MessageId.UNRECOGNIZED_REQUEST)
+
+    def _bad(self, what: str) -> None:
+        self.bad_packets += 1
+        if self.bad_packets == 1 or self.bad_packets % 1000 == 0:
+            log.warning(f"ignored a malformed command packet ({self.bad_packets} so far) {what}")
+
+    def _send(self, sock: socket.socket | None, packet: bytes, target: tuple[str, int]) -> None:
+        if sock is None:
+            return
+        try:
+            sock.sendto(packet, target)
+        except OSError as exc:  # a vanished client or a full buffer must not stop the server
+            log.debug(f"send to {target} failed: {exc}")
+
+    # ------------------------------------------------------------------ frames
+    def send_frame(self, k: int) -> None:
+        frame = self.stream.frame_of_data(k)
+        transmit = _server_ticks()
+        latency_ticks = int(self.stream.scene.latency * CLOCK_FREQUENCY)
+        frame.stamp_transmit = transmit
+        frame.stamp_camera_mid_exposure = transmit - latency_ticks
+        frame.stamp_data_received = transmit - latency_ticks // 2
+        frame.params = self._pending_params
+        self._pending_params = 0
+        packet = nn.encode_frame(frame, self.version)
+        self._last_frame = packet
+        o = self.options
+        if o.multicast:
+            self._send(self.data, packet, (o.multicast_address, self.data_port))
+        else:
+            now = time.monotonic()
+            for client, heard in list(self.clients.items()):
+                if now - heard > o.client_timeout:
+                    del self.clients[client]
+                    log.info(f"unicast client {client[0]}:{client[1]} timed out (no keep-alive)")
+                else:
+                    self._send(self.command, packet, client)
+        self.frames_sent += 1
+
+    def serve(self, stop: threading.Event) -> None:
+        """Stream frames on the scene's clock and answer commands until ``stop``."""
+        period = 1.0 / self.rate
+        start = time.monotonic()
+        k = 0
+        scene = self.stream.scene
+        while not stop.is_set():
+            due = start + k * period
+            now = time.monotonic()
+            if now >= due:
+                if now - due > 0.25:
+                    # far behind (a stalled machine): skip ahead instead of bursting
+                    k = int((now - start) / period)
+                if not scene.is_dropped(k):
+                    self.send_frame(k)
+                k += 1
+                if self.options.frames and k >= self.options.frames:
+                    return
+                continue
+            try:
+                readable, _, _ = select.select([self.command], [], [], due - now)
+            except (OSError, ValueError):
+                return
+            if readable:
+                self._drain_commands()
+
+    def _drain_commands(self) -> None:
+        for _ in range(64):
+            try:
+                packet, source = self.command.recvfrom(65536)  # type: ignore[union-attr]
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                continue  # e.g. ICMP port unreachable from a client that went away
+            self.handle(packet, source)
+
+
+# ---------------------------------------------------------------------------- CLI
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="natnet_simulator",
+        description="A Motive stand-in: serves a simulated mocap scene over OptiTrack NatNet (UDP).")
+    p.add_argument("--scene", default="", help="scene YAML (default: the demo scene of mocap4r2_drivers)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: the scene's)")
+    p.add_argument("--natnet-version", default="4.1", choices=[str(v) for v in nn.SUPPORTED_VERSIONS],
+                   help="NatNet bitstream version to stream (default 4.1, as Motive 3.1)")
+    p.add_argument("--server-address", default="127.0.0.1",
+                   help="address to serve on; also the multicast interface (default 127.0.0.1)")
+    p.add_argument("--command-port", type=int, default=nn.DEFAULT_COMMAND_PORT,
+                   help="command port (default 1510; 0 picks a free one)")
+    p.add_argument("--data-port", type=int, default=nn.DEFAULT_DATA_PORT,
+                   help="data port of the multicast stream (default 1511; 0 picks a free one)")
+    p.add_argument("--multicast-address", default=nn.DEFAULT_MULTICAST_ADDRESS,
+                   help="multicast group (default 239.255.42.99)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--multicast", dest="multicast", action="store_true", default=True,
+                      help="stream to the multicast group (default)")
+    mode.add_argument("--unicast", dest="multicast", action="store_false",
+                      help="stream to each connected client")
+    p.add_argument("--rate", type=float, default=0.0, help="frame rate in Hz (default: the scene's)")
+    p.add_argument("--up-axis", choices=("y", "z"), default="y", help="up axis of the stream (Motive default: y)")
+    p.add_argument("--skeleton-coordinates", choices=("global", "local"), default="global",
+                   help="bone poses in world coordinates or relative to their parent bone")
+    p.add_argument("--client-timeout", type=float, default=5.0,
+                   help="seconds without keep-alive after which a unicast client is dropped")
+    p.add_argument("--frames", type=int, default=0, help="stop after this many frames (default: run forever)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every client event")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="[natnet_simulator] %(levelname)s: %(message)s", stream=sys.stderr)
+    if args.rate < 0 or (args.rate and args.rate > 10000):
+        print("natnet_simulator: --rate must be in (0, 10000]", file=sys.stderr)
+        return 2
+    group = args.multicast_address.split(".")
+    if len(group) != 4 or not all(p.isdigit() for p in group) or not 224 <= int(group[0]) <= 239:
+        print(f"natnet_simulator: --multicast-address {args.multicast_address} is not a multicast group "
+              "(224.0.0.0-239.255.255.255)", file=sys.stderr)
+        return 2
+    options = ServerOptions(
+        scene=args.scene, seed=args.seed, natnet_version=args.natnet_version,
+        server_address=args.server_address, command_port=args.command_port, data_port=args.data_port,
+        multicast_address=args.multicast_address, multicast=args.multicast, rate=args.rate,
+        up_axis=args.up_axis, skeleton_coordinates=args.skeleton_coordinates,
+        client_timeout=args.client_timeout, frames=args.frames)
+    try:
+        server = NatNetServer(options)
+    except (scene_module.SceneError, NatNetProtocolError) as exc:
+        print(f"natnet_simulator: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server.open()
+    except OSError as exc:
+        print(f"natnet_simulator: cannot open sockets on {args.server_address} "
+              f"(command port {args.command_port}): {exc.strerror}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+
+    def _stop(signum, _frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    print(server.ready_line(), flush=True)
+    try:
+        server.serve(stop)
+    finally:
+        server.close()
+        log.info(f"stopped after {server.frames_sent} frames")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,195 @@
+"""optitrack_system: OptiTrack Motive (NatNet 3.0-4.1) behind the mocap4r2 interfaces.
+
+Pure Python (no NatNet SDK binary, so any CPU architecture): the NatNet client of
+:mod:`mocap4r2_drivers.natnet.client` under :class:`MocapSystemNode`. Names come from
+Motive's model definitions (asked again when Motive flags a model change), poses are
+converted from Motive's Y-up to ROS Z-up unless ``up_axis`` says the stream is Z-up,
+and the driver reconnects by itself, logging why no data arrives.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from mocap4r2_control.adapter import AdapterError, MocapAdapter, ParameterSpec
+from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.system_node import run_system
+
+from .natnet import protocol as nn
+from .natnet.client import (
+    CONNECTION_TYPES,
+    SKELETON_COORDINATES,
+    UP_AXES,
+    ClientConfig,
+    NatNetClient,
+    NatNetConnectionError,
+)
+
+LOGGER_NAME = "mocap4r2.optitrack"
+
+
+def _ipv4(allow_auto: bool):
+    def check(value: str) -> str | None:
+        if allow_auto and value in ("auto", ""):
+            return None
+        parts = value.split(".")
+        if len(parts) == 4 and all(p.isdigit() and int(p) <= 255 for p in parts):
+            return None
+        return f"expected an IPv4 address like 192.168.1.10{' or auto' if allow_auto else ''}, got {value!r}"
+    return check
+
+
+def _multicast(value: str) -> str | None:
+    problem = _ipv4(False)(value)
+    if problem is None and not 224 <= int(value.split(".")[0]) <= 239:
+        problem = f"{value} is not a multicast group address (224.0.0.0-239.255.255.255)"
+    return problem
+
+
+class OptiTrackAdapter(MocapAdapter):
+    system_type = "optitrack"
+    parameters = (
+        ParameterSpec("server_address", "127.0.0.1",
+                      "IPv4 address of the Motive computer (Motive: Streaming > Local Interface).",
+                      check=_ipv4(False)),
+        ParameterSpec("local_address", "auto",
+                      "IPv4 address of this computer's interface facing Motive; auto: the interface that "
+                      "routes to server_address.", check=_ipv4(True)),
+        ParameterSpec("connection_type", "multicast",
+                      "multicast or unicast, as Motive's Streaming > Transmission Type (the server's answer "
+                      "wins, with a warning, when they differ).", choices=CONNECTION_TYPES),
+        ParameterSpec("multicast_address", nn.DEFAULT_MULTICAST_ADDRESS,
+                      "Multicast group of the stream (Motive: Streaming > Multicast Interface).", check=_multicast),
+        ParameterSpec("command_port", nn.DEFAULT_COMMAND_PORT, "Motive's command port.", min_value=1,
+                      max_value=65535),
+        ParameterSpec("data_port", nn.DEFAULT_DATA_PORT, "Motive's data port.", min_value=1, max_value=65535),
+        ParameterSpec("up_axis", "y",
+                      "Up axis of the stream (Motive: Streaming > Up Axis, Y by default). y is converted to "
+                      "ROS Z-up (REP-103); z is passed through.", choices=UP_AXES),
+        ParameterSpec("skeleton_coordinates", "global",
+                      "How Motive streams skeleton bones (Streaming > Skeleton Coordinates): global (world) "
+                      "or local (relative to the parent bone; the driver composes them).",
+                      choices=SKELETON_COORDINATES),
+        ParameterSpec("connect_timeout", 3.0, "Seconds configure waits for the server's answers.",
+                      min_value=0.1, max_value=60.0),
+        ParameterSpec("reconnect_after", 1.0,
+                      "Seconds without frames after which the driver asks the server again and logs why "
+                      "no data arrives.", min_value=0.1, max_value=60.0),
+    )
+
+    def __init__(self, config: ClientConfig, connect_timeout: float):
+        self.config = config
+        self.connect_timeout = connect_timeout
+        self.client: NatNetClient | None = None
+        self.conversion_errors = 0
+        self.log = logging.getLogger(LOGGER_NAME)
+
+    @classmethod
+    def from_parameters(cls, values: Mapping[str, Any]) -> "OptiTrackAdapter":
+        config = ClientConfig(
+            server_address=values["server_address"], local_address=values["local_address"],
+            connection_type=values["connection_type"], multicast_address=values["multicast_address"],
+            command_port=int(values["command_port"]), data_port=int(values["data_port"]),
+            up_axis=values["up_axis"], skeleton_coordinates=values["skeleton_coordinates"],
+            reconnect_after=float(values["reconnect_after"]))
+        config.check()
+        return cls(config, float(values["connect_timeout"]))
+
+    def connect(self) -> AssetNames:
+        self.disconnect()
+        client = NatNetClient(self.config, self.log)
+        try:
+            client.connect(self.connect_timeout)
+        except NatNetConnectionError as exc:
+            client.close()
+            raise AdapterError(str(exc)) from exc
+        self.client = client
+        return client.converter.index.asset_names()
+
+    def read_frame(self, timeout: float) -> MocapFrame | None:
+        client = self.client
+        if client is None:
+            raise AdapterError("not connected")
+        frame = client.read(timeout)
+        if frame is None:
+            return None
+        try:
+            return client.converter.convert(frame)
+        except (ValueError, IndexError) as exc:  # a decodable but inconsistent frame
+            self.conversion_errors += 1
+            if self.conversion_errors == 1:
+                self.log.error(f"dropped NatNet frame {frame.frame_number} that cannot be converted: {exc}")
+            return None
+
+    def disconnect(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    @property
+    def nominal_rate(self) -> float:
+        return self.client.frame_rate if self.client is not None else 0.0
+
+    def status(self) -> dict[str, str]:
+        client = self.client
+        if client is None:
+            return {"server": f"{self.config.server_address}:{self.config.command_port} (not connected)"}
+        info = client.server_info
+        stats = client.stats
+        out = {
+            "server": f"{self.config.server_address}:{self.config.command_port}",
+            "natnet_version": str(client.version) if client.version else "unknown",
+            "connection": (f"multicast {client.multicast_address}:{client.data_port} via {client.local_address}"
+                           if client.multicast else f"unicast via {client.local_address}"),
+            "frames_received": str(stats.frames),
+            "decode_errors": str(stats.decode_errors),
+            "model_updates": str(stats.model_updates),
+            "reconnects": str(stats.reconnects),
+        }
+        if info is not None:
+            out["server_application"] = f"{info.app_name} {'.'.join(map(str, info.app_version))}"
+        if self.conversion_errors:
+            out["conversion_errors"] = str(self.conversion_errors)
+        if stats.last_error:
+            out["last_error"] = stats.last_error
+        return out
+
+
+class _RosLogHandler(logging.Handler):
+    """Forwards the NatNet client's Python log records to the ROS logger of the driver."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name_ = name
+        self._logger = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self._logger is None:
+                import rclpy.logging
+
+                self._logger = rclpy.logging.get_logger(self.name_)
+            text = record.getMessage()
+            if record.levelno >= logging.ERROR:
+                self._logger.error(text)
+            elif record.levelno >= logging.WARNING:
+                self._logger.warning(text)
+            elif record.levelno >= logging.INFO:
+                self._logger.info(text)
+            else:
+                self._logger.debug(text)
+        except Exception:  # noqa: BLE001 - logging must never break the reader
+            self.handleError(record)
+
+
+def main(args: list[str] | None = None) -> int:
+    log = logging.getLogger(LOGGER_NAME)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    if not any(isinstance(h, _RosLogHandler) for h in log.handlers):
+        log.addHandler(_RosLogHandler("optitrack_system.natnet"))
+    return run_system(OptiTrackAdapter, "optitrack_system", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
