@@ -25,6 +25,7 @@ from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome, time_msg
 from .diagnostics import FrameStatistics, Thresholds
 from .frame import AssetNames, MocapFrame
 from .frame_encoder import FrameEncoder
+from .ros_logging import forward_python_logging
 from .spin import run_node
 from .tf_out import TransformSender
 
@@ -77,6 +78,7 @@ class MocapSystemNode(LifecycleNode):
         self._declare(BASE_PARAMETERS)
         self._declare(adapter_class.parameters)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        forward_python_logging(self.get_logger())
 
         self._state_id = State.PRIMARY_STATE_UNCONFIGURED
         self._reader: threading.Thread | None = None
@@ -255,6 +257,9 @@ class MocapSystemNode(LifecycleNode):
         name_os_thread("mocap4r2-reader")
         adapter = self.adapter
         timeout = self._config["read_timeout"]
+        # stamps are on the node's clock: system time, or simulation time with use_sim_time
+        clock = self.get_clock()
+        now = (lambda: clock.now().nanoseconds * 1e-9) if self.get_parameter("use_sim_time").value else time.time
         log = self.get_logger()
         failing_since: float | None = None
         while not self._stop_reading.is_set():
@@ -269,7 +274,7 @@ class MocapSystemNode(LifecycleNode):
                 continue
             if frame is None:
                 continue
-            arrival = time.time()
+            arrival = now()
             if failing_since is not None:
                 log.info(f"frames again after {time.monotonic() - failing_since:.1f} s")
                 failing_since = None

@@ -155,39 +155,8 @@ class OptiTrackAdapter(MocapAdapter):
         return out
 
 
-class _RosLogHandler(logging.Handler):
-    """Forwards the NatNet client's Python log records to the ROS logger of the driver."""
-
-    def __init__(self, name: str):
-        super().__init__()
-        self.name_ = name
-        self._logger = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            if self._logger is None:
-                import rclpy.logging
-
-                self._logger = rclpy.logging.get_logger(self.name_)
-            text = record.getMessage()
-            if record.levelno >= logging.ERROR:
-                self._logger.error(text)
-            elif record.levelno >= logging.WARNING:
-                self._logger.warning(text)
-            elif record.levelno >= logging.INFO:
-                self._logger.info(text)
-            else:
-                self._logger.debug(text)
-        except Exception:  # noqa: BLE001 - logging must never break the reader
-            self.handleError(record)
-
-
 def main(args: list[str] | None = None) -> int:
-    log = logging.getLogger(LOGGER_NAME)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    if not any(isinstance(h, _RosLogHandler) for h in log.handlers):
-        log.addHandler(_RosLogHandler("optitrack_system.natnet"))
+    # the NatNet client logs under "mocap4r2.optitrack": MocapSystemNode forwards it
     return run_system(OptiTrackAdapter, "optitrack_system", args)
 
 
