@@ -72,7 +72,7 @@ def _print_result(result) -> int:
 # ---------------------------------------------------------------------- verbs
 def cmd_systems(args: argparse.Namespace) -> int:
     with _session(args) as client:
-        systems = client.wait_for_systems(count=1, timeout=args.wait)
+        systems = client.wait_for_systems(count=1, timeout=args.wait, min_wait=args.wait)
     if not systems:
         console.print("no mocap4r2 system announced on /mocap4r2/systems")
         return 1
@@ -82,7 +82,9 @@ def cmd_systems(args: argparse.Namespace) -> int:
 
 def _control(args: argparse.Namespace, start: bool) -> int:
     with _session(args) as client:
-        known = client.wait_for_systems(names=args.systems, count=1, timeout=args.wait)
+        # all systems (no --systems): listen the whole --wait so none is missed
+        known = client.wait_for_systems(names=args.systems, count=1, timeout=args.wait,
+                                        min_wait=0.0 if args.systems else args.wait)
         unknown = [s for s in args.systems if s not in known]
         for name in unknown:
             console.print(f"[yellow]{name} has not announced itself; sending anyway[/]")
@@ -113,7 +115,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     session = _session(args)
     try:
         session.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 50)
-        systems = session.client.wait_for_systems(count=1, timeout=args.wait)
+        systems = session.client.wait_for_systems(count=1, timeout=args.wait, min_wait=args.wait)
         deadline = time.monotonic() + args.wait
         while time.monotonic() < deadline and any(name not in latest for name in systems):
             time.sleep(0.1)
@@ -134,8 +136,9 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- parser
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wait", type=float, default=3.0,
-                        help="seconds to wait for systems to announce themselves (default 3)")
+    parser.add_argument("--wait", type=float, default=2.0,
+                        help="seconds to listen for systems' announcements (default 2); with --systems, "
+                             "the longest to wait for those")
 
 
 def add_verbs(parser: argparse.ArgumentParser) -> dict[str, Callable[[argparse.Namespace], int]]:

@@ -223,20 +223,21 @@ class ControlClient:
                     if include_finalized or v.state.id != State.PRIMARY_STATE_FINALIZED}
 
     def wait_for_systems(self, names: Iterable[str] = (), count: int = 1, timeout: float = 5.0,
-                         settle: float = 1.0) -> dict[str, MocapSystemInfo]:
+                         settle: float = 1.0, min_wait: float = 0.0) -> dict[str, MocapSystemInfo]:
         """Wait until the named systems (or at least ``count`` systems) are known, then
-        until no new system has appeared for ``settle`` seconds: discovery delivers the
-        late-joiner replay of each system separately."""
+        until no new system has appeared for ``settle`` seconds (discovery delivers the
+        late-joiner replay of each system separately), and at least ``min_wait`` seconds
+        in all (to list every system, as opposed to waiting for given ones)."""
         names = list(names)
         start = time.monotonic()
-        deadline = start + timeout
+        deadline = start + max(timeout, min_wait)
         with self._lock:
             while True:
                 known = self._systems
                 satisfied = all(n in known for n in names) if names else len(known) >= count
                 now = time.monotonic()
                 last_new = max(self._system_seen.values(), default=start)
-                if satisfied and now - max(last_new, start) >= settle:
+                if satisfied and now - max(last_new, start) >= settle and now - start >= min_wait:
                     break
                 if now >= deadline and (satisfied or now >= deadline + settle):
                     break

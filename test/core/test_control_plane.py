@@ -186,7 +186,8 @@ def cli(*args, timeout=60):
 
 
 def test_cli_end_to_end(plane, client):
-    out = cli("systems")
+    # a fresh process discovers every participant anew: give a loaded machine time
+    out = cli("systems", "--wait", "6")
     assert out.returncode == 0, out.stderr
     for name in ALL:
         assert name in out.stdout
@@ -196,7 +197,7 @@ def test_cli_end_to_end(plane, client):
     assert f"START {A}: ok" in out.stdout and f"START {B}: ok" in out.stdout
     wait_states(client, {A: "active", B: "active"})
 
-    out = cli("status")
+    out = cli("status", "--wait", "6")
     assert out.returncode == 0
     assert "cli-trial" in out.stdout and "streaming at" in out.stdout
 
