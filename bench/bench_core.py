@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import os
 import statistics
-import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import psutil
+
+from bench.listener import FrameListener
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = [
@@ -34,71 +34,7 @@ WARMUP_S = 1.5
 MEASURE_S = 3.0
 
 
-def parse_header(data: bytes) -> tuple[float, int]:
-    """(stamp seconds, frame_number) from a serialized Markers/RigidBodies/Skeletons."""
-    sec, nanosec, length = struct.unpack_from("<iII", data, 4)
-    pos = 12 + length
-    pos = (pos + 7) & ~7
-    (frame_number,) = struct.unpack_from("<Q", data, 4 + pos)
-    return sec + nanosec * 1e-9, frame_number
-
-
-class Receiver:
-    def __init__(self):
-        import rclpy
-        from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-
-        self.rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("bench_receiver", context=self.context)
-        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-        self.lock = threading.Lock()
-        self.recording = False
-        self.samples: list[tuple[float, float, int]] = []
-        self.other = 0
-        self.node.create_subscription(RigidBodies, "/bench/rigid_bodies", self._on_bodies, qos, raw=True)
-        for t, n in ((Markers, "/bench/markers"), (Skeletons, "/bench/skeletons")):
-            self.node.create_subscription(t, n, self._on_other, qos, raw=True)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self):
-        try:
-            self.executor.spin()
-        except Exception:
-            pass
-
-    def _on_bodies(self, data: bytes) -> None:
-        now = time.time()
-        if self.recording:
-            stamp, number = parse_header(data)
-            self.samples.append((now, stamp, number))
-
-    def _on_other(self, data: bytes) -> None:
-        self.other += 1
-
-    def close(self):
-        self.executor.shutdown(1.0)
-        self.thread.join(2.0)
-        self.node.destroy_node()
-        self.rclpy.shutdown(context=self.context)
-
-
-def wait_for_frames(receiver: "Receiver", timeout: float) -> None:
-    receiver.samples = []
-    receiver.recording = True
-    deadline = time.monotonic() + timeout
-    while not receiver.samples and time.monotonic() < deadline:
-        time.sleep(0.05)
-    receiver.recording = False
-
-
-def run_once(receiver: Receiver, mode: str, shape: tuple[int, int, int], rate: float) -> dict:
+def run_once(receiver: FrameListener, mode: str, shape: tuple[int, int, int], rate: float) -> dict:
     mode_arg = "replay" if mode == "mocap4r2" else mode
     cmd = [sys.executable, "-m", "bench.replay_system", mode_arg, *map(str, shape), str(rate)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -106,13 +42,10 @@ def run_once(receiver: Receiver, mode: str, shape: tuple[int, int, int], rate: f
         ps = psutil.Process(proc.pid)
         proc.stdout.readline()  # READY: messages prebuilt (reference modes)
         # start-up, precomputation (mocap4r2 mode) and DDS matching before measuring
-        wait_for_frames(receiver, timeout=60)
+        receiver.wait_first(timeout=60)
         time.sleep(WARMUP_S)
-        receiver.samples = []
         cpu0 = sum(ps.cpu_times()[:2])
-        receiver.recording = True
-        time.sleep(MEASURE_S)
-        receiver.recording = False
+        samples = receiver.record(MEASURE_S)
         cpu1 = sum(ps.cpu_times()[:2])
     finally:
         proc.terminate()
@@ -120,7 +53,6 @@ def run_once(receiver: Receiver, mode: str, shape: tuple[int, int, int], rate: f
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
-    samples = receiver.samples
     if len(samples) < 10:
         return {"rate": 0.0, "gaps": -1, "cpu_ms": float("nan"), "p50": float("nan"), "p99": float("nan")}
     numbers = [s[2] for s in samples]
@@ -134,7 +66,7 @@ def run_once(receiver: Receiver, mode: str, shape: tuple[int, int, int], rate: f
 
 def run() -> None:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    receiver = Receiver()
+    receiver = FrameListener()
     try:
         for title, shape, rates, reference in CONFIGS:
             print(f"\n{title}: rates {rates} Hz, {MEASURE_S:.0f} s each")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.listener import FrameListener
 from mocap4r2_control.isolation import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,44 +141,23 @@ def client_rate(scene: Path, rate: float, tmp: Path) -> str:
 
 def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
     """(received msgs/s, frames/s the stand-in sent, text)."""
-    import rclpy
-    from mocap4r2_interfaces.msg import RigidBodies
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-
     sim = StandIn(scene, rate, tmp / "sim_node.log")
     log = open(tmp / "node.log", "w")
     node_proc = subprocess.Popen(
         [str(INSTALL / "optitrack_system"), "--ros-args", "-r", "__node:=optitrack", "-r", "__ns:=/bench",
          "-p", f"command_port:={sim.command_port}", "-p", f"data_port:={sim.data_port}", "-p", "autostart:=true",
          "-p", "qos_depth:=100"], stdout=log, stderr=subprocess.STDOUT)
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node("bench_natnet_listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    numbers: list[int] = []
-    stamps: list[float] = []
-    node.create_subscription(RigidBodies, "/bench/rigid_bodies",
-                             lambda m: (numbers.append(m.frame_number), stamps.append(time.monotonic())),
-                             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    listener = FrameListener("/bench")
     try:
-        deadline = time.monotonic() + 30
-        while not numbers and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
-        if not numbers:
+        if not listener.wait_first(timeout=30):
             return 0.0, 0.0, f"no messages (see {tmp / 'node.log'})"
-        start = time.monotonic() + 0.5
-        while time.monotonic() < start + SECONDS:
-            executor.spin_once(timeout_sec=0.05)
-        window = [n for n, t in zip(numbers, stamps) if start <= t < start + SECONDS]
+        time.sleep(0.5)
+        window = [number for _, _, number in listener.record(SECONDS)]
     finally:
         node_proc.terminate()
         node_proc.wait(10)
         log.close()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.shutdown(context=context)
+        listener.close()
         sim.stop()
     got = len(window) / SECONDS
     sent = (window[-1] - window[0] + 1) / SECONDS if window else 0.0

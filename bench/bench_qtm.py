@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.listener import FrameListener
 from mocap4r2_control.isolation import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,11 +94,7 @@ def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
 
 
 def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> str:
-    import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
-    from mocap4r2_interfaces.msg import RigidBodies
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     sim = Simulator(scene, rate, tmp / "sim_node.log")
     log = open(tmp / "node.log", "w")
@@ -106,36 +103,21 @@ def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> str:
          "-p", f"port:={sim.base_port}", "-p", "autostart:=true", "-p", "qos_depth:=100",
          "-p", "components:=[6dres,3dres,3dnolabelsres]", "-p", "diagnostics_period:=1.0", *extra],
         stdout=log, stderr=subprocess.STDOUT)
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node("bench_qtm_listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    numbers: list[int] = []
-    stamps: list[float] = []
-    node.create_subscription(RigidBodies, "/bench/rigid_bodies",
-                             lambda m: (numbers.append(m.frame_number), stamps.append(time.monotonic())),
-                             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    listener = FrameListener("/bench")
     reports: list[dict[str, str]] = []
-    node.create_subscription(DiagnosticArray, "/diagnostics",
-                             lambda m: reports.extend({kv.key: kv.value for kv in st.values}
-                                                      for st in m.status if "/bench/qualisys" in st.hardware_id), 10)
+    listener.node.create_subscription(
+        DiagnosticArray, "/diagnostics",
+        lambda m: reports.extend({kv.key: kv.value for kv in st.values}
+                                 for st in m.status if "/bench/qualisys" in st.hardware_id), 10)
     try:
-        deadline = time.monotonic() + 30
-        while not numbers and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
-        if not numbers:
+        if not listener.wait_first(timeout=30):
             return "no messages (see the node's log)"
-        start = time.monotonic() + 0.5
-        while time.monotonic() < start + SECONDS:
-            executor.spin_once(timeout_sec=0.05)
-        window = [n for n, t in zip(numbers, stamps) if start <= t < start + SECONDS]
+        time.sleep(0.5)
+        window = [number for _, _, number in listener.record(SECONDS)]
     finally:
         node_proc.terminate()
         node_proc.wait(10)
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.shutdown(context=context)
+        listener.close()
         skipped = sim.stop()
     got = len(window) / SECONDS
     published = [float(r["rate_hz"]) for r in reports[1:] if r.get("rate_hz") not in (None, "nan")]

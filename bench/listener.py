@@ -1,0 +1,78 @@
+"""What every end-to-end benchmark needs on the receiving side: a subscriber that keeps
+up with kHz streams. It takes messages serialized (raw=True) and reads only the header
+stamp and frame number from the CDR bytes, so the receiver is never the bottleneck it
+would be if it deserialized hundreds of markers per message in Python."""
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+
+def parse_header(data: bytes) -> tuple[float, int]:
+    """(stamp seconds, frame_number) of a serialized Markers / RigidBodies / Skeletons."""
+    sec, nanosec, length = struct.unpack_from("<iII", data, 4)
+    pos = (12 + length + 7) & ~7  # frame_id string, then uint64 aligned to 8
+    (frame_number,) = struct.unpack_from("<Q", data, 4 + pos)
+    return sec + nanosec * 1e-9, frame_number
+
+
+class FrameListener:
+    """Receives ``rigid_bodies`` of ``namespace`` (and consumes its other topics) in its
+    own rclpy context and thread; ``record(seconds)`` keeps (receipt time, stamp, frame
+    number) of each frame that arrives in the window."""
+
+    def __init__(self, namespace: str = "/bench", other_topics: tuple[str, ...] = ("markers", "skeletons")):
+        import rclpy
+        from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        self._rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("bench_listener", context=self.context)
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        types = {"markers": Markers, "skeletons": Skeletons}
+        self.recording = False
+        self.samples: list[tuple[float, float, int]] = []
+        self.seen = 0
+        self.node.create_subscription(RigidBodies, f"{namespace}/rigid_bodies", self._on_bodies, qos, raw=True)
+        for topic in other_topics:
+            self.node.create_subscription(types[topic], f"{namespace}/{topic}", lambda _: None, qos, raw=True)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except Exception:  # the context is shut down while spinning
+            pass
+
+    def _on_bodies(self, data: bytes) -> None:
+        self.seen += 1
+        if self.recording:
+            stamp, number = parse_header(data)
+            self.samples.append((time.time(), stamp, number))
+
+    def wait_first(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        start = self.seen
+        while self.seen == start and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.seen > start
+
+    def record(self, seconds: float) -> list[tuple[float, float, int]]:
+        self.samples = []
+        self.recording = True
+        time.sleep(seconds)
+        self.recording = False
+        return list(self.samples)
+
+    def close(self) -> None:
+        self.executor.shutdown(1.0)
+        self._thread.join(2.0)
+        self.node.destroy_node()
+        self._rclpy.shutdown(context=self.context)
