@@ -115,6 +115,7 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
     names = [b.name for b in scene.description.bodies]
     last_good: dict[int, tuple] = {}
     saw_invalid = False
+    seen_markers: dict[int, set] = {}
     for msg in rec["bodies"]:
         frame = scene.frame(msg.frame_number)
         assert [b.name for b in msg.rigid_bodies] == names
@@ -132,7 +133,16 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
                 saw_invalid = True
                 if body.id in last_good:
                     assert v == last_good[body.id], "an untracked body must keep its last pose"
-            assert [m.name for m in body.markers] == list(scene.description.bodies[row].marker_names)
+            # a body's markers in the scene's order; one never measured since the driver
+            # started has no position to hold and is left out (README, validity rule),
+            # which happens when the driver starts during the cart's tracking loss
+            published = [m.name for m in body.markers]
+            expected = list(scene.description.bodies[row].marker_names)
+            assert published == [n for n in expected if n in published]
+            for name in seen_markers.get(body.id, ()):
+                assert name in published, "a marker once measured must stay in the message"
+            seen_markers.setdefault(body.id, set()).update(
+                m.name for m in body.markers if not m.occluded)
     assert saw_invalid, "the cart's tracking losses should have shown"
 
     labels = [n for b in scene.description.bodies for n in b.marker_names]
@@ -140,9 +150,12 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
     for msg in rec["markers"]:
         frame = scene.frame(msg.frame_number)
         labeled = [m for m in msg.markers if m.id != -1]
-        assert [m.name for m in labeled] == labels
+        published = [m.name for m in labeled]
+        # in QTM's label order; a label never measured since the start is left out
+        assert published == [n for n in labels if n in published]
         em = frame.bodies.markers
-        for row, marker in enumerate(labeled):
+        for marker in labeled:
+            row = labels.index(marker.name)
             assert marker.occluded == bool(em.occluded[row])
             if not marker.occluded:
                 p = marker.position

@@ -653,7 +653,9 @@ def test_node_publishes_the_served_subjects(ros, procs, shim):
                 last_good[row] = v
             elif row in last_good:
                 assert v == last_good[row], "occluded: the last pose, not zeros"
-            assert [m.name for m in body.markers] == list(scene.description.bodies[row].marker_names)
+            # in the subject's order; a marker never measured since the start is left out
+            published = [m.name for m in body.markers]
+            assert published == [n for n in scene.description.bodies[row].marker_names if n in published]
     assert any(not m.rigid_bodies[1].tracking_valid for m in received)
     (skeleton,) = skeletons.snapshot()[-1].skeletons
     assert skeleton.name == "walker" and len(skeleton.segments) == 19
