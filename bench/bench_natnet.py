@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from bench.listener import FrameListener
+from bench.timing import best_microseconds_per_item
 from mocap4r2_control.isolation import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,12 +101,7 @@ def decode_cost(bodies: int, version_text: str) -> str:
             unpack(p, len(p), version.major, version.minor)
 
     def timed(fn) -> float:
-        best = float("inf")
-        for _ in range(5):
-            t0 = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t0)
-        return best / len(packets) * 1e6
+        return best_microseconds_per_item(fn, len(packets))
 
     a, c, b = timed(ours), timed(ours_converted), timed(reference)
     return (f"NatNet {version}, {len(packets[0])} B/frame: ours {a:6.1f} us, natnetsdk {b:7.1f} us -> {b / a:5.1f}x "

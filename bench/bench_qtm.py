@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from bench.listener import FrameListener
+from bench.timing import best_microseconds_per_item
 from mocap4r2_control.isolation import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,12 +158,7 @@ def decode_cost(scene: Path, tmp: Path) -> str:
             np.array([tuple(m) for m in strays])
 
     def timed(fn) -> float:
-        best = float("inf")
-        for _ in range(5):
-            t0 = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t0)
-        return best / len(packets) * 1e6
+        return best_microseconds_per_item(fn, len(packets))
 
     a, b = timed(ours), timed(reference)
     return f"numpy decoder {a:7.1f} us/frame, qtm-rt getters (reference) {b:7.1f} us/frame, ratio {b / a:4.1f}x"

@@ -36,13 +36,6 @@ def _vec(values, width: int) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1, width)
 
 
-def identity_orientations(count: int) -> np.ndarray:
-    """``count`` identity quaternions (x, y, z, w)."""
-    quats = np.zeros((count, 4))
-    quats[:, 3] = 1.0
-    return quats
-
-
 @dataclass(slots=True)
 class MarkerArrays:
     """``n`` markers: ids, names, positions (n, 3), occlusion flags and residuals."""

@@ -98,45 +98,30 @@ def quat_from_matrix(m: np.ndarray) -> np.ndarray:
 
 
 # Motive streams Y-up by default (X right, Y up, Z toward the viewer); ROS (REP-103) is
-# Z-up. The rotation that takes Y-up coordinates to Z-up is +90 degrees about X:
-# (x, y, z)_yup -> (x, -z, y)_zup.
-_Y_UP_TO_Z_UP = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
-_Q_Y_UP_TO_Z_UP = np.array([np.sin(np.pi / 4), 0.0, 0.0, np.cos(np.pi / 4)])
+# Z-up. Y-up to Z-up is +90 degrees about X: (x, y, z) -> (x, -z, y). Body orientations
+# are conjugated by that rotation (q' = c q c^-1), not just rotated (c q): the body's own
+# axes are re-expressed in the Z-up convention too, so a body created level in Motive has
+# the identity orientation in ROS. A conjugation rotates only the quaternion's vector
+# part, so every conversion below is one gather with signs (float32 in, float64 out).
+_SWAP_YZ = [0, 2, 1]
+_SWAP_YZ_Q = [0, 2, 1, 3]
 
 
 def y_up_to_z_up_positions(p: np.ndarray) -> np.ndarray:
     """Positions (..., 3) from a Y-up frame to the Z-up frame."""
-    p = np.asarray(p, dtype=float)
-    out = np.empty_like(p)
-    out[..., 0] = p[..., 0]
-    out[..., 1] = -p[..., 2]
-    out[..., 2] = p[..., 1]
-    return out
+    return np.asarray(p)[..., _SWAP_YZ] * np.array([1.0, -1.0, 1.0])
 
 
 def y_up_to_z_up_orientations(q: np.ndarray) -> np.ndarray:
-    """Body orientations (..., 4) from a Y-up frame to the Z-up frame.
-
-    Conjugation (q' = c q c^-1), not just c q: the body's own axes are re-expressed in
-    the Z-up convention too, so a body created level in Motive has the identity
-    orientation in ROS, and body-frame marker offsets convert with the same c."""
-    q = np.asarray(q, dtype=float)
-    r = np.broadcast_to(_Q_Y_UP_TO_Z_UP, q.shape)
-    r_inv = r * np.array([-1.0, -1.0, -1.0, 1.0])
-    return quat_multiply(quat_multiply(r, q), r_inv)
+    """Body orientations (..., 4) from a Y-up frame to the Z-up frame."""
+    return np.asarray(q)[..., _SWAP_YZ_Q] * np.array([1.0, -1.0, 1.0, 1.0])
 
 
 def z_up_to_y_up_positions(p: np.ndarray) -> np.ndarray:
-    p = np.asarray(p, dtype=float)
-    out = np.empty_like(p)
-    out[..., 0] = p[..., 0]
-    out[..., 1] = p[..., 2]
-    out[..., 2] = -p[..., 1]
-    return out
+    """Positions (..., 3) from the Z-up frame to a Y-up frame (the inverse)."""
+    return np.asarray(p)[..., _SWAP_YZ] * np.array([1.0, 1.0, -1.0])
 
 
 def z_up_to_y_up_orientations(q: np.ndarray) -> np.ndarray:
-    q = np.asarray(q, dtype=float)
-    r = np.broadcast_to(_Q_Y_UP_TO_Z_UP, q.shape)
-    r_inv = r * np.array([-1.0, -1.0, -1.0, 1.0])
-    return quat_multiply(quat_multiply(r_inv, q), r)
+    """Body orientations (..., 4) from the Z-up frame to a Y-up frame (the inverse)."""
+    return np.asarray(q)[..., _SWAP_YZ_Q] * np.array([1.0, 1.0, -1.0, 1.0])

@@ -56,12 +56,6 @@ class LastGoodValues:
         self.values = values
         self.seen = seen
 
-    def clear(self) -> None:
-        self._archive.clear()
-        self.keys = np.zeros(0, dtype=np.int64)
-        self.values = np.zeros((0, self.width))
-        self.seen = np.zeros(0, dtype=bool)
-
 
 IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
 

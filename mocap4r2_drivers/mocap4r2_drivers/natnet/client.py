@@ -38,7 +38,7 @@ from mocap4r2_control.frame import (
     SegmentArrays,
     SkeletonArrays,
 )
-from mocap4r2_control.geometry import quat_multiply, quat_rotate
+from mocap4r2_control.geometry import quat_multiply, quat_rotate, y_up_to_z_up_orientations, y_up_to_z_up_positions
 
 from . import protocol as nn
 from .protocol import FrameOfData, MessageId, ModelDefinitions, NatNetProtocolError, ServerInfo, Version
@@ -180,14 +180,6 @@ def _depth_levels(parent_rows: np.ndarray) -> list[np.ndarray]:
     return [np.flatnonzero(depth == d) for d in range(int(depth.max()) + 1)] if depth.size else []
 
 
-# Motive's Y-up to ROS Z-up is +90 degrees about X: (x, y, z) -> (x, -z, y). For body
-# orientations it is a conjugation by that rotation, which rotates only the vector part of
-# the quaternion: (qx, qy, qz, qw) -> (qx, -qz, qy, qw) -- the same as
-# geometry.y_up_to_z_up_orientations, as one gather instead of two quaternion products.
-_Y_TO_Z_POSITION = (np.array([0, 2, 1]), np.array([1.0, -1.0, 1.0]))
-_Y_TO_Z_QUATERNION = (np.array([0, 2, 1, 3]), np.array([1.0, -1.0, 1.0, 1.0]))
-
-
 @dataclass
 class _Layout:
     """What only changes when the set of bodies or markers changes: ids, names, and
@@ -225,14 +217,12 @@ class FrameConverter:
 
     def _positions(self, positions: np.ndarray) -> np.ndarray:
         if self.y_up:
-            order, sign = _Y_TO_Z_POSITION
-            return positions[:, order] * sign  # float32 records -> float64 rows
+            return y_up_to_z_up_positions(positions)  # float32 records -> float64 rows
         return positions.astype(np.float64)
 
     def _orientations(self, orientations: np.ndarray) -> np.ndarray:
         if self.y_up:
-            order, sign = _Y_TO_Z_QUATERNION
-            return orientations[:, order] * sign
+            return y_up_to_z_up_orientations(orientations)
         return orientations.astype(np.float64)
 
     def latency(self, frame: FrameOfData) -> float:

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from mocap4r2_control.frame import MocapFrame
-from mocap4r2_control.geometry import quat_multiply, quat_rotate
+from mocap4r2_control.geometry import quat_multiply, quat_rotate, z_up_to_y_up_orientations, z_up_to_y_up_positions
 
 from .. import scene as scene_module
 from . import protocol as nn
@@ -77,16 +77,14 @@ class SceneStream:
         self.generation = 0
 
     # ------------------------------------------------------------------ axes
-    # Z-up to Motive's Y-up is -90 degrees about X: (x, y, z) -> (x, z, -y); orientations
-    # are conjugated by it, which rotates their vector part only: (qx, qz, -qy, qw).
-    # (geometry.z_up_to_y_up_* compute the same with quaternion products; this is a gather.)
+    # the scene is Z-up; Motive streams Y-up unless told otherwise
     def _positions(self, p: np.ndarray) -> np.ndarray:
         p = np.asarray(p, dtype=float).reshape(-1, 3)
-        return p[:, [0, 2, 1]] * np.array([1.0, 1.0, -1.0]) if self.y_up else p
+        return z_up_to_y_up_positions(p) if self.y_up else p
 
     def _orientations(self, q: np.ndarray) -> np.ndarray:
         q = np.asarray(q, dtype=float).reshape(-1, 4)
-        return q[:, [0, 2, 1, 3]] * np.array([1.0, 1.0, -1.0, 1.0]) if self.y_up else q
+        return z_up_to_y_up_orientations(q) if self.y_up else q
 
     # ------------------------------------------------------------------ models
     def rename_body(self, body_id: int, name: str) -> bool:
