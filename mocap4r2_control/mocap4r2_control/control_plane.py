@@ -50,10 +50,15 @@ STATE_LABELS = {
 }
 
 
-def time_msg(seconds: float | None = None) -> Time:
-    seconds = time.time() if seconds is None else seconds
+def split_seconds(seconds: float) -> tuple[int, int]:
+    """(sec, nanosec) of builtin_interfaces/Time for a time in seconds."""
     sec = int(seconds // 1)
-    return Time(sec=sec, nanosec=min(int((seconds - sec) * 1e9), 999_999_999))
+    return sec, min(int((seconds - sec) * 1e9), 999_999_999)
+
+
+def time_msg(seconds: float | None = None) -> Time:
+    sec, nanosec = split_seconds(time.time() if seconds is None else seconds)
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def time_to_float(stamp: Time) -> float:

@@ -21,7 +21,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from .adapter import MocapAdapter, ParameterSpec
-from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome, time_msg
+from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome, split_seconds, time_msg
 from .diagnostics import FrameStatistics, Thresholds
 from .frame import AssetNames, MocapFrame
 from .frame_encoder import FrameEncoder
@@ -289,9 +289,7 @@ class MocapSystemNode(LifecycleNode):
         frame.check()
         arrival = time.time() if arrival is None else arrival
         capture = frame.capture_time if frame.capture_time is not None else arrival - frame.latency
-        sec = int(capture // 1)
-        nanosec = min(int((capture - sec) * 1e9), 999_999_999)
-        encoded = self._encoder.encode(frame, sec, nanosec)
+        encoded = self._encoder.encode(frame, *split_seconds(capture))
         pubs = self._data_publishers
         for topic, data in (("markers", encoded.markers), ("rigid_bodies", encoded.rigid_bodies),
                             ("skeletons", encoded.skeletons)):
