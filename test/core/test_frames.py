@@ -10,6 +10,7 @@ import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
+from rclpy.qos import QoSProfile
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.tf_out import TF_QOS
@@ -48,7 +49,10 @@ def record(ros, procs, scene_path, namespace, seconds=3.0, **params):
         "markers": ros.subscribe(f"{namespace}/markers", Markers),
         "bodies": ros.subscribe(f"{namespace}/rigid_bodies", RigidBodies),
         "skeletons": ros.subscribe(f"{namespace}/skeletons", Skeletons),
-        "tf": ros.subscribe("/tf", TFMessage, TF_QOS),
+        # tf2_ros's QoS but a deeper history: this process deserializes three other
+        # topics in Python and must not lose /tf samples while it catches up
+        "tf": ros.subscribe("/tf", TFMessage, QoSProfile(depth=1000, reliability=TF_QOS.reliability,
+                                                        durability=TF_QOS.durability)),
         "diagnostics": ros.subscribe("/diagnostics", DiagnosticArray),
     }
     proc = procs.start(*SIM, name="sim", namespace=namespace,
