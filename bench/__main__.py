@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from mocap4r2_control.isolation import isolate
+    from bench.domain import isolate
 
     # a domain of our own: benchmarks neither see nor disturb other runs on the machine
     print(f"ROS_DOMAIN_ID={isolate()}, discovery LOCALHOST")

@@ -24,7 +24,7 @@ import yaml
 
 from bench.listener import FrameListener
 from bench.timing import best_microseconds_per_item
-from mocap4r2_control.isolation import isolate
+from bench.domain import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"

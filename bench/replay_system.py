@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from mocap4r2_control.adapter import MocapAdapter, ParameterSpec
+from mocap4r2_control.adapter import MocapAdapter
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_drivers.scene import Scene
 
@@ -117,7 +118,7 @@ def run_bare(argv: list[str], mode: str) -> int:
     from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    from mocap4r2_control.control_plane import time_msg
+    from mocap4r2_control.timebase import time_msg
 
     bodies, markers, skeletons, rate = int(argv[0]), int(argv[1]), int(argv[2]), float(argv[3])
     adapter = ReplayAdapter(bodies, markers, skeletons, rate)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mocap4r2_control.isolation import claim_domain_id
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+
+from isolation import claim_domain_id  # noqa: E402
 
 if "MOCAP4R2_TEST_DOMAIN" not in os.environ:
     os.environ["MOCAP4R2_TEST_DOMAIN"] = str(claim_domain_id())
@@ -20,8 +22,6 @@ os.environ["ROS_DOMAIN_ID"] = os.environ["MOCAP4R2_TEST_DOMAIN"]
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "0")
 os.environ["PYTHONUNBUFFERED"] = "1"
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from support import RosHarness, ProcessRunner  # noqa: E402
 

@@ -14,12 +14,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from builtin_interfaces.msg import Time
 from lifecycle_msgs.msg import State
 from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from .timebase import time_msg
 
 SYSTEMS_TOPIC = "/mocap4r2/systems"
 CONTROL_TOPIC = "/mocap4r2/control"
@@ -48,21 +49,6 @@ STATE_LABELS = {
     State.PRIMARY_STATE_ACTIVE: "active",
     State.PRIMARY_STATE_FINALIZED: "finalized",
 }
-
-
-def split_seconds(seconds: float) -> tuple[int, int]:
-    """(sec, nanosec) of builtin_interfaces/Time for a time in seconds."""
-    sec = int(seconds // 1)
-    return sec, min(int((seconds - sec) * 1e9), 999_999_999)
-
-
-def time_msg(seconds: float | None = None) -> Time:
-    sec, nanosec = split_seconds(time.time() if seconds is None else seconds)
-    return Time(sec=sec, nanosec=nanosec)
-
-
-def time_to_float(stamp: Time) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
 
 
 @dataclass

@@ -125,3 +125,31 @@ def z_up_to_y_up_positions(p: np.ndarray) -> np.ndarray:
 def z_up_to_y_up_orientations(q: np.ndarray) -> np.ndarray:
     """Body orientations (..., 4) from the Z-up frame to a Y-up frame (the inverse)."""
     return np.asarray(q)[..., _SWAP_YZ_Q] * np.array([1.0, 1.0, -1.0, 1.0])
+
+
+# A quaternion shorter than this carries no direction: it is noise or an all-zero
+# placeholder (what several SDKs send for an untracked body), never a rotation.
+MIN_QUATERNION_NORM = 1e-6
+
+
+def usable_pose(position, orientation) -> tuple[np.ndarray, np.ndarray] | None:
+    """(position, unit quaternion) of one pose, or None when it cannot be used as a
+    pose: a non-finite value, or a quaternion too short to normalise."""
+    position = np.asarray(position, dtype=float)
+    orientation = np.asarray(orientation, dtype=float)
+    norm = float(np.linalg.norm(orientation))
+    if not (np.isfinite(position).all() and np.isfinite(norm) and norm > MIN_QUATERNION_NORM):
+        return None
+    return position, orientation / norm
+
+
+def pose_is_usable(position, orientation) -> bool:
+    """True when :func:`usable_pose` accepts the pose."""
+    return usable_pose(position, orientation) is not None
+
+
+def pose_msg_arrays(pose) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`usable_pose` of a geometry_msgs Pose (or Transform: translation/rotation)."""
+    p = getattr(pose, "position", None) or pose.translation
+    q = getattr(pose, "orientation", None) or pose.rotation
+    return usable_pose((p.x, p.y, p.z), (q.x, q.y, q.z, q.w))

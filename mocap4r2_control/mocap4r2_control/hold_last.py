@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .geometry import MIN_QUATERNION_NORM
+
 
 class LastGoodValues:
     """Per-key memory of the last good row of a (n, width) array.
@@ -67,7 +69,7 @@ def good_poses(positions: np.ndarray, orientations: np.ndarray, valid: np.ndarra
     poses = np.concatenate((positions, orientations), axis=1)
     finite = np.isfinite(poses).all(axis=1)
     norms = np.linalg.norm(orientations, axis=1)
-    good = valid & finite & (norms > 1e-6)
+    good = valid & finite & (norms > MIN_QUATERNION_NORM)
     with np.errstate(invalid="ignore", divide="ignore"):
         poses[:, 3:] = orientations / norms[:, None]
     return good, poses

@@ -15,16 +15,18 @@ from typing import Any, Sequence
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State
 from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from .adapter import MocapAdapter, ParameterSpec
-from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome, split_seconds, time_msg
+from .adapter import MocapAdapter
+from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome
+from .timebase import split_seconds, time_msg
 from .diagnostics import FrameStatistics, Thresholds
 from .frame import AssetNames, MocapFrame
 from .frame_encoder import FrameEncoder
+from .parameters import ParameterSpec, check_parameters, declare_parameters, parameter_value
 from .ros_logging import forward_python_logging
 from .spin import run_node
 from .tf_out import TransformSender
@@ -100,39 +102,18 @@ class MocapSystemNode(LifecycleNode):
 
     # ================================================================ parameters
     def _declare(self, specs: Sequence[ParameterSpec]) -> None:
-        log = self.get_logger()
-        for spec in specs:
-            self._specs[spec.name] = spec
-            descriptor = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
-            try:
-                param = self.declare_parameter(spec.name, spec.default, descriptor)
-                value = param.value
-            except Exception as exc:  # wrong type from a launch file or the command line
-                log.error(f"parameter {spec.name}: {exc}; using the default {spec.default!r}")
-                self.declare_parameter(spec.name, spec.default, descriptor, ignore_override=True)
-                continue
-            problem = spec.validate(value)
-            if problem:
-                log.error(f"parameter {problem}; using the default {spec.default!r}")
-                self.set_parameters([Parameter(spec.name, value=spec.default)])
+        self._specs.update(declare_parameters(self, specs))
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        for param in params:
-            spec = self._specs.get(param.name)
-            if spec is None:
-                continue
-            problem = spec.validate(param.value)
-            if problem:
-                self.get_logger().warning(f"refused: {problem}")
-                return SetParametersResult(successful=False, reason=problem)
-        if self._state_id == State.PRIMARY_STATE_ACTIVE:
+        result = check_parameters(self._specs, params, self.get_logger())
+        if result.successful and self._state_id == State.PRIMARY_STATE_ACTIVE:
             changed = ", ".join(p.name for p in params if p.name in self._specs)
             if changed:
                 self.get_logger().info(f"{changed} changed; applies at the next configure")
-        return SetParametersResult(successful=True)
+        return result
 
     def value(self, name: str) -> Any:
-        return self.get_parameter(name).value
+        return parameter_value(self, self._specs[name])
 
     def _values(self, specs: Sequence[ParameterSpec]) -> dict[str, Any]:
         return {spec.name: self.value(spec.name) for spec in specs}

@@ -41,10 +41,12 @@ import numpy as np
 import yaml
 from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter, ParameterSpec
+from mocap4r2_control.adapter import AdapterError, MocapAdapter
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, BodyArrays, MarkerArrays, MocapFrame
 from mocap4r2_control.geometry import quat_multiply, quat_rotate
 from mocap4r2_control.system_node import run_system
+from mocap4r2_control.timebase import stamp_to_seconds
 
 LOG = logging.getLogger("mocap4r2.gazebo")
 
@@ -444,7 +446,7 @@ class GazeboAdapter(MocapAdapter):
         with self._lock:
             self.messages += 1
             for tf in msg.transforms:
-                stamp = tf.header.stamp.sec + tf.header.stamp.nanosec * 1e-9
+                stamp = stamp_to_seconds(tf.header.stamp)
                 if stamp == 0.0:
                     # an unstamped pose: the time it arrived is the best estimate
                     wall = wall if wall is not None else time.time()

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter, ParameterSpec
+from mocap4r2_control.adapter import AdapterError, MocapAdapter
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.system_node import run_system
 

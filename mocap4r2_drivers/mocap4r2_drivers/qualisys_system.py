@@ -22,7 +22,8 @@ from typing import Any, Mapping
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter, ParameterSpec
+from mocap4r2_control.adapter import AdapterError, MocapAdapter
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import (
     UNKNOWN_ID,
     AssetNames,

@@ -35,7 +35,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter, ParameterSpec
+from mocap4r2_control.adapter import AdapterError, MocapAdapter
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import (
     NO_PARENT,
     UNKNOWN_ID,

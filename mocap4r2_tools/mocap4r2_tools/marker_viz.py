@@ -22,9 +22,9 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
-from mocap4r2_control.adapter import ParameterSpec
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
-from mocap4r2_control.geometry import quat_rotate
+from mocap4r2_control.geometry import pose_msg_arrays, quat_rotate
 
 from .tool_node import ToolNode, run_tool, topic_check
 
@@ -183,13 +183,11 @@ def draw_bodies(msg: RigidBodies, system: str, cfg: dict) -> list[Marker]:
     length = cfg["axis_length"]
     for index, body in enumerate(msg.rigid_bodies):
         marker_id = body.id if body.id >= 0 else 100_000 + index
-        p, q = body.pose.position, body.pose.orientation
-        origin = np.array([p.x, p.y, p.z])
-        quat = np.array([q.x, q.y, q.z, q.w])
-        norm = np.linalg.norm(quat)
-        if not (np.isfinite(norm) and norm > 1e-6 and np.isfinite(origin).all()):
+        pose = pose_msg_arrays(body.pose)
+        if pose is None:
             continue  # nothing sensible to draw
-        tips = quat_rotate(np.broadcast_to(quat / norm, (3, 4)), np.eye(3) * length) + origin
+        origin, quat = pose
+        tips = quat_rotate(np.broadcast_to(quat, (3, 4)), np.eye(3) * length) + origin
         axes = _base(msg.header, f"{system}/bodies", marker_id, Marker.LINE_LIST)
         axes.scale.x = cfg["line_width"]
         start = _point(*origin)

@@ -31,7 +31,9 @@ from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.adapter import ParameterSpec
+from mocap4r2_control.geometry import pose_msg_arrays
+from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_control.timebase import stamp_to_seconds
 from mocap4r2_control.tf_out import TransformSender
 
 from .tool_node import ToolNode, frame_check, run_tool, topic_check, vector_check
@@ -151,19 +153,17 @@ class RobotGroundTruthNode(ToolNode):
         if not body.tracking_valid:
             self._lose("not_tracked")
             return
-        p, q = body.pose.position, body.pose.orientation
-        quat = np.array([q.x, q.y, q.z, q.w])
-        norm = np.linalg.norm(quat)
-        position = np.array([p.x, p.y, p.z])
-        if not (np.isfinite(norm) and norm > 1e-6 and np.isfinite(position).all()):
+        pose = pose_msg_arrays(body.pose)
+        if pose is None:
             self.get_logger().warning(f"body {self.body!r}: invalid pose ignored", throttle_duration_sec=5.0)
             return
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        position, quat = pose
+        stamp = stamp_to_seconds(msg.header.stamp)
         if self._last_stamp is not None and stamp <= self._last_stamp:
             self.get_logger().warning(f"body {self.body!r}: stamp {stamp:.6f} not after the last one, ignored",
                                       throttle_duration_sec=5.0)
             return
-        base = Pose(position, Rotation.from_quat(quat / norm)) * self.offset
+        base = Pose(position, Rotation.from_quat(quat)) * self.offset
         was = self._state
         self._state = "tracking"
         self._last_tracked = now

@@ -24,8 +24,9 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
-from mocap4r2_control.adapter import ParameterSpec
-from mocap4r2_control.geometry import quat_multiply, quat_rotate
+from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_control.timebase import stamp_to_seconds
+from mocap4r2_control.geometry import pose_msg_arrays, quat_multiply, quat_rotate
 from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
 
 from .tool_node import ToolNode, frame_check, run_tool, topic_check
@@ -159,23 +160,23 @@ class TrajectoryErrorNode(ToolNode):
 
     # ------------------------------------------------------------------ input
     def _gt(self, header, pose) -> None:
-        sample = _pose_arrays(pose)
+        sample = pose_msg_arrays(pose)
         if sample is None:
             self.get_logger().warning("ground truth pose with a zero or non-finite value ignored",
                                       throttle_duration_sec=5.0)
             return
         self._gt_count += 1
         self._frame_id = header.frame_id
-        self._feed(self.associator.add_gt(_seconds(header.stamp), *sample))
+        self._feed(self.associator.add_gt(stamp_to_seconds(header.stamp), *sample))
 
     def _est(self, header, pose) -> None:
-        sample = _pose_arrays(pose)
+        sample = pose_msg_arrays(pose)
         if sample is None:
             self.get_logger().warning("estimate pose with a zero or non-finite value ignored",
                                       throttle_duration_sec=5.0)
             return
         self._est_count += 1
-        self._feed(self.associator.add_est(_seconds(header.stamp), *sample))
+        self._feed(self.associator.add_est(stamp_to_seconds(header.stamp), *sample))
 
     def _on_tf(self, msg: TFMessage) -> None:
         for tf in msg.transforms:
@@ -183,7 +184,7 @@ class TrajectoryErrorNode(ToolNode):
                 pose = self._tf_chain.pose()
                 if pose is not None:
                     self._est_count += 1
-                    self._feed(self.associator.add_est(_seconds(tf.header.stamp), *pose))
+                    self._feed(self.associator.add_est(stamp_to_seconds(tf.header.stamp), *pose))
 
     def _on_tf_static(self, msg: TFMessage) -> None:
         for tf in msg.transforms:
@@ -277,12 +278,10 @@ class TfChain:
     def update(self, tf: TransformStamped, static: bool) -> bool:
         """Store an edge; True when it is the edge into the estimate's child frame."""
         child = tf.child_frame_id.lstrip("/")
-        t, q = tf.transform.translation, tf.transform.rotation
-        quat = np.array([q.x, q.y, q.z, q.w])
-        norm = np.linalg.norm(quat)
-        if not np.isfinite(norm) or norm < 1e-6:
+        pose = pose_msg_arrays(tf.transform)
+        if pose is None:
             return False
-        self._edges[child] = (tf.header.frame_id.lstrip("/"), np.array([t.x, t.y, t.z]), quat / norm)
+        self._edges[child] = (tf.header.frame_id.lstrip("/"), *pose)
         return child == self.child and not static
 
     def pose(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -301,19 +300,6 @@ class TfChain:
             frame = parent
         return None
 
-
-def _seconds(stamp) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
-
-
-def _pose_arrays(pose) -> tuple[np.ndarray, np.ndarray] | None:
-    p, q = pose.position, pose.orientation
-    position = np.array([p.x, p.y, p.z])
-    quat = np.array([q.x, q.y, q.z, q.w])
-    norm = float(np.linalg.norm(quat))
-    if not (np.isfinite(position).all() and np.isfinite(norm) and norm > 1e-6):
-        return None
-    return position, quat / norm
 
 
 def main(args=None) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
+from mocap4r2_control.timebase import stamp_to_seconds
 
 from .poses import Trajectory, TrajectoryInputError
 
@@ -240,7 +241,7 @@ def _store_for(connections):
 
 
 def _stamp(header) -> float:
-    return header.stamp.sec + header.stamp.nanosec * 1e-9
+    return stamp_to_seconds(header.stamp)
 
 
 def _pose(pose) -> tuple:

@@ -18,7 +18,7 @@ from mocap4r2_interfaces import msg as m
 from mocap4r2_interfaces.srv import SetOrigin
 from std_msgs.msg import Header
 
-ECHO = Path(__file__).with_name("echo_node.py")
+ECHO = Path(__file__).resolve().parents[1] / "fixtures" / "echo_node.py"
 
 
 def header(i: int) -> Header:

@@ -355,7 +355,7 @@ def test_configure_fails_clearly_without_gazebo(ros, procs):
 
 
 # ====================================================================== config and launch
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_config_file_sets_declared_valid_parameters():

@@ -274,7 +274,7 @@ def test_deactivate_stops_the_stream_and_activate_resumes_it(ros, procs, tmp_pat
 
 
 # ====================================================================== config and launch
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_config_file_sets_declared_valid_parameters():

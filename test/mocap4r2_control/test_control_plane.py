@@ -12,7 +12,8 @@ import yaml
 from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo, RigidBodies
 from std_srvs.srv import Trigger
 
-from mocap4r2_control.control_plane import ACK_QOS, CONTROL_QOS, SYSTEMS_LISTENER_QOS, ControlClient, time_msg
+from mocap4r2_control.control_plane import ACK_QOS, CONTROL_QOS, SYSTEMS_LISTENER_QOS, ControlClient
+from mocap4r2_control.timebase import time_msg
 from support import INSTALL
 
 SIM = ("mocap4r2_drivers", "simulated_system")

@@ -612,7 +612,7 @@ def shim(tmp_path):
     scene_path.write_text(yaml.safe_dump(SCENE))
     control = tmp_path / "server_state"
     here = Path(__file__).resolve().parent
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), str(here), str(here.parent),
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), str(here), str(here.parents[1] / "fixtures"),
                                           os.environ.get("PYTHONPATH", "")]),
            "VICON_DOUBLE_SCENE": str(scene_path), "VICON_DOUBLE_CONTROL": str(control)}
     return env, Scene.from_file(scene_path), control
@@ -691,7 +691,7 @@ def test_node_without_the_sdk_stays_up_and_says_how_to_install_it(ros, procs):
 
 
 # ====================================================================== config and launch
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_config_file_sets_declared_valid_parameters():
