@@ -14,6 +14,15 @@ from launch.substitutions import LaunchConfiguration
 HERE = os.path.dirname(os.path.realpath(__file__))
 
 
+def _tools_launch_dir() -> str:
+    """tools.launch.py is installed by mocap4r2_tools; in the source tree it sits here."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        return os.path.join(get_package_share_directory("mocap4r2_tools"), "launch")
+    except Exception:  # noqa: BLE001 - not installed: the source tree
+        return HERE
+
+
 def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument("rviz", default_value="true", description="Start RViz"),
@@ -24,7 +33,7 @@ def generate_launch_description():
             launch_arguments={"namespace": "sim", "autostart": LaunchConfiguration("autostart")}.items(),
         ),
         IncludeLaunchDescription(
-            PythonLaunchDescriptionSource(os.path.join(HERE, "tools.launch.py")),
+            PythonLaunchDescriptionSource(os.path.join(_tools_launch_dir(), "tools.launch.py")),
             launch_arguments={"rviz": LaunchConfiguration("rviz")}.items(),
         ),
     ])

@@ -1,7 +1,7 @@
 """The mocap4r2 tools: marker_viz, robot_ground_truth, trajectory_error (and RViz).
 
     ros2 launch mocap4r2_drivers simulated.launch.py namespace:=sim autostart:=true
-    ros2 launch mocap4r2_drivers tools.launch.py rviz:=true
+    ros2 launch mocap4r2_tools tools.launch.py rviz:=true
 
 Parameters come from config/tools.yaml (set up for the simulated system in /sim);
 pass your own with params_file:=..., and switch tools off with e.g. robot_gt:=false.

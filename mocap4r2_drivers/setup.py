@@ -3,6 +3,7 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "mocap4r2_drivers"
+SYSTEMS = ("simulated", "optitrack", "qualisys", "vicon", "gazebo")
 
 setup(
     name=PACKAGE,
@@ -11,9 +12,10 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        # the repository's top-level launch/ and config/ are this package's
-        (f"share/{PACKAGE}/launch", sorted(glob("../launch/*.launch.py"))),
-        (f"share/{PACKAGE}/config", sorted(glob("../config/*"))),
+        # the systems' files of the repository's top-level launch/ and config/ (the tools'
+        # files are installed by mocap4r2_tools)
+        (f"share/{PACKAGE}/launch", [f"../launch/{name}.launch.py" for name in SYSTEMS + ("demo_bringup",)]),
+        (f"share/{PACKAGE}/config", [f"../config/{name}.yaml" for name in SYSTEMS + ("demo_scene",)]),
         ("bin", sorted(glob("bin/*"))),
     ],
     install_requires=["setuptools"],

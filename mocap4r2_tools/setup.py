@@ -3,6 +3,8 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "mocap4r2_tools"
+LAUNCH_FILES = ("tools",)
+CONFIG_FILES = ("tools.yaml", "mocap4r2.rviz")
 
 setup(
     name=PACKAGE,
@@ -12,6 +14,9 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         ("bin", sorted(glob("bin/*"))),
+        # the tools' files of the repository's top-level launch/ and config/
+        (f"share/{PACKAGE}/launch", [f"../launch/{name}.launch.py" for name in LAUNCH_FILES]),
+        (f"share/{PACKAGE}/config", [f"../config/{name}" for name in CONFIG_FILES]),
     ],
     install_requires=["setuptools"],
     zip_safe=False,
@@ -20,12 +25,12 @@ setup(
     entry_points={
         "console_scripts": [
             "trajectory_error = mocap4r2_tools.trajectory_error:main",
-            "robot_ground_truth = mocap4r2_tools.robot_gt:main",
+            "robot_ground_truth = mocap4r2_tools.robot_ground_truth:main",
             "marker_viz = mocap4r2_tools.marker_viz:main",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
-            "eval = mocap4r2_tools.evaluate:EvalCommand",
+            "eval = mocap4r2_tools.eval_command:EvalCommand",
         ],
     },
 )

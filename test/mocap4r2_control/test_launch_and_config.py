@@ -1,5 +1,5 @@
-"""Launch files and YAML configs: installed where `ros2 launch mocap4r2_drivers <file>`
-finds them, every config key is a parameter the node declares and accepts, and (where
+"""Launch files and YAML configs: installed where `ros2 launch <package> <file>` finds
+them (each by the package it belongs to), every config key is a parameter the node declares and accepts, and (where
 the `launch` package exists) each launch file generates its description."""
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from support import INSTALL, ROOT
 
 LAUNCH_DIR = ROOT / "launch"
 CONFIG_DIR = ROOT / "config"
-SHARE = INSTALL / "mocap4r2_drivers" / "share" / "mocap4r2_drivers"
+# the systems' files are installed by mocap4r2_drivers, the tools' by mocap4r2_tools
+SHARES = [INSTALL / package / "share" / package for package in ("mocap4r2_drivers", "mocap4r2_tools")]
 
 # config file -> (package, executable) of the node it configures
 NODE_CONFIGS = {
@@ -29,12 +30,13 @@ def launch_files() -> list[Path]:
     return sorted(LAUNCH_DIR.glob("*.launch.py"))
 
 
-def test_launch_and_config_files_are_installed():
+def test_launch_and_config_files_are_installed_by_one_package():
     assert launch_files(), "no launch files"
-    for path in launch_files():
-        assert (SHARE / "launch" / path.name).exists(), f"{path.name} is not installed"
-    for path in CONFIG_DIR.glob("*.yaml"):
-        assert (SHARE / "config" / path.name).exists(), f"{path.name} is not installed"
+    files = [("launch", p.name) for p in launch_files()]
+    files += [("config", p.name) for p in CONFIG_DIR.iterdir() if p.suffix in (".yaml", ".rviz")]
+    for folder, name in files:
+        owners = [share.parent.name for share in SHARES if (share / folder / name).exists()]
+        assert len(owners) == 1, f"{folder}/{name} is installed by {owners or 'no package'}"
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in CONFIG_DIR.glob("*.yaml") if p.name in NODE_CONFIGS))

@@ -14,7 +14,7 @@ import pytest
 from rosbags.rosbag2 import StoragePlugin, Writer
 from scipy.spatial.transform import Rotation
 
-from mocap4r2_tools import evaluate as eval_cli
+from mocap4r2_tools import eval_command as eval_cli
 from mocap4r2_tools.trajectory import EvalOptions, Trajectory, evaluate
 from mocap4r2_tools.trajectory.io import bag_topics, read_bag, read_tum, typestore, write_tum
 from mocap4r2_tools.trajectory.report import PLOT_FILES
@@ -297,12 +297,12 @@ def test_plots_json_file_and_summary(tmp_path, bag, capsys):
 
 
 def test_command_line_entry_points(tmp_path, trajectories):
-    """`python -m mocap4r2_tools.evaluate` and the `mocap4r2 eval` verb, as real processes."""
+    """`python -m mocap4r2_tools.eval_command` and the `mocap4r2 eval` verb, as real processes."""
     gt, est = trajectories
     write_tum(tmp_path / "gt.tum", gt)
     write_tum(tmp_path / "est.tum", est)
     args = ["--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "est.tum"), "--json"]
-    module = subprocess.run([sys.executable, "-m", "mocap4r2_tools.evaluate", *args], capture_output=True,
+    module = subprocess.run([sys.executable, "-m", "mocap4r2_tools.eval_command", *args], capture_output=True,
                             text=True, timeout=120)
     assert module.returncode == 0, module.stderr
     verb = shutil.which("mocap4r2") or str(ROOT / "install" / "mocap4r2_control" / "bin" / "mocap4r2")
@@ -311,6 +311,6 @@ def test_command_line_entry_points(tmp_path, trajectories):
     cli = subprocess.run([verb, "eval", *args], capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(module.stdout)["ate_rmse"] == json.loads(cli.stdout)["ate_rmse"] > 0
-    progress = subprocess.run([sys.executable, "-m", "mocap4r2_tools.evaluate", *args[:-1], "--progress", "always"],
+    progress = subprocess.run([sys.executable, "-m", "mocap4r2_tools.eval_command", *args[:-1], "--progress", "always"],
                               capture_output=True, text=True, timeout=120)
     assert progress.returncode == 0 and "evaluating" in progress.stderr

@@ -535,10 +535,10 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 def test_tools_yaml_is_valid_for_every_tool(procs):
     """config/tools.yaml: only declared parameters, every value valid, and each tool
     started with it as a real process takes it without a complaint."""
-    from mocap4r2_tools import marker_viz, robot_gt, trajectory_error
+    from mocap4r2_tools import marker_viz, robot_ground_truth, trajectory_error
 
     config = yaml.safe_load((ROOT / "config" / "tools.yaml").read_text())
-    modules = {"marker_viz": marker_viz, "robot_ground_truth": robot_gt, "trajectory_error": trajectory_error}
+    modules = {"marker_viz": marker_viz, "robot_ground_truth": robot_ground_truth, "trajectory_error": trajectory_error}
     assert set(config) == set(modules)
     for node, module in modules.items():
         specs = {spec.name: spec for spec in module.PARAMETERS}
