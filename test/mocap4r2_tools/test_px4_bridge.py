@@ -232,3 +232,60 @@ def test_velocity_from_an_odometry_topic_goes_out_in_frd(ros, procs, vehicle):
     m = vehicle.wait_for("ODOMETRY", lambda m: m.time_usec > first * 1e6 and not math.isnan(m.vx))
     assert (m.vx, m.vy, m.vz) == pytest.approx((1.0, -0.5, -0.25))   # FLU -> FRD: y and z flip
     assert (m.rollspeed, m.pitchspeed, m.yawspeed) == pytest.approx((0.0, 0.0, -0.3))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("message", ["vision_position_estimate", "att_pos_mocap"])
+def test_the_other_messages_carry_the_same_ned_pose(ros, procs, vehicle, backend, message):
+    ns = f"/px4_{message[:3]}_{backend}"
+    bridge = start_bridge(procs, ns, vehicle.port, backend, message=message)
+    pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
+    wait_matched(pub)
+    kind = message.upper()
+    yaw0 = Rotation.from_euler("z", 0, degrees=True).as_quat()    # facing the mocap's +x: "east"
+    deadline = time.monotonic() + 40
+    t = T0
+    while time.monotonic() < deadline and not vehicle.messages(kind):
+        pub.publish(bodies_msg(t, (1.0, 2.0, 3.0), yaw0))
+        t += 0.01
+        time.sleep(0.01)
+    m = vehicle.wait_for(kind, timeout=5)
+    assert (m.x, m.y, m.z) == pytest.approx((2.0, 1.0, -3.0), abs=1e-6)
+    if message == "vision_position_estimate":
+        assert m.yaw == pytest.approx(math.pi / 2, abs=1e-6) and abs(m.roll) < 1e-6 and abs(m.pitch) < 1e-6
+        assert m.usec >= int(T0 * 1e6)
+    else:
+        w, x, y, z = m.q
+        assert Rotation.from_quat([x, y, z, w]).as_euler("ZYX")[0] == pytest.approx(math.pi / 2, abs=1e-6)
+        assert m.time_usec >= int(T0 * 1e6)
+        assert bridge.wait_log("EKF2 ignores ATT_POS_MOCAP", 10)
+
+
+def test_shipped_config_is_valid(procs):
+    """config/px4_bridge.yaml: only declared parameters, every value valid; the node
+    started with it takes it without an error (and, with no vehicle, keeps running)."""
+    import yaml
+    from support import ROOT
+
+    from mocap4r2_tools import px4_bridge
+
+    values = yaml.safe_load((ROOT / "config" / "px4_bridge.yaml").read_text())["px4_bridge"]["ros__parameters"]
+    specs = {spec.name: spec for spec in px4_bridge.PARAMETERS}
+    assert set(values) <= set(specs), set(values) - set(specs)
+    for name, value in values.items():
+        assert specs[name].validate(value) is None, (name, specs[name].validate(value))
+    proc = procs.start(TOOLS, "px4_bridge", ros=False, args=[
+        "--ros-args", "--params-file", str(ROOT / "config" / "px4_bridge.yaml"), "-p",
+        f"connection:=udpout:127.0.0.1:{free_udp_port()}"])
+    assert proc.wait_log("body 'robot1' on /sim/rigid_bodies -> odometry at 50 Hz", timeout=20), proc.log()
+    assert "[ERROR]" not in proc.log() and proc.alive()
+
+
+def test_bad_parameters_are_refused_and_the_node_keeps_running(procs):
+    port = free_udp_port()
+    proc = procs.start(TOOLS, "px4_bridge", name="px4_bridge", namespace="/px4_bad", params={
+        "body": "drone", "rate": 500.0, "connection": f"udpout:127.0.0.1:{port}", "backend": "carrier_pigeon"})
+    assert proc.wait_log("rate must be <= 200", 20), proc.log()
+    assert proc.wait_log("backend must be one of", 20)
+    assert proc.wait_log("odometry at 50 Hz", 20)          # the defaults used instead
+    assert proc.alive()
