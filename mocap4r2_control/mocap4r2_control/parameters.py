@@ -76,10 +76,13 @@ def declare_parameters(node: "Node", specs: Sequence[ParameterSpec]) -> dict[str
     for spec in specs:
         declared[spec.name] = spec
         descriptor = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+        # first declared writable: rclpy refuses to undeclare a read-only parameter, and a
+        # bad value must be replaced (a read-only one is re-declared read-only below)
+        writable = ParameterDescriptor(description=spec.description)
         # an empty list does not tell rclpy its element type: only string lists default to []
         default = Parameter.Type.STRING_ARRAY if spec.default == [] else spec.default
         try:
-            value = plain_value(node.declare_parameter(spec.name, default, descriptor).value)
+            value = plain_value(node.declare_parameter(spec.name, default, writable).value)
         except Exception as exc:  # wrong type from a params file, launch file or command line
             log.error(f"parameter {spec.name}: {exc}; using the default {spec.default!r}")
             node.declare_parameter(spec.name, default, descriptor, ignore_override=True)
@@ -87,9 +90,10 @@ def declare_parameters(node: "Node", specs: Sequence[ParameterSpec]) -> dict[str
         problem = spec.validate(spec.default if value is None else value)
         if problem:
             log.error(f"parameter {problem}; using the default {spec.default!r}")
-            # a read-only parameter cannot be set again: declare it anew with the default
+        if problem or spec.read_only:
             node.undeclare_parameter(spec.name)
-            node.declare_parameter(spec.name, default, descriptor, ignore_override=True)
+            keep = default if problem or value is None else value
+            node.declare_parameter(spec.name, keep, descriptor, ignore_override=True)
     return declared
 
 

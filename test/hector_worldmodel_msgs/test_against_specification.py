@@ -23,7 +23,7 @@ def parse_spec() -> tuple[dict, dict]:
     """{message: part}, {service: (request part, response part)}; a part is
     (fields [(type, name)], constants {name: (type, value)})."""
     messages, services = {}, {}
-    kind, name, parts = "msg", None, None
+    kind, name, parts, in_block = "msg", None, None, False
     sections = []
     for raw in SPEC.read_text().splitlines():
         line = raw.strip()
@@ -32,10 +32,14 @@ def parse_spec() -> tuple[dict, dict]:
             continue
         match = SECTION.match(line)
         if match:
-            name, parts = match.group(1), [([], {})]
+            name, parts, in_block = match.group(1), [([], {})], False
             sections.append((kind, name, parts))
             continue
         if parts is None:
+            continue
+        # the page repeats the comments as prose first; the definition starts at its first comment
+        in_block = in_block or line.startswith("#")
+        if not in_block:
             continue
         if line == "---":
             parts.append(([], {}))

@@ -281,11 +281,28 @@ def test_shipped_config_is_valid(procs):
     assert "[ERROR]" not in proc.log() and proc.alive()
 
 
-def test_bad_parameters_are_refused_and_the_node_keeps_running(procs):
+def test_bad_parameters_are_refused_and_the_node_keeps_running(ros, procs):
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
     port = free_udp_port()
     proc = procs.start(TOOLS, "px4_bridge", name="px4_bridge", namespace="/px4_bad", params={
         "body": "drone", "rate": 500.0, "connection": f"udpout:127.0.0.1:{port}", "backend": "carrier_pigeon"})
     assert proc.wait_log("rate must be <= 200", 20), proc.log()
     assert proc.wait_log("backend must be one of", 20)
     assert proc.wait_log("odometry at 50 Hz", 20)          # the defaults used instead
+
+    def set_parameter(name, value):
+        request = SetParameters.Request()
+        kind = ParameterType.PARAMETER_DOUBLE if isinstance(value, float) else ParameterType.PARAMETER_STRING
+        request.parameters = [ParameterMsg(name=name, value=ParameterValue(
+            type=kind, double_value=value if isinstance(value, float) else 0.0,
+            string_value=value if isinstance(value, str) else ""))]
+        return ros.call(SetParameters, "/px4_bad/px4_bridge/set_parameters", request, timeout=20).results[0]
+    refused = set_parameter("rate", 5.0)
+    assert not refused.successful and "rate must be >= 10" in refused.reason
+    assert not set_parameter("message", "carrier_pigeon").successful
+    assert not set_parameter("connection", "udpout:127.0.0.1:1").successful     # read-only: needs a restart
+    assert set_parameter("rate", 20.0).successful
     assert proc.alive()

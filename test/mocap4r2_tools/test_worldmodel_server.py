@@ -189,6 +189,6 @@ def test_shipped_config_is_valid(procs):
     for name, value in values.items():
         assert specs[name].validate(value) is None, (name, specs[name].validate(value))
     proc = procs.start(TOOLS, "worldmodel_server", ros=False, args=[
-        "--ros-args", "-r", "__ns:=/wm_config", "--params-file", str(ROOT / "config" / "worldmodel.yaml")])
+        "--ros-args", "--params-file", str(ROOT / "config" / "worldmodel.yaml")])
     assert proc.wait_log("world model of the bodies on /sim/rigid_bodies; 4 configured identities", 20), proc.log()
     assert "[ERROR]" not in proc.log() and proc.alive()
