@@ -40,9 +40,9 @@ from hypothesis import strategies as st
 
 import natnet
 from natnetsdk.NatNetClient import NatNetClient as SdkClient
-from mocap4r2_drivers.natnet import protocol as nn
-from mocap4r2_drivers.natnet.simulator import CLOCK_FREQUENCY, SceneStream
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.optitrack import protocol as nn
+from mocap4r2_drivers.optitrack.simulator import CLOCK_FREQUENCY, SceneStream
+from mocap4r2_drivers.simulated.scene import Scene
 
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
 TEST_SCENE = {

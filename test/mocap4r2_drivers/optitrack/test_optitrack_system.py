@@ -14,8 +14,8 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
-from mocap4r2_drivers.natnet import protocol as nn
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.optitrack import protocol as nn
+from mocap4r2_drivers.simulated.scene import Scene
 
 DRIVER = ("mocap4r2_drivers", "optitrack_system")
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
@@ -304,7 +304,7 @@ def test_bad_parameters_are_refused_with_a_reason(ros, procs):
                          params={"server_address": "motive-pc", "connection_type": "broadcast"})
     ros.wait_state(f"{ns}/optitrack", "unconfigured", timeout=30)
     log = driver.log()
-    assert "expected an IPv4 address like 192.168.1.10" in log
+    assert "server_address must be an IPv4 address like 192.168.1.10" in log
     assert "connection_type must be one of ['multicast', 'unicast']" in log
     assert driver.alive()
 

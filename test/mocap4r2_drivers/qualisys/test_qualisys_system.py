@@ -16,8 +16,8 @@ import qtm_rt
 import yaml
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
-from mocap4r2_drivers.qualisys_system import QualisysAdapter
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.qualisys.qualisys_system import QualisysAdapter
+from mocap4r2_drivers.simulated.scene import Scene
 
 DRIVER = ("mocap4r2_drivers", "qualisys_system")
 SCENE = {

@@ -1,7 +1,7 @@
 """optitrack_system: OptiTrack Motive (NatNet 3.0-4.1) behind the mocap4r2 interfaces.
 
 Pure Python (no NatNet SDK binary, so any CPU architecture): the NatNet client of
-:mod:`mocap4r2_drivers.natnet.client` under :class:`MocapSystemNode`. Names come from
+:mod:`mocap4r2_drivers.optitrack.client` under :class:`MocapSystemNode`. Names come from
 Motive's model definitions (asked again when Motive flags a model change), poses are
 converted from Motive's Y-up to ROS Z-up unless ``up_axis`` says the stream is Z-up,
 and the driver reconnects by itself, logging why no data arrives.
@@ -16,8 +16,9 @@ from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.system_node import run_system
 
-from .natnet import protocol as nn
-from .natnet.client import (
+from ..common import ipv4_check
+from . import protocol as nn
+from .client import (
     CONNECTION_TYPES,
     SKELETON_COORDINATES,
     UP_AXES,
@@ -29,38 +30,20 @@ from .natnet.client import (
 LOGGER_NAME = "mocap4r2.optitrack"
 
 
-def _ipv4(allow_auto: bool):
-    def check(value: str) -> str | None:
-        if allow_auto and value in ("auto", ""):
-            return None
-        parts = value.split(".")
-        if len(parts) == 4 and all(p.isdigit() and int(p) <= 255 for p in parts):
-            return None
-        return f"expected an IPv4 address like 192.168.1.10{' or auto' if allow_auto else ''}, got {value!r}"
-    return check
-
-
-def _multicast(value: str) -> str | None:
-    problem = _ipv4(False)(value)
-    if problem is None and not 224 <= int(value.split(".")[0]) <= 239:
-        problem = f"{value} is not a multicast group address (224.0.0.0-239.255.255.255)"
-    return problem
-
-
 class OptiTrackAdapter(MocapAdapter):
     system_type = "optitrack"
     parameters = (
         ParameterSpec("server_address", "127.0.0.1",
                       "IPv4 address of the Motive computer (Motive: Streaming > Local Interface).",
-                      check=_ipv4(False)),
+                      check=ipv4_check("server_address")),
         ParameterSpec("local_address", "auto",
                       "IPv4 address of this computer's interface facing Motive; auto: the interface that "
-                      "routes to server_address.", check=_ipv4(True)),
+                      "routes to server_address.", check=ipv4_check("local_address", allow_auto=True)),
         ParameterSpec("connection_type", "multicast",
                       "multicast or unicast, as Motive's Streaming > Transmission Type (the server's answer "
                       "wins, with a warning, when they differ).", choices=CONNECTION_TYPES),
         ParameterSpec("multicast_address", nn.DEFAULT_MULTICAST_ADDRESS,
-                      "Multicast group of the stream (Motive: Streaming > Multicast Interface).", check=_multicast),
+                      "Multicast group of the stream (Motive: Streaming > Multicast Interface).", check=ipv4_check("multicast_address", multicast=True)),
         ParameterSpec("command_port", nn.DEFAULT_COMMAND_PORT, "Motive's command port.", min_value=1,
                       max_value=65535),
         ParameterSpec("data_port", nn.DEFAULT_DATA_PORT, "Motive's data port.", min_value=1, max_value=65535),

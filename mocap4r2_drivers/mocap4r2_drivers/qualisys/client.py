@@ -17,12 +17,14 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from mocap4r2_control.frame import NO_PARENT
+
+from ..common import ClientStats
 
 LOG = logging.getLogger("mocap4r2.qualisys")
 
@@ -31,7 +33,7 @@ STREAMABLE = ("6d", "6dres", "3d", "3dres", "3dnolabels", "3dnolabelsres", "skel
 _PARAMETER_PART = {"6d": "6d", "6dres": "6d", "3d": "3d", "3dres": "3d", "skeleton:global": "skeleton:global"}
 
 
-class QtmError(RuntimeError):
+class QtmConnectionError(ConnectionError):
     """QTM cannot be reached or refused a request; the message says what to check."""
 
 
@@ -78,7 +80,7 @@ def parse_parameters(xml_text: str | bytes) -> QtmParameters:
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
-        raise QtmError(f"QTM sent parameters that are not valid XML: {exc}") from exc
+        raise QtmConnectionError(f"QTM sent parameters that are not valid XML: {exc}") from exc
     frequency = 0.0
     general = root.find("General")
     if general is not None:
@@ -181,16 +183,6 @@ class TimestampMapper:
 DISCONNECTED = object()   # queued when the connection drops, to wake the reader
 
 
-@dataclass
-class ClientStats:
-    packets: int = 0
-    packets_dropped: int = 0     # the reader fell behind by more than the queue holds
-    connects: int = 0
-    disconnects: int = 0
-    last_error: str = ""
-    events: dict[str, int] = field(default_factory=dict)
-
-
 class QtmClient:
     """A qtm-rt connection in its own event-loop thread, with blocking methods."""
 
@@ -229,11 +221,11 @@ class QtmClient:
             return future.result(timeout if timeout is not None else 3 * self.timeout + 1.0)
         except TimeoutError as exc:
             future.cancel()
-            raise QtmError(f"QTM at {self.host}:{self.port} did not answer in time") from exc
+            raise QtmConnectionError(f"QTM at {self.host}:{self.port} did not answer in time") from exc
 
     def connect(self) -> QtmParameters:
         """Connect, set the protocol version, read the parameters and take control if
-        a password was given; QtmError with the reason otherwise."""
+        a password was given; QtmConnectionError with the reason otherwise."""
         self._call(self._open())
         return self.parameters
 
@@ -286,9 +278,9 @@ class QtmClient:
                                on_disconnect=self._on_disconnect, on_event=self._on_event, loop=self._loop),
                 self.timeout)
         except asyncio.TimeoutError as exc:
-            raise QtmError(f"no answer from QTM at {where} within {self.timeout} s") from exc
+            raise QtmConnectionError(f"no answer from QTM at {where} within {self.timeout} s") from exc
         if connection is None:
-            raise QtmError(f"cannot connect to QTM at {where} with protocol {self.version}: is QTM running, "
+            raise QtmConnectionError(f"cannot connect to QTM at {where} with protocol {self.version}: is QTM running, "
                            "is its real-time output enabled, and is the port the little-endian one (base + 1)?")
         try:
             self.qtm_version = (await connection.qtm_version()).decode(errors="replace")
@@ -297,7 +289,7 @@ class QtmClient:
                 try:
                     await connection.take_control(self.password)
                 except Exception as exc:  # QRTCommandException with QTM's answer
-                    raise QtmError(f"QTM refused control: {exc}") from exc
+                    raise QtmConnectionError(f"QTM refused control: {exc}") from exc
         except BaseException:
             connection.disconnect()
             raise
@@ -316,7 +308,7 @@ class QtmClient:
                 if self.on_parameters is not None:
                     self.on_parameters(self.parameters)
                 return
-        raise QtmError("QTM did not answer GetParameters with XML")
+        raise QtmConnectionError("QTM did not answer GetParameters with XML")
 
     async def _stream(self) -> None:
         await self._connection.stream_frames(frames="allframes", components=self.components,
@@ -338,7 +330,7 @@ class QtmClient:
 
     def _on_packet(self, packet) -> None:
         item = (packet, time.time())
-        self.stats.packets += 1
+        self.stats.frames += 1
         try:
             self._queue.put_nowait(item)
         except queue.Full:
@@ -347,7 +339,7 @@ class QtmClient:
                 self._queue.get_nowait()
             except queue.Empty:
                 pass
-            self.stats.packets_dropped += 1
+            self.stats.dropped += 1
             self._queue.put_nowait(item)
 
     def _on_event(self, event) -> None:

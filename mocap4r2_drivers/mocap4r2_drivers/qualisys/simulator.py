@@ -7,7 +7,7 @@ default): the welcome string, ``Version``, ``QTMVersion``, ``ByteOrder``, ``GetS
 3DNoLabelsRes, 6D, 6DRes and Skeleton[:global], ``TakeControl`` / ``ReleaseControl``
 (with an optional password) and ``Quit``; everything else gets QTM's error answers.
 
-Frames come from :class:`~mocap4r2_drivers.scene.Scene` with real-time pacing: frame k
+Frames come from :class:`~mocap4r2_drivers.simulated.scene.Scene` with real-time pacing: frame k
 is captured at ``start + k / rate`` and sent ``latency`` later; frames the scene drops
 are never sent (their numbers are skipped). Like QTM, the server keeps real time: a
 client that does not read fast enough loses frames (its socket buffer is bounded), and
@@ -30,7 +30,7 @@ from scipy.spatial.transform import Rotation
 from mocap4r2_control.frame import UNKNOWN_ID, MocapFrame
 from mocap4r2_control.geometry import quat_multiply, quat_rotate
 
-from ..scene import Scene, SceneError, default_scene_path
+from ..simulated.scene import Scene, SceneError, default_scene_path
 from . import protocol as qp
 from .protocol import ComponentType, Event, PacketType
 
@@ -172,8 +172,9 @@ def parameters_xml(scene: Scene, parts: list[str], version: str) -> str:
 
 
 # ====================================================================== frames
-class FrameEncoder:
-    """Encodes the components of one scene frame, each at most once per frame."""
+class SceneStream:
+    """A scene as QTM data components (what NatNet's SceneStream is for NAT_FRAMEOFDATA):
+    encodes the components of one scene frame, each at most once per frame."""
 
     def __init__(self, scene: Scene):
         self.scene = scene
@@ -208,7 +209,7 @@ class FrameEncoder:
 
     def packet(self, k: int, names: list[str]) -> bytes:
         timestamp = int(round(k * 1e6 / self.scene.rate))
-        return qp.pack_data(timestamp, k, [self.component(k, name) for name in names])
+        return qp.encode_frame(timestamp, k, [self.component(k, name) for name in names])
 
     # ------------------------------------------------------------------ components
     def _encode(self, frame: MocapFrame, name: str) -> bytes:
@@ -317,7 +318,7 @@ class QtmSimulator:
         self.password = password
         self.max_clients = max_clients
         self.verbose = verbose
-        self.encoder = FrameEncoder(scene)
+        self.encoder = SceneStream(scene)
         self.sessions: list[Session] = []
         self.master: Session | None = None
         self.start_time = time.monotonic()   # the measurement started with the server
@@ -373,7 +374,7 @@ class QtmSimulator:
                 self._handle(session, packet_type, payload)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
-        except qp.ProtocolError as exc:
+        except qp.QtmProtocolError as exc:
             # a broken stream cannot be resynchronised: answer and close, as QTM does
             self.log(f"client {peer}: {exc}; closing the connection")
             session.send_text(PacketType.ERROR, "Parse Error")
