@@ -112,10 +112,11 @@ def test_enu_motion_and_yaw_arrive_as_ned_odometry(ros, procs, vehicle, backend)
     start_usec = int(round(start * 1e6))
     moving = []
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(moving) < 60:
+    while time.monotonic() < deadline and len(moving) < 70:
         moving = [m for m in vehicle.messages("ODOMETRY") if m.time_usec >= start_usec]
         time.sleep(0.05)
-    assert len(moving) >= 60, f"{len(moving)} moving samples; bridge log:\n{bridge.log()[-2000:]}"
+    # 1.5 s of capture time at 50 Hz: 75 samples, a few lost at most on a loaded machine
+    assert len(moving) >= 50, f"{len(moving)} moving samples; bridge log:\n{bridge.log()[-2000:]}"
     for m in moving:
         s = (m.time_usec - start_usec) * 1e-6
         assert m.frame_id == 20 and m.child_frame_id == 12          # MAV_FRAME_LOCAL_FRD, MAV_FRAME_BODY_FRD
@@ -128,6 +129,7 @@ def test_enu_motion_and_yaw_arrive_as_ned_odometry(ros, procs, vehicle, backend)
         assert all(math.isnan(v) for v in (m.vx, m.vy, m.vz))        # no velocity source: unknown
         assert m.pose_covariance[0] == pytest.approx(0.005 ** 2, rel=1e-5)
         assert m.estimator_type == 6 and 1 <= m.quality <= 100
+    assert all(m.get_msgbuf()[0] == 0xFD for m in moving)           # MAVLink 2 frames
     # further north and east, and higher (more negative down), as time goes on
     assert moving[-1].x > moving[0].x and moving[-1].y > moving[0].y and moving[-1].z < moving[0].z
 
@@ -207,6 +209,24 @@ def test_no_vehicle_keeps_the_node_retrying_and_connects_later(ros, procs):
         wait_matched(pub)
         publish_until_connected(pub, vehicle, T0)
         status(lambda s: values(s)["link"] == "connected")
+    finally:
+        vehicle.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bridge_listening_with_udpin(ros, procs, backend):
+    """The other direction: the vehicle sends to the bridge's port (PX4 configured with a
+    partner address), the bridge answers to whoever it heard."""
+    port = free_udp_port()
+    ns = f"/px4_udpin_{backend}"
+    start_bridge(procs, ns, port, backend, connection=f"udpin:127.0.0.1:{port}")
+    vehicle = Px4VehicleStandIn(port, mode="udpout")
+    try:
+        pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
+        wait_matched(pub)
+        publish_until_connected(pub, vehicle, T0)
+        m = vehicle.wait_for("ODOMETRY")
+        assert (m.x, m.y, m.z) == pytest.approx((0.0, 0.0, -1.0), abs=1e-6)
     finally:
         vehicle.close()
 

@@ -9,14 +9,17 @@
 
 A link is "connected" once a HEARTBEAT of an autopilot arrived. :class:`LinkWorker`
 owns the link on a thread of its own (connecting blocks for up to ``connect_timeout``
-and must never stall the ROS executor), sends the newest sample only (an old pose is
-worth nothing to a flight controller), and reconnects whenever the vehicle goes silent.
+and must never stall the ROS executor), sends the samples in order from a short queue
+(``backlog`` samples: a thread starved for a few tens of milliseconds on a loaded
+computer loses nothing, while an old pose is dropped rather than sent late; EKF2 places
+each sample by its ``time_usec`` anyway), and reconnects whenever the vehicle goes silent.
 """
 from __future__ import annotations
 
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -320,19 +323,20 @@ class LinkWorker:
     """Owns a link on its own thread: connects, reconnects, sends the newest sample."""
 
     def __init__(self, factory: Callable[[], Link], connect_timeout: float, message: str,
-                 retry_delay: float = 1.0):
+                 retry_delay: float = 1.0, backlog: int = 8):
         self._factory = factory
         self.connect_timeout = connect_timeout
         self.message = message
         self.retry_delay = retry_delay
         self._cond = threading.Condition()
-        self._pending: VisionSample | None = None
+        self._pending: deque[VisionSample] = deque()
+        self.backlog = backlog
         self._stop = threading.Event()
         self.state = "connecting"          # connecting | connected | retrying | stopped
         self.reason = "connecting"
         self.vehicle = ""
         self.sent = 0
-        self.dropped = 0                   # samples not sent: no vehicle, or superseded
+        self.dropped = 0                   # samples not sent: no vehicle, or the backlog full
         self.attempts = 0
         self.errors = 0
         self._thread = threading.Thread(target=self._run, name="mavlink_link", daemon=True)
@@ -345,9 +349,10 @@ class LinkWorker:
             if self.state != "connected":
                 self.dropped += 1
                 return
-            if self._pending is not None:
+            if len(self._pending) >= self.backlog:
+                self._pending.popleft()     # the oldest: the flight controller wants the newest
                 self.dropped += 1
-            self._pending = sample
+            self._pending.append(sample)
             self._cond.notify()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -363,7 +368,7 @@ class LinkWorker:
             self.state = state
             self.reason = reason
             if state != "connected":
-                self._pending = None
+                self._pending.clear()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -387,9 +392,9 @@ class LinkWorker:
     def _serve(self, link: Link) -> str | None:
         while not self._stop.is_set():
             with self._cond:
-                if self._pending is None:
+                if not self._pending:
                     self._cond.wait(0.05)
-                sample, self._pending = self._pending, None
+                sample = self._pending.popleft() if self._pending else None
             if sample is not None:
                 try:
                     link.send(sample, self.message)
