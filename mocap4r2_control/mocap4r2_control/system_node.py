@@ -402,5 +402,7 @@ def _quietly(call, logger=None) -> None:
 def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None) -> int:
     """The whole main() of a system executable: spin until Ctrl-C or SIGTERM, then
     release the system (reader thread, connection) whatever state it is in and tell the
-    control plane it is finalized."""
+    control plane it is finalized. One executor thread: frames are published by the
+    reader thread, and the executor's callbacks (control requests, lifecycle services,
+    the diagnostics timer) share the node's mutually exclusive default group anyway."""
     return run_node(lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args)
