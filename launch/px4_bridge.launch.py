@@ -21,11 +21,11 @@ def _bridge(context):
     overrides = {name: LaunchConfiguration(name).perform(context) for name in OVERRIDES}
     overrides = {name: value for name, value in overrides.items() if value}
     return [Node(package="mocap4r2_tools", executable="px4_bridge", name="px4_bridge",
-                 parameters=[LaunchConfiguration("params_file"), overrides], output="screen")]
+                 parameters=[LaunchConfiguration("px4_bridge_params"), overrides], output="screen")]
 
 
 def generate_launch_description():
-    actions = [DeclareLaunchArgument("params_file", default_value=os.path.join(CONFIG, "px4_bridge.yaml"),
+    actions = [DeclareLaunchArgument("px4_bridge_params", default_value=os.path.join(CONFIG, "px4_bridge.yaml"),
                                      description="Parameters of px4_bridge (YAML keyed by node name)")]
     for name in OVERRIDES:
         actions.append(DeclareLaunchArgument(name, default_value="",

@@ -4,7 +4,7 @@
     ros2 launch mocap4r2_tools worldmodel.launch.py
 
 Parameters (systems, object identities, timeout, verify_distance) come from
-config/worldmodel.yaml; topics and services are under <namespace>/worldmodel/.
+config/worldmodel.yaml; topics and services are under <worldmodel_namespace>/worldmodel/.
 """
 import os
 
@@ -18,10 +18,10 @@ CONFIG = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "config
 
 def generate_launch_description():
     return LaunchDescription([
-        DeclareLaunchArgument("params_file", default_value=os.path.join(CONFIG, "worldmodel.yaml"),
+        DeclareLaunchArgument("worldmodel_params", default_value=os.path.join(CONFIG, "worldmodel.yaml"),
                               description="Parameters of worldmodel_server (YAML keyed by node name)"),
-        DeclareLaunchArgument("namespace", default_value="", description="Namespace of the node (and worldmodel/)"),
+        DeclareLaunchArgument("worldmodel_namespace", default_value="", description="Namespace of the node (and of worldmodel/)"),
         Node(package="mocap4r2_tools", executable="worldmodel_server", name="worldmodel_server",
-             namespace=LaunchConfiguration("namespace"), parameters=[LaunchConfiguration("params_file")],
+             namespace=LaunchConfiguration("worldmodel_namespace"), parameters=[LaunchConfiguration("worldmodel_params")],
              output="screen"),
     ])
