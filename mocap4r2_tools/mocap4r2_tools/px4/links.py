@@ -105,9 +105,10 @@ class Link:
 
     backend = ""
 
-    def open(self, timeout: float) -> str | None:
+    def open(self, timeout: float, stop: threading.Event | None = None) -> str | None:
         """Connect and wait up to ``timeout`` s for an autopilot's HEARTBEAT: None when
-        one came, else the reason."""
+        one came, else the reason. Returns early once ``stop`` is set (the node is
+        leaving and must not wait out the timeout)."""
         raise NotImplementedError
 
     def poll(self) -> str | None:
@@ -135,7 +136,7 @@ class PymavlinkLink(Link):
         self._last_heartbeat_in = 0.0
         self.vehicle = ""
 
-    def open(self, timeout: float) -> str | None:
+    def open(self, timeout: float, stop: threading.Event | None = None) -> str | None:
         os.environ["MAVLINK20"] = "1"  # before pymavlink picks its dialect: MAVLink 2 frames
         from pymavlink import mavutil
 
@@ -146,7 +147,7 @@ class PymavlinkLink(Link):
         except Exception as error:  # OSError, serial errors: reported, retried by the worker
             return f"cannot open {self.connection}: {error}"
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
             self._heartbeat()
             if self._receive(blocking_for=0.1):
                 return None
@@ -251,7 +252,7 @@ class MavsdkLink(Link):
         log_subscribe(on_log)
         MavsdkLink._log_routed = True
 
-    def open(self, timeout: float) -> str | None:
+    def open(self, timeout: float, stop: threading.Event | None = None) -> str | None:
         from mavsdk import ConnectionResult, Mavsdk
         from mavsdk.mavsdk import Configuration
         from mavsdk.plugins.mocap.mocap import Mocap
@@ -261,7 +262,14 @@ class MavsdkLink(Link):
         result = self._mavsdk.add_any_connection(self.connection.mavsdk_url())
         if result != ConnectionResult.SUCCESS:
             return f"MAVSDK cannot open {self.connection.mavsdk_url()}: {ConnectionResult(result).name}"
-        system = self._mavsdk.first_autopilot(timeout)
+        # in short slices, so a node that is leaving does not wait out the timeout
+        deadline = time.monotonic() + timeout
+        system = None
+        while system is None and not (stop is not None and stop.is_set()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            system = self._mavsdk.first_autopilot(min(0.25, remaining))
         if system is None:
             return (f"no HEARTBEAT from an autopilot on {self.connection.mavsdk_url()} within {timeout:g} s "
                     "(is the vehicle on, the URL right, the port free?)")
@@ -375,7 +383,7 @@ class LinkWorker:
             self.attempts += 1
             link = self._factory()
             try:
-                failure = link.open(self.connect_timeout)
+                failure = link.open(self.connect_timeout, self._stop)
                 if failure is None:
                     self.vehicle = link.vehicle
                     self._set("connected", f"connected to {link.vehicle}")
