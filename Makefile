@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench stress clean
 
 setup:
 	@bash scripts/setup.sh
@@ -15,6 +15,10 @@ test: setup
 
 bench: setup
 	@$(ENV) python -m bench
+
+# load and fault figures in one table (about 10 minutes; not part of `make test`)
+stress: setup
+	@$(ENV) python -m stress $(STRESS_ARGS)
 
 clean:
 	rm -rf build install log
