@@ -125,7 +125,8 @@ class ControlPlaneMember:
     def addressed(self, msg: Control) -> bool:
         return not msg.systems or self.system in msg.systems
 
-    def _on_control(self, msg: Control, info=None) -> None:
+    def _on_control(self, msg: Control, info) -> None:
+        # two parameters: rclpy then passes the MessageInfo (publication sequence numbers)
         # never let a bad request take the node down
         try:
             self._count_lost(info)

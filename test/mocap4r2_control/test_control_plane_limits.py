@@ -139,3 +139,64 @@ def test_oversized_session_id_and_systems_are_refused_and_never_echoed(plane, wi
     for proc in plane.values():
         assert "x" * 200 not in proc.log(), proc.name
         assert proc.alive()
+
+
+# ------------------------------------------------------------------ overflow, in process
+@pytest.fixture
+def member_node():
+    """A ControlPlaneMember on a node of its own context that spins only when the test
+    says so: a busy system, whose request queue fills while it does not read."""
+    import rclpy
+    from mocap4r2_interfaces.msg import MocapSystemInfo
+    from rclpy.executors import SingleThreadedExecutor
+
+    from mocap4r2_control.control_plane import ControlPlaneMember, Outcome
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("busy", namespace="/cpl_overflow", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    member = ControlPlaneMember(node, lambda session: Outcome(True, "active"), lambda: Outcome(True, "inactive"),
+                                MocapSystemInfo, max_remembered=2200)
+    yield node, member, executor
+    executor.shutdown(timeout_sec=1.0)
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+def spin_until(executor, condition, timeout: float, describe) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"after {timeout} s: {describe()}")
+        executor.spin_once(timeout_sec=0.05)
+
+
+def test_requests_beyond_the_queue_are_counted_and_logged_once(ros, member_node):
+    node, member, executor = member_node
+    me = node.get_fully_qualified_name()
+    acks = ros.subscribe("/mocap4r2/control_ack", ControlAck, ACKS_QOS)
+    pub = ros.publisher("/mocap4r2/control", Control, CONTROL_QOS)
+    # requests until one is answered: then the busy node is matched and the requester's
+    # sequence numbers are known to it
+    deadline = time.monotonic() + 60
+    attempt = 0
+    while not any(a.request_id.startswith("first") and a.system == me for a in acks.snapshot()):
+        assert time.monotonic() < deadline, "the busy node never answered"
+        send(pub, f"first-{attempt}", systems=[me])
+        attempt += 1
+        for _ in range(10):   # half a second of reading
+            executor.spin_once(timeout_sec=0.05)
+    # the system is busy (not spinning) while 100 more requests than its queue holds arrive
+    flood = CONTROL_QOS.depth + 100
+    for i in range(flood):
+        send(pub, f"flood-{i}", systems=[me])
+    assert pub.wait_for_all_acked(__import__("rclpy").duration.Duration(seconds=60)), "requests not delivered"
+    spin_until(executor, lambda: member.lost + len([a for a in acks.snapshot() if a.request_id.startswith("flood")])
+               >= flood, 120, lambda: f"lost {member.lost}, acks {len(acks.snapshot())}")
+    answered = {a.request_id for a in acks.snapshot() if a.request_id.startswith("flood")}
+    assert member.lost == flood - len(answered) == 100
+    assert member.counters()["control_requests_lost"] == 100
+    # the newest requests are the ones kept
+    assert f"flood-{flood - 1}" in answered and "flood-0" not in answered
