@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from mocap4r2_drivers.scene import Scene, SceneError
+from mocap4r2_drivers.simulated.scene import Scene, SceneError
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 
