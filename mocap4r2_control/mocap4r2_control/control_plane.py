@@ -173,7 +173,7 @@ class ControlPlaneMember:
         with self._lock:
             answered = self._answered
             while answered:
-                oldest, when = next(iter(answered.items()))
+                when = next(iter(answered.values()))
                 if now - when <= self._remember_seconds:
                     break
                 answered.popitem(last=False)

@@ -86,7 +86,7 @@ class Trajectory:
         if back.size:
             row = int(back[0]) + 1
             notes.append(f"{label}{back.size} rows are earlier than the row before them (first: row {row}, "
-                         f"{stamps[row]:.4f} s after {stamps[row - 1]:.4f} s); rows reordered by stamp")
+                         f"{stamps[row]:.9f} s following {stamps[row - 1]:.9f} s); rows reordered by stamp")
             order = np.argsort(stamps, kind="stable")
             if positions.shape[:1] == stamps.shape:   # else build() names the wrong shape
                 positions = positions[order]
@@ -97,7 +97,7 @@ class Trajectory:
         if same.size:
             row = int(same[0])
             notes.append(f"{label}{same.size} duplicate stamp{'s' if same.size > 1 else ''} (first: "
-                         f"duplicate stamp {stamps[row]:.4f} s at rows {row} and {row + 1} after sorting); "
+                         f"duplicate stamp {stamps[row]:.9f} s at rows {row} and {row + 1} after sorting); "
                          "kept, each row associated on its own as evo does")
         traj = cls.build(stamps, positions, orientations, name, require_sorted=False)
         return cls(traj.stamps, traj.positions, traj.orientations, name, tuple(notes))
