@@ -24,7 +24,7 @@ for i in $(seq 1 "$runs"); do
   bash scripts/run_tests.sh "$@" 2>&1 | tee "$logs/run-$i.log"
   code=${PIPESTATUS[0]}
   # pytest's closing line, e.g. "==== 417 passed, 3 skipped in 512.3s ===="
-  summary=$(grep -E '([0-9]+ (passed|failed|errors?|skipped)|no tests ran).* in [0-9.]+s' "$logs/run-$i.log" | tail -n 1)
+  summary=$(grep -E '(^=+ |^)([0-9]+ [a-z]+|no tests ran).* in [0-9.]+s' "$logs/run-$i.log" | tail -n 1)
   summaries+=("run $i: exit $code: ${summary:-no pytest summary line}")
   [ "$code" -eq 0 ] && passed=$((passed + 1))
 done
