@@ -58,8 +58,8 @@ def test_full_lifecycle_through_standard_services(ros, procs, tmp_path):
     assert reader_threads(proc) == 0
     # frames published before deactivate may still be in flight on a loaded machine:
     # wait until nothing has arrived for 0.5 s, then watch a further 0.5 s
-    wait_for(lambda: not bodies.times or time.monotonic() - bodies.times[-1] >= 0.5, WAIT,
-             lambda: f"{len(bodies.times)} frames, still arriving", what="the stream to go quiet")
+    wait_for(lambda: bodies.quiet(0.5), WAIT, lambda: f"{len(bodies.times)} frames, still arriving",
+             what="the stream to go quiet")
     bodies.clear()
     time.sleep(0.5)  # deliberately lets time pass: no frame may arrive after deactivate
     assert not bodies.snapshot(), "frames after deactivate"
