@@ -23,6 +23,7 @@ from mocap4r2_drivers.natnet.client import (
 )
 from mocap4r2_drivers.natnet.simulator import NatNetServer, SceneStream, ServerOptions
 from mocap4r2_drivers.scene import Scene
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 VERSIONS = [nn.Version(3, 0), nn.Version(3, 1), nn.Version(4, 0), nn.Version(4, 1)]
 
@@ -398,9 +399,8 @@ def test_client_streams_from_the_stand_in(server_factory, mode):
     finally:
         client.close()
     if mode == "unicast":  # NAT_DISCONNECT stops the unicast stream to this client
-        deadline = time.monotonic() + 2
-        while srv.server.clients and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: not srv.server.clients, WAIT, lambda: srv.server.clients, interval=0.02,
+                 what="the server forgetting the disconnected client")
         assert not srv.server.clients
 
 
@@ -409,7 +409,9 @@ def test_unicast_needs_keepalives(server_factory):
     client = _client(srv, "unicast", keepalive_period=0.2)
     try:
         client.connect(5.0)
-        time.sleep(1.0)  # not reading: no keep-alives
+        # not reading: no keep-alives, the server drops the client after its client_timeout
+        wait_for(lambda: not srv.server.clients, WAIT, lambda: srv.server.clients, interval=0.02,
+                 what="the server dropping the silent client")
         assert not srv.server.clients
         # reading again (through the frames still buffered) notices the silence and reconnects
         deadline = time.monotonic() + 10
