@@ -97,6 +97,23 @@ def declare_parameters(node: "Node", specs: Sequence[ParameterSpec]) -> dict[str
     return declared
 
 
+def warn_unknown_parameters(node: "Node") -> list[str]:
+    """Warn once, at start-up, about each value given to ``node`` (params file, launch
+    file, ``-p``) that names no declared parameter: a misspelt key would otherwise leave
+    the default in force without a word. Call after every parameter is declared.
+
+    rclpy keeps the node's overrides in ``Node._parameter_overrides`` and offers no public
+    accessor; without it nothing is reported. QoS overrides are declared later, by the
+    publishers that use them, so they are not checked here."""
+    overrides = getattr(node, "_parameter_overrides", None) or {}
+    unknown = sorted(name for name in overrides
+                     if not name.startswith("qos_overrides.") and not node.has_parameter(name))
+    for name in unknown:
+        node.get_logger().warning(f"unknown parameter {name!r} for node {node.get_fully_qualified_name()} "
+                                  "is ignored (misspelt, or meant for another node?)")
+    return unknown
+
+
 def check_parameters(specs: Mapping[str, ParameterSpec], params: "Sequence[Parameter]",
                      log: Any) -> "SetParametersResult":
     """The answer to a runtime change: refused with the first problem, else accepted."""
