@@ -20,13 +20,16 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz",
+    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools",
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
             "trajectory_error = mocap4r2_tools.trajectory_error:main",
             "robot_ground_truth = mocap4r2_tools.robot_ground_truth:main",
             "marker_viz = mocap4r2_tools.marker_viz:main",
+            "motion_estimator = mocap4r2_tools.motion_estimator:main",
+            "trajectory_monitor = mocap4r2_tools.trajectory_monitor:main",
+            "simulated_arm = mocap4r2_tools.simulated_arm:main",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [

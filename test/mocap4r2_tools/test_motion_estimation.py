@@ -179,6 +179,24 @@ def test_frame_clock_restarts_when_the_system_restarts():
         assert clock.time(k, 50.0 + k * 0.01) == pytest.approx(50.0 + k * 0.01, abs=1e-9)
     assert clock.time(3, 90.0) == 90.0  # frame numbers began again
     assert clock.restarts == 1
+    # frames that waited 0.7 s in a stalled reader keep their place on the line
+    for k in range(4, 100):
+        clock.time(k, 90.0 + (k - 3) * 0.01)
+    assert clock.time(100, 90.97 + 0.7) == pytest.approx(90.97, abs=1e-6)
+    assert clock.restarts == 1
+    # a new timebase for good: several frames in a row far off
+    for k in range(101, 161):
+        t = clock.time(k, 200.0 + k * 0.01)
+    assert clock.restarts == 2 and t == pytest.approx(200.0 + 160 * 0.01, abs=1e-3)
+
+
+def test_frame_clock_with_the_nominal_rate_gives_exact_dt_under_heavy_jitter():
+    rng = np.random.default_rng(1)
+    clock = FrameClock(period=0.01)
+    times = [clock.time(k, 7.0 + k * 0.01 + rng.uniform(0, 0.04)) for k in range(0, 2000, 2)]
+    dt = np.diff(times)
+    assert np.abs(dt - 0.02).max() < 0.02 * 0.01   # within 1 % of the true dt, against 200 % jitter
+    assert abs(times[-1] - (7.0 + 1998 * 0.01 + 0.02)) < 0.01   # on the stamps' timebase
 
 
 def test_bad_settings_are_refused_with_the_reason():

@@ -256,7 +256,7 @@ class Kalman(Estimator):
     name = "kalman"
     delay_frames = 0.0
 
-    def __init__(self, linear_jerk: float = 50.0, angular_jerk: float = 500.0, **kw):
+    def __init__(self, linear_jerk: float = 10.0, angular_jerk: float = 10.0, **kw):
         super().__init__(**kw)
         if not (linear_jerk > 0 and angular_jerk > 0):
             raise EstimatorError("linear_jerk and angular_jerk must be > 0")
@@ -341,7 +341,7 @@ class Kalman(Estimator):
 
 def make_estimator(method: str, *, position_noise: float = 0.0005, orientation_noise: float = 0.005,
                    window_seconds: float = 0.0, sg_window: int = 15, sg_order: int = 2,
-                   linear_jerk: float = 50.0, angular_jerk: float = 500.0) -> Estimator:
+                   linear_jerk: float = 10.0, angular_jerk: float = 10.0) -> Estimator:
     noise = {"position_noise": position_noise, "orientation_noise": orientation_noise}
     if method == "finite_difference":
         return FiniteDifference(window=window_seconds, **noise)
@@ -356,60 +356,110 @@ class FrameClock:
     """Sample times from (frame number, capture stamp) pairs.
 
     A mocap system's frames are equally spaced in frame number; their stamps carry
-    jitter (arrival time minus a reported latency). A least-squares line stamp = a + b k
-    over the last ``window`` frames gives each frame a time without that jitter, and a
-    gap in frame numbers (dropped frames) a gap of exactly that many periods. A frame
-    number that goes back, or a stamp far off the line (a restarted system), restarts the
-    fit.
+    jitter (arrival time minus a reported latency; tens of milliseconds on a loaded
+    machine). What an estimator needs is the right dt, so times advance by frame-number
+    gap x period (a gap of dropped frames is exactly that many periods), and follow the
+    stamps only slowly (``gain`` of each residual), which keeps them on the stamps'
+    timebase without passing their jitter on. The period is the system's nominal one
+    (``period``) or a least-squares slope of stamp over frame number (last ``window``
+    frames). A frame number that goes back, or ``outliers_before_restart`` stamps in a
+    row more than ``tolerance`` s off (a restarted system, a paused stream), restart the
+    clock; fewer stamps that far off (frames that waited in a stalled reader and came in
+    a burst) get their place on the line.
     """
 
-    def __init__(self, window: int = 240, tolerance: float = 0.05):
+    outliers_before_restart = 50
+
+    def __init__(self, period: float | None = None, window: int = 1000, tolerance: float = 0.1,
+                 gain: float = 0.002):
+        self.nominal_period = period if period and period > 0 else None
         self.window = window
         self.tolerance = tolerance
-        self._k: deque[int] = deque(maxlen=window)
-        self._t: deque[float] = deque(maxlen=window)
+        self.gain = gain
         self.restarts = 0
-        self._fit: tuple[float, float, int] | None = None   # (a, b, k_ref)
+        self._pairs: deque[tuple[float, float]] = deque()
+        self.reset()
 
     def reset(self) -> None:
-        self._k.clear()
-        self._t.clear()
-        self._fit = None
-
-    def time(self, frame_number: int, stamp: float) -> float:
-        if self._k:
-            restart = frame_number <= self._k[-1]
-            if not restart and self._fit is not None:
-                a, b, k_ref = self._fit
-                restart = abs(a + b * (frame_number - k_ref) - stamp) > self.tolerance
-            if restart:
-                self.restarts += 1
-                self.reset()
-        self._k.append(frame_number)
-        self._t.append(stamp)
-        n = len(self._k)
-        if n < 2:
-            self._fit = None
-            return stamp
-        k = np.fromiter(self._k, float, n)
-        t = np.fromiter(self._t, float, n)
-        k_ref = int(self._k[0])
-        kc = k - k_ref
-        km, tm = kc.mean(), t.mean()
-        denom = ((kc - km) ** 2).sum()
-        b = ((kc - km) * (t - tm)).sum() / denom
-        a = tm - b * km
-        if not b > 0:
-            self.reset()
-            self._k.append(frame_number)
-            self._t.append(stamp)
-            return stamp
-        self._fit = (a, b, k_ref)
-        return a + b * (frame_number - k_ref)
+        self._pairs.clear()
+        self._outliers = 0
+        self._anchor: tuple[int, float] | None = None   # frame number and stamp the sums are relative to
+        self._sums = [0.0, 0.0, 0.0, 0.0]                # sum k, sum t, sum k^2, sum k t
+        self._last: tuple[int, float] | None = None      # frame number and time of the last frame
 
     @property
     def period(self) -> float | None:
-        return self._fit[1] if self._fit else None
+        if self.nominal_period is not None:
+            return self.nominal_period
+        n = len(self._pairs)
+        if n < 2:
+            return None
+        sums = self._sums
+        km, tm = sums[0] / n, sums[1] / n
+        var = sums[2] / n - km * km
+        slope = (sums[3] / n - km * tm) / var if var > 0 else 0.0
+        return slope if slope > 0 else None
+
+    def time(self, frame_number: int, stamp: float) -> float:
+        if self._last is not None and frame_number <= self._last[0]:
+            self.restarts += 1
+            self.reset()
+        if self._last is None:
+            self._add(frame_number, stamp)
+            self._last = (frame_number, stamp)
+            return stamp
+        last_k, last_t = self._last
+        period = self.period
+        if period is None:  # the second frame of a clock without a nominal rate
+            t = stamp
+        else:
+            predicted = last_t + (frame_number - last_k) * period
+            residual = stamp - predicted
+            # while the slope is still uncertain every stamp counts
+            if abs(residual) > self.tolerance and (self.nominal_period or len(self._pairs) >= 100):
+                self._outliers += 1
+                if self._outliers >= self.outliers_before_restart:
+                    self.restarts += 1
+                    self.reset()
+                    return self.time(frame_number, stamp)
+                self._last = (frame_number, predicted)
+                return predicted
+            self._outliers = 0
+            t = predicted + self.gain * residual
+        self._add(frame_number, stamp)
+        self._last = (frame_number, t)
+        return t
+
+    def _add(self, frame_number: int, stamp: float) -> None:
+        if self._anchor is None:
+            self._anchor = (frame_number, stamp)
+        k0, t0 = self._anchor
+        k, t = float(frame_number - k0), stamp - t0
+        sums = self._sums
+        self._pairs.append((k, t))
+        sums[0] += k
+        sums[1] += t
+        sums[2] += k * k
+        sums[3] += k * t
+        if len(self._pairs) > self.window:
+            ok, ot = self._pairs.popleft()
+            sums[0] -= ok
+            sums[1] -= ot
+            sums[2] -= ok * ok
+            sums[3] -= ok * ot
+        if k > 8 * self.window:
+            self._reanchor()
+
+    def _reanchor(self) -> None:
+        """Sums relative to the oldest kept frame, recomputed exactly: running sums of
+        ever larger frame numbers would lose precision over hours of streaming."""
+        k0, t0 = self._anchor
+        dk, dt = self._pairs[0]
+        self._anchor = (k0 + int(dk), t0 + dt)
+        shifted = deque((k - dk, t - dt) for k, t in self._pairs)
+        self._pairs = shifted
+        self._sums = [sum(k for k, _ in shifted), sum(t for _, t in shifted),
+                      sum(k * k for k, _ in shifted), sum(k * t for k, t in shifted)]
 
 
 class BodyTracker:
