@@ -80,7 +80,10 @@ class TrajectoryMonitorNode(ToolNode):
                          else ReliabilityPolicy.BEST_EFFORT)
         self.create_subscription(TrajectoryFeedbackStamped, cfg["feedback_topic"], self._on_feedback, qos)
         if cfg["rigid_bodies_topic"]:
-            self.create_subscription(RigidBodies, cfg["rigid_bodies_topic"], self._on_bodies, qos)
+            # a deep queue: the snapshots need every frame around a trigger, even when
+            # this node falls behind a 360 Hz system for a moment
+            frames_qos = QoSProfile(depth=1000, reliability=qos.reliability)
+            self.create_subscription(RigidBodies, cfg["rigid_bodies_topic"], self._on_bodies, frames_qos)
         self._results_pub = self.create_publisher(MonitorResultsStamped, "~/monitor_results", 10)
         # snapshot topics exist from the start, so subscribers are matched before a trigger
         for _, monitor in self._monitors:
