@@ -20,13 +20,13 @@ import time
 
 import numpy as np
 
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.simulated.scene import Scene
 from mocap4r2_tools.motion import so3
 from mocap4r2_tools.motion.estimation import METHODS, BodyTracker, make_estimator
 
 RATES = (120.0, 360.0)
 NOISES = (0.0002, 0.0005, 0.001)
-SECONDS = 10.0
+SECONDS = 5.0
 WARMUP = 0.5
 BODIES = [
     {"name": "drone", "id": 1, "markers": [[0.10, 0.0, 0.01], [-0.08, 0.07, 0.0], [-0.06, -0.09, 0.0],
