@@ -20,7 +20,7 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, PX4 and world-model bridges",
+    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, PX4 and world-model bridges",
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
@@ -29,6 +29,9 @@ setup(
             "marker_viz = mocap4r2_tools.marker_viz:main",
             "px4_bridge = mocap4r2_tools.px4_bridge:main",
             "worldmodel_server = mocap4r2_tools.worldmodel_server:main",
+            "motion_estimator = mocap4r2_tools.motion_estimator:main",
+            "trajectory_monitor = mocap4r2_tools.trajectory_monitor:main",
+            "simulated_arm = mocap4r2_tools.simulated_arm:main",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
