@@ -57,6 +57,7 @@ _RECV_BUFFER = 4 * 1024 * 1024
 _MAX_DATAGRAM = 65536
 _SERVER_MESSAGES_LOGGED = 20      # NAT_MESSAGESTRING lines logged; later ones are counted
 _RESYNC_FRAMES = 5                # frames advancing among themselves that restart the numbering
+_LATE_WINDOW = 1000               # frames behind the last one that are late repeats, not a restart
 _MIN_FRAME_JUMP = 10              # frames a number may advance beyond what the rate explains
 _ASSUMED_RATE = 1000.0            # Hz, for the jump bound before the rate is known
 _ANSWER_WINDOW = 5.0              # s an answer may take after its request
@@ -606,13 +607,16 @@ class NatNetClient:
         """Whether a decoded frame is the server's next one: its number advances, by no
         more than the frame rate explains. A repeat (the same frame on both unicast
         sockets) is dropped quietly; anything else out of sequence is rejected, unless
-        several such frames advance among themselves (a server that restarted its
-        numbering without a silence long enough to reconnect)."""
+        several such frames far behind or ahead advance among themselves (a server that
+        restarted its numbering without a silence long enough to reconnect; within the
+        first frames of a stream, the silence that follows the reconnection does it)."""
         last = self._last_number
         if last is not None:
             rate = self.frame_rate if self.frame_rate > 0 else _ASSUMED_RATE
             ahead = _MIN_FRAME_JUMP + 2.0 * rate * (now - self._last_number_time)
-            if number == last:
+            if last - _LATE_WINDOW <= number <= last:
+                # a repeat, or late: the same frame through the other unicast socket
+                # (the two sockets are read in turns), or a reordered datagram
                 self.duplicates += 1
                 return False
             if not last < number <= last + ahead:

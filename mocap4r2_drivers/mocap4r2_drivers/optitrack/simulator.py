@@ -253,9 +253,11 @@ class NatNetSimulator:
         data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         data.bind((o.server_address, 0))
         if self.data_port == 0:
-            # a free port number for the destination; not this socket's own one, since a
-            # unicast client on this host binds the data port of its interface
-            self.data_port = _free_udp_port(o.server_address)
+            # a free port number for the destination: multicast, this socket's own one
+            # (held while the server runs, so no other server on this host takes it);
+            # unicast, another one, since a client on this host binds the data port of its
+            # interface and must be the only one receiving there
+            self.data_port = (data.getsockname()[1] if o.multicast else _free_udp_port(o.server_address))
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(o.server_address))
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)

@@ -281,7 +281,8 @@ class QtmClient:
         self._guard: GuardedStream | None = None
         self._drop_reason = ""
         self.watchdog_reconnects = 0
-        asyncio.run_coroutine_threadsafe(self._watchdog(), self._loop)
+        self._watchdog_task: asyncio.Task | None = None
+        self._loop.call_soon_threadsafe(self._start_watchdog)
 
     # ------------------------------------------------------------------ blocking API
     @property
@@ -482,7 +483,13 @@ class QtmClient:
         await self._connection.stream_frames(frames="allframes", components=self.components,
                                              on_packet=self._on_packet)
 
+    def _start_watchdog(self) -> None:
+        self._watchdog_task = self._loop.create_task(self._watchdog())
+
     async def _shutdown(self) -> None:
+        if self._watchdog_task is not None:
+            self._watchdog_task.cancel()
+            await asyncio.gather(self._watchdog_task, return_exceptions=True)
         if self._reconnect_task is not None:
             self._reconnect_task.cancel()
         connection, self._connection = self._connection, None
