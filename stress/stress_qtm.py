@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from _driver_live import (  # noqa: I001 - the stress runner puts stress/ on sys.path
-    FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib, proc_rss_mib, proc_threads,
-    restart_rows, wait_for,
-)
+try:   # run as stress.<module> by the stress runner, or as a script from stress/
+    from ._driver_live import (FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib,
+                               proc_rss_mib, proc_threads, restart_rows, wait_for)
+except ImportError:
+    from _driver_live import (FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib,
+                              proc_rss_mib, proc_threads, restart_rows, wait_for)
 
 SCENE = {
     "seed": 9, "rate": 100.0, "latency": 0.003, "noise": 0.0003, "occlusion": 0.03, "dropped_frames": 0.0,
