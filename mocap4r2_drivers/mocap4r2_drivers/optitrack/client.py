@@ -151,6 +151,7 @@ class NatNetClient:
         self._models_until = 0.0        # NAT_MODELDEF is accepted until then (after a request)
         self._last_number: int | None = None   # frame number of the last frame handed out
         self._last_number_time = 0.0
+        self._last_timestamp = 0.0
         self._resync: list[int] = []    # frame numbers out of sequence that advance among themselves
         self.duplicates = 0             # frames received twice (unicast on both sockets)
         self._server_messages = 0
@@ -552,7 +553,6 @@ class NatNetClient:
         if self.version is None:
             return  # cannot decode before NAT_SERVERINFO tells the layout; asked again later
         models = nn.decode_model_definitions(payload, self.version)
-        self._models_until = 0.0   # one answer per request
         self.models = models
         self.stats.model_updates += 1
         self.converter.set_models(ModelIndex.build(models, self.stats.model_updates))
@@ -579,7 +579,7 @@ class NatNetClient:
             raise
         self._bad_frames_in_row = 0
         now = time.monotonic()
-        if not self._in_sequence(frame.frame_number, now):
+        if not self._in_sequence(frame, now):
             return None
         if self.frame_rate <= 0:
             self._estimate_rate(frame)
@@ -603,13 +603,14 @@ class NatNetClient:
             self._request_models(period=5.0)  # ids without a description: ask now and then
         return frame
 
-    def _in_sequence(self, number: int, now: float) -> bool:
+    def _in_sequence(self, frame: FrameOfData, now: float) -> bool:
         """Whether a decoded frame is the server's next one: its number advances, by no
         more than the frame rate explains. A repeat (the same frame on both unicast
         sockets) is dropped quietly; anything else out of sequence is rejected, unless
         several such frames far behind or ahead advance among themselves (a server that
         restarted its numbering without a silence long enough to reconnect; within the
         first frames of a stream, the silence that follows the reconnection does it)."""
+        number = frame.frame_number
         last = self._last_number
         if last is not None:
             rate = self.frame_rate if self.frame_rate > 0 else _ASSUMED_RATE
@@ -619,6 +620,8 @@ class NatNetClient:
                 # (the two sockets are read in turns), or a reordered datagram
                 self.duplicates += 1
                 return False
+            if number > last + ahead and self._server_time_agrees(frame, number - last):
+                ahead = number - last   # the server skipped frames: its clock says so too
             if not last < number <= last + ahead:
                 chain = self._resync
                 if chain and number == chain[-1]:
@@ -632,11 +635,23 @@ class NatNetClient:
                     self._reject("frame_out_of_sequence",
                                  f"frame {number} out of sequence (last {last}): garbage or a replay")
                     return False
-                self.log.warning(f"the server's frame numbers restarted (frame {number}, was {last}): following")
+                self._reject("numbering_restart", f"the server's frame numbers jumping (frame {number}, was "
+                             f"{last}; following after {_RESYNC_FRAMES} frames that agree)")
         self._resync = []
         self._last_number = number
         self._last_number_time = now
+        self._last_timestamp = frame.timestamp
         return True
+
+    def _server_time_agrees(self, frame: FrameOfData, advance: int) -> bool:
+        """A jump ahead that the server's own frame timestamps confirm (a server that
+        skipped frames to catch up, or frames lost on the way): its timestamp advanced
+        by the same number of periods."""
+        rate = self.frame_rate
+        if rate <= 0 or advance > 60 * rate:
+            return False
+        expected = advance / rate
+        return abs((frame.timestamp - self._last_timestamp) - expected) <= 0.25 / rate + 1e-3 * expected
 
     def _estimate_rate(self, frame: FrameOfData) -> None:
         """Without an answer to "FrameRate" (older servers), the rate from Motive's frame
