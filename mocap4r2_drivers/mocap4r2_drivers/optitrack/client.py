@@ -612,7 +612,17 @@ class NatNetClient:
         first frames of a stream, the silence that follows the reconnection does it)."""
         number = frame.frame_number
         last = self._last_number
-        if last is not None:
+        if last is None:
+            # the first frames of a connection: nothing to compare with, so a decodable
+            # garbage frame could come first; take the numbering from frames that agree
+            chain = self._resync
+            if chain and chain[-1] < number <= chain[-1] + _MIN_FRAME_JUMP:
+                chain.append(number)
+            elif not chain or number != chain[-1]:
+                self._resync = chain = [number]
+            if len(chain) < _RESYNC_FRAMES:
+                return False
+        else:
             rate = self.frame_rate if self.frame_rate > 0 else _ASSUMED_RATE
             ahead = _MIN_FRAME_JUMP + 2.0 * rate * (now - self._last_number_time)
             if last - _LATE_WINDOW <= number <= last:
