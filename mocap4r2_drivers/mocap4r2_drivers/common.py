@@ -50,4 +50,5 @@ class ClientStats:
     model_requests: int = 0      # asset (model definition) requests sent
     model_updates: int = 0       # asset definitions received that changed the names
     last_error: str = ""
+    rejected: dict[str, int] = field(default_factory=dict)  # bad input dropped, by kind (logged once each)
     events: dict[str, int] = field(default_factory=dict)   # server events by name

@@ -9,12 +9,25 @@ How Motive streams, and therefore what this client does:
   * multicast: frames go to ``multicast_address:data_port``; the client joins the group
     on the interface of ``local_address``. Commands (connect, model definitions) are
     unicast to ``server_address:command_port`` and answered to the sender.
-  * unicast: frames go to the address and port the client's NAT_CONNECT came from (its
-    command socket), as long as the client sends NAT_KEEPALIVE now and then.
+  * unicast: as long as the client sends NAT_KEEPALIVE now and then, frames go either to
+    the address and port its NAT_CONNECT came from (its command socket; OptiTrack's
+    Python sample relies on this) or to the data port on the client's address (clients
+    that bind ``local_address:data_port`` wait there), depending on the Motive version.
+    This client listens on both and hands out each frame once.
   * NAT_SERVERINFO tells the bitstream version (which decides the frame layout), the
     server's clock frequency (for latency), and how it streams (data port, multicast or
     not, group address). When that disagrees with the configuration, the server wins
     and a warning names the parameter to fix, rather than receiving nothing.
+
+What is refused, so that nobody but the server shapes what is published:
+  * every packet whose source is not ``server_address`` (on every socket);
+  * on the data socket anything but frames; NAT_SERVERINFO, NAT_MODELDEF and
+    NAT_RESPONSE that answer no request of ours;
+  * frames whose number does not advance, or jumps further ahead than the frame rate
+    allows; a server that really restarted its numbering is followed after a few frames
+    that advance among themselves (or at once after a silence);
+  * undecodable packets.
+Each kind is logged once and then counted (``ClientStats.rejected``, in /diagnostics).
 """
 from __future__ import annotations
 
@@ -39,8 +52,15 @@ from .protocol import FrameOfData, MessageId, ModelDefinitions, NatNetProtocolEr
 CONNECTION_TYPES = ("multicast", "unicast")
 UP_AXES = ("y", "z")
 SKELETON_COORDINATES = ("global", "local")
+_FRAME_ID = int(MessageId.FRAMEOFDATA).to_bytes(2, "little")
 _RECV_BUFFER = 4 * 1024 * 1024
 _MAX_DATAGRAM = 65536
+_SERVER_MESSAGES_LOGGED = 20      # NAT_MESSAGESTRING lines logged; later ones are counted
+_RESYNC_FRAMES = 5                # frames advancing among themselves that restart the numbering
+_LATE_WINDOW = 1000               # frames behind the last one that are late repeats, not a restart
+_MIN_FRAME_JUMP = 10              # frames a number may advance beyond what the rate explains
+_ASSUMED_RATE = 1000.0            # Hz, for the jump bound before the rate is known
+_ANSWER_WINDOW = 5.0              # s an answer may take after its request
 
 
 class NatNetConnectionError(ConnectionError):
@@ -124,8 +144,18 @@ class NatNetClient:
         self._server = (config.server_address, config.command_port)
         self._command: socket.socket | None = None
         self._data: socket.socket | None = None
-        self._responses: list[bytes | None] = []
+        self._responses: list[bytes | None] = []   # the answer to the pending request (at most one)
         self._request_lock = threading.Lock()   # one request in flight from other threads
+        self._request_pending = False
+        self._connect_until = 0.0       # NAT_SERVERINFO is accepted until then (after a NAT_CONNECT)
+        self._models_until = 0.0        # NAT_MODELDEF is accepted until then (after a request)
+        self._last_number: int | None = None   # frame number of the last frame handed out
+        self._last_number_time = 0.0
+        self._last_timestamp = 0.0
+        self._resync: list[int] = []    # frame numbers out of sequence that advance among themselves
+        self.duplicates = 0             # frames received twice (unicast on both sockets)
+        self._server_messages = 0
+        self._answered_at = 0.0
         self._got_models = False
         self._last_frame = 0.0
         self._last_keepalive = 0.0
@@ -161,11 +191,13 @@ class NatNetClient:
         _set_recv_buffer(command)
         command.setblocking(False)
         self._command = command
-        if self.multicast:
-            self._open_data_socket()
+        self._open_data_socket()
 
     def _open_data_socket(self) -> None:
         self._close_data_socket()
+        if not self.multicast:
+            self._open_unicast_data_socket()
+            return
         group, port, local = self.multicast_address, self.data_port, self.local_address
         data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
@@ -185,6 +217,23 @@ class NatNetClient:
                     f"check local_address{_interfaces_hint()}") from exc
             raise NatNetConnectionError(f"cannot receive multicast {group}:{port} on {local}: {exc.strerror}") \
                 from exc
+        _set_recv_buffer(data)
+        data.setblocking(False)
+        self._data = data
+
+    def _open_unicast_data_socket(self) -> None:
+        """Unicast frames may come to the data port of our address instead of the command
+        socket (Motive versions differ): listen there too. Without it (the port is taken
+        by a program that did not allow sharing) the command socket still works."""
+        data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            data.bind((self.local_address, self.data_port))
+        except OSError as exc:
+            data.close()
+            self.log.warning(f"cannot listen for unicast frames on {self.local_address}:{self.data_port} "
+                             f"({exc.strerror}); receiving them on the command socket only")
+            return
         _set_recv_buffer(data)
         data.setblocking(False)
         self._data = data
@@ -251,12 +300,14 @@ class NatNetClient:
 
     def _send_connect(self) -> None:
         self._last_connect = time.monotonic()
+        self._connect_until = self._last_connect + _ANSWER_WINDOW
         self._send(nn.encode_connect())
 
     def _request_models(self, force: bool = False, period: float | None = None) -> None:
         now = time.monotonic()
         if force or now - self._last_model_request >= (period or self.config.retry_period):
             self._last_model_request = now
+            self._models_until = now + _ANSWER_WINDOW
             self.stats.model_requests += 1
             self._send(nn.encode_empty(MessageId.REQUEST_MODELDEF))
 
@@ -264,11 +315,17 @@ class NatNetClient:
         """Send a NAT_REQUEST; its NAT_RESPONSE (int, float for FrameRate, or string), or
         None without an answer in time (or when the server does not know the command)."""
         self._responses.clear()
-        self._send(nn.encode_request(command))
-        self._wait(timeout, lambda: bool(self._responses))
+        self._request_pending = True
+        try:
+            self._send(nn.encode_request(command))
+            self._wait(timeout, lambda: bool(self._responses))
+        finally:
+            self._request_pending = False
         if not self._responses:
             return None
-        return self._decode_response(command, self._responses.pop(0))
+        payload = self._responses.pop(0)
+        self._responses.clear()
+        return self._decode_response(command, payload)
 
     @staticmethod
     def _decode_response(command: str, payload: bytes | None) -> int | float | str | None:
@@ -289,13 +346,19 @@ class NatNetClient:
         Motive's recording commands, which arrive from the control plane while streaming."""
         with self._request_lock:
             self._responses.clear()
-            self._send(nn.encode_request(command))
-            deadline = time.monotonic() + timeout
-            while not self._responses and time.monotonic() < deadline:
-                time.sleep(0.005)
+            self._request_pending = True
+            try:
+                self._send(nn.encode_request(command))
+                deadline = time.monotonic() + timeout
+                while not self._responses and time.monotonic() < deadline:
+                    time.sleep(0.005)
+            finally:
+                self._request_pending = False
             if not self._responses:
                 return None
-            return self._decode_response(command, self._responses.pop(0))
+            payload = self._responses.pop(0)
+            self._responses.clear()
+            return self._decode_response(command, payload)
 
     def _sockets(self) -> list[socket.socket]:
         return [s for s in (self._command, self._data) if s is not None]
@@ -352,8 +415,13 @@ class NatNetClient:
             except OSError as exc:
                 self.stats.last_error = f"receive failed: {exc.strerror}"
                 return None
-            if sock is self._command and source[0] != self._server[0]:
+            if source[0] != self._server[0]:
                 self.stats.foreign_packets += 1
+                self._reject("foreign_packet", f"a packet from {source[0]}:{source[1]}, which is not "
+                             f"server_address {self._server[0]}")
+                continue
+            if sock is self._data and packet[:2] != _FRAME_ID:
+                self._reject("non_frame_on_data_socket", "a packet other than a frame on the data socket")
                 continue
             frame = self._handle(packet)
             if frame is not None and stop_on_frame:
@@ -365,19 +433,40 @@ class NatNetClient:
             message_id, payload = nn.unpack(packet)
             if message_id == MessageId.FRAMEOFDATA:
                 return self._on_frame(payload)
+            now = time.monotonic()
             if message_id == MessageId.SERVERINFO:
-                self._on_server_info(nn.decode_server_info(payload))
+                if now > self._connect_until:
+                    self._reject("unsolicited_server_info", "a NAT_SERVERINFO without a NAT_CONNECT of ours")
+                else:
+                    self._on_server_info(nn.decode_server_info(payload))
             elif message_id == MessageId.MODELDEF:
-                self._on_models(payload)
-            elif message_id == MessageId.RESPONSE:
-                self._responses.append(payload)
-            elif message_id == MessageId.UNRECOGNIZED_REQUEST:
-                self._responses.append(None)
+                if now > self._models_until:
+                    self._reject("unsolicited_models", "a NAT_MODELDEF without a request of ours")
+                else:
+                    self._on_models(payload)
+            elif message_id in (MessageId.RESPONSE, MessageId.UNRECOGNIZED_REQUEST):
+                if not self._request_pending or self._responses:
+                    self._reject("unsolicited_response", "a NAT_RESPONSE to no pending request")
+                else:
+                    self._responses.append(payload if message_id == MessageId.RESPONSE else None)
             elif message_id == MessageId.MESSAGESTRING:
-                self.log.info(f"server message: {nn.decode_string(payload)}")
+                self._server_messages += 1
+                if self._server_messages <= _SERVER_MESSAGES_LOGGED:
+                    self.log.info(f"server message: {nn.decode_string(payload)[:200]}"
+                                  + (" (further ones are counted)"
+                                     if self._server_messages == _SERVER_MESSAGES_LOGGED else ""))
+                else:
+                    self.stats.events["server_messages"] = self._server_messages
         except NatNetProtocolError as exc:
             self._decode_error(exc)
         return None
+
+    def _reject(self, kind: str, what: str) -> None:
+        """Bad input of one kind: logged the first time, then only counted."""
+        seen = self.stats.rejected.get(kind, 0)
+        self.stats.rejected[kind] = seen + 1
+        if seen == 0:
+            self.log.warning(f"ignored {what}; further ones are counted (diagnostics: rejected_{kind})")
 
     def _decode_error(self, exc: Exception) -> None:
         self.stats.decode_errors += 1
@@ -421,6 +510,7 @@ class NatNetClient:
         if self._reconnecting and not self._answered_while_silent:
             # the first answer after a silence: a restarted server may have other models
             self._answered_while_silent = True
+            self._answered_at = time.monotonic()
             self._request_models(force=True)
 
     def _follow_server_mode(self, info: ServerInfo) -> None:
@@ -449,10 +539,10 @@ class NatNetClient:
                              f"{info.multicast_address})")
             self.multicast_address = info.multicast_address
             reopen = True
+        if not info.multicast and info.data_port and info.data_port != self.data_port:
+            self.data_port = info.data_port   # unicast to the data port: the server says which one
+            reopen = True
         if reopen:
-            if not self.multicast:
-                self._close_data_socket()
-                return
             try:
                 self._open_data_socket()
             except NatNetConnectionError as exc:  # reported; the next NAT_SERVERINFO tries again
@@ -488,9 +578,11 @@ class NatNetClient:
                 self._send_connect()
             raise
         self._bad_frames_in_row = 0
+        now = time.monotonic()
+        if not self._in_sequence(frame, now):
+            return None
         if self.frame_rate <= 0:
             self._estimate_rate(frame)
-        now = time.monotonic()
         self.stats.frames += 1
         self._last_frame = now
         if self._silent_reason:
@@ -510,6 +602,66 @@ class NatNetClient:
         elif self.converter.unknown_ids:
             self._request_models(period=5.0)  # ids without a description: ask now and then
         return frame
+
+    def _in_sequence(self, frame: FrameOfData, now: float) -> bool:
+        """Whether a decoded frame is the server's next one: its number advances, by no
+        more than the frame rate explains. A repeat (the same frame on both unicast
+        sockets) is dropped quietly; anything else out of sequence is rejected, unless
+        several such frames far behind or ahead advance among themselves (a server that
+        restarted its numbering without a silence long enough to reconnect; within the
+        first frames of a stream, the silence that follows the reconnection does it)."""
+        number = frame.frame_number
+        last = self._last_number
+        if last is None:
+            # the first frames of a connection: nothing to compare with, so a decodable
+            # garbage frame could come first; take the numbering from frames that agree
+            chain = self._resync
+            if chain and chain[-1] < number <= chain[-1] + _MIN_FRAME_JUMP:
+                chain.append(number)
+            elif not chain or number != chain[-1]:
+                self._resync = chain = [number]
+            if len(chain) < _RESYNC_FRAMES:
+                return False
+        else:
+            rate = self.frame_rate if self.frame_rate > 0 else _ASSUMED_RATE
+            ahead = _MIN_FRAME_JUMP + 2.0 * rate * (now - self._last_number_time)
+            if last - _LATE_WINDOW <= number <= last:
+                # a repeat, or late: the same frame through the other unicast socket
+                # (the two sockets are read in turns), or a reordered datagram
+                self.duplicates += 1
+                return False
+            if number > last + ahead and self._server_time_agrees(frame, number - last):
+                ahead = number - last   # the server skipped frames: its clock says so too
+            if not last < number <= last + ahead:
+                chain = self._resync
+                if chain and number == chain[-1]:
+                    self.duplicates += 1
+                    return False
+                if chain and chain[-1] < number <= chain[-1] + _MIN_FRAME_JUMP:
+                    chain.append(number)
+                else:
+                    self._resync = chain = [number]
+                if len(chain) < _RESYNC_FRAMES:
+                    self._reject("frame_out_of_sequence",
+                                 f"frame {number} out of sequence (last {last}): garbage or a replay")
+                    return False
+                self._reject("numbering_restart", f"the server's frame numbers jumping (frame {number}, was "
+                             f"{last}; following after {_RESYNC_FRAMES} frames that agree)")
+        self._resync = []
+        self._last_number = number
+        self._last_number_time = now
+        self._last_timestamp = frame.timestamp
+        return True
+
+    def _server_time_agrees(self, frame: FrameOfData, advance: int) -> bool:
+        """A jump ahead that the server's own frame timestamps confirm (a server that
+        skipped frames to catch up, or frames lost on the way): its timestamp advanced
+        by the same number of periods."""
+        rate = self.frame_rate
+        if rate <= 0 or advance > 60 * rate:
+            return False
+        expected = advance / rate
+        return abs((frame.timestamp - self._last_timestamp) - expected) <= 0.25 / rate + 1e-3 * expected
 
     def _estimate_rate(self, frame: FrameOfData) -> None:
         """Without an answer to "FrameRate" (older servers), the rate from Motive's frame
@@ -533,11 +685,14 @@ class NatNetClient:
             self._reconnecting = True
             self._answered_while_silent = False
             self._silence_episode = now
+            self._last_number = None   # a restarted server numbers its frames anew
             self.stats.reconnects += 1
         if now - self._last_connect >= cfg.retry_period:
             self._send_connect()
         if not self._answered_while_silent and now - self._silence_episode < 2 * cfg.retry_period:
             return  # give the server a chance to answer before concluding anything
+        if self._answered_while_silent and now - self._answered_at < max(2 * cfg.retry_period, cfg.reconnect_after):
+            return  # it just answered: its frames follow within a few periods
         if not self._answered_while_silent:
             kind, reason = "silent", (
                 f"no frames for {silent:.1f} s and no answer from {cfg.server_address}:{cfg.command_port}: "

@@ -165,7 +165,13 @@ class OptiTrackAdapter(MocapAdapter):
             "decode_errors": str(stats.decode_errors),
             "model_updates": str(stats.model_updates),
             "reconnects": str(stats.reconnects),
+            "foreign_packets": str(stats.foreign_packets),
         }
+        # bad input dropped, by kind: each kind is logged once, then only counted here
+        for kind, count in sorted(stats.rejected.items()):
+            out[f"rejected_{kind}"] = str(count)
+        if client.duplicates:
+            out["duplicate_frames"] = str(client.duplicates)
         if info is not None:
             out["server_application"] = f"{info.app_name} {'.'.join(map(str, info.app_version))}"
         if self.conversion_errors:

@@ -3,8 +3,14 @@
 It answers NAT_CONNECT with NAT_SERVERINFO, NAT_REQUEST_MODELDEF with NAT_MODELDEF,
 NAT_REQUEST commands (Bitstream, FrameRate, and the stand-in's own RenameRigidBody),
 and streams NAT_FRAMEOFDATA at the scene's rate, multicast to a group or unicast to
-each connected client (to the address its NAT_CONNECT came from, while it sends
-keep-alives), in NatNet bitstream 3.0, 3.1, 4.0 or 4.1.
+each connected client while it sends keep-alives, in NatNet bitstream 3.0, 3.1, 4.0 or 4.1.
+
+NatNet clients disagree on where unicast frames arrive: OptiTrack's Python sample reads
+them on its command socket (the address its NAT_CONNECT came from), other clients bind
+the data port on their own interface and wait there, and Motive versions differ too.
+``--unicast-to`` chooses: ``command-socket``, ``data-port`` (the client's address, the
+server's data port), or ``both`` (the default, so that any client works; a client that
+listens on both sockets sees each frame twice and must drop the repeat).
 
 What it sends is what Motive sends for such a scene: Y-up by default (``--up-axis``),
 rigid bodies with their marker sets and labeled markers (id = body id << 16 | member),
@@ -40,7 +46,14 @@ from .protocol import FrameOfData, MessageId, ModelDefinitions, NatNetProtocolEr
 CLOCK_FREQUENCY = 10_000_000   # server clock ticks per second (Motive's is QueryPerformanceCounter)
 MARKER_SIZE = 0.014            # metres, a common passive marker
 UNLABELED_ID_BASE = 50000      # point-cloud ids of unlabeled markers (model id 0)
+UNICAST_TARGETS = ("command-socket", "data-port", "both")
 log = logging.getLogger("natnet_simulator")
+
+
+def _free_udp_port(address: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind((address, 0))
+        return probe.getsockname()[1]
 
 
 def _server_ticks() -> int:
@@ -193,6 +206,7 @@ class ServerOptions:
     up_axis: str = "y"
     skeleton_coordinates: str = "global"
     client_timeout: float = 5.0  # unicast clients silent this long are dropped
+    unicast_to: str = "both"     # command-socket, data-port or both (see the module docstring)
     frames: int = 0              # stop after this many frames (0: never)
     app_name: str = "Motive"
     app_version: tuple[int, int, int, int] = (3, 1, 0, 0)
@@ -239,8 +253,11 @@ class NatNetSimulator:
         data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         data.bind((o.server_address, 0))
         if self.data_port == 0:
-            # a free port number for the multicast destination: this socket's own one
-            self.data_port = data.getsockname()[1]
+            # a free port number for the destination: multicast, this socket's own one
+            # (held while the server runs, so no other server on this host takes it);
+            # unicast, another one, since a client on this host binds the data port of its
+            # interface and must be the only one receiving there
+            self.data_port = (data.getsockname()[1] if o.multicast else _free_udp_port(o.server_address))
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(o.server_address))
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
@@ -260,7 +277,8 @@ class NatNetSimulator:
     def ready_line(self) -> str:
         o = self.options
         host, port = self.command_address
-        target = f"{o.multicast_address}:{self.data_port}" if o.multicast else "each client (unicast)"
+        target = (f"{o.multicast_address}:{self.data_port}" if o.multicast
+                  else f"each client (unicast to {o.unicast_to})")
         return (f"natnet_simulator ready: NatNet {self.version} {'multicast' if o.multicast else 'unicast'} "
                 f"command={host}:{port} data={target} data_port={self.data_port} rate={self.rate:g} Hz "
                 f"up_axis={o.up_axis}")
@@ -392,7 +410,10 @@ class NatNetSimulator:
                     del self.clients[client]
                     log.info(f"unicast client {client[0]}:{client[1]} timed out (no keep-alive)")
                 else:
-                    self._send(self.command, packet, client)
+                    if o.unicast_to in ("command-socket", "both"):
+                        self._send(self.command, packet, client)
+                    if o.unicast_to in ("data-port", "both"):
+                        self._send(self.data, packet, (client[0], self.data_port))
         self.frames_sent += 1
 
     def serve(self, stop: threading.Event) -> None:
@@ -465,6 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="stream to the multicast group (default)")
     mode.add_argument("--unicast", dest="multicast", action="store_false",
                       help="stream to each connected client")
+    p.add_argument("--unicast-to", choices=UNICAST_TARGETS, default="both",
+                   help="where unicast frames go: the client's command socket, the data port of its "
+                        "address, or both (default: both, so that any NatNet client receives them)")
     p.add_argument("--rate", type=float, default=0.0, help="frame rate in Hz (default: the scene's)")
     p.add_argument("--up-axis", choices=("y", "z"), default="y", help="up axis of the stream (Motive default: y)")
     p.add_argument("--skeleton-coordinates", choices=("global", "local"), default="global",
@@ -493,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_address=args.server_address, command_port=args.command_port, data_port=args.data_port,
         multicast_address=args.multicast_address, multicast=args.multicast, rate=args.rate,
         up_axis=args.up_axis, skeleton_coordinates=args.skeleton_coordinates,
-        client_timeout=args.client_timeout, frames=args.frames)
+        client_timeout=args.client_timeout, frames=args.frames, unicast_to=args.unicast_to)
     try:
         server = NatNetSimulator(options)
     except (scene_module.SceneError, NatNetProtocolError) as exc:

@@ -5,6 +5,16 @@ offers blocking calls (connect, start/stop streaming, close) plus a bounded queu
 streamed packets for the adapter's reader thread. When QTM goes away it reconnects by
 itself, reads the parameters again and resumes streaming.
 
+qtm-rt reads whatever the peer sends: a header announcing size 0 or a component table
+of 4 billion empty components makes it loop forever, a size of 2 GB is buffered, and
+an unknown component type or event raises inside its callback. So qtm-rt never sees
+the raw stream: :class:`GuardedStream` frames it with the project's bounded reader
+(:class:`~.protocol.PacketReader`), checks each packet (:func:`~.protocol.check_packet`)
+and hands qtm-rt only packets that are well formed. A malformed packet is dropped and
+counted; a broken header (the framing is lost, TCP has no way to find the next packet)
+closes the connection and reconnects, with the reason in diagnostics. A receive
+watchdog reconnects when a streaming QTM sends nothing for ``reconnect_after`` s.
+
 Also here: :func:`parse_parameters` (QTM's parameter XML, both the 1.20 and the
 1.21+/1.22+ layouts) and :class:`TimestampMapper` (QTM's measurement clock to Unix time).
 """
@@ -25,6 +35,7 @@ import numpy as np
 from mocap4r2_control.frame import NO_PARENT
 
 from ..common import ClientStats
+from . import protocol as qp
 
 LOG = logging.getLogger("mocap4r2.qualisys")
 
@@ -194,12 +205,59 @@ def _qtm_words(exc: BaseException) -> str:
     return text.rstrip("\x00").strip() or type(exc).__name__
 
 
+class GuardedStream:
+    """What stands between the socket and qtm-rt's reader: bounded framing, a check of
+    every packet, and the time of the last byte received (for the watchdog)."""
+
+    def __init__(self, client: "QtmClient"):
+        self.client = client
+        self.reader = qp.PacketReader(qp.MAX_PACKET_SIZE)
+        self.last_receive = time.monotonic()
+
+    def packets(self, data: bytes) -> tuple[list[bytes], str | None]:
+        """The well-formed packets (re-framed, for qtm-rt), and why the stream must be
+        dropped (or None)."""
+        self.last_receive = time.monotonic()
+        framed, problem = self.reader.split(data)
+        out = []
+        for packet_type, payload in framed:
+            try:
+                qp.check_packet(packet_type, payload)
+            except qp.QtmProtocolError as exc:
+                self.client.bad_input("malformed_packet", f"a malformed packet ({exc})")
+                continue
+            out.append(qp.pack(packet_type, payload))
+        if problem is not None:
+            self.client.bad_input("broken_framing", f"a broken packet header ({problem})")
+            return out, f"QTM sent a broken packet header ({problem}): reconnecting"
+        return out, None
+
+
+def _guarded_protocol(guard: GuardedStream, **kwargs):
+    """qtm-rt's protocol object, reading through ``guard``."""
+    from qtm_rt.protocol import QTMProtocol
+
+    class GuardedProtocol(QTMProtocol):
+        def data_received(self, data):
+            packets, problem = guard.packets(data)
+            for packet in packets:
+                try:
+                    super().data_received(packet)
+                except Exception as exc:  # noqa: BLE001 - qtm-rt must never take the connection down
+                    guard.client.bad_input("sdk_error", f"a packet qtm-rt could not handle ({exc!r})")
+            if problem is not None and self.transport is not None:
+                guard.client.drop_connection(problem)
+
+    return GuardedProtocol(**kwargs)
+
+
 class QtmClient:
     """A qtm-rt connection in its own event-loop thread, with blocking methods."""
 
     def __init__(self, host: str, port: int, version: str, components: list[str], *,
                  password: str | None = None, timeout: float = 5.0, reconnect_period: float = 1.0,
-                 queue_size: int = 256, on_parameters: Callable[[QtmParameters], None] | None = None):
+                 reconnect_after: float = 2.0, queue_size: int = 256,
+                 on_parameters: Callable[[QtmParameters], None] | None = None):
         self.host = host
         self.port = port
         self.version = version
@@ -207,6 +265,7 @@ class QtmClient:
         self.password = password
         self.timeout = timeout
         self.reconnect_period = reconnect_period   # 0: never reconnect
+        self.reconnect_after = reconnect_after     # silence while streaming, s, that drops the connection
         self.on_parameters = on_parameters
         self.stats = ClientStats()
         self.parameters = QtmParameters()
@@ -219,6 +278,11 @@ class QtmClient:
         self._streaming = False        # what the user asked for (kept across reconnects)
         self._closing = False
         self._reconnect_task: asyncio.Task | None = None
+        self._guard: GuardedStream | None = None
+        self._drop_reason = ""
+        self.watchdog_reconnects = 0
+        self._watchdog_task: asyncio.Task | None = None
+        self._loop.call_soon_threadsafe(self._start_watchdog)
 
     # ------------------------------------------------------------------ blocking API
     @property
@@ -284,10 +348,7 @@ class QtmClient:
 
         where = f"{self.host}:{self.port}"
         try:
-            connection = await asyncio.wait_for(
-                qtm_rt.connect(self.host, port=self.port, version=self.version, timeout=self.timeout,
-                               on_disconnect=self._on_disconnect, on_event=self._on_event, loop=self._loop),
-                self.timeout)
+            connection = await asyncio.wait_for(self._connect_guarded(qtm_rt), self.timeout)
         except asyncio.TimeoutError as exc:
             raise QtmConnectionError(f"no answer from QTM at {where} within {self.timeout} s") from exc
         if connection is None:
@@ -345,6 +406,64 @@ class QtmClient:
                 LOG.debug("release after save: %s", exc)
         return answer.decode(errors="replace")
 
+    async def _connect_guarded(self, qtm_rt):
+        """qtm_rt.connect, with qtm-rt's protocol reading through a GuardedStream; None
+        when QTM cannot be reached or refuses the protocol version (as qtm_rt.connect)."""
+        guard = GuardedStream(self)
+        try:
+            _, protocol = await self._loop.create_connection(
+                lambda: _guarded_protocol(guard, loop=self._loop, on_event=self._on_event,
+                                          on_disconnect=self._on_disconnect), self.host, self.port)
+        except OSError as exc:
+            self.stats.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
+            return None
+        try:
+            await protocol.set_version(self.version)
+        except qtm_rt.QRTCommandException as exc:
+            self.stats.last_error = f"QTM refused protocol {self.version}: {exc}"
+            protocol.transport.close()
+            return None
+        self._guard = guard
+        return qtm_rt.QRTConnection(protocol, timeout=self.timeout)
+
+    # ------------------------------------------------------------------ bad input, watchdog
+    def bad_input(self, kind: str, what: str) -> None:
+        """A packet dropped: logged the first time of each kind, then counted."""
+        self.stats.decode_errors += 1
+        seen = self.stats.rejected.get(kind, 0)
+        self.stats.rejected[kind] = seen + 1
+        self.stats.last_error = f"dropped {what}"
+        if seen == 0:
+            LOG.warning("dropped %s; further ones are counted (diagnostics: decode_errors)", what)
+
+    def drop_connection(self, reason: str) -> None:
+        """Close the connection (loop thread); the reconnection follows, as for a lost one."""
+        connection = self._connection
+        self._drop_reason = reason
+        self.stats.last_error = reason
+        if connection is not None and connection.has_transport():
+            connection.disconnect()
+
+    async def _watchdog(self) -> None:
+        warned = False
+        while not self._closing:
+            await asyncio.sleep(max(min(0.25, self.reconnect_after / 4), 0.02) if self.reconnect_after > 0 else 0.5)
+            guard, connection = self._guard, self._connection
+            if not (self.reconnect_after > 0 and self._streaming and guard is not None and self.connected):
+                continue
+            silent = time.monotonic() - guard.last_receive
+            if silent < self.reconnect_after:
+                warned = False
+                continue
+            reason = (f"no data from QTM for {silent:.1f} s while streaming (reconnect_after "
+                      f"{self.reconnect_after:g} s): reconnecting")
+            self.watchdog_reconnects += 1
+            if not warned:
+                LOG.warning(reason)
+                warned = True
+            guard.last_receive = time.monotonic()
+            self.drop_connection(reason)
+
     async def _read_parameters(self, connection) -> None:
         parts = parameter_parts(self.components)
         for attempt in range(3):
@@ -359,10 +478,18 @@ class QtmClient:
         raise QtmConnectionError("QTM did not answer GetParameters with XML")
 
     async def _stream(self) -> None:
+        if self._guard is not None:
+            self._guard.last_receive = time.monotonic()
         await self._connection.stream_frames(frames="allframes", components=self.components,
                                              on_packet=self._on_packet)
 
+    def _start_watchdog(self) -> None:
+        self._watchdog_task = self._loop.create_task(self._watchdog())
+
     async def _shutdown(self) -> None:
+        if self._watchdog_task is not None:
+            self._watchdog_task.cancel()
+            await asyncio.gather(self._watchdog_task, return_exceptions=True)
         if self._reconnect_task is not None:
             self._reconnect_task.cancel()
         connection, self._connection = self._connection, None
@@ -405,7 +532,8 @@ class QtmClient:
 
     def _on_disconnect(self, exc) -> None:
         self.stats.disconnects += 1
-        self.stats.last_error = f"QTM connection lost{': ' + str(exc) if exc else ''}"
+        reason, self._drop_reason = self._drop_reason, ""
+        self.stats.last_error = reason or f"QTM connection lost{': ' + str(exc) if exc else ''}"
         try:
             self._queue.put_nowait(DISCONNECTED)
         except queue.Full:

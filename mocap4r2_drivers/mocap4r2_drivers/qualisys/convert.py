@@ -65,7 +65,9 @@ class FrameConverter:
         self.segment_names = tuple(n for s in sk for n in s.segment_names)
         # per skeleton: segment ids sorted, to place streamed segments by id
         self._segment_order = [np.argsort(s.segment_ids, kind="stable") for s in sk]
-        self._unlabeled_names: dict[int, tuple[str, ...]] = {}
+        # names of labeled + unlabeled markers, by (labeled names, unlabeled count); the
+        # labeled names are one of a few cached tuples, so their identity is the key
+        self._all_names_cache: dict[tuple[int, int], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._fallback_names: dict[tuple[str, int], tuple[str, ...]] = {}
         self.mismatches = 0
 
@@ -83,6 +85,8 @@ class FrameConverter:
         names = self._fallback_names.get(key)
         if names is None:
             names = tuple(known[i] if i < len(known) else f"{kind}{i + 1}" for i in range(count))
+            if len(self._fallback_names) >= 64:   # bounded whatever counts a peer sends
+                self._fallback_names.clear()
             self._fallback_names[key] = names
         return names
 
@@ -113,10 +117,14 @@ class FrameConverter:
         return MocapFrame(frame_number=packet.frame_number, markers=markers, bodies=bodies, skeletons=skeletons)
 
     def _all_names(self, labeled: tuple[str, ...], unlabeled: int) -> tuple[str, ...]:
-        names = self._unlabeled_names.get(unlabeled)
-        if names is None or names[:len(labeled)] != labeled:
-            names = labeled + ("",) * unlabeled
-            self._unlabeled_names[unlabeled] = names
+        key = (id(labeled), unlabeled)
+        hit = self._all_names_cache.get(key)
+        if hit is not None and hit[0] is labeled:
+            return hit[1]
+        names = labeled + ("",) * unlabeled
+        if len(self._all_names_cache) >= 64:   # bounded: counts change only with the scene
+            self._all_names_cache.clear()
+        self._all_names_cache[key] = (labeled, names)
         return names
 
     def _labeled(self, comps: dict) -> MarkerArrays | None:

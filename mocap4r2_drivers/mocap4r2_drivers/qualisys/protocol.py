@@ -169,23 +169,62 @@ def parse_command(text: str) -> tuple[str, list[str]]:
 
 
 class PacketReader:
-    """Splits a TCP byte stream into (packet type, payload) pairs, bounded."""
+    """Splits a TCP byte stream into (packet type, payload) pairs, bounded: a header
+    announcing a size outside [8, max_size] is refused before anything is buffered for
+    it, so the buffer never holds more than one packet of at most ``max_size`` bytes
+    plus the last chunk received."""
 
     def __init__(self, max_size: int = MAX_PACKET_SIZE):
         self.max_size = max_size
         self._buffer = bytearray()
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        packets, problem = self.split(data)
+        if problem is not None:
+            raise problem
+        return packets
+
+    def split(self, data: bytes) -> tuple[list[tuple[int, bytes]], QtmProtocolError | None]:
+        """The complete packets in the stream so far, and the error that ends the
+        stream, if any: after a bad header the framing is lost (TCP has no markers to
+        find the next packet), the buffer is dropped and the caller must reconnect."""
         self._buffer += data
         out = []
         while len(self._buffer) >= HEADER.size:
-            payload_size, packet_type = parse_header(bytes(self._buffer[:HEADER.size]), self.max_size)
+            try:
+                payload_size, packet_type = parse_header(bytes(self._buffer[:HEADER.size]), self.max_size)
+            except QtmProtocolError as exc:
+                self._buffer = bytearray()
+                return out, exc
             end = HEADER.size + payload_size
             if len(self._buffer) < end:
                 break
             out.append((packet_type, bytes(self._buffer[HEADER.size:end])))
             del self._buffer[:end]
-        return out
+        return out, None
+
+
+# the component types and events a client may meet (anything else is a broken peer)
+KNOWN_COMPONENT_TYPES = frozenset(int(c) for c in ComponentType)
+KNOWN_EVENTS = frozenset(range(1, 18))   # 1..16 plus "none" (17), as QTM's documentation lists
+
+
+def check_packet(packet_type: int, payload: bytes | memoryview) -> None:
+    """Raise QtmProtocolError unless a framed packet is well formed enough for any
+    client to read: a data packet's component table fits (at most one component per 8
+    bytes, each at least its header, of a known type), an event is one known byte,
+    and the packet type is one a real-time client receives."""
+    if packet_type == PacketType.DATA:
+        packet = decode_frame(payload)
+        unknown = [c for c in packet.components if c not in KNOWN_COMPONENT_TYPES]
+        if unknown:
+            raise QtmProtocolError(f"data packet with unknown component type {unknown[0]}")
+    elif packet_type == PacketType.EVENT:
+        if len(payload) != 1 or payload[0] not in KNOWN_EVENTS:
+            raise QtmProtocolError(f"event packet of {len(payload)} bytes"
+                                   f"{' with unknown event ' + str(payload[0]) if len(payload) else ''}")
+    elif packet_type not in (PacketType.ERROR, PacketType.COMMAND, PacketType.XML, PacketType.NO_MORE_DATA):
+        raise QtmProtocolError(f"packet type {packet_type} is not sent to a real-time client")
 
 
 # ---------------------------------------------------------------------- data packets

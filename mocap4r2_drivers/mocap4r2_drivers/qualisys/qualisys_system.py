@@ -75,11 +75,14 @@ class QualisysAdapter(MocapAdapter):
         ParameterSpec("connect_timeout", 5.0, "Seconds to wait for QTM's answers.", min_value=0.1, max_value=60.0),
         ParameterSpec("reconnect_period", 1.0, "Seconds between reconnection attempts when QTM goes away; "
                       "0: do not reconnect (reading then fails).", min_value=0.0, max_value=60.0),
+        ParameterSpec("reconnect_after", 2.0, "Seconds without any data from a streaming QTM after which the "
+                      "driver drops the connection and reconnects (a QTM that keeps the socket open but "
+                      "sends nothing); 0: never.", min_value=0.0, max_value=60.0),
     )
 
     def __init__(self, host: str, port: int, version: str, components: list[str], take_control: bool = False,
                  password: str = "", timeout: float = 5.0, reconnect_period: float = 1.0,
-                 record_on_start: bool = False):
+                 record_on_start: bool = False, reconnect_after: float = 2.0):
         self.record_on_start = record_on_start
         self.capture_session = ""   # the session QTM is capturing for, if any
         self.host = host
@@ -90,6 +93,7 @@ class QualisysAdapter(MocapAdapter):
         self.password = password
         self.timeout = timeout
         self.reconnect_period = reconnect_period
+        self.reconnect_after = reconnect_after
         self.client: QtmClient | None = None
         self.decoder: FrameConverter | None = None
         self.mapper = TimestampMapper()
@@ -105,7 +109,8 @@ class QualisysAdapter(MocapAdapter):
                 raise AdapterError(problem)
         return cls(values["host"], int(values["port"]), values["protocol_version"], list(values["components"]),
                    bool(values["take_control"]), values["password"], float(values["connect_timeout"]),
-                   float(values["reconnect_period"]), bool(values["record_on_start"]))
+                   float(values["reconnect_period"]), bool(values["record_on_start"]),
+                   float(values.get("reconnect_after", 2.0)))
 
     def session_started(self, session_id: str) -> str:
         if not self.record_on_start:
@@ -143,7 +148,7 @@ class QualisysAdapter(MocapAdapter):
     def connect(self) -> AssetNames:
         self.client = QtmClient(self.host, self.port + 1, self.version, self.components,
                                 password=self.password if self.take_control else None, timeout=self.timeout,
-                                reconnect_period=self.reconnect_period,
+                                reconnect_period=self.reconnect_period, reconnect_after=self.reconnect_after,
                                 on_parameters=self._on_parameters)
         try:
             self.client.connect()
@@ -205,9 +210,14 @@ class QualisysAdapter(MocapAdapter):
         out = {"qtm": f"{self.host}:{self.port + 1}", "decode_errors": str(self.decode_errors)}
         if client is not None:
             s = client.stats
+            # frames our decoder dropped, plus packets dropped before qtm-rt saw them
+            out["decode_errors"] = str(self.decode_errors + s.decode_errors)
             out.update(qtm_version=client.qtm_version, connected=str(client.connected),
                        packets=str(s.frames), packets_dropped_slow_reader=str(s.dropped),
-                       reconnects=str(max(s.connects - 1, 0)))
+                       reconnects=str(max(s.connects - 1, 0)),
+                       watchdog_reconnects=str(client.watchdog_reconnects))
+            for kind, count in sorted(s.rejected.items()):
+                out[f"rejected_{kind}"] = str(count)
             if s.last_error:
                 out["last_error"] = s.last_error
         if self.decoder is not None and self.decoder.mismatches:

@@ -1,0 +1,268 @@
+"""NatNet under fuzzing, floods and server restarts (OptiTrack: natnet_simulator and
+optitrack_system as processes, the decoder in this process).
+
+1. Mutated NAT_FRAMEOFDATA packets (every bitstream version) through the reading path:
+   unpack, strict decode, conversion to a MocapFrame, the frame's consistency check.
+2. Garbage and spoofed datagrams at a live optitrack_system: every rigid-body message it
+   publishes meanwhile is compared with the scene the stand-in served (frame number
+   advancing, poses equal); the driver must stay alive and its log bounded.
+3. natnet_simulator killed (SIGKILL) and restarted under a live driver: time to the
+   first published frame, driver threads and memory before/after.
+
+Sizes: STRESS_NATNET_PACKETS (1 000 000), STRESS_FUZZ_SECONDS (time budget per fuzzing
+path, 150), STRESS_FLOOD_DATAGRAMS (100 000), STRESS_RESTARTS (20)."""
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import yaml
+
+try:   # run as stress.<module> by the stress runner, or as a script from stress/
+    from ._driver_live import (FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib,
+                               proc_rss_mib, proc_threads, restart_rows, wait_for)
+except ImportError:
+    from _driver_live import (FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib,
+                              proc_rss_mib, proc_threads, restart_rows, wait_for)
+
+SCENE = {
+    "seed": 8, "rate": 100.0, "latency": 0.003, "latency_jitter": 0.0, "noise": 0.0003, "occlusion": 0.05,
+    "unlabeled_markers": 3, "dropped_frames": 0.0,
+    "rigid_bodies": [
+        {"name": "drone1", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1}},
+        {"name": "robot1", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0}},
+    ],
+    "skeletons": [{"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}],
+}
+
+
+def _scene(tmp):
+    from mocap4r2_drivers.simulated.scene import Scene
+
+    path = tmp / "natnet_scene.yaml"
+    path.write_text(yaml.safe_dump(SCENE))
+    return path, Scene.from_file(path)
+
+
+# ---------------------------------------------------------------------- 1. fuzzing
+def fuzz(total: int, budget: float) -> list[tuple]:
+    import tempfile
+    from pathlib import Path
+
+    from mocap4r2_drivers.optitrack import protocol as nn
+    from mocap4r2_drivers.optitrack.convert import FrameConverter, ModelIndex
+    from mocap4r2_drivers.optitrack.simulator import SceneStream
+
+    _, scene = _scene(Path(tempfile.mkdtemp(prefix="mocap4r2-stress-")))
+    stream = SceneStream(scene)
+    versions = [nn.Version.parse(v) for v in ("3.0", "3.1", "4.0", "4.1")]
+    bases, base_version = [], []
+    for version in versions:
+        for k in (0, 37, 81):
+            bases.append(nn.encode_frame(stream.frame_of_data(k), version))
+            base_version.append(version)
+    converter = FrameConverter("y", "global")
+    converter.set_models(ModelIndex.build(stream.model_definitions(), 1))
+    reference = [nn.decode_frame(nn.unpack(b)[1], v) for b, v in zip(bases, base_version)]
+
+    def structure(frame):
+        return (frame.rigid_bodies["id"].tobytes(), frame.labeled_markers["id"].tobytes(),
+                tuple((s.id, s.bones["id"].tobytes()) for s in frame.skeletons), len(frame.marker_sets))
+
+    shapes = [structure(f) for f in reference]
+    sample = np.random.default_rng(2)
+
+    def step(base: int, packet: bytes) -> str:
+        try:
+            message_id, payload = nn.unpack(packet)
+            if message_id != nn.MessageId.FRAMEOFDATA:
+                return "rejected"
+            frame = nn.decode_frame(payload, base_version[base])
+        except nn.NatNetProtocolError:
+            return "rejected"
+        # the conversion costs most: run it on every frame whose structure (ids, counts)
+        # the mutation changed, and on a sample of those where only values changed
+        if structure(frame) == shapes[base] and sample.random() > 0.02:
+            return "accepted"
+        try:
+            mocap = converter.convert(frame)
+        except (ValueError, IndexError):   # the adapter drops such a frame (counted)
+            return "rejected"
+        try:
+            mocap.check()
+        except ValueError:
+            return "inconsistent"
+        return "accepted"
+
+    counts = FuzzCounts("NatNet decoder")
+    counts.run(mutated_batches(bases, total, np.random.default_rng(1)), step, budget)
+    rows = counts.rows(total)
+    rows.append(("NatNet fuzzing: peak RSS of the fuzzing process (MiB)", round(peak_rss_mib(), 1), "< 1024",
+                 peak_rss_mib() < 1024))
+    return rows
+
+
+# ---------------------------------------------------------------------- live
+def _start_stand_in(live: Live, scene_path, command_port: int, data_port: int, *extra: str):
+    import re
+
+    proc = live.procs.start("mocap4r2_drivers", "natnet_simulator", ros=False, name="natnet_simulator",
+                            args=["--scene", str(scene_path), "--command-port", str(command_port),
+                                  "--data-port", str(data_port), *extra])
+    if not proc.wait_log("natnet_simulator ready", 60):
+        raise RuntimeError(f"natnet_simulator did not start: {proc.log()[-2000:]}")
+    ready = time.monotonic()
+    match = re.search(r"command=([\d.]+):(\d+) .*data_port=(\d+)", proc.log())
+    return proc, int(match.group(2)), int(match.group(3)), ready
+
+
+def _driver_command_port(pid: int, exclude: set[int]) -> int | None:
+    import psutil
+
+    ports = [c.laddr.port for c in psutil.Process(pid).net_connections(kind="udp4")
+             if c.laddr.ip == "127.0.0.1" and c.laddr.port not in exclude]
+    return ports[0] if ports else None
+
+
+def flood(live: Live, datagrams: int) -> list[tuple]:
+    from mocap4r2_interfaces.msg import RigidBodies
+
+    from mocap4r2_drivers.optitrack import protocol as nn
+    from mocap4r2_drivers.optitrack.simulator import SceneStream
+
+    scene_path, scene = _scene(live.tmp)
+    stand_in, command_port, data_port, _ = _start_stand_in(live, scene_path, 0, 0, "--multicast")
+    ns = "/stress_natnet_flood"
+    bodies = live.ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
+    driver = live.procs.start("mocap4r2_drivers", "optitrack_system", name="optitrack", namespace=ns,
+                              params={"autostart": True, "command_port": command_port, "data_port": data_port,
+                                      "connection_type": "multicast", "reconnect_after": 1.0})
+    bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=60)
+    log_before = len(driver.log())
+    stream = SceneStream(scene)
+    version = nn.Version.parse("4.1")
+    good = bytearray(nn.encode_frame(stream.frame_of_data(5), version))
+    models = stream.model_definitions()
+    models.rigid_bodies[0].name = "hijacked"
+    spoofed_models = nn.encode_model_definitions(models, version)
+    own = _driver_command_port(driver.pid, {data_port})
+    rng = np.random.default_rng(3)
+    local = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    local.bind(("127.0.0.1", 0))
+    local.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+    stranger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stranger.bind(("127.0.0.2", 0))
+    stranger.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+    group = (nn.DEFAULT_MULTICAST_ADDRESS, data_port)
+    bodies.clear()
+    start = time.monotonic()
+    for i in range(datagrams):
+        kind = i % 6
+        if kind == 0:
+            packet = rng.integers(0, 256, int(rng.integers(0, 600)), dtype=np.uint8).tobytes()
+        elif kind == 1:    # a well-formed frame with a random number
+            good[4:8] = int(rng.integers(0, 2 ** 31)).to_bytes(4, "little")
+            packet = bytes(good)
+        elif kind == 2:    # flipped bytes
+            mutant = bytearray(good)
+            for at in rng.integers(4, len(mutant), 4):
+                mutant[int(at)] = int(rng.integers(0, 256))
+            packet = bytes(mutant)
+        elif kind == 3:    # from a stranger: models renaming a body, frames
+            stranger.sendto(spoofed_models, group)
+            if own:
+                stranger.sendto(spoofed_models, ("127.0.0.1", own))
+            continue
+        elif kind == 4 and own:   # unsolicited responses and server info at the command socket
+            local.sendto(nn.encode_response("x" * 100), ("127.0.0.1", own))
+            continue
+        else:
+            packet = nn.pack(nn.MessageId.FRAMEOFDATA, rng.integers(0, 256, 300, dtype=np.uint8).tobytes())
+        try:
+            local.sendto(packet, group)
+        except OSError:
+            pass
+        if i % 2000 == 0:
+            time.sleep(0.001)   # let the receivers breathe: a flood, not a benchmark of the kernel buffer
+    flood_seconds = time.monotonic() - start
+    local.close()
+    stranger.close()
+    end = time.monotonic()
+    wait_for(lambda: bodies.times and bodies.times[-1] > end + 1.0, 30, "frames after the flood")
+    messages = bodies.snapshot()
+    wrong = 0
+    last = -1
+    for msg in messages:
+        truth = scene.frame(msg.frame_number).bodies
+        # against the last right frame: one wrong frame counts once, not again for those after
+        ok = msg.frame_number > last and [b.name for b in msg.rigid_bodies] == ["drone1", "robot1"]
+        for body, valid, position in zip(msg.rigid_bodies, truth.valid, truth.positions):
+            if body.tracking_valid and valid:
+                p = body.pose.position
+                ok &= bool(np.allclose([p.x, p.y, p.z], position, atol=1e-5))
+            elif body.tracking_valid != bool(valid):
+                ok = False
+        wrong += not ok
+        if ok:
+            last = msg.frame_number
+    alive = driver.alive()
+    log_growth = len(driver.log()) - log_before
+    driver.stop()
+    stand_in.stop()
+    return [
+        (f"NatNet flood: datagrams at a live optitrack_system ({flood_seconds:.1f} s; {len(messages)} frames "
+         "published meanwhile and after)", datagrams, f">= {datagrams}", True),
+        ("NatNet flood: frames published wrongly (not the server's, or not advancing)", wrong, "0", wrong == 0),
+        ("NatNet flood: driver alive afterwards", alive, "True", alive),
+        ("NatNet flood: driver log written during the flood (bytes)", log_growth, "< 20000", log_growth < 20000),
+    ]
+
+
+def restarts(live: Live, cycles: int) -> list[tuple]:
+    from mocap4r2_interfaces.msg import RigidBodies
+
+    scene_path, _ = _scene(live.tmp)
+    stand_in, command_port, data_port, _ = _start_stand_in(live, scene_path, 0, 0, "--multicast")
+    ns = "/stress_natnet_restart"
+    bodies = live.ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
+    driver = live.procs.start("mocap4r2_drivers", "optitrack_system", name="optitrack", namespace=ns,
+                              params={"autostart": True, "command_port": command_port, "data_port": data_port,
+                                      "connection_type": "multicast", "reconnect_after": 0.5})
+    bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=60)
+    time.sleep(1.0)   # steady state before counting threads and memory
+    threads_before, rss_before = proc_threads(driver.pid), proc_rss_mib(driver.pid)
+    recoveries, failures = [], 0
+    for _ in range(cycles):
+        stand_in.popen.kill()
+        stand_in.popen.wait(10)
+        wait_for(lambda: not bodies.times or time.monotonic() - bodies.times[-1] > 0.3, 10, "silence")
+        stand_in, _, _, ready = _start_stand_in(live, scene_path, command_port, data_port, "--multicast")
+        bodies.clear()
+        try:
+            wait_for(lambda: bodies.times, 20, "a frame after the restart")
+            recoveries.append(max(bodies.times[0] - ready, 0.0))
+        except TimeoutError:
+            failures += 1
+    time.sleep(1.0)
+    threads_after, rss_after = proc_threads(driver.pid), proc_rss_mib(driver.pid)
+    driver.stop()
+    stand_in.stop()
+    return restart_rows("NatNet", recoveries, (threads_before, threads_after), (rss_before, rss_after), failures,
+                        cycles)
+
+
+def run() -> list[tuple]:
+    rows = fuzz(env_int("STRESS_NATNET_PACKETS", 1_000_000), env_float("STRESS_FUZZ_SECONDS", 150.0))
+    live = Live()
+    try:
+        rows += flood(live, env_int("STRESS_FLOOD_DATAGRAMS", 100_000))
+        rows += restarts(live, env_int("STRESS_RESTARTS", 20))
+    finally:
+        live.close()
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(" | ".join(str(x) for x in row))
