@@ -101,6 +101,7 @@ class ViconClient:
         self.frame_rate = 0.0
         self.connected = False
         self.last_error = ""
+        self.lost_because = ""       # why the connection was last lost, for diagnostics
         self.counts = {"frames": 0, "duplicates": 0, "sdk_errors": 0, "bad_frames": 0, "reconnects": 0,
                        "dropped_slow_reader": 0}
         self.on_reconnect: Callable[[], None] | None = None
@@ -262,6 +263,7 @@ class ViconClient:
             return False
 
     def _lost(self) -> None:
+        self.lost_because = self.last_error
         LOG.warning("DataStream server at %s went away (%s)", self.address, self.last_error)
         self._disconnect()
         if self.settings.reconnect_period <= 0:

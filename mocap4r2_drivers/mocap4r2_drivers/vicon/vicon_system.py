@@ -128,6 +128,8 @@ class ViconAdapter(MocapAdapter):
             out.update({k: str(v) for k, v in client.counts.items()})
             if client.last_error:
                 out["last_error"] = client.last_error
+            if client.lost_because:
+                out["lost_connection"] = client.lost_because
         return out
 
 

@@ -219,6 +219,10 @@ def test_a_lagging_topic_is_waited_for_not_built_from_stale_poses():
             td = 10.0 + (i - lag) * step
             emu.add("drone", td, *drone_pose(td), arrival=now)
         frames += emu.advance(now)
+    # before the drone's first pose arrived (robot at 10.3 s) nothing is known of it
+    early = [f for f in frames if f.frame_number < 1030]
+    assert early and not any(f.bodies.valid[1] for f in early)
+    frames = [f for f in frames if f.frame_number >= 1030]
     assert len(frames) > 100
     for frame in frames:
         want = expected[frame.frame_number]
@@ -410,6 +414,9 @@ def test_node_publishes_the_emulated_system(ros, procs):
         proc = procs.start(*DRIVER, name="gazebo", namespace="/gz1", params=params)
         bodies.wait_for(timeout=30)
         time.sleep(2.0)
+        # the poses are read by the system node itself: no other node in the process
+        nodes = ros.node.get_node_names_and_namespaces()
+        assert ("gazebo", "/gz1") in nodes and not [n for n, _ in nodes if n.startswith("gazebo_input")], nodes
         proc.stop()
         published = list(bridge.published)
     received = bodies.snapshot()
