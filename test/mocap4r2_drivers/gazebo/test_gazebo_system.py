@@ -192,7 +192,7 @@ def test_unusable_transforms_are_skipped_and_counted():
     adapter.start_streaming()
     bad = [transform("robot", 1.0, ((float("nan"), 0, 0), (0, 0, 0, 1))),
            transform("robot", 1.0, ((0, 0, 0), (0, 0, 0, 0)))]
-    adapter._on_poses(TFMessage(transforms=bad))
+    adapter._on_poses("/t", TFMessage(transforms=bad))
     assert adapter.bad_transforms == 2 and adapter.status()["bad_transforms"] == "2"
     adapter._on_poses("/t", TFMessage(transforms=[transform("robot", 1.0, ((1, 2, 3), (0, 0, 0, 1)))]))
     frame = adapter.delay.get(1.0)
