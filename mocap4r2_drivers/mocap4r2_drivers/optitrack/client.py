@@ -23,6 +23,7 @@ import logging
 import select
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -124,6 +125,7 @@ class NatNetClient:
         self._command: socket.socket | None = None
         self._data: socket.socket | None = None
         self._responses: list[bytes | None] = []
+        self._request_lock = threading.Lock()   # one request in flight from other threads
         self._got_models = False
         self._last_frame = 0.0
         self._last_keepalive = 0.0
@@ -266,7 +268,10 @@ class NatNetClient:
         self._wait(timeout, lambda: bool(self._responses))
         if not self._responses:
             return None
-        payload = self._responses.pop(0)
+        return self._decode_response(command, self._responses.pop(0))
+
+    @staticmethod
+    def _decode_response(command: str, payload: bytes | None) -> int | float | str | None:
         if payload is None:
             return None
         if len(payload) == 4 and command.lower() == "framerate":
@@ -274,6 +279,23 @@ class NatNetClient:
         if len(payload) == 4:
             return int(np.frombuffer(payload, "<i4")[0])
         return nn.decode_string(payload)
+
+    def request_while_streaming(self, command: str, timeout: float = 2.0) -> int | float | str | None:
+        """:meth:`request` from another thread while the reader thread is in :meth:`read`.
+
+        Sending from a second thread is safe; receiving is not, so this thread only sends
+        and waits: the reader thread receives the answer with the frames (it appends
+        every NAT_RESPONSE to the response list) and never loses a frame to it. Used for
+        Motive's recording commands, which arrive from the control plane while streaming."""
+        with self._request_lock:
+            self._responses.clear()
+            self._send(nn.encode_request(command))
+            deadline = time.monotonic() + timeout
+            while not self._responses and time.monotonic() < deadline:
+                time.sleep(0.005)
+            if not self._responses:
+                return None
+            return self._decode_response(command, self._responses.pop(0))
 
     def _sockets(self) -> list[socket.socket]:
         return [s for s in (self._command, self._data) if s is not None]

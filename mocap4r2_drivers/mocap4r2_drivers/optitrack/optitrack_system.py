@@ -56,14 +56,19 @@ class OptiTrackAdapter(MocapAdapter):
                       choices=SKELETON_COORDINATES),
         ParameterSpec("connect_timeout", 3.0, "Seconds configure waits for the server's answers.",
                       min_value=0.1, max_value=60.0),
+        ParameterSpec("record_on_start", False,
+                      "On a capture session's START, name Motive's take after the session "
+                      "(SetRecordTakeName) and start recording in Motive; on STOP, stop it."),
         ParameterSpec("reconnect_after", 1.0,
                       "Seconds without frames after which the driver asks the server again and logs why "
                       "no data arrives.", min_value=0.1, max_value=60.0),
     )
 
-    def __init__(self, config: ClientConfig, connect_timeout: float):
+    def __init__(self, config: ClientConfig, connect_timeout: float, record_on_start: bool = False):
         self.config = config
         self.connect_timeout = connect_timeout
+        self.record_on_start = record_on_start
+        self.recording_take = ""   # the take Motive records for the current session, if any
         self.client: NatNetClient | None = None
         self.conversion_errors = 0
         self.log = logging.getLogger(LOGGER_NAME)
@@ -77,7 +82,7 @@ class OptiTrackAdapter(MocapAdapter):
             up_axis=values["up_axis"], skeleton_coordinates=values["skeleton_coordinates"],
             reconnect_after=float(values["reconnect_after"]))
         config.check()
-        return cls(config, float(values["connect_timeout"]))
+        return cls(config, float(values["connect_timeout"]), bool(values["record_on_start"]))
 
     def connect(self) -> AssetNames:
         self.disconnect()
@@ -104,6 +109,37 @@ class OptiTrackAdapter(MocapAdapter):
             if self.conversion_errors == 1:
                 self.log.error(f"dropped NatNet frame {frame.frame_number} that cannot be converted: {exc}")
             return None
+
+    def session_started(self, session_id: str) -> str:
+        if not self.record_on_start:
+            return ""
+        if self.recording_take:
+            if self.recording_take == session_id:
+                return f"Motive is recording take {session_id!r}"
+            self._motive("StopRecording")
+            self.recording_take = ""
+        self._motive(f"SetRecordTakeName,{session_id}")
+        self._motive("StartRecording")
+        self.recording_take = session_id
+        return f"Motive is recording take {session_id!r}"
+
+    def session_stopped(self, session_id: str) -> str:
+        if not self.recording_take:
+            return ""
+        take, self.recording_take = self.recording_take, ""
+        self._motive("StopRecording")
+        return f"Motive stopped recording take {take!r}"
+
+    def _motive(self, command: str) -> None:
+        """Send a command to Motive while streaming; AdapterError with Motive's answer
+        unless it answers 0 (done)."""
+        if self.client is None:
+            raise AdapterError(f"cannot send {command} to Motive: not connected")
+        answer = self.client.request_while_streaming(command, timeout=self.connect_timeout)
+        if answer is None:
+            raise AdapterError(f"Motive did not accept {command} (no answer, or an unrecognized request)")
+        if answer != 0:
+            raise AdapterError(f"Motive answered {answer!r} to {command}")
 
     def disconnect(self) -> None:
         if self.client is not None:

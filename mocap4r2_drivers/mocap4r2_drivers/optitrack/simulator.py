@@ -24,6 +24,7 @@ import socket
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -217,6 +218,9 @@ class NatNetSimulator:
         self.frames_sent = 0
         self.bad_packets = 0
         self._pending_params = 0
+        self.take_name = ""                                  # SetRecordTakeName
+        self.recording = False                               # StartRecording / StopRecording
+        self.recordings: deque[str] = deque(maxlen=100)      # what was recorded, for tests
         self._last_frame: bytes | None = None
         self._models_packet: bytes | None = None
         self._models_generation = -1
@@ -335,6 +339,20 @@ class NatNetSimulator:
                 log.info(f"rigid body {body} renamed to {new_name.strip()!r}")
                 self._pending_params |= nn.FRAME_MODELS_CHANGED
             return nn.encode_response(0 if ok else -1)
+        if name == "setrecordtakename":
+            self.take_name = argument.strip()
+            log.info(f"take name set to {self.take_name!r}")
+            return nn.encode_response(0)
+        if name in ("startrecording", "stoprecording"):
+            # Motive answers 0 when it does what was asked; the stand-in refuses what
+            # Motive cannot do (start twice, stop without a recording) with a non-zero code
+            starting = name == "startrecording"
+            if self.recording == starting:
+                return nn.encode_response(1)
+            self.recording = starting
+            self.recordings.append(("started " if starting else "stopped ") + (self.take_name or "(unnamed)"))
+            log.info(f"recording {self.recordings[-1]}")
+            return nn.encode_response(0)
         if name in ("timelineplay", "timelinestop", "setplaybackcurrentframe", "livemode", "editmode"):
             return nn.encode_response(0)  # accepted, nothing to do for a live stand-in
         return nn.pack(MessageId.UNRECOGNIZED_REQUEST)

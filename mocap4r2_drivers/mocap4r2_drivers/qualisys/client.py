@@ -183,6 +183,17 @@ class TimestampMapper:
 DISCONNECTED = object()   # queued when the connection drops, to wake the reader
 
 
+def _qtm_words(exc: BaseException) -> str:
+    """QTM's own answer inside a qtm-rt exception ("Expected [...] but got b'...'")."""
+    text = str(exc)
+    marker = "but got "
+    if marker in text:
+        text = text.split(marker, 1)[1].strip()
+        if text[:2] in ("b'", 'b"'):
+            text = text[2:-1]
+    return text.rstrip("\x00").strip() or type(exc).__name__
+
+
 class QtmClient:
     """A qtm-rt connection in its own event-loop thread, with blocking methods."""
 
@@ -296,6 +307,43 @@ class QtmClient:
         self._connection = connection
         self.stats.connects += 1
         LOG.info("connected to %s (%s)", where, self.qtm_version)
+
+    # ------------------------------------------------------------------ QTM's own recording
+    def start_capture(self, password: str) -> str:
+        """Start a capture in QTM (``start``), taking control first when this client does
+        not hold it; QtmConnectionError with QTM's words when QTM refuses."""
+        return self._capture(self._start_capture(password))
+
+    def stop_and_save_capture(self, filename: str) -> str:
+        """Stop QTM's capture (``stop``) and save it as ``filename`` (``save``)."""
+        return self._capture(self._stop_and_save(filename))
+
+    def _capture(self, coro) -> str:
+        if not self.connected:
+            coro.close()
+            raise QtmConnectionError("not connected to QTM")
+        try:
+            return self._call(coro, timeout=3 * self.timeout)
+        except QtmConnectionError:
+            raise
+        except Exception as exc:  # qtm-rt's QRTCommandException carries QTM's answer
+            raise QtmConnectionError(f"QTM refused: {_qtm_words(exc)}") from exc
+
+    async def _start_capture(self, password: str) -> str:
+        if self.password is None:   # control is needed to start a capture
+            await self._connection.take_control(password)
+        answer = await self._connection.start()
+        return answer.decode(errors="replace")
+
+    async def _stop_and_save(self, filename: str) -> str:
+        await self._connection.stop()
+        answer = await self._connection.save(filename)
+        if self.password is None:   # control was taken for the capture only
+            try:
+                await self._connection.release_control()
+            except Exception as exc:  # noqa: BLE001 - the measurement is saved already
+                LOG.debug("release after save: %s", exc)
+        return answer.decode(errors="replace")
 
     async def _read_parameters(self, connection) -> None:
         parts = parameter_parts(self.components)

@@ -69,13 +69,19 @@ class QualisysAdapter(MocapAdapter):
         ParameterSpec("take_control", False, "Take control of QTM (TakeControl) while connected; needed only "
                       "if other clients must not change QTM's settings during a session."),
         ParameterSpec("password", "", "Password for TakeControl, when QTM asks for one."),
+        ParameterSpec("record_on_start", False,
+                      "On a capture session's START, start a capture in QTM (taking control with "
+                      "password if needed); on STOP, stop it and save it as <session_id>.qtm."),
         ParameterSpec("connect_timeout", 5.0, "Seconds to wait for QTM's answers.", min_value=0.1, max_value=60.0),
         ParameterSpec("reconnect_period", 1.0, "Seconds between reconnection attempts when QTM goes away; "
                       "0: do not reconnect (reading then fails).", min_value=0.0, max_value=60.0),
     )
 
     def __init__(self, host: str, port: int, version: str, components: list[str], take_control: bool = False,
-                 password: str = "", timeout: float = 5.0, reconnect_period: float = 1.0):
+                 password: str = "", timeout: float = 5.0, reconnect_period: float = 1.0,
+                 record_on_start: bool = False):
+        self.record_on_start = record_on_start
+        self.capture_session = ""   # the session QTM is capturing for, if any
         self.host = host
         self.port = port
         self.version = version
@@ -99,7 +105,36 @@ class QualisysAdapter(MocapAdapter):
                 raise AdapterError(problem)
         return cls(values["host"], int(values["port"]), values["protocol_version"], list(values["components"]),
                    bool(values["take_control"]), values["password"], float(values["connect_timeout"]),
-                   float(values["reconnect_period"]))
+                   float(values["reconnect_period"]), bool(values["record_on_start"]))
+
+    def session_started(self, session_id: str) -> str:
+        if not self.record_on_start:
+            return ""
+        if self.capture_session == session_id:
+            return f"QTM is capturing for session {session_id!r}"
+        if self.client is None:
+            raise AdapterError("cannot start a capture in QTM: not connected")
+        if self.capture_session:
+            self.session_stopped(self.capture_session)
+        try:
+            self.client.start_capture(self.password)
+        except QtmConnectionError as exc:
+            raise AdapterError(str(exc)) from exc
+        self.capture_session = session_id
+        return f"QTM is capturing for session {session_id!r}"
+
+    def session_stopped(self, session_id: str) -> str:
+        if not self.capture_session:
+            return ""
+        filename = f"{self.capture_session}.qtm"
+        self.capture_session = ""
+        if self.client is None:
+            raise AdapterError(f"cannot stop and save {filename} in QTM: not connected")
+        try:
+            answer = self.client.stop_and_save_capture(filename)
+        except QtmConnectionError as exc:
+            raise AdapterError(str(exc)) from exc
+        return f"QTM: {answer}"
 
     def _on_parameters(self, parameters: QtmParameters) -> None:
         # runs in the qtm-rt thread; swapping one reference is atomic for the reader

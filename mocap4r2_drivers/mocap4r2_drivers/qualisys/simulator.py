@@ -327,6 +327,9 @@ class QtmSimulator:
         self._clock_task: asyncio.Task | None = None
         self.frames_late_skipped = 0
         self.port = 0
+        self.capturing = False                 # Start .. Stop
+        self.unsaved_capture = False           # stopped, not saved yet
+        self.saved: list[str] = []             # file names of saved captures (bounded below)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, host: str, port: int) -> int:
@@ -409,7 +412,7 @@ class QtmSimulator:
         name, args = qp.parse_command(text)
         handler = getattr(self, f"_cmd_{name}", None) if name.isalpha() else None
         if handler is None:
-            if name in ("new", "close", "start", "stop", "load", "save", "loadproject", "trig",
+            if name in ("new", "close", "load", "loadproject", "trig",
                         "setqtmevent", "event", "reprocess", "led", "calibrate", "getcapturec3d",
                         "getcaptureqtm"):
                 session.send_text(PacketType.ERROR, "Command not supported.")
@@ -546,6 +549,53 @@ class QtmSimulator:
             session.send_text(PacketType.COMMAND, "You are now a regular client")
         else:
             session.send_text(PacketType.COMMAND, "You are already a regular client")
+
+    # QTM's capture commands need control (TakeControl). The answers qtm-rt checks
+    # ("Starting measurement", "Stopping measurement", "Measurement saved") are QTM's;
+    # the refusals are the stand-in's own words for what QTM refuses.
+    def _master_only(self, session: Session) -> bool:
+        if self.master is not session:
+            session.send_text(PacketType.ERROR, "You must be master to issue this command")
+            return False
+        return True
+
+    def _cmd_start(self, session: Session, args: list[str]) -> None:
+        if not self._master_only(session):
+            return
+        if self.capturing:
+            session.send_text(PacketType.ERROR, "Measurement is already running")
+            return
+        self.capturing, self.unsaved_capture = True, False
+        self.log("capture started")
+        session.send_text(PacketType.COMMAND, "Starting measurement")
+
+    def _cmd_stop(self, session: Session, args: list[str]) -> None:
+        if not self._master_only(session):
+            return
+        if not self.capturing:
+            session.send_text(PacketType.ERROR, "No measurement is running")
+            return
+        self.capturing, self.unsaved_capture = False, True
+        self.log("capture stopped")
+        session.send_text(PacketType.COMMAND, "Stopping measurement")
+
+    def _cmd_save(self, session: Session, args: list[str]) -> None:
+        if not self._master_only(session):
+            return
+        if not args:
+            session.send_text(PacketType.ERROR, "Save needs a file name")
+            return
+        name, overwrite = args[0], args[1:2] == ["overwrite"]
+        if not self.unsaved_capture:
+            session.send_text(PacketType.ERROR, "No measurement to save")
+            return
+        if name in self.saved and not overwrite:
+            session.send_text(PacketType.ERROR, f"{name} exists already")
+            return
+        self.unsaved_capture = False
+        self.saved = (self.saved + [name])[-100:]
+        self.log(f"capture saved as {name}")
+        session.send_text(PacketType.COMMAND, f"Measurement saved as '{name}'")
 
     def _cmd_quit(self, session: Session, args: list[str]) -> None:
         session.send_text(PacketType.COMMAND, "Bye bye")
