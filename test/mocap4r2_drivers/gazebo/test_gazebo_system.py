@@ -378,6 +378,14 @@ def test_adapter_reads_bridge_poses_in_process(ros):
                             models=["robot", "drone"], noise=0.0, rate=50.0, latency=0.02, connect_timeout=20.0)
     adapter = GazeboAdapter(values)
     adapter.attach(ros.node)
+    received = {"robot": [], "drone": []}     # pose stamps as the adapter got them
+
+    def spy(topic, msg, forward=adapter.input.callback):
+        for tf in msg.transforms:
+            received.setdefault(tf.child_frame_id, []).append(tf.header.stamp.sec + tf.header.stamp.nanosec * 1e-9)
+        forward(topic, msg)
+
+    adapter.input.callback = spy
     links = lambda t: pose_publisher_vector(WORLD, t, {"robot": robot_pose(t), "ground_plane": ((0, 0, 0), (0, 0, 0, 1))})  # noqa: E731
     with BridgeDouble(ros, {"/gz0/model/robot/pose": links, "/gz0/model/drone/pose": drone_topic}):
         names = adapter.connect()
@@ -394,10 +402,15 @@ def test_adapter_reads_bridge_poses_in_process(ros):
     assert len(frames) == 40
     numbers = [f.frame_number for f in frames]
     assert numbers == list(range(numbers[0], numbers[0] + 40))
+    stamps = {name: np.asarray(sorted(v)) for name, v in received.items()}
     for frame in frames:
         t = frame.frame_number / 50.0
-        np.testing.assert_allclose(frame.bodies.positions[0], robot_pose(t)[0], atol=1e-9)
-        np.testing.assert_allclose(frame.bodies.positions[1], drone_pose(t)[0], atol=1e-9)
+        # each model at the newest pose the adapter received not after t (DDS on a loaded
+        # machine may lose some, and a lost pose cannot be used)
+        for row, (name, truth) in enumerate((("robot", robot_pose), ("drone", drone_pose))):
+            newest = stamps[name][stamps[name] <= t + 1e-6][-1]
+            np.testing.assert_allclose(frame.bodies.positions[row], truth(newest)[0], atol=1e-9,
+                                       err_msg=f"{name} in frame {frame.frame_number}")
         assert frame.latency == pytest.approx(0.02)
         assert frame.capture_time == pytest.approx(t), "stamped on the simulation clock"
     assert "ground_plane" in status["ignored_frames"]
@@ -412,8 +425,8 @@ def test_node_publishes_the_emulated_system(ros, procs):
     markers = ros.subscribe("/gz1/markers", Markers)
     with BridgeDouble(ros, {"/gz1/model/robot/pose": world_topic, "/gz1/model/drone/pose": drone_topic}) as bridge:
         proc = procs.start(*DRIVER, name="gazebo", namespace="/gz1", params=params)
-        bodies.wait_for(timeout=30)
-        time.sleep(2.0)
+        bodies.wait_count(80, timeout=90)
+        markers.wait_count(60, timeout=30)
         # the poses are read by the system node itself: no other node in the process
         nodes = ros.node.get_node_names_and_namespaces()
         assert ("gazebo", "/gz1") in nodes and not [n for n, _ in nodes if n.startswith("gazebo_input")], nodes
@@ -434,22 +447,44 @@ def test_node_publishes_the_emulated_system(ros, procs):
     numbers = [m.frame_number for m in received]
     assert numbers == [k for k in range(numbers[0], numbers[-1] + 1) if not emu.is_dropped(k)]
     assert len(numbers) < numbers[-1] - numbers[0] + 1, "some frames should have been dropped"
+    # A pose the bridge published can be lost by DDS on a loaded machine (then the frame
+    # rightly holds the newest pose that did arrive: the in-process test above proves
+    # that rule against what was received). Everything random is the reference's exactly;
+    # each pose must be one the bridge published, not after the frame's time.
+    truths = ((robot_pose, np.asarray(ROBOT_LAYOUT)), (drone_pose, np.asarray(DEFAULT_LAYOUT)))
+    stamps = np.asarray(published)
+
+    def used_stamp(row: int, k: int, got, want) -> float | None:
+        """The published stamp whose pose, with frame k's noise, gives ``got``."""
+        truth = truths[row][0]
+        offset = np.asarray(want) - np.asarray(truth(k / 50.0)[0])      # frame k's noise
+        for s in stamps[(stamps <= k / 50.0 + 1e-6) & (stamps >= k / 50.0 - 0.5)][::-1]:
+            if np.allclose(np.asarray(got) - offset, truth(s)[0], atol=1e-9):
+                return s
+        return None
+
     saw_invalid = False
+    exact = 0
+    used: dict[tuple[int, int], float] = {}
     for i, msg in enumerate(received):
         frame = expected[msg.frame_number]
         assert [b.name for b in msg.rigid_bodies] == ["robot", "drone"]
         assert [b.id for b in msg.rigid_bodies] == [7, 9]
         for row, body in enumerate(msg.rigid_bodies):
-            assert body.tracking_valid == bool(frame.bodies.valid[row])
+            assert body.tracking_valid == bool(frame.bodies.valid[row]), (msg.frame_number, row)
             if body.tracking_valid:
                 p = body.pose.position
-                np.testing.assert_allclose((p.x, p.y, p.z), frame.bodies.positions[row], atol=1e-9)
+                s = used_stamp(row, msg.frame_number, (p.x, p.y, p.z), frame.bodies.positions[row])
+                assert s is not None, f"frame {msg.frame_number} body {row}: not a published pose with its noise"
+                used[(msg.frame_number, row)] = s
+                exact += abs(s - msg.frame_number / 50.0) < 1e-6
             else:
                 saw_invalid = True
         # a marker never seen yet has no position to hold and is left out, at first
         assert len(msg.rigid_bodies[0].markers) == 4 or (i < 20 and len(msg.rigid_bodies[0].markers) < 4)
         assert msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 == pytest.approx(msg.frame_number / 50.0)
-    assert saw_invalid
+    assert saw_invalid and exact > 0
+    print(f"{exact} of {len(used)} tracked body poses at exactly the frame time (others: poses lost by DDS)")
     marker_messages = markers.snapshot()
     assert len(marker_messages) > 50
     for i, msg in enumerate(marker_messages):
@@ -460,9 +495,21 @@ def test_node_publishes_the_emulated_system(ros, procs):
         for marker in msg.markers:
             row = rows[marker.id]
             assert marker.occluded == bool(frame.markers.occluded[row])
-            if not marker.occluded:
-                np.testing.assert_allclose((marker.position.x, marker.position.y, marker.position.z),
-                                           frame.markers.positions[row], atol=1e-9)
+            body = int(row >= len(ROBOT_LAYOUT))
+            s = used.get((msg.frame_number, body))
+            if marker.occluded or s is None:
+                continue
+            truth, layout = truths[body]
+            t = msg.frame_number / 50.0
+            j = row - (0 if body == 0 else len(ROBOT_LAYOUT))
+
+            def marker_at(when):
+                position, quat = truth(when)
+                return quat_rotate(np.asarray(quat), layout[j:j + 1])[0] + np.asarray(position)
+
+            noise = frame.markers.positions[row] - marker_at(t)
+            np.testing.assert_allclose((marker.position.x, marker.position.y, marker.position.z),
+                                       marker_at(s) + noise, atol=1e-9)
 
 
 def test_configure_fails_clearly_without_gazebo(ros, procs):
