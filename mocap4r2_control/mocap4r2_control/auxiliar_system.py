@@ -178,7 +178,9 @@ class AuxiliarSystem(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(AuxiliarSystem, AuxiliarSystem.finish, args)
+    # two threads: a START/STOP handler waits for the recorder's Trigger service, whose
+    # answer is delivered by the executor (its client is in a reentrant callback group)
+    return run_node(AuxiliarSystem, AuxiliarSystem.finish, args, threads=2)
 
 
 if __name__ == "__main__":

@@ -415,8 +415,15 @@ def _quietly(call, logger=None) -> None:
             logger.warning(f"{getattr(call, '__name__', 'release')} failed: {exc}")
 
 
-def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None) -> int:
+def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None,
+               threads: int = 1) -> int:
     """The whole main() of a system executable: spin until Ctrl-C or SIGTERM, then
     release the system (reader thread, connection) whatever state it is in and tell the
-    control plane it is finalized."""
-    return run_node(lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args)
+    control plane it is finalized. One executor thread by default: frames are published
+    by the reader thread, and the executor's callbacks (control requests, lifecycle
+    services, the diagnostics timer) share the node's mutually exclusive default group
+    anyway. An adapter fed by subscriptions on this node that must receive while a
+    transition waits (configure waiting for the first message) needs ``threads=2`` and
+    its subscriptions in a callback group of their own."""
+    return run_node(lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args,
+                    threads=threads)

@@ -7,7 +7,6 @@ at once through :meth:`ToolNode.on_parameters_changed`.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Sequence
 
 from rclpy.node import Node
@@ -46,9 +45,8 @@ class ToolNode(Node):
 
 def run_tool(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
     """main() of a tool: spin until Ctrl-C/SIGTERM, leave cleanly."""
-    # one thread: the tools keep state across callbacks and need no locks; run_node's
-    # executor warns about a single thread, which is the point here
-    warnings.filterwarnings("ignore", message="MultiThreadedExecutor is used with a single thread")
+    # one thread: the tools keep state across callbacks and need no locks, and a
+    # single-threaded executor sleeps while nothing arrives (see mocap4r2_control.spin)
     return run_node(make_node, None, args, threads=1)
 
 

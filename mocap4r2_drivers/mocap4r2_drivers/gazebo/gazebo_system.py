@@ -268,7 +268,9 @@ class GazeboAdapter(MocapAdapter):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_system(GazeboAdapter, "gazebo_system", args)
+    # two executor threads: the pose subscriptions (their own callback group) must deliver
+    # while configure waits for the first poses in the node's default group
+    return run_system(GazeboAdapter, "gazebo_system", args, threads=2)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from mocap4r2_drivers.gazebo.convert import (
     parse_layouts,
 )
 from mocap4r2_drivers.gazebo.gazebo_system import GazeboAdapter
+from support import CROSS_PROCESS_TIMEOUT as WAIT
 
 DRIVER = ("mocap4r2_drivers", "gazebo_system")
 ROBOT_LAYOUT = [[0.2, 0.0, 0.3], [-0.15, 0.1, 0.3], [-0.15, -0.12, 0.31], [0.0, 0.0, 0.45]]
@@ -375,7 +376,7 @@ class _Recorder:
 
 def test_adapter_reads_bridge_poses_in_process(ros):
     values = adapter_values(pose_topics=["/gz0/model/robot/pose", "/gz0/model/drone/pose"],
-                            models=["robot", "drone"], noise=0.0, rate=50.0, latency=0.02, connect_timeout=20.0)
+                            models=["robot", "drone"], noise=0.0, rate=50.0, latency=0.02, connect_timeout=WAIT)
     adapter = GazeboAdapter(values)
     adapter.attach(ros.node)
     received = {"robot": [], "drone": []}     # pose stamps as the adapter got them
@@ -515,9 +516,9 @@ def test_node_publishes_the_emulated_system(ros, procs):
 def test_configure_fails_clearly_without_gazebo(ros, procs):
     proc = procs.start(*DRIVER, name="gazebo", namespace="/gz2",
                        params={"pose_topics": ["/gz2/model/robot/pose"], "connect_timeout": 1.0})
-    ros.wait_state("/gz2/gazebo", "unconfigured", timeout=20)
+    ros.wait_state("/gz2/gazebo", "unconfigured", timeout=WAIT)
     assert not ros.change_state("/gz2/gazebo", "configure")
-    assert proc.wait_log("ros_gz_bridge", timeout=10), proc.log()
+    assert proc.wait_log("ros_gz_bridge", timeout=WAIT), proc.log()
     assert proc.alive()
 
 
@@ -536,9 +537,9 @@ def test_node_refuses_world_pose_info_with_the_reason(ros, procs):
     try:
         proc = procs.start(*DRIVER, name="gazebo", namespace="/gz3",
                            params={"pose_topics": ["/gz3/world/default/pose/info"], "connect_timeout": 20.0})
-        ros.wait_state("/gz3/gazebo", "unconfigured", timeout=20)
+        ros.wait_state("/gz3/gazebo", "unconfigured", timeout=WAIT)
         assert not ros.change_state("/gz3/gazebo", "configure", timeout=30)
-        assert proc.wait_log("no child_frame_id", timeout=10), proc.log()
+        assert proc.wait_log("no child_frame_id", timeout=WAIT), proc.log()
         assert proc.alive() and ros.get_state("/gz3/gazebo") == "unconfigured"
     finally:
         stop.set()
