@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test test-load bench clean
+.PHONY: setup demo test test-load bench stress clean
 
 setup:
 	@bash scripts/setup.sh
@@ -20,6 +20,10 @@ test-load: setup
 
 bench: setup
 	@$(ENV) python -m bench
+
+# load and fault figures in one table (about 10 minutes; not part of `make test`)
+stress: setup
+	@$(ENV) python -m stress $(STRESS_ARGS)
 
 clean:
 	rm -rf build install log

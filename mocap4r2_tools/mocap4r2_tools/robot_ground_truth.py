@@ -291,7 +291,11 @@ class RobotGroundTruthNode(ToolNode):
             quat = np.array([o.orientation.x, o.orientation.y, o.orientation.z, o.orientation.w])
             position = np.array([o.position.x, o.position.y, o.position.z])
             norm = np.linalg.norm(quat)
-            if not (np.isfinite(norm) and np.isfinite(position).all()) or abs(norm - 1.0) > 1e-3:
+            if not np.isfinite(position).all():
+                response.success = False
+                response.message = f"origin position must be finite, got {position.tolist()}"
+                return response
+            if not np.isfinite(norm) or abs(norm - 1.0) > 1e-3:
                 response.success = False
                 response.message = f"origin orientation must be a unit quaternion (norm {norm:.6g})"
                 return response

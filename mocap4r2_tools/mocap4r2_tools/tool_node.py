@@ -12,7 +12,8 @@ from typing import Any, Callable, Sequence
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from mocap4r2_control.parameters import ParameterSpec, check_parameters, declare_parameters, parameter_value
+from mocap4r2_control.parameters import (ParameterSpec, check_parameters, declare_parameters, parameter_value,
+                                         warn_unknown_parameters)
 from mocap4r2_control.spin import run_node
 
 
@@ -20,6 +21,7 @@ class ToolNode(Node):
     def __init__(self, node_name: str, specs: Sequence[ParameterSpec], **kwargs: Any):
         super().__init__(node_name, **kwargs)
         self._specs = declare_parameters(self, specs)
+        warn_unknown_parameters(self)
         self.add_on_set_parameters_callback(
             lambda params: check_parameters(self._specs, params, self.get_logger()))
         self.add_post_set_parameters_callback(self._after_change)

@@ -162,13 +162,17 @@ def test_each_node_of_demo_bringup_gets_its_own_parameters_file():
 
 
 def test_included_launch_files_declare_distinct_parameter_arguments():
-    """Every system's launch file takes system_params and the tools' takes tools_params,
-    so any bring-up that includes a system and the tools cannot mix them up, scoped or not."""
+    """Every system's launch file takes system_params, the tools' takes tools_params and
+    each bridge's its own (px4_bridge_params, worldmodel_params), so any bring-up that
+    includes a system and the tools cannot mix them up, scoped or not."""
     for path in sorted(LAUNCH_DIR.glob("*.launch.py")):
         source = LaunchFileSource(path)
         if not source.node_count:
             continue
-        expected = {"tools_params"} if path.name == "tools.launch.py" else {"system_params"}
+        # the bridges' launch files are tools of their own, each with its own argument
+        own = {"tools.launch.py": "tools_params", "px4_bridge.launch.py": "px4_bridge_params",
+               "worldmodel.launch.py": "worldmodel_params"}
+        expected = {own.get(path.name, "system_params")}
         assert source.parameter_arguments == expected, (path.name, source.parameter_arguments)
         assert set(source.declared) >= expected, (path.name, source.declared)
 

@@ -369,6 +369,11 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     set_pose(bad.origin, (0, 0, 0), (0, 0, 0, 0))
     reply = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", bad)
     assert not reply.success and "unit quaternion" in reply.message
+    # a NaN position is refused for what it is (the orientation is fine)
+    nan_position = SetOrigin.Request(use_current=False)
+    set_pose(nan_position.origin, (float("nan"), 0.0, 0.0), (0, 0, 0, 1))
+    reply = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", nan_position)
+    assert not reply.success and "position" in reply.message and "orientation" not in reply.message, reply.message
     odom.clear()
     final = [send(i) for i in range(110, 115)]
     m = odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(final[-1], abs=1e-6), timeout=WAIT)
