@@ -2,8 +2,9 @@
 
     ros2 launch mocap4r2_drivers gazebo.launch.py world:=empty models:="[robot1, drone1]" autostart:=true
 
-Starts ``ros_gz_bridge parameter_bridge`` for /world/<world>/pose/info (gz.msgs.Pose_V ->
-tf2_msgs/TFMessage) unless bridge:=false, and gazebo_system subscribed to it.
+Starts ``ros_gz_bridge parameter_bridge`` for each model's PosePublisher topic
+/model/<model>/pose (gz.msgs.Pose_V -> tf2_msgs/TFMessage; the SDF block is in
+docs/gazebo.md) unless bridge:=false, and gazebo_system subscribed to them.
 """
 import os
 
@@ -17,19 +18,20 @@ from launch_ros.actions import LifecycleNode, Node
 
 def _nodes(context):
     world = LaunchConfiguration("world").perform(context)
-    topic = f"/world/{world}/pose/info"
-    overrides = {"pose_topics": [topic], "autostart": LaunchConfiguration("autostart")}
-    models = LaunchConfiguration("models").perform(context).strip()
+    # "[a, b]" or "a,b": the tracked models, in order, each with a PosePublisher
+    models = [m.strip() for m in LaunchConfiguration("models").perform(context).strip().strip("[]").split(",")
+              if m.strip()]
+    topics = [f"/model/{m.replace('::', '/')}/pose" for m in models]
+    overrides = {"world": world, "autostart": LaunchConfiguration("autostart")}
     if models:
-        # "[a, b]" or "a,b": the tracked models, in order
-        overrides["models"] = [m.strip() for m in models.strip("[]").split(",") if m.strip()]
+        overrides.update(models=models, pose_topics=topics)
     return [
         Node(
             package="ros_gz_bridge",
             executable="parameter_bridge",
             name="gz_pose_bridge",
-            arguments=[f"{topic}@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V"],
-            condition=IfCondition(LaunchConfiguration("bridge")),
+            arguments=[f"{topic}@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V" for topic in topics],
+            condition=IfCondition(LaunchConfiguration("bridge") if topics else "false"),
             output="screen",
         ),
         LifecycleNode(
@@ -52,8 +54,8 @@ def generate_launch_description():
         DeclareLaunchArgument("system_params", default_value=config, description="Parameters YAML of the system"),
         DeclareLaunchArgument("world", default_value="default", description="Name of the Gazebo world"),
         DeclareLaunchArgument("models", default_value="",
-                              description="Models tracked as rigid bodies, e.g. [robot1, drone1]; empty: the "
-                                          "params file's"),
+                              description="Models tracked as rigid bodies, each with a PosePublisher, e.g. "
+                                          "[robot1, drone1]; empty: the params file's (and no bridge)"),
         DeclareLaunchArgument("bridge", default_value="true", description="Start ros_gz_bridge for the poses"),
         DeclareLaunchArgument("autostart", default_value="false",
                               description="Configure and activate without a lifecycle manager"),

@@ -61,6 +61,15 @@ class MocapAdapter(abc.ABC):
     def disconnect(self) -> None:
         """Release sockets, SDK handles and threads. Must be safe to call twice."""
 
+    def attach(self, node) -> None:
+        """Called by the node on configure, before ``connect``, with the system node itself.
+
+        For adapters fed by ROS topics (a simulator bridged into ROS): create the
+        subscriptions here, on that node (its namespace, remappings and use_sim_time
+        apply; use a callback group of their own, since ``connect`` runs in a transition
+        callback), and destroy them in ``disconnect``. Adapters that talk to their system
+        directly ignore it."""
+
     @property
     def nominal_rate(self) -> float:
         """Nominal frame rate in Hz, 0 when unknown."""

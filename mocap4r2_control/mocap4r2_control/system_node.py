@@ -131,6 +131,7 @@ class MocapSystemNode(LifecycleNode):
                 self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
                 return TransitionCallbackReturn.FAILURE
             try:
+                adapter.attach(self)
                 names = adapter.connect()
             except Exception as exc:
                 cause = "" if isinstance(exc, ConfigurationError) else "cannot connect: "

@@ -33,6 +33,8 @@ from mocap4r2_control.frame import (
 )
 from mocap4r2_control.geometry import quat_from_axis_angle, quat_from_yaw, quat_multiply, quat_rotate
 
+from ..emulation import observe_markers
+
 TRAJECTORY_TYPES = ("circle", "figure_eight", "random_walk", "static")
 _TERMS = 4  # sinusoid terms per axis
 
@@ -375,22 +377,10 @@ class Scene:
         body_pos = pos[:nb]
         body_quat = quat[:nb]
         lost = _lost(self._body_loss, t)
-        m = self._marker_layout.shape[0]
-        world = quat_rotate(body_quat[self._marker_body], self._marker_layout) + body_pos[self._marker_body]
-        noise = rng.normal(0.0, self.noise, size=(m, 3)) if self.noise > 0 else np.zeros((m, 3))
-        world += noise
-        occluded = rng.random(m) < self._body_occlusion[self._marker_body]
-        occluded |= lost[self._marker_body]
-        visible_counts = np.bincount(self._marker_body[~occluded], minlength=nb)
-        valid = ~lost & (visible_counts >= 3)
-        residual = np.linalg.norm(noise, axis=1).astype(np.float32)
-        mean_err = np.zeros(nb, dtype=np.float32)
-        if nb:
-            sums = np.bincount(self._marker_body[~occluded], weights=residual[~occluded], minlength=nb)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean_err = np.where(visible_counts > 0, sums / np.maximum(visible_counts, 1), -1.0).astype(np.float32)
-        world[occluded] = np.nan
-        residual[occluded] = -1.0
+        seen = observe_markers(rng, self._marker_layout, self._marker_body, body_pos, body_quat, self.noise,
+                               self._body_occlusion[self._marker_body], lost)
+        world, occluded, residual = seen.positions, seen.occluded, seen.residuals
+        valid, mean_err = seen.valid, seen.mean_errors
         out_pos = body_pos.copy()
         out_quat = body_quat.copy()
         out_pos[~valid] = np.nan

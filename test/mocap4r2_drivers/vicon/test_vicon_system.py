@@ -1,27 +1,18 @@
-"""vicon_system against a TEST DOUBLE of the Vicon DataStream SDK.
+"""vicon_system against a TEST DOUBLE of the Vicon DataStream SDK's Python binding.
 
-STATED AS SUCH: the official Python binding (``vicon_dssdk.ViconDataStream``) and a
-Vicon server cannot run here. The classes below (``Result``, ``DataStreamException``,
-``Client`` with ``Client.StreamMode`` and ``Client.AxisMapping``) are a test double with
-the SDK's class and method names, argument order, return shapes (``((x, y, z),
-occluded)``, ``[(marker, parent segment)]``, ``[((x, y, z), trajectory id)]``) and its
-Result codes, as documented by Vicon. They are not the SDK and prove only that the
-adapter uses that API as documented; behaviour of the real SDK (threading, timing)
-is not reproduced beyond what is written here.
-
-The double serves either frames a test hands to a :class:`FakeServer`, or (for the
-process end-to-end tests) a simulated :class:`~mocap4r2_drivers.simulated.scene.Scene` in real
-time; the node process imports it through a two-line ``vicon_dssdk`` shim package
-written into the test's temporary directory.
+The official binding and a Vicon server cannot run here. The double
+(test/fixtures/vicon_datastream_double.py) is written from the behaviour of Vicon's
+wrapper ``vicon_dssdk/ViconDataStream.py`` and says there what it mirrors: exceptions
+named by ``.message``, GetFrame returning False on NoFrame, Enum members for the
+setters, NoFrame before the first frame, port 801 by default, the connection timeout.
+It proves the adapter uses that API as the wrapper behaves, not the SDK's timing.
 """
 from __future__ import annotations
 
 import math
 import os
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,320 +22,18 @@ import yaml
 from mocap4r2_control.adapter import AdapterError
 from mocap4r2_drivers.simulated.scene import Scene
 from mocap4r2_drivers.vicon.vicon_system import ViconAdapter
+from vicon_datastream_double import (
+    Client,
+    DataStreamException,
+    FakeFrame,
+    FakeSegment,
+    FakeServer,
+    FakeSubject,
+    _Native,
+    module,
+    write_shim,
+)
 from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
-
-
-# ====================================================================== the test double
-class Result:
-    """The DataStream SDK's result codes."""
-
-    Unknown = 0
-    NotImplemented = 1
-    Success = 2
-    InvalidHostName = 3
-    InvalidMulticastIP = 4
-    ClientAlreadyConnected = 5
-    ClientConnectionFailed = 6
-    ServerAlreadyTransmittingMulticast = 7
-    ServerNotTransmittingMulticast = 8
-    NotConnected = 9
-    NoFrame = 10
-    InvalidIndex = 11
-    InvalidCameraName = 12
-    InvalidSubjectName = 13
-    InvalidSegmentName = 14
-    InvalidMarkerName = 15
-    InvalidDeviceName = 16
-    InvalidDeviceOutputName = 17
-    InvalidLatencySampleName = 18
-    CoLinearAxes = 19
-    LeftHandedAxes = 20
-    HapticAlreadySet = 21
-    EarlyDataRequested = 22
-    LateDataRequested = 23
-    InvalidOperation = 24
-    NotSupported = 25
-    ConfigurationFailed = 26
-    NotPresent = 27
-
-
-class DataStreamException(Exception):
-    """What the SDK raises when a call does not return Result.Success."""
-
-    def __init__(self, result: int, message: str):
-        super().__init__(message)
-        self.result = result
-        self.message = message
-
-
-@dataclass
-class FakeSegment:
-    name: str
-    parent: str = ""                      # "" for the root
-    translation: tuple = (0.0, 0.0, 0.0)  # mm
-    rotation: tuple = (0.0, 0.0, 0.0, 1.0)
-    occluded: bool = False
-
-
-@dataclass
-class FakeSubject:
-    name: str
-    segments: list[FakeSegment]
-    markers: list[tuple[str, str, tuple, bool]] = field(default_factory=list)  # name, segment, mm, occluded
-
-
-@dataclass
-class FakeFrame:
-    number: int
-    subjects: list[FakeSubject]
-    unlabeled: list[tuple] = field(default_factory=list)  # mm
-    latency: float = 0.0
-
-
-class FakeServer:
-    """A DataStream server as the double's clients see it: frames handed over by a test."""
-
-    rate = 100.0
-
-    def __init__(self):
-        self.up = True
-        self.latest: FakeFrame | None = None
-        self.cond = threading.Condition()
-        self.calls: list[tuple] = []
-
-    def publish(self, frame: FakeFrame) -> None:
-        with self.cond:
-            self.latest = frame
-            self.cond.notify_all()
-
-    def set_up(self, up: bool) -> None:
-        with self.cond:
-            self.up = up
-            self.cond.notify_all()
-
-    def is_up(self) -> bool:
-        return self.up
-
-    def next_frame(self, after: int | None, push: bool, timeout: float = 0.5) -> FakeFrame | None:
-        """The newest frame; in push mode wait (a while) for one newer than ``after``."""
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while push and self.up and (self.latest is None or self.latest.number == after):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                self.cond.wait(remaining)
-            if not self.up:
-                raise DataStreamException(Result.NotConnected, "NotConnected")
-            return self.latest
-
-
-class Client:
-    """Test double of ViconDataStream.Client (method names and results as the SDK's)."""
-
-    class StreamMode:
-        EClientPull = 0
-        EClientPullPreFetch = 1
-        EServerPush = 2
-
-    class AxisMapping:
-        EUp = 0
-        EDown = 1
-        ELeft = 2
-        ERight = 3
-        EForward = 4
-        EBackward = 5
-
-    server: FakeServer | None = None      # set by the test (or the shim)
-    instances: list["Client"] = []
-
-    def __init__(self):
-        self.server = type(self).server
-        self.connected = False
-        self.mode = Client.StreamMode.EClientPull
-        self.axes = (Client.AxisMapping.EForward, Client.AxisMapping.ELeft, Client.AxisMapping.EUp)
-        self.frame: FakeFrame | None = None
-        self.enabled: set[str] = set()
-        self.buffer_size = 0
-        Client.instances.append(self)
-
-    def _log(self, *call) -> None:
-        self.server.calls.append(call)
-
-    def _need_frame(self) -> FakeFrame:
-        if not self.connected:
-            raise DataStreamException(Result.NotConnected, "NotConnected")
-        if self.frame is None:
-            raise DataStreamException(Result.NoFrame, "NoFrame")
-        return self.frame
-
-    def _subject(self, name: str) -> FakeSubject:
-        for subject in self._need_frame().subjects:
-            if subject.name == name:
-                return subject
-        raise DataStreamException(Result.InvalidSubjectName, "InvalidSubjectName")
-
-    def _segment(self, subject: str, segment: str) -> FakeSegment:
-        for s in self._subject(subject).segments:
-            if s.name == segment:
-                return s
-        raise DataStreamException(Result.InvalidSegmentName, "InvalidSegmentName")
-
-    # --------------------------------------------------------------- connection
-    def Connect(self, host: str) -> None:
-        self._log("Connect", host)
-        if self.connected:
-            raise DataStreamException(Result.ClientAlreadyConnected, "ClientAlreadyConnected")
-        if ":" not in host:
-            raise DataStreamException(Result.InvalidHostName, "InvalidHostName")
-        if not self.server.is_up():
-            raise DataStreamException(Result.ClientConnectionFailed, "ClientConnectionFailed")
-        self.connected = True
-        self.frame = None
-
-    def IsConnected(self) -> bool:
-        return self.connected and self.server.is_up()
-
-    def Disconnect(self) -> None:
-        self._log("Disconnect")
-        if not self.connected:
-            raise DataStreamException(Result.NotConnected, "NotConnected")
-        self.connected = False
-
-    def EnableSegmentData(self) -> None:
-        self.enabled.add("segments")
-
-    def EnableMarkerData(self) -> None:
-        self.enabled.add("markers")
-
-    def EnableUnlabeledMarkerData(self) -> None:
-        self.enabled.add("unlabeled")
-
-    def SetBufferSize(self, size: int) -> None:
-        self.buffer_size = size
-
-    def SetStreamMode(self, mode: int) -> None:
-        self._log("SetStreamMode", mode)
-        self.mode = mode
-
-    def SetAxisMapping(self, x: int, y: int, z: int) -> None:
-        self._log("SetAxisMapping", x, y, z)
-        self.axes = (x, y, z)
-
-    def GetAxisMapping(self):
-        return self.axes
-
-    # --------------------------------------------------------------- frames
-    def GetFrame(self) -> bool:
-        if not self.connected:
-            raise DataStreamException(Result.NotConnected, "NotConnected")
-        after = self.frame.number if self.frame is not None else None
-        frame = self.server.next_frame(after, push=self.mode == Client.StreamMode.EServerPush)
-        if frame is None:
-            raise DataStreamException(Result.NoFrame, "NoFrame")
-        self.frame = frame
-        return True
-
-    def GetFrameNumber(self) -> int:
-        return self._need_frame().number
-
-    def GetFrameRate(self) -> float:
-        return self.server.rate
-
-    def GetLatencyTotal(self) -> float:
-        return self._need_frame().latency
-
-    def GetSubjectNames(self) -> list[str]:
-        return [s.name for s in self._need_frame().subjects]
-
-    def GetSubjectRootSegmentName(self, subject: str) -> str:
-        return next(s.name for s in self._subject(subject).segments if not s.parent)
-
-    def GetSegmentNames(self, subject: str) -> list[str]:
-        return [s.name for s in self._subject(subject).segments]
-
-    def GetSegmentParentName(self, subject: str, segment: str) -> str:
-        return self._segment(subject, segment).parent
-
-    def GetSegmentGlobalTranslation(self, subject: str, segment: str):
-        s = self._segment(subject, segment)
-        return ((0.0, 0.0, 0.0), True) if s.occluded else (tuple(s.translation), False)
-
-    def GetSegmentGlobalRotationQuaternion(self, subject: str, segment: str):
-        s = self._segment(subject, segment)
-        return ((0.0, 0.0, 0.0, 1.0), True) if s.occluded else (tuple(s.rotation), False)
-
-    def GetMarkerNames(self, subject: str) -> list[tuple[str, str]]:
-        return [(m[0], m[1]) for m in self._subject(subject).markers]
-
-    def GetMarkerGlobalTranslation(self, subject: str, marker: str):
-        for name, _, position, occluded in self._subject(subject).markers:
-            if name == marker:
-                return ((0.0, 0.0, 0.0), True) if occluded else (tuple(position), False)
-        raise DataStreamException(Result.InvalidMarkerName, "InvalidMarkerName")
-
-    def GetUnlabeledMarkers(self) -> list[tuple[tuple, int]]:
-        return [(tuple(p), i) for i, p in enumerate(self._need_frame().unlabeled)]
-
-
-class SceneServer(FakeServer):
-    """Serves a Scene in real time (frame k due at start + k / rate); up or down as a
-    control file says (``down`` in the file: the server is unreachable)."""
-
-    def __init__(self, scene: Scene, control: Path | None = None):
-        super().__init__()
-        self.scene = scene
-        self.rate = scene.rate
-        self.control = control
-        self.start = time.monotonic()
-
-    def is_up(self) -> bool:
-        return not (self.control is not None and self.control.exists() and "down" in self.control.read_text())
-
-    def next_frame(self, after: int | None, push: bool, timeout: float = 0.5) -> FakeFrame | None:
-        if not self.is_up():
-            time.sleep(0.05)
-            raise DataStreamException(Result.NotConnected, "NotConnected")
-        due = int((time.monotonic() - self.start) * self.rate)
-        k = due if after is None or not push else max(after + 1, due)
-        while self.scene.is_dropped(k):
-            k += 1
-        wait = self.start + k / self.rate - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        return scene_frame(self.scene, k)
-
-
-def scene_frame(scene: Scene, k: int) -> FakeFrame:
-    """Frame k of a scene as a Vicon server would stream it: one single-segment subject
-    per rigid body, one multi-segment subject per skeleton; mm."""
-    frame = scene.frame(k)
-    b = frame.bodies
-    subjects = []
-    for i, spec in enumerate(scene.description.bodies):
-        a, z = int(b.marker_offsets[i]), int(b.marker_offsets[i + 1])
-        markers = [(name.split(":", 1)[1], spec.name, tuple(b.markers.positions[j] * 1000.0), bool(b.markers.occluded[j]))
-                   for j, name in zip(range(a, z), spec.marker_names)]
-        segment = FakeSegment(spec.name, "", tuple(b.positions[i] * 1000.0), tuple(b.orientations[i]),
-                              occluded=not b.valid[i])
-        subjects.append(FakeSubject(spec.name, [segment], markers))
-    sk = frame.skeletons
-    for i, spec in enumerate(scene.description.skeletons):
-        a = int(sk.segment_offsets[i])
-        names = dict(zip(spec.segment_ids.tolist(), spec.segment_names))
-        segments = [FakeSegment(name, names.get(int(parent), ""), tuple(sk.segments.positions[a + j] * 1000.0),
-                                tuple(sk.segments.orientations[a + j]), occluded=not sk.segments.valid[a + j])
-                    for j, (name, parent) in enumerate(zip(spec.segment_names, spec.parent_ids.tolist()))]
-        subjects.append(FakeSubject(spec.name, segments))
-    strays = frame.markers.positions[frame.markers.ids == -1] * 1000.0
-    return FakeFrame(k, subjects, [tuple(p) for p in strays], latency=frame.latency)
-
-
-def install_scene_server_from_environment() -> None:
-    """Called by the shim in a node process: serve the scene named by the environment."""
-    scene = Scene.from_file(os.environ["VICON_DOUBLE_SCENE"])
-    control = os.environ.get("VICON_DOUBLE_CONTROL")
-    Client.server = SceneServer(scene, Path(control) if control else None)
 
 
 # ====================================================================== helpers
@@ -356,14 +45,11 @@ def sdk(monkeypatch):
     server = FakeServer()
     Client.server = server
     Client.instances = []
-    module = types.ModuleType("vicon_dssdk.ViconDataStream")
-    module.Result = Result
-    module.DataStreamException = DataStreamException
-    module.Client = Client
+    double = module()
     package = types.ModuleType("vicon_dssdk")
-    package.ViconDataStream = module
+    package.ViconDataStream = double
     monkeypatch.setitem(sys.modules, "vicon_dssdk", package)
-    monkeypatch.setitem(sys.modules, "vicon_dssdk.ViconDataStream", module)
+    monkeypatch.setitem(sys.modules, "vicon_dssdk.ViconDataStream", double)
     return server
 
 
@@ -404,9 +90,9 @@ def read(adapter, timeout=5.0):
     raise AssertionError("no frame")
 
 
-def publish_and_read(server, adapter, frame: FakeFrame):
+def publish_and_read(server, adapter, frame: FakeFrame, timeout: float = 5.0):
     server.publish(frame)
-    got = read(adapter)
+    got = read(adapter, timeout)
     assert got.frame_number == frame.number
     got.check()
     return got
@@ -429,8 +115,93 @@ def test_missing_sdk_fails_configure_with_install_instructions(monkeypatch):
     with pytest.raises(AdapterError) as info:
         adapter.connect()
     message = str(info.value)
-    assert "vicon_dssdk" in message and "pip install" in message and "DataStream SDK" in message
+    # the installer puts the package folder vicon_dssdk under Win64/Python: that folder is what pip installs
+    assert "pip install" in message and "Win64/Python/vicon_dssdk" in message, message
+    assert "Linux64/Python" not in message, "no Linux build of the binding is published"
+    assert "Windows" in message
     adapter.disconnect()     # nothing to release, nothing crashes
+
+
+# ====================================================================== the double is the wrapper
+def test_the_double_behaves_as_the_wrapper(sdk):
+    """What the adapter relies on, as Vicon's wrapper does it (not as the old double did)."""
+    client = Client()
+    with pytest.raises(DataStreamException) as info:
+        client.GetFrame()
+    assert info.value.message == "NotConnected" and not hasattr(info.value, "result")
+    assert str(DataStreamException(_Native.NoFrame, "more")) == "NoFrame more"
+    client.Connect("127.0.0.1")                    # no port: 801
+    assert client.port == 801 and client.IsConnected()
+    assert client.GetFrame() is False              # no frame yet: False, not NoFrame raised
+    with pytest.raises(DataStreamException, match="NoFrame"):
+        client.GetFrameRate()                      # nothing before the first frame
+    with pytest.raises(KeyError):
+        client.SetStreamMode(2)                    # an int is not a StreamMode member
+    with pytest.raises(KeyError):
+        client.SetAxisMapping(4, 2, 0)
+    client.SetStreamMode(Client.StreamMode.EServerPush)
+    sdk.publish(FakeFrame(5, [drone(5)]))
+    assert client.GetFrame() is True and client.GetFrameRate() == 100.0
+    translation, occluded = client.GetSegmentGlobalTranslation("drone", "drone")
+    assert not occluded and translation == (1000.0, 2000.0, 1500.0)
+    import vicon_dssdk.ViconDataStream as wrapper
+    assert not hasattr(wrapper, "Result"), "the wrapper has no Result class"
+
+
+def test_error_names_come_from_the_exception_message(sdk):
+    from mocap4r2_drivers.vicon.client import describe, error_name
+
+    exc = DataStreamException(_Native.ClientConnectionFailed, "10.0.0.9:801")
+    assert error_name(exc) == "ClientConnectionFailed"
+    assert describe(exc) == "ClientConnectionFailed (10.0.0.9:801)"
+
+
+def test_connect_timeout_is_handed_to_the_sdk(sdk):
+    """Connect blocks for the SDK's own timeout (5 s by default): connect_timeout must set it."""
+    sdk.set_up(False)
+    adapter = make_adapter(connect_timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(AdapterError, match="ClientConnectionFailed"):
+        adapter.connect()
+    took = time.monotonic() - started
+    adapter.disconnect()
+    calls = [c for c in sdk.calls if c[0] in ("SetConnectionTimeout", "Connect")]
+    assert calls[0] == ("SetConnectionTimeout", 500), calls
+    assert took < 4.0, f"configure took {took:.1f} s: the SDK's 5 s default was used"
+
+
+def test_setters_get_the_sdk_enum_members(sdk):
+    sdk.publish(FakeFrame(1, [drone(1)]))
+    adapter = make_adapter(stream_mode="client_pull_prefetch", axis_mapping=["left", "up", "forward"])
+    adapter.connect()
+    client = Client.instances[-1]
+    assert client.mode is Client.StreamMode.EClientPullPreFetch
+    assert client.axes == (Client.AxisMapping.ELeft, Client.AxisMapping.EUp, Client.AxisMapping.EForward)
+    assert all(isinstance(a, Client.AxisMapping) for a in client.axes)
+    adapter.disconnect()
+
+
+def test_a_server_without_frames_is_no_frame_not_an_error(sdk):
+    """GetFrame says False until the server streams: configure waits, then says why."""
+    adapter = make_adapter(connect_timeout=0.5)
+    with pytest.raises(AdapterError, match="no frame"):
+        adapter.connect()
+    adapter.disconnect()
+
+
+def test_lost_connection_is_named_and_reconnected(streaming):
+    server, adapter, _ = streaming
+    publish_and_read(server, adapter, FakeFrame(2, [drone(2)]))
+    server.set_up(False)
+    deadline = time.monotonic() + 20
+    while "lost_connection" not in adapter.status() and time.monotonic() < deadline:
+        adapter.read_frame(0.05)
+    status = adapter.status()
+    # named from DataStreamException.message (it used to read "10", the bare code)
+    assert status.get("lost_connection") == "NotConnected", status
+    server.set_up(True)
+    frame = publish_and_read(server, adapter, FakeFrame(3, [drone(3)]), timeout=20)
+    assert frame.bodies.names == ("drone",) and adapter.counts["reconnects"] >= 1
 
 
 def test_unreachable_server_is_a_clear_error(sdk):
@@ -602,13 +373,7 @@ def shim(tmp_path):
     """A vicon_dssdk package that is the double (for the node process)."""
     import yaml
 
-    package = tmp_path / "shim" / "vicon_dssdk"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "ViconDataStream.py").write_text(
-        "# the TEST DOUBLE of test_vicon_system.py, not Vicon's SDK\n"
-        "from test_vicon_system import Client, DataStreamException, Result, install_scene_server_from_environment\n"
-        "install_scene_server_from_environment()\n")
+    write_shim(tmp_path / "shim")
     scene_path = tmp_path / "scene.yaml"
     scene_path.write_text(yaml.safe_dump(SCENE))
     control = tmp_path / "server_state"

@@ -1,0 +1,61 @@
+"""The marker emulation shared by the simulated scene and the Gazebo emulator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mocap4r2_control.geometry import quat_rotate
+from mocap4r2_drivers.emulation import observe_markers
+
+LAYOUT = np.array([[0.1, 0, 0], [-0.08, 0.06, 0], [-0.05, -0.09, 0.01], [0, 0.02, 0.07]] * 2)
+BODY = np.repeat([0, 1], 4)
+POSITIONS = np.array([[1.0, 2.0, 0.5], [-1.0, 0.0, 1.5]])
+ORIENTATIONS = np.array([[0, 0, 0.6, 0.8], [0, 0, 0, 1.0]])
+
+
+def observe(seed, noise=0.001, occlusion=0.0, hidden=(False, False)):
+    return observe_markers(np.random.default_rng([seed, 7]), LAYOUT, BODY, POSITIONS, ORIENTATIONS, noise,
+                           occlusion, np.asarray(hidden))
+
+
+def test_markers_are_the_layout_in_the_world_plus_the_reported_noise():
+    seen = observe(1)
+    truth = quat_rotate(ORIENTATIONS[BODY], LAYOUT) + POSITIONS[BODY]
+    np.testing.assert_allclose(seen.positions - truth, seen.noise, atol=1e-12)
+    np.testing.assert_allclose(seen.residuals, np.linalg.norm(seen.noise, axis=1), rtol=1e-6)
+    np.testing.assert_allclose(seen.mean_errors, [seen.residuals[:4].mean(), seen.residuals[4:].mean()], rtol=1e-6)
+    assert seen.valid.tolist() == [True, True] and seen.visible.tolist() == [4, 4]
+
+
+def test_the_same_generator_gives_the_same_observation():
+    a, b, c = observe(3, occlusion=0.4), observe(3, occlusion=0.4), observe(4, occlusion=0.4)
+    np.testing.assert_array_equal(a.positions, b.positions)
+    np.testing.assert_array_equal(a.occluded, b.occluded)
+    assert not np.array_equal(a.noise, c.noise)
+
+
+def test_three_seen_markers_make_a_tracked_body():
+    counts = {}
+    for seed in range(400):
+        seen = observe(seed, occlusion=0.3)
+        assert np.isnan(seen.positions[seen.occluded]).all() and (seen.residuals[seen.occluded] == -1).all()
+        np.testing.assert_array_equal(seen.valid, seen.visible >= 3)
+        np.testing.assert_array_equal(seen.visible, [np.sum(~seen.occluded[:4]), np.sum(~seen.occluded[4:])])
+        for body in range(2):
+            if seen.visible[body] == 0:
+                assert seen.mean_errors[body] == -1.0
+        counts[tuple(seen.valid)] = counts.get(tuple(seen.valid), 0) + 1
+    assert counts.get((False, False), 0) > 0 and counts[(True, True)] > 100
+    occluded = np.mean([observe(s, occlusion=0.3).occluded.mean() for s in range(400)])
+    assert occluded == pytest.approx(0.3, abs=0.03)
+
+
+def test_a_hidden_body_is_not_seen_and_not_tracked():
+    seen = observe(5, hidden=(True, False))
+    assert seen.occluded[:4].all() and not seen.occluded[4:].any()
+    assert seen.valid.tolist() == [False, True] and seen.mean_errors[0] == -1.0
+
+
+def test_no_noise_draws_no_noise():
+    seen = observe(6, noise=0.0)
+    assert not seen.noise.any() and not seen.residuals.any()
