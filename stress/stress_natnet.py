@@ -21,10 +21,10 @@ import yaml
 
 try:   # run as stress.<module> by the stress runner, or as a script from stress/
     from ._driver_live import (FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib,
-                               proc_rss_mib, proc_threads, restart_rows, wait_for)
+                               restart_cycles, wait_for)
 except ImportError:
     from _driver_live import (FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib,
-                              proc_rss_mib, proc_threads, restart_rows, wait_for)
+                              restart_cycles, wait_for)
 
 SCENE = {
     "seed": 8, "rate": 100.0, "latency": 0.003, "latency_jitter": 0.0, "noise": 0.0003, "occlusion": 0.05,
@@ -230,26 +230,11 @@ def restarts(live: Live, cycles: int) -> list[tuple]:
                               params={"autostart": True, "command_port": command_port, "data_port": data_port,
                                       "connection_type": "multicast", "reconnect_after": 0.5})
     bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=60)
-    time.sleep(1.0)   # steady state before counting threads and memory
-    threads_before, rss_before = proc_threads(driver.pid), proc_rss_mib(driver.pid)
-    recoveries, failures = [], 0
-    for _ in range(cycles):
-        stand_in.popen.kill()
-        stand_in.popen.wait(10)
-        wait_for(lambda: not bodies.times or time.monotonic() - bodies.times[-1] > 0.3, 10, "silence")
-        stand_in, _, _, ready = _start_stand_in(live, scene_path, command_port, data_port, "--multicast")
-        bodies.clear()
-        try:
-            wait_for(lambda: bodies.times, 20, "a frame after the restart")
-            recoveries.append(max(bodies.times[0] - ready, 0.0))
-        except TimeoutError:
-            failures += 1
-    time.sleep(1.0)
-    threads_after, rss_after = proc_threads(driver.pid), proc_rss_mib(driver.pid)
-    driver.stop()
-    stand_in.stop()
-    return restart_rows("NatNet", recoveries, (threads_before, threads_after), (rss_before, rss_after), failures,
-                        cycles)
+
+    def restart():
+        server, _, _, ready = _start_stand_in(live, scene_path, command_port, data_port, "--multicast")
+        return server, ready
+    return restart_cycles("NatNet", bodies, driver, stand_in, restart, cycles)
 
 
 def run() -> list[tuple]:

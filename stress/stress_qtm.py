@@ -22,10 +22,10 @@ import yaml
 
 try:   # run as stress.<module> by the stress runner, or as a script from stress/
     from ._driver_live import (FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib,
-                               proc_rss_mib, proc_threads, restart_rows, wait_for)
+                               restart_cycles)
 except ImportError:
     from _driver_live import (FuzzCounts, Live, env_float, env_int, mutated_batches, peak_rss_mib,
-                              proc_rss_mib, proc_threads, restart_rows, wait_for)
+                              restart_cycles)
 
 SCENE = {
     "seed": 9, "rate": 100.0, "latency": 0.003, "noise": 0.0003, "occlusion": 0.03, "dropped_frames": 0.0,
@@ -138,26 +138,11 @@ def restarts(live: Live, cycles: int) -> list[tuple]:
     driver = live.procs.start("mocap4r2_drivers", "qualisys_system", name="qualisys", namespace=ns,
                               params={"autostart": True, "port": base, "reconnect_period": 0.2})
     bodies.wait_for(timeout=60)
-    time.sleep(1.0)
-    threads_before, rss_before = proc_threads(driver.pid), proc_rss_mib(driver.pid)
-    recoveries, failures = [], 0
-    for _ in range(cycles):
-        qtm.popen.kill()
-        qtm.popen.wait(10)
-        wait_for(lambda: not bodies.times or time.monotonic() - bodies.times[-1] > 0.3, 10, "silence")
-        qtm, _, ready = _start_qtm(live, scene_path, base)
-        bodies.clear()
-        try:
-            wait_for(lambda: bodies.times, 20, "a frame after the restart")
-            recoveries.append(max(bodies.times[0] - ready, 0.0))
-        except TimeoutError:
-            failures += 1
-    time.sleep(1.0)
-    threads_after, rss_after = proc_threads(driver.pid), proc_rss_mib(driver.pid)
-    driver.stop()
-    qtm.stop()
-    return restart_rows("QTM", recoveries, (threads_before, threads_after), (rss_before, rss_after), failures,
-                        cycles)
+
+    def restart():
+        server, _, ready = _start_qtm(live, scene_path, base)
+        return server, ready
+    return restart_cycles("QTM", bodies, driver, qtm, restart, cycles)
 
 
 def run() -> list[tuple]:

@@ -29,7 +29,7 @@ from mocap4r2_control.timebase import stamp_to_seconds
 
 from .px4.links import BACKENDS, MESSAGES, Connection, LinkWorker, connection_check, make_link
 from .px4.stream import RateLimiter, TrackingGate, build_sample
-from .tool_node import ToolNode, run_tool, topic_check
+from .tool_node import ToolNode, body_row, run_tool, topic_check
 
 PARAMETERS = (
     ParameterSpec("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system.",
@@ -141,14 +141,11 @@ class Px4BridgeNode(ToolNode):
         self._last_message = now
         self._mocap_frame = msg.header.frame_id
         bodies = msg.rigid_bodies
-        i = self._body_index
-        if not (i < len(bodies) and bodies[i].name == self.body):
-            i = next((k for k, b in enumerate(bodies) if b.name == self.body), -1)
-            if i < 0:
-                self._known_bodies = [b.name for b in bodies][:50]
-                self._gate.update(False, now, "not in rigid_bodies")
-                return
-            self._body_index = i
+        i = self._body_index = body_row(bodies, self.body, self._body_index)
+        if i < 0:
+            self._known_bodies = [b.name for b in bodies][:50]
+            self._gate.update(False, now, "not in rigid_bodies")
+            return
         body = bodies[i]
         if not body.tracking_valid:
             self._gate.update(False, now, "not tracked (tracking_valid false)")

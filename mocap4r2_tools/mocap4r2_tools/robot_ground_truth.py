@@ -36,7 +36,7 @@ from mocap4r2_control.timebase import stamp_to_seconds
 from mocap4r2_control.tf_out import TransformSender
 
 from .motion.estimation import METHODS, make_estimator
-from .tool_node import ToolNode, frame_check, run_tool, topic_check, vector_check
+from .tool_node import ToolNode, body_row, frame_check, run_tool, topic_check, vector_check
 
 PARAMETERS = (
     ParameterSpec("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system.",
@@ -145,14 +145,11 @@ class RobotGroundTruthNode(ToolNode):
         self._last_message = now
         self._mocap_frame = msg.header.frame_id
         bodies = msg.rigid_bodies
-        i = self._body_index
-        if not (i < len(bodies) and bodies[i].name == self.body):
-            i = next((k for k, b in enumerate(bodies) if b.name == self.body), -1)
-            if i < 0:
-                self._known_bodies = [b.name for b in bodies]
-                self._lose("missing")
-                return
-            self._body_index = i
+        i = self._body_index = body_row(bodies, self.body, self._body_index)
+        if i < 0:
+            self._known_bodies = [b.name for b in bodies][:50]
+            self._lose("missing")
+            return
         body = bodies[i]
         if not body.tracking_valid:
             self._lose("not_tracked")

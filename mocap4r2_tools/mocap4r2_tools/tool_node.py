@@ -52,6 +52,15 @@ def run_tool(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     return run_node(make_node, None, args, threads=1)
 
 
+def body_row(bodies: Sequence[Any], name: str, hint: int) -> int:
+    """Row of the rigid body called ``name`` in a RigidBodies message, -1 when absent.
+    ``hint`` is the row it had in the previous frame, tried first: a system's body order
+    rarely changes, so a tool following one body does not search every frame."""
+    if 0 <= hint < len(bodies) and bodies[hint].name == name:
+        return hint
+    return next((row for row, body in enumerate(bodies) if body.name == name), -1)
+
+
 def frame_check(name: str, allow_empty: bool = False) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         if (not value and not allow_empty) or value.startswith("/") or " " in value:

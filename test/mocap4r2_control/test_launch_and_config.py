@@ -60,6 +60,34 @@ def test_config_keys_are_parameters_the_node_accepts(procs, ros, name):
     assert "using the default" not in log, f"{name} holds a value the node refuses:\n{log}"
 
 
+# system config file -> its adapter class (module, class)
+ADAPTERS = {
+    "simulated.yaml": ("mocap4r2_drivers.simulated.simulated_system", "SimulatedAdapter"),
+    "optitrack.yaml": ("mocap4r2_drivers.optitrack.optitrack_system", "OptiTrackAdapter"),
+    "qualisys.yaml": ("mocap4r2_drivers.qualisys.qualisys_system", "QualisysAdapter"),
+    "vicon.yaml": ("mocap4r2_drivers.vicon.vicon_system", "ViconAdapter"),
+    "gazebo.yaml": ("mocap4r2_drivers.gazebo.gazebo_system", "GazeboAdapter"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_system_config_values_are_valid_and_build_the_adapter(name):
+    """Every value of the file passes its parameter's checks, and the adapter accepts the
+    combination (from_parameters), without starting a process."""
+    import importlib
+
+    from mocap4r2_control.system_node import BASE_PARAMETERS
+
+    module, cls = ADAPTERS[name]
+    adapter = getattr(importlib.import_module(module), cls)
+    specs = {s.name: s for s in (*BASE_PARAMETERS, *adapter.parameters)}
+    params = yaml.safe_load((CONFIG_DIR / name).read_text())["/**"]["ros__parameters"]
+    for key, value in params.items():
+        assert key in specs, f"config/{name} sets an undeclared parameter {key}"
+        assert specs[key].validate(value) is None, specs[key].validate(value)
+    adapter.from_parameters({s.name: params.get(s.name, s.default) for s in adapter.parameters})
+
+
 def _launch_available() -> bool:
     # not find_spec: the repository's own launch/ folder looks like a namespace package
     try:

@@ -10,11 +10,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from mocap4r2_interfaces.msg import Markers, RigidBodies
 from scipy.spatial.transform import Rotation
 from tf2_msgs.msg import TFMessage
@@ -544,30 +542,3 @@ def test_node_refuses_world_pose_info_with_the_reason(ros, procs):
     finally:
         stop.set()
         thread.join(5)
-
-
-# ====================================================================== config and launch
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def test_config_file_sets_declared_valid_parameters():
-    from mocap4r2_control.system_node import BASE_PARAMETERS
-
-    specs = {s.name: s for s in (*BASE_PARAMETERS, *GazeboAdapter.parameters)}
-    params = yaml.safe_load((ROOT / "config" / "gazebo.yaml").read_text())["/**"]["ros__parameters"]
-    for name, value in params.items():
-        assert name in specs, f"config/gazebo.yaml sets an undeclared parameter {name}"
-        assert specs[name].validate(value) is None, specs[name].validate(value)
-    adapter_values = {s.name: params.get(s.name, s.default) for s in GazeboAdapter.parameters}
-    GazeboAdapter.from_parameters(adapter_values)
-    compile((ROOT / "launch" / "gazebo.launch.py").read_text(), "gazebo.launch.py", "exec")
-
-
-def test_launch_file_describes_a_lifecycle_node():
-    pytest.importorskip("launch_ros", reason="launch_ros is not installable on a wheels-only machine")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("launch_file", ROOT / "launch" / "gazebo.launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.generate_launch_description().entities

@@ -7,15 +7,12 @@ import asyncio
 import math
 import socket
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import qtm_rt
-import yaml
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
-from mocap4r2_drivers.qualisys.qualisys_system import QualisysAdapter
 from qtm_stand_in import start_qtm  # test/fixtures
 from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
@@ -263,30 +260,3 @@ def test_deactivate_stops_the_stream_and_activate_resumes_it(ros, procs, tmp_pat
     later = bodies.wait_for(timeout=WAIT)
     # the stream resumes with current frames, not with frames left from before
     assert later.frame_number > last_before + 100
-
-
-# ====================================================================== config and launch
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def test_config_file_sets_declared_valid_parameters():
-    from mocap4r2_control.system_node import BASE_PARAMETERS
-
-    specs = {s.name: s for s in (*BASE_PARAMETERS, *QualisysAdapter.parameters)}
-    params = yaml.safe_load((ROOT / "config" / "qualisys.yaml").read_text())["/**"]["ros__parameters"]
-    for name, value in params.items():
-        assert name in specs, f"config/qualisys.yaml sets an undeclared parameter {name}"
-        assert specs[name].validate(value) is None, specs[name].validate(value)
-    adapter_values = {s.name: params.get(s.name, s.default) for s in QualisysAdapter.parameters}
-    QualisysAdapter.from_parameters(adapter_values)
-    compile((ROOT / "launch" / "qualisys.launch.py").read_text(), "qualisys.launch.py", "exec")
-
-
-def test_launch_file_describes_a_lifecycle_node():
-    pytest.importorskip("launch_ros", reason="launch_ros is not installable on a wheels-only machine")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("launch_file", ROOT / "launch" / "qualisys.launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.generate_launch_description().entities

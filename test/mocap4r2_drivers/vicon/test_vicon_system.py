@@ -17,11 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from mocap4r2_control.adapter import AdapterError
 from mocap4r2_drivers.simulated.scene import Scene
-from mocap4r2_drivers.vicon.vicon_system import ViconAdapter
 from vicon_datastream_double import (
     Client,
     DataStreamException,
@@ -456,30 +454,3 @@ def test_node_without_the_sdk_stays_up_and_says_how_to_install_it(ros, procs):
     assert not ros.change_state("/vi3/vicon", "configure")
     assert proc.wait_log("pip install", timeout=WAIT), proc.log()
     assert proc.alive() and ros.get_state("/vi3/vicon") == "unconfigured"
-
-
-# ====================================================================== config and launch
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def test_config_file_sets_declared_valid_parameters():
-    from mocap4r2_control.system_node import BASE_PARAMETERS
-
-    specs = {s.name: s for s in (*BASE_PARAMETERS, *ViconAdapter.parameters)}
-    params = yaml.safe_load((ROOT / "config" / "vicon.yaml").read_text())["/**"]["ros__parameters"]
-    for name, value in params.items():
-        assert name in specs, f"config/vicon.yaml sets an undeclared parameter {name}"
-        assert specs[name].validate(value) is None, specs[name].validate(value)
-    adapter_values = {s.name: params.get(s.name, s.default) for s in ViconAdapter.parameters}
-    ViconAdapter.from_parameters(adapter_values)
-    compile((ROOT / "launch" / "vicon.launch.py").read_text(), "vicon.launch.py", "exec")
-
-
-def test_launch_file_describes_a_lifecycle_node():
-    pytest.importorskip("launch_ros", reason="launch_ros is not installable on a wheels-only machine")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("launch_file", ROOT / "launch" / "vicon.launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.generate_launch_description().entities

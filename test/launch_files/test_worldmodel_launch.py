@@ -1,0 +1,37 @@
+"""launch_testing: ``ros2 launch mocap4r2_tools worldmodel.launch.py`` serves the world
+model of the simulated system's bodies on worldmodel/objects. Then every launched
+process exits cleanly when launch shuts down."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from launch_harness import (ProbeCase, clean_shutdown_case, description, include,  # noqa: E402
+                            require_launch_testing)
+
+require_launch_testing()
+
+
+@pytest.mark.launch_test
+def generate_test_description():
+    return description(
+        include("mocap4r2_drivers", "simulated.launch.py", namespace="sim", autostart="true"),
+        include("mocap4r2_tools", "worldmodel.launch.py"),
+    )
+
+
+class TestRunning(ProbeCase):
+    def test_the_object_model_holds_the_tracked_bodies(self):
+        from hector_worldmodel_msgs.msg import ObjectModel
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        model = self.probe.first_message(ObjectModel, "/worldmodel/objects", timeout=45.0, qos=latched)
+        self.assertTrue(model.objects)
+
+
+TestShutdown = clean_shutdown_case()
