@@ -31,11 +31,21 @@ def pytest_report_header(config):
 
 
 @pytest.fixture(scope="session")
-def ros():
+def ros_session():
     """A live rclpy node spun in a background thread, for subscribing and calling."""
     harness = RosHarness()
     yield harness
     harness.close()
+
+
+@pytest.fixture
+def ros(ros_session):
+    """The session's harness; the subscriptions a test makes end with the test. Left
+    behind, every message of theirs would still be deserialized in Python for the rest
+    of the session, and the harness would fall further behind test after test."""
+    mark = ros_session.subscription_count()
+    yield ros_session
+    ros_session.unsubscribe_since(mark)
 
 
 @pytest.fixture

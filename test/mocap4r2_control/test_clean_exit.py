@@ -27,6 +27,7 @@ from support import ROOT, executable
 
 # seconds between the signal and the end of the process, on a machine with a free core
 EXIT_BOUND_S = 1.0
+LOADED_MACHINE_ALLOWANCE_S = 3.0
 # start-up of a Python/rclpy process on a loaded 2-core machine: generous on purpose
 STARTUP_S = 60.0
 PACKAGES = ("mocap4r2_control", "mocap4r2_drivers", "mocap4r2_tools")
@@ -130,7 +131,9 @@ def exit_bound() -> float:
     this guards against (waiting for a 30 s timer, or for a message that never comes)
     are far beyond it either way."""
     load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    return EXIT_BOUND_S * max(1.0, load)
+    # plus a fixed allowance: the load average lags a burst (another test's processes
+    # starting), and a CI machine stalls for seconds at times; 30 s and never stay far out
+    return EXIT_BOUND_S * max(1.0, load) + LOADED_MACHINE_ALLOWANCE_S
 
 
 def assert_clean(proc, sig: int, took: float) -> None:
@@ -140,7 +143,7 @@ def assert_clean(proc, sig: int, took: float) -> None:
     bound = exit_bound()
     if took > bound:
         problems.append(f"exited {took:.2f} s after {name} (bound {bound:.1f} s: {EXIT_BOUND_S} s "
-                        f"x CPU oversubscription, load {os.getloadavg()[0]:.1f})")
+                        f"x CPU oversubscription + {LOADED_MACHINE_ALLOWANCE_S} s, load {os.getloadavg()[0]:.1f})")
     if proc.popen.returncode != 0:
         problems.append(f"exit code {proc.popen.returncode} after {name}")
     for bad in ("Traceback", "never retrieved"):

@@ -46,7 +46,8 @@ def plane(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def wire(plane, ros):
+def wire(plane, ros_session):
+    ros = ros_session  # module-wide: its subscriptions outlive each test
     """A publisher of raw Control messages and a collector of every ack, both matched
     with every system before the test starts."""
     client = ControlClient(ros.node)
