@@ -5,6 +5,8 @@
 
 Parameters come from config/tools.yaml (set up for the simulated system in /sim);
 pass your own with params_file:=..., and switch tools off with e.g. robot_gt:=false.
+recorder:=true also starts session_recorder with config/recorder.yaml (recorder_params:=...),
+which records every capture session started on the control plane.
 """
 import os
 
@@ -34,6 +36,13 @@ def generate_launch_description():
         actions.append(DeclareLaunchArgument(switch, default_value="true", description=f"Start {executable}"))
         actions.append(Node(package="mocap4r2_tools", executable=executable, name=name, parameters=[params],
                             output="screen", condition=IfCondition(LaunchConfiguration(switch))))
+    actions.append(DeclareLaunchArgument("recorder", default_value="false",
+                                         description="Start session_recorder (records capture sessions)"))
+    actions.append(DeclareLaunchArgument("recorder_params", default_value=os.path.join(CONFIG, "recorder.yaml"),
+                                         description="Parameters of session_recorder"))
+    actions.append(Node(package="mocap4r2_tools", executable="session_recorder", name="session_recorder",
+                        parameters=[LaunchConfiguration("recorder_params")], output="screen",
+                        condition=IfCondition(LaunchConfiguration("recorder"))))
     actions.append(Node(package="rviz2", executable="rviz2", name="rviz2",
                         arguments=["-d", os.path.join(CONFIG, "mocap4r2.rviz")],
                         condition=IfCondition(LaunchConfiguration("rviz"))))

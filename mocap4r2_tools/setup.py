@@ -4,7 +4,7 @@ from setuptools import find_packages, setup
 
 PACKAGE = "mocap4r2_tools"
 LAUNCH_FILES = ("tools",)
-CONFIG_FILES = ("tools.yaml", "mocap4r2.rviz")
+CONFIG_FILES = ("tools.yaml", "mocap4r2.rviz", "recorder.yaml")
 
 setup(
     name=PACKAGE,
@@ -20,17 +20,21 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz",
+    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, session recorder",
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
             "trajectory_error = mocap4r2_tools.trajectory_error:main",
             "robot_ground_truth = mocap4r2_tools.robot_ground_truth:main",
             "marker_viz = mocap4r2_tools.marker_viz:main",
+            "session_recorder = mocap4r2_tools.session_recorder:main",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
             "eval = mocap4r2_tools.eval_command:EvalCommand",
+            "export = mocap4r2_tools.recording_commands:ExportCommand",
+            "recover = mocap4r2_tools.recording_commands:RecoverCommand",
+            "sessions = mocap4r2_tools.recording_commands:SessionsCommand",
         ],
     },
 )
