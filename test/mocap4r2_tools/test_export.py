@@ -161,3 +161,33 @@ def test_export_errors_are_clear(bag, tmp_path):
     assert out.returncode == 1 and "no markers or rigid_bodies of /nope" in out.stderr
     out = cli("export", str(tmp_path / "missing"), "--format", "trc")
     assert out.returncode == 1 and "does not exist" in out.stderr
+
+
+def test_sessions_lists_recordings_and_unfinished_ones(bag, tmp_path):
+    import json
+
+    root = bag[0].parent
+    (root / "crashed").mkdir(exist_ok=True)
+    (root / "crashed" / "crashed_0.mcap").write_bytes(b"\x89MCAP0\r\n")
+    out = cli("sessions", str(root), "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["session"]: r for r in map(json.loads, out.stdout.splitlines())}
+    assert set(rows) == {"exp-01", "crashed"}
+    assert rows["exp-01"]["systems"] == ["/lab"] and rows["exp-01"]["state"] == "complete"
+    assert rows["exp-01"]["messages"] == 1 + 2 * (LAST - FIRST)
+    assert rows["exp-01"]["size"] == sum(p.stat().st_size for p in bag[0].iterdir())
+    assert rows["exp-01"]["duration"] >= 0 and rows["exp-01"]["start_ns"] > 0
+    assert rows["crashed"]["state"].startswith("unfinished")
+
+
+def test_eval_reads_rigid_bodies_of_a_recorded_bag(bag):
+    import json
+
+    out = cli("eval", "--bag", str(bag[0]), "--gt-topic", "/lab/rigid_bodies", "--body", "box",
+              "--est-topic", "/lab/rigid_bodies", "--est-body", "box", "--align", "none", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    # the same trajectory on both sides: zero error, over the tracked frames only
+    tracked = sum(1 for _, _, body in bag[1] if body.tracking_valid)
+    assert result["gt_poses"] == tracked and result["samples"] == tracked
+    assert result["ate_rmse"] == pytest.approx(0.0, abs=1e-12)
