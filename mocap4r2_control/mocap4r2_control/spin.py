@@ -12,7 +12,7 @@ import sys
 from typing import Callable
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
@@ -26,7 +26,11 @@ def _raise_stop(signum, frame):  # noqa: ARG001 - signal handler signature
 
 
 def run_node(make_node: Callable[[], Node], finish: Callable[[Node], None] | None = None,
-             args: list[str] | None = None, threads: int = 2) -> int:
+             args: list[str] | None = None, threads: int = 2,
+             make_executor: Callable[[], Executor] | None = None) -> int:
+    """Spin ``make_node()`` until Ctrl-C/SIGTERM, then ``finish(node)``. The executor is a
+    MultiThreadedExecutor with ``threads`` threads unless ``make_executor`` gives another
+    (a node with high-rate callbacks may want a faster single-threaded one)."""
     rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     node = None
@@ -34,7 +38,7 @@ def run_node(make_node: Callable[[], Node], finish: Callable[[Node], None] | Non
     code = 0
     try:
         node = make_node()
-        executor = MultiThreadedExecutor(num_threads=threads)
+        executor = make_executor() if make_executor is not None else MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         executor.spin()
     except (_Stop, KeyboardInterrupt, ExternalShutdownException):
