@@ -66,9 +66,9 @@ class StandIn:
 
 
 def _packets(bodies: int, version) -> list[bytes]:
-    from mocap4r2_drivers.natnet import protocol as nn
-    from mocap4r2_drivers.natnet.simulator import SceneStream
-    from mocap4r2_drivers.scene import Scene
+    from mocap4r2_drivers.optitrack import protocol as nn
+    from mocap4r2_drivers.optitrack.simulator import SceneStream
+    from mocap4r2_drivers.simulated.scene import Scene
 
     with tempfile.TemporaryDirectory() as tmp:
         stream = SceneStream(Scene.from_file(_scene(Path(tmp), bodies)))
@@ -78,8 +78,8 @@ def _packets(bodies: int, version) -> list[bytes]:
 def decode_cost(bodies: int, version_text: str) -> str:
     from natnetsdk.NatNetClient import NatNetClient as SdkClient
 
-    from mocap4r2_drivers.natnet import protocol as nn
-    from mocap4r2_drivers.natnet.client import FrameConverter, ModelIndex
+    from mocap4r2_drivers.optitrack import protocol as nn
+    from mocap4r2_drivers.optitrack.convert import FrameConverter, ModelIndex
 
     version = nn.Version.parse(version_text)
     packets, stream = _packets(bodies, version)
@@ -109,7 +109,7 @@ def decode_cost(bodies: int, version_text: str) -> str:
 
 
 def client_rate(scene: Path, rate: float, tmp: Path) -> str:
-    from mocap4r2_drivers.natnet.client import ClientConfig, NatNetClient
+    from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
 
     sim = StandIn(scene, rate, tmp / "sim_client.log")
     try:

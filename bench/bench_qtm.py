@@ -66,7 +66,7 @@ def _lost(numbers: list[int]) -> int:
 
 
 def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
-    from mocap4r2_drivers.qualisys_system import QualisysAdapter
+    from mocap4r2_drivers.qualisys.qualisys_system import QualisysAdapter
 
     sim = Simulator(scene, rate, tmp / "sim.log")
     try:
@@ -83,7 +83,7 @@ def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
             if frame is not None and time.monotonic() >= warm:
                 cpu += time.thread_time() - c0
                 numbers.append(frame.frame_number)
-        dropped = adapter.client.stats.packets_dropped
+        dropped = adapter.client.stats.dropped
         adapter.stop_streaming()
         adapter.disconnect()
     finally:
@@ -130,15 +130,15 @@ def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> str:
 def decode_cost(scene: Path, tmp: Path) -> str:
     import numpy as np
 
-    from mocap4r2_drivers.qtm.client import parse_parameters
-    from mocap4r2_drivers.qtm.simulator import FrameEncoder, load_scene, parameters_xml
-    from mocap4r2_drivers.qualisys_system import QtmFrameDecoder
+    from mocap4r2_drivers.qualisys.client import parse_parameters
+    from mocap4r2_drivers.qualisys.simulator import SceneStream, load_scene, parameters_xml
+    from mocap4r2_drivers.qualisys.qualisys_system import FrameConverter
     from qtm_rt.packet import QRTPacket
 
     s = load_scene(str(scene), -1, 0.0)
-    encoder = FrameEncoder(s)
+    encoder = SceneStream(s)
     packets = [encoder.packet(k, ["6dres", "3dres", "3dnolabelsres"])[8:] for k in range(200)]
-    decoder = QtmFrameDecoder(parse_parameters(parameters_xml(s, ["general", "3d", "6d"], "1.25")))
+    decoder = FrameConverter(parse_parameters(parameters_xml(s, ["general", "3d", "6d"], "1.25")))
 
     def ours():
         for p in packets:

@@ -22,7 +22,7 @@ import numpy as np
 from mocap4r2_control.adapter import MocapAdapter
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.simulated.scene import Scene
 
 FRAMES = 240  # distinct frames cycled through
 

@@ -67,6 +67,19 @@ class MocapAdapter(abc.ABC):
     def stop_streaming(self) -> None:
         """Called on deactivate after the reader thread stopped (optional)."""
 
+    def session_started(self, session_id: str) -> str:
+        """Called once a control-plane START made the system active (optional).
+
+        A vendor with its own recording (Motive's takes, QTM's measurements) starts it
+        here, named after the session, when the user asked for it. Returns a note for
+        the ack ("" for none); raise AdapterError with the vendor's words to fail it."""
+        return ""
+
+    def session_stopped(self, session_id: str) -> str:
+        """Called on a control-plane STOP before the system deactivates (optional): stop
+        and save the vendor's recording. Same contract as :meth:`session_started`."""
+        return ""
+
     def status(self) -> dict[str, str]:
         """Extra key/values for /diagnostics (e.g. decode errors, server version)."""
         return {}

@@ -1,4 +1,4 @@
-"""The control plane of seed 001: /mocap4r2/systems, /mocap4r2/control, /mocap4r2/control_ack.
+"""The control plane of the mocap4r2 architecture: /mocap4r2/systems, /mocap4r2/control, /mocap4r2/control_ack.
 
 ``ControlPlaneMember`` is the system side (used by every MocapSystemNode and by the
 AuxiliarSystem): it announces the system and answers START/STOP requests addressed to

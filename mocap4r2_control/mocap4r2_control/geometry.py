@@ -97,34 +97,60 @@ def quat_from_matrix(m: np.ndarray) -> np.ndarray:
     return q.reshape(m.shape[:-2] + (4,))
 
 
-# Motive streams Y-up by default (X right, Y up, Z toward the viewer); ROS (REP-103) is
-# Z-up. Y-up to Z-up is +90 degrees about X: (x, y, z) -> (x, -z, y). Body orientations
-# are conjugated by that rotation (q' = c q c^-1), not just rotated (c q): the body's own
-# axes are re-expressed in the Z-up convention too, so a body created level in Motive has
-# the identity orientation in ROS. A conjugation rotates only the quaternion's vector
-# part, so every conversion below is one gather with signs (float32 in, float64 out).
-_SWAP_YZ = [0, 2, 1]
-_SWAP_YZ_Q = [0, 2, 1, 3]
+# Up-axis conventions. ROS (REP-103) is Z-up; Motive streams Y-up by default (X right, Y up,
+# Z toward the viewer), QTM may be set to any up axis. Each convention names the axis that
+# points up in the system's frame; the change to Z-up is the proper rotation A taking that
+# axis to +Z, written as a signed permutation: output axis i = sign_i * input axis index_i.
+# Body orientations are conjugated by A (q' = a q a^-1), not just rotated: the body's own
+# axes are re-expressed in the Z-up convention too, so a body created level in the vendor's
+# software has the identity orientation in ROS. Conjugation by a signed permutation maps
+# the quaternion's vector part v to A v and keeps w, so every change is one gather with
+# signs (float32 in, float64 out) on the hot paths of the drivers.
+UP_AXIS_CONVENTIONS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
+    "+Z": ((0, 1, 2), (1, 1, 1)),
+    "-Z": ((0, 1, 2), (1, -1, -1)),
+    "+Y": ((0, 2, 1), (1, -1, 1)),     # (x, y, z) -> (x, -z, y): +90 degrees about X
+    "-Y": ((0, 2, 1), (1, 1, -1)),
+    "+X": ((1, 2, 0), (1, 1, 1)),
+    "-X": ((1, 2, 0), (1, -1, -1)),
+}
 
 
-def y_up_to_z_up_positions(p: np.ndarray) -> np.ndarray:
-    """Positions (..., 3) from a Y-up frame to the Z-up frame."""
-    return np.asarray(p)[..., _SWAP_YZ] * np.array([1.0, -1.0, 1.0])
+class AxisChange:
+    """The change from a named up-axis convention to Z-up (or back, :meth:`inverse`)."""
 
+    def __init__(self, up: str, _index=None, _sign=None):
+        if up not in UP_AXIS_CONVENTIONS:
+            raise ValueError(f"unknown up axis {up!r}; one of {sorted(UP_AXIS_CONVENTIONS)}")
+        self.up = up
+        index, sign = UP_AXIS_CONVENTIONS[up] if _index is None else (_index, _sign)
+        self._index = list(index)
+        self._sign = np.array(sign, dtype=float)
+        self._q_index = self._index + [3]
+        self._q_sign = np.append(self._sign, 1.0)
+        self.identity = self._index == [0, 1, 2] and bool((self._sign == 1).all())
 
-def y_up_to_z_up_orientations(q: np.ndarray) -> np.ndarray:
-    """Body orientations (..., 4) from a Y-up frame to the Z-up frame."""
-    return np.asarray(q)[..., _SWAP_YZ_Q] * np.array([1.0, -1.0, 1.0, 1.0])
+    def positions(self, p: np.ndarray) -> np.ndarray:
+        """Positions (..., 3) in the Z-up frame (the inverse: in the vendor's frame)."""
+        return np.asarray(p)[..., self._index] * self._sign
 
+    def orientations(self, q: np.ndarray) -> np.ndarray:
+        """Body orientations (..., 4), x y z w, conjugated by the change."""
+        return np.asarray(q)[..., self._q_index] * self._q_sign
 
-def z_up_to_y_up_positions(p: np.ndarray) -> np.ndarray:
-    """Positions (..., 3) from the Z-up frame to a Y-up frame (the inverse)."""
-    return np.asarray(p)[..., _SWAP_YZ] * np.array([1.0, 1.0, -1.0])
+    def inverse(self) -> "AxisChange":
+        """The change back from Z-up to this convention (A transposed)."""
+        index = [0, 0, 0]
+        sign = [1, 1, 1]
+        for i, (j, s) in enumerate(zip(self._index, self._sign)):
+            index[j], sign[j] = i, int(s)
+        return AxisChange(self.up, tuple(index), tuple(sign))
 
-
-def z_up_to_y_up_orientations(q: np.ndarray) -> np.ndarray:
-    """Body orientations (..., 4) from the Z-up frame to a Y-up frame (the inverse)."""
-    return np.asarray(q)[..., _SWAP_YZ_Q] * np.array([1.0, 1.0, -1.0, 1.0])
+    def matrix(self) -> np.ndarray:
+        """A as a 3 x 3 matrix (positions p' = A p)."""
+        out = np.zeros((3, 3))
+        out[np.arange(3), self._index] = self._sign
+        return out
 
 
 # A quaternion shorter than this carries no direction: it is noise or an all-zero

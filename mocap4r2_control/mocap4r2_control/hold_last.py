@@ -24,6 +24,7 @@ class LastGoodValues:
         self.width = width
         self.initial = np.zeros(width) if initial is None else np.asarray(initial, dtype=float)
         self.keys = np.zeros(0, dtype=np.int64)
+        self._key_bytes = b""   # the keys as bytes: comparing them is the per-frame check
         self.values = np.zeros((0, width))
         self.seen = np.zeros(0, dtype=bool)
         self._archive: dict[int, np.ndarray] = {}
@@ -32,8 +33,11 @@ class LastGoodValues:
     max_archived = 100_000
 
     def update(self, keys: np.ndarray, values: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if keys.shape != self.keys.shape or not np.array_equal(keys, self.keys):
+        # per frame: one bytes comparison (the keys rarely change while a system streams)
+        keys = keys.astype(np.int64, copy=False)
+        if keys.tobytes() != self._key_bytes:
             self._remap(keys)
+            self._key_bytes = self.keys.tobytes()
         self.values[good] = values[good]
         self.seen |= good
         return self.values, self.seen
@@ -66,12 +70,14 @@ def good_poses(positions: np.ndarray, orientations: np.ndarray, valid: np.ndarra
     """Rows usable as a pose: flagged valid, finite, with a non-degenerate quaternion.
 
     Returns (good mask, poses as (n, 7) with normalised quaternions)."""
-    poses = np.concatenate((positions, orientations), axis=1)
-    finite = np.isfinite(poses).all(axis=1)
-    norms = np.linalg.norm(orientations, axis=1)
-    good = valid & finite & (norms > MIN_QUATERNION_NORM)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        poses[:, 3:] = orientations / norms[:, None]
+    # a row is finite when its sum is (inf - inf is NaN); the norm is NaN or inf when an
+    # orientation component is, so one check covers the quaternion
+    norms = np.sqrt(np.einsum("ij,ij->i", orientations, orientations))
+    good = valid & np.isfinite(positions.sum(axis=1)) & np.isfinite(norms) & (norms > MIN_QUATERNION_NORM)
+    poses = np.empty((positions.shape[0], 7))
+    poses[:, :3] = positions
+    # rows that are not good are never used: dividing them by 1 avoids warnings cheaply
+    poses[:, 3:] = orientations / np.where(good, norms, 1.0)[:, None]
     return good, poses
 
 
@@ -80,15 +86,14 @@ class SubKeys:
     (they rarely do: the assets of a mocap system are fixed while it streams)."""
 
     def __init__(self):
-        self._ids = np.zeros(0, dtype=np.int32)
-        self._offsets = np.zeros(1, dtype=np.int64)
+        self._source = (b"", b"")
         self._keys = np.zeros(0, dtype=np.int64)
 
     def __call__(self, owner_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        if not (np.array_equal(owner_ids, self._ids) and np.array_equal(offsets, self._offsets)):
+        source = (owner_ids.astype(np.int64, copy=False).tobytes(), offsets.astype(np.int64, copy=False).tobytes())
+        if source != self._source:
             self._keys = sub_keys(owner_ids, offsets)
-            self._ids = owner_ids.copy()
-            self._offsets = offsets.copy()
+            self._source = source
         return self._keys
 
 

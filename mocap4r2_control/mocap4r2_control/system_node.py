@@ -316,23 +316,38 @@ class MocapSystemNode(LifecycleNode):
 
     def _start_requested(self, session_id: str) -> Outcome:
         with self._transition_lock:
+            state = "active"
             if self._state_id == State.PRIMARY_STATE_ACTIVE:
-                return Outcome(True, "already active")
-            if self._state_id == State.PRIMARY_STATE_FINALIZED:
+                state = "already active"
+            elif self._state_id == State.PRIMARY_STATE_FINALIZED:
                 return Outcome(False, "the system is shut down")
-            if self._state_id == State.PRIMARY_STATE_UNCONFIGURED:
-                if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                    return Outcome(False, "configure failed (see the system's log)")
-            if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
-                return Outcome(False, "activate failed (see the system's log)")
-            return Outcome(True, "active")
+            else:
+                if self._state_id == State.PRIMARY_STATE_UNCONFIGURED:
+                    if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                        return Outcome(False, "configure failed (see the system's log)")
+                if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+                    return Outcome(False, "activate failed (see the system's log)")
+            try:  # a system streaming already still joins the session (its vendor recording)
+                note = self.adapter.session_started(session_id)
+            except Exception as exc:  # the vendor refused: the ack says so in its words
+                self.get_logger().error(f"session {session_id!r}: {exc}")
+                return Outcome(False, f"{state}, but {exc}")
+            return Outcome(True, state + (f"; {note}" if note else ""))
 
     def _stop_requested(self) -> Outcome:
         with self._transition_lock:
             if self._state_id == State.PRIMARY_STATE_ACTIVE:
+                problem, note = "", ""
+                try:
+                    note = self.adapter.session_stopped(self.control.session_id)
+                except Exception as exc:  # still deactivate: the user asked to stop
+                    self.get_logger().error(f"session {self.control.session_id!r}: {exc}")
+                    problem = str(exc)
                 if self.trigger_deactivate() != TransitionCallbackReturn.SUCCESS:
-                    return Outcome(False, "deactivate failed")
-                return Outcome(True, "inactive")
+                    return Outcome(False, "deactivate failed" + (f"; {problem}" if problem else ""))
+                if problem:
+                    return Outcome(False, f"inactive, but {problem}")
+                return Outcome(True, "inactive" + (f"; {note}" if note else ""))
             if self._state_id == State.PRIMARY_STATE_FINALIZED:
                 return Outcome(False, "the system is shut down")
             return Outcome(True, f"already {STATE_LABELS.get(self._state_id, 'stopped')}")

@@ -14,7 +14,7 @@ from rclpy.qos import QoSProfile
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.tf_out import TF_QOS
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.simulated.scene import Scene
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 

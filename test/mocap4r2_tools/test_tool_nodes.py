@@ -1,5 +1,5 @@
 """trajectory_error, robot_ground_truth and marker_viz end to end: real processes, real
-DDS on loopback, inputs published from the test harness node (and, last, the lead's
+DDS on loopback, inputs published from the test harness node (and, last, the
 simulated_system feeding all three)."""
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.adapter import AdapterError
 from mocap4r2_control.geometry import quat_rotate
-from mocap4r2_drivers.gazebo_system import (
+from mocap4r2_drivers.gazebo.gazebo_system import (
     DEFAULT_LAYOUT,
     DelayLine,
     Emulation,

@@ -21,10 +21,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mocap4r2_drivers.natnet import protocol as nn
-from mocap4r2_drivers.natnet.client import ClientConfig, FrameConverter, ModelIndex, NatNetClient
-from mocap4r2_drivers.natnet.simulator import NatNetServer, SceneStream, ServerOptions
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.optitrack import protocol as nn
+from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
+from mocap4r2_drivers.optitrack.convert import FrameConverter, ModelIndex
+from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, SceneStream, ServerOptions
+from mocap4r2_drivers.simulated.scene import Scene
 
 VERSIONS = [nn.Version(3, 0), nn.Version(3, 1), nn.Version(4, 0), nn.Version(4, 1)]
 SCENE = {
@@ -143,7 +144,7 @@ def test_the_client_never_raises_on_mutated_packets(case, message_id):
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(list(nn.MessageId)) | st.integers(0, 0xFFFF), st.binary(max_size=300))
 def test_the_stand_in_never_raises_on_garbage_commands(message_id, payload):
-    server = NatNetServer(ServerOptions(command_port=0, data_port=0, scene="", rate=10.0))
+    server = NatNetSimulator(ServerOptions(command_port=0, data_port=0, scene="", rate=10.0))
     server.open()
     try:
         server.handle(nn.pack(message_id, payload), ("127.0.0.1", 9))

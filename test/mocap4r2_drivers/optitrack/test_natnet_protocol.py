@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 from mocap4r2_control.frame import NO_PARENT, UNKNOWN_ID
-from mocap4r2_drivers.natnet import protocol as nn
-from mocap4r2_drivers.natnet.client import (
+from mocap4r2_drivers.optitrack import protocol as nn
+from mocap4r2_drivers.optitrack.client import (
     ClientConfig,
     FrameConverter,
     ModelIndex,
     NatNetClient,
     NatNetConnectionError,
 )
-from mocap4r2_drivers.natnet.simulator import NatNetServer, SceneStream, ServerOptions
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, SceneStream, ServerOptions
+from mocap4r2_drivers.simulated.scene import Scene
 
 VERSIONS = [nn.Version(3, 0), nn.Version(3, 1), nn.Version(4, 0), nn.Version(4, 1)]
 
@@ -335,7 +335,7 @@ def test_converter_names_unknown_ids_and_latency():
 # ---------------------------------------------------------------------------- client <-> in-process stand-in
 class _Server:
     def __init__(self, **options):
-        self.server = NatNetServer(ServerOptions(command_port=0, data_port=0, scene=options.pop("scene", ""),
+        self.server = NatNetSimulator(ServerOptions(command_port=0, data_port=0, scene=options.pop("scene", ""),
                                                  **options))
         self.server.open()
         self.stop = threading.Event()
@@ -569,7 +569,7 @@ def test_client_reconnects_after_a_server_restart(server_factory):
         srv.close()
         while client.read(0.5) is not None:  # frames already in the socket buffer
             pass
-        restarted = NatNetServer(ServerOptions(command_port=port, multicast=False))
+        restarted = NatNetSimulator(ServerOptions(command_port=port, multicast=False))
         restarted.open()
         stop = threading.Event()
         thread = threading.Thread(target=restarted.serve, args=(stop,), daemon=True)

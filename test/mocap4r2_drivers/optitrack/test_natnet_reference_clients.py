@@ -26,23 +26,21 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
 import socket
 import struct
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import natnet
 from natnetsdk.NatNetClient import NatNetClient as SdkClient
-from mocap4r2_drivers.natnet import protocol as nn
-from mocap4r2_drivers.natnet.simulator import CLOCK_FREQUENCY, SceneStream
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.optitrack import protocol as nn
+from mocap4r2_drivers.optitrack.simulator import CLOCK_FREQUENCY, SceneStream
+from mocap4r2_drivers.simulated.scene import Scene
+from optitrack_stand_in import StandIn  # test/fixtures
 
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
 TEST_SCENE = {
@@ -56,24 +54,6 @@ TEST_SCENE = {
     ],
     "skeletons": [{"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}],
 }
-
-
-# ---------------------------------------------------------------------------- the stand-in process
-class StandIn:
-    def __init__(self, procs, tmp_path: Path, *args: str):
-        self.scene_path = tmp_path / "natnet_scene.yaml"
-        self.scene_path.write_text(yaml.safe_dump(TEST_SCENE))
-        self.proc = procs.start("mocap4r2_drivers", "natnet_simulator", ros=False, name="natnet_simulator",
-                                args=["--scene", str(self.scene_path), "--command-port", "0", "--data-port", "0",
-                                      *args])
-        assert self.proc.wait_log("natnet_simulator ready", 30), self.proc.log()
-        match = re.search(r"command=([\d.]+):(\d+) .*data_port=(\d+)", self.proc.log())
-        self.command_port, self.data_port = int(match.group(2)), int(match.group(3))
-        up_axis = args[args.index("--up-axis") + 1] if "--up-axis" in args else "y"
-        self.stream = SceneStream(Scene.from_file(self.scene_path), up_axis)
-
-    def expected(self, k: int) -> nn.FrameOfData:
-        return self.stream.frame_of_data(k)
 
 
 def _wait(predicate, timeout: float, what: str) -> None:
@@ -368,7 +348,7 @@ def _check_sdk_session(sdk: SdkRecorder, stand_in: StandIn, version: nn.Version,
 @pytest.mark.parametrize("version", ["3.0", "3.1", "4.1"])
 def test_natnetsdk_decodes_the_stand_in_unicast(procs, tmp_path, version):
     # 4.0 frames: see test_natnetsdk_reads_precision_timestamps_in_40_frames (its bug)
-    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, "--unicast", "--rate", "100")
+    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, "--unicast", "--rate", "100", scene=TEST_SCENE)
     with SdkRecorder(stand_in, multicast=False) as sdk:
         _check_sdk_session(sdk, stand_in, nn.Version.parse(version), frames=True)
 
@@ -376,7 +356,7 @@ def test_natnetsdk_decodes_the_stand_in_unicast(procs, tmp_path, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_natnetsdk_command_channel_multicast(procs, tmp_path, version):
     # multicast frames cannot reach natnetsdk on Linux (see the module docstring)
-    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, "--multicast")
+    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, "--multicast", scene=TEST_SCENE)
     with SdkRecorder(stand_in, multicast=True) as sdk:
         _check_sdk_session(sdk, stand_in, nn.Version.parse(version), frames=False)
 
@@ -401,7 +381,7 @@ def test_natnetsdk_reads_precision_timestamps_in_40_frames():
 @pytest.mark.parametrize("mode", ["unicast", "multicast"])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_natnet_client_decodes_the_stand_in(procs, tmp_path, version, mode):
-    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, f"--{mode}", "--rate", "100")
+    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, f"--{mode}", "--rate", "100", scene=TEST_SCENE)
     v = nn.Version.parse(version)
     frames, models = [], []
     client = natnet.NatNetClient(server_ip_address="127.0.0.1", local_ip_address="127.0.0.1",

@@ -3,21 +3,18 @@ stand-in) -> UDP -> optitrack_system -> DDS -> a subscriber here, for every bits
 version, unicast and multicast, compared with the scene the stand-in served."""
 from __future__ import annotations
 
-import itertools
-import re
 import socket
 import time
 
 import numpy as np
 import pytest
-import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
-from mocap4r2_drivers.natnet import protocol as nn
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.optitrack import protocol as nn
+from mocap4r2_drivers.simulated.scene import Scene
+from optitrack_stand_in import DRIVER, StandIn, fresh_namespace, start_driver  # test/fixtures
 
-DRIVER = ("mocap4r2_drivers", "optitrack_system")
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
 SCENE = {
     "seed": 21, "rate": 100.0, "latency": 0.003, "latency_jitter": 0.0, "noise": 0.0003, "occlusion": 0.05,
@@ -29,56 +26,6 @@ SCENE = {
     ],
     "skeletons": [{"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}],
 }
-_ids = itertools.count()
-
-
-class StandIn:
-    """natnet_simulator as a process; restartable on the same ports."""
-
-    def __init__(self, procs, tmp_path, *args: str, command_port: int = 0, data_port: int = 0):
-        self.procs = procs
-        self.scene_path = tmp_path / "optitrack_scene.yaml"
-        self.scene_path.write_text(yaml.safe_dump(SCENE))
-        self.args = args
-        self.scene = Scene.from_file(self.scene_path)
-        self.start(command_port, data_port)
-
-    def start(self, command_port: int, data_port: int) -> None:
-        self.proc = self.procs.start(
-            "mocap4r2_drivers", "natnet_simulator", ros=False, name="natnet_simulator",
-            args=["--scene", str(self.scene_path), "--command-port", str(command_port), "--data-port",
-                  str(data_port), *self.args])
-        assert self.proc.wait_log("natnet_simulator ready", 30), self.proc.log()
-        self.ready_monotonic = time.monotonic()
-        match = re.search(r"command=([\d.]+):(\d+) .*data_port=(\d+)", self.proc.log())
-        self.command_port, self.data_port = int(match.group(2)), int(match.group(3))
-
-    def restart(self) -> None:
-        self.proc.stop()
-        self.start(self.command_port, self.data_port)
-
-    def command(self, text: str) -> None:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.settimeout(3.0)
-            s.sendto(nn.encode_request(text), ("127.0.0.1", self.command_port))
-            message_id, payload = nn.unpack(s.recvfrom(65536)[0])
-        assert message_id == nn.MessageId.RESPONSE and payload == struct_int(0), f"{text}: {payload!r}"
-
-
-def struct_int(value: int) -> bytes:
-    return int(value).to_bytes(4, "little", signed=True)
-
-
-def start_driver(procs, stand_in: StandIn, mode: str, **params):
-    ns = f"/opti{next(_ids)}"
-    values = {"autostart": True, "frame_id": "mocap", "command_port": stand_in.command_port,
-              "data_port": stand_in.data_port, "connection_type": mode, "server_address": "127.0.0.1",
-              "reconnect_after": 0.5}
-    values.update(params)
-    proc = procs.start(*DRIVER, name="optitrack", namespace=ns, params=values)
-    return proc, ns
-
-
 def subscribe(ros, ns: str):
     return (ros.subscribe(f"{ns}/rigid_bodies", RigidBodies), ros.subscribe(f"{ns}/markers", Markers),
             ros.subscribe(f"{ns}/skeletons", Skeletons))
@@ -184,7 +131,7 @@ def check_stream(scene: Scene, bodies, markers, skeletons, proc, timeout: float 
 @pytest.mark.parametrize("mode", ["multicast", "unicast"])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_stream_end_to_end(ros, procs, tmp_path, version, mode):
-    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, f"--{mode}")
+    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, f"--{mode}", scene=SCENE)
     driver, ns = start_driver(procs, stand_in, mode)
     bodies, markers, skeletons = subscribe(ros, ns)
     check_stream(stand_in.scene, bodies, markers, skeletons, driver)
@@ -194,14 +141,14 @@ def test_stream_end_to_end(ros, procs, tmp_path, version, mode):
 
 
 def test_z_up_stream_and_local_skeletons(ros, procs, tmp_path):
-    stand_in = StandIn(procs, tmp_path, "--up-axis", "z", "--skeleton-coordinates", "local")
+    stand_in = StandIn(procs, tmp_path, "--up-axis", "z", "--skeleton-coordinates", "local", scene=SCENE)
     driver, ns = start_driver(procs, stand_in, "multicast", up_axis="z", skeleton_coordinates="local")
     check_stream(stand_in.scene, *subscribe(ros, ns), driver)
 
 
 def test_wrong_up_axis_setting_shows(ros, procs, tmp_path):
     """The axis parameter really acts: a Y-up stream read as Z-up is not the scene."""
-    stand_in = StandIn(procs, tmp_path)
+    stand_in = StandIn(procs, tmp_path, scene=SCENE)
     driver, ns = start_driver(procs, stand_in, "multicast", up_axis="z")
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
     msg = bodies.wait_for(lambda m: m.rigid_bodies and m.rigid_bodies[0].tracking_valid, timeout=30)
@@ -212,7 +159,7 @@ def test_wrong_up_axis_setting_shows(ros, procs, tmp_path):
 
 @pytest.mark.parametrize("mode", ["unicast", "multicast"])
 def test_server_restart_mid_stream(ros, procs, tmp_path, mode):
-    stand_in = StandIn(procs, tmp_path, f"--{mode}")
+    stand_in = StandIn(procs, tmp_path, f"--{mode}", scene=SCENE)
     driver, ns = start_driver(procs, stand_in, mode)
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
     bodies.wait_for(lambda m: m.frame_number > 20, timeout=30)
@@ -235,7 +182,7 @@ def test_server_restart_mid_stream(ros, procs, tmp_path, mode):
 
 
 def test_names_follow_motive_model_changes(ros, procs, tmp_path):
-    stand_in = StandIn(procs, tmp_path, "--unicast")
+    stand_in = StandIn(procs, tmp_path, "--unicast", scene=SCENE)
     driver, ns = start_driver(procs, stand_in, "unicast")
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
     bodies.wait_for(lambda m: m.rigid_bodies and m.rigid_bodies[0].name == "drone1", timeout=30)
@@ -249,7 +196,7 @@ def test_announced_rate_and_latency(ros, procs, tmp_path):
     from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
     from mocap4r2_interfaces.msg import MocapSystemInfo
 
-    stand_in = StandIn(procs, tmp_path, "--rate", "150")
+    stand_in = StandIn(procs, tmp_path, "--rate", "150", scene=SCENE)
     driver, ns = start_driver(procs, stand_in, "multicast", diagnostics_period=0.3)
     systems = ros.subscribe(SYSTEMS_TOPIC, MocapSystemInfo, qos=SYSTEMS_LISTENER_QOS)
     diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)
@@ -272,7 +219,7 @@ def test_announced_rate_and_latency(ros, procs, tmp_path):
 
 
 def test_mode_mismatch_is_followed_with_a_warning(ros, procs, tmp_path):
-    stand_in = StandIn(procs, tmp_path, "--multicast")
+    stand_in = StandIn(procs, tmp_path, "--multicast", scene=SCENE)
     driver, ns = start_driver(procs, stand_in, "unicast")
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
     bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=30)
@@ -283,7 +230,7 @@ def test_configure_without_server_fails_clearly_then_succeeds(ros, procs, tmp_pa
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    ns = f"/opti{next(_ids)}"
+    ns = fresh_namespace()
     node = f"{ns}/optitrack"
     driver = procs.start(*DRIVER, name="optitrack", namespace=ns,
                          params={"command_port": port, "connection_type": "unicast", "connect_timeout": 1.0})
@@ -291,7 +238,7 @@ def test_configure_without_server_fails_clearly_then_succeeds(ros, procs, tmp_pa
     assert not ros.change_state(node, "configure")
     assert driver.wait_log("no answer (NAT_SERVERINFO) from 127.0.0.1", 5), driver.log()
     assert ros.get_state(node) == "unconfigured"
-    StandIn(procs, tmp_path, "--unicast", command_port=port)
+    StandIn(procs, tmp_path, "--unicast", command_port=port, scene=SCENE)
     assert ros.change_state(node, "configure")
     assert ros.change_state(node, "activate")
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
@@ -299,18 +246,18 @@ def test_configure_without_server_fails_clearly_then_succeeds(ros, procs, tmp_pa
 
 
 def test_bad_parameters_are_refused_with_a_reason(ros, procs):
-    ns = f"/opti{next(_ids)}"
+    ns = fresh_namespace()
     driver = procs.start(*DRIVER, name="optitrack", namespace=ns,
                          params={"server_address": "motive-pc", "connection_type": "broadcast"})
     ros.wait_state(f"{ns}/optitrack", "unconfigured", timeout=30)
     log = driver.log()
-    assert "expected an IPv4 address like 192.168.1.10" in log
+    assert "server_address must be an IPv4 address like 192.168.1.10" in log
     assert "connection_type must be one of ['multicast', 'unicast']" in log
     assert driver.alive()
 
 
 def test_garbage_on_the_data_port_is_counted_not_fatal(ros, procs, tmp_path):
-    stand_in = StandIn(procs, tmp_path, "--multicast")
+    stand_in = StandIn(procs, tmp_path, "--multicast", scene=SCENE)
     driver, ns = start_driver(procs, stand_in, "multicast", diagnostics_period=0.2)
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
     diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)

@@ -16,12 +16,12 @@ from qtm_rt.packet import QRTPacket
 from scipy.spatial.transform import Rotation
 
 from mocap4r2_control.adapter import AdapterError
-from mocap4r2_drivers.qtm import protocol as qp
-from mocap4r2_drivers.qtm.client import TimestampMapper, parse_parameters
-from mocap4r2_drivers.qtm.protocol import ComponentType as CT
-from mocap4r2_drivers.qtm.simulator import FrameEncoder, parameters_xml
-from mocap4r2_drivers.qualisys_system import QtmFrameDecoder, QualisysAdapter
-from mocap4r2_drivers.scene import Scene, default_scene_path
+from mocap4r2_drivers.qualisys import protocol as qp
+from mocap4r2_drivers.qualisys.client import TimestampMapper, parse_parameters
+from mocap4r2_drivers.qualisys.protocol import ComponentType as CT
+from mocap4r2_drivers.qualisys.simulator import SceneStream, parameters_xml
+from mocap4r2_drivers.qualisys.qualisys_system import FrameConverter, QualisysAdapter
+from mocap4r2_drivers.simulated.scene import Scene, default_scene_path
 
 ALL_COMPONENTS = ["6dres", "3dres", "3dnolabelsres", "skeleton:global"]
 
@@ -49,11 +49,11 @@ def test_text_packets_are_nul_terminated_with_total_size():
 
 def test_header_bounds_are_enforced():
     assert qp.parse_header(struct.pack("<II", 8, 4)) == (0, qp.PacketType.NO_MORE_DATA)
-    with pytest.raises(qp.ProtocolError, match="outside"):
+    with pytest.raises(qp.QtmProtocolError, match="outside"):
         qp.parse_header(struct.pack("<II", 7, 1))
-    with pytest.raises(qp.ProtocolError, match="outside"):
+    with pytest.raises(qp.QtmProtocolError, match="outside"):
         qp.parse_header(struct.pack("<II", qp.MAX_PACKET_SIZE + 1, 3))
-    with pytest.raises(qp.ProtocolError, match="unknown packet type"):
+    with pytest.raises(qp.QtmProtocolError, match="unknown packet type"):
         qp.parse_header(struct.pack("<II", 8, 42))
 
 
@@ -69,7 +69,7 @@ def test_packet_reader_reassembles_any_chunking():
         for i in range(0, len(stream), chunk):
             got += reader.feed(stream[i:i + chunk])
         assert got == expected
-    with pytest.raises(qp.ProtocolError):
+    with pytest.raises(qp.QtmProtocolError):
         qp.PacketReader(max_size=64).feed(struct.pack("<II", 65, 1))
 
 
@@ -108,7 +108,7 @@ def test_6d_residual_component_reads_back_identically_in_qtm_rt():
     positions = np.array([[100.5, -200.25, 1500.0], [np.nan, np.nan, np.nan], [1.0, 2.0, 3.0]])
     rotations = qp.matrices_to_qtm(_rotations(3))
     residuals = np.array([0.5, np.nan, 1.25])
-    packet = qp.pack_data(123456, 42, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, positions, rotations, residuals)])
+    packet = qp.encode_frame(123456, 42, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, positions, rotations, residuals)])
     sdk = sdk_packet(packet)
     assert (sdk.timestamp, sdk.framenumber) == (123456, 42)
     info, bodies = sdk.get_6d_residual()
@@ -121,7 +121,7 @@ def test_6d_residual_component_reads_back_identically_in_qtm_rt():
         np.testing.assert_allclose(rot.matrix, rotations[row], rtol=1e-6, atol=1e-7)
         assert res.residual == pytest.approx(residuals[row])
     # the missing body carries QTM's "all bits set" NaN
-    records = qp.unpack_bodies(CT.BODIES_6D_RESIDUALS, qp.parse_data(packet[8:]).components[CT.BODIES_6D_RESIDUALS])
+    records = qp.unpack_bodies(CT.BODIES_6D_RESIDUALS, qp.decode_frame(packet[8:]).components[CT.BODIES_6D_RESIDUALS])
     assert (records["position"][1].view(np.uint32) == 0xFFFFFFFF).all()
     assert (records["rotation"][1].view(np.uint32) == 0xFFFFFFFF).all()
 
@@ -129,7 +129,7 @@ def test_6d_residual_component_reads_back_identically_in_qtm_rt():
 def test_3d_components_read_back_identically_in_qtm_rt():
     labeled = np.array([[1.0, 2.0, 3.0], [np.nan] * 3, [-4.5, 5.5, 6.5]])
     unlabeled = np.array([[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]])
-    packet = qp.pack_data(0, 7, [
+    packet = qp.encode_frame(0, 7, [
         qp.pack_markers(CT.MARKERS_3D_RESIDUALS, labeled, [0.1, 0.2, 0.3]),
         qp.pack_markers(CT.MARKERS_3D_NO_LABELS_RESIDUALS, unlabeled, [1.0, 2.0], ids=[11, 12]),
         qp.pack_markers(CT.MARKERS_3D, labeled),
@@ -152,22 +152,22 @@ def test_skeleton_component_reads_back_identically_in_qtm_rt():
     seg["id"] = [3, 9]
     seg["position"] = [[1, 2, 3], [4, 5, 6]]
     seg["rotation"] = [[0, 0, 0, 1], [0, 0, 0.6, 0.8]]
-    packet = qp.pack_data(0, 1, [qp.pack_skeletons([seg, None, seg[:1]])])
+    packet = qp.encode_frame(0, 1, [qp.pack_skeletons([seg, None, seg[:1]])])
     info, skeletons = sdk_packet(packet).get_skeletons()
     assert info.skeleton_count == 3
     assert [len(s) for s in skeletons] == [2, 0, 1]
     sid, pos, rot = skeletons[0][1]
     assert sid == 9 and tuple(pos) == (4, 5, 6) and rot.z == pytest.approx(0.6) and rot.w == pytest.approx(0.8)
-    ours = qp.unpack_skeletons(qp.parse_data(packet[8:]).components[CT.SKELETON])
+    ours = qp.unpack_skeletons(qp.decode_frame(packet[8:]).components[CT.SKELETON])
     assert [len(s) for s in ours] == [2, 0, 1] and ours[2]["id"][0] == 3
 
 
 @pytest.mark.parametrize("cut", [1, 4, 9, 17])
 def test_truncated_components_raise_protocol_errors(cut):
-    full = qp.pack_data(0, 1, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, np.ones((2, 3)), np.ones((2, 9)), [1, 1]),
+    full = qp.encode_frame(0, 1, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, np.ones((2, 3)), np.ones((2, 9)), [1, 1]),
                                qp.pack_skeletons([np.zeros(2, qp.SEGMENT_DTYPE)])])
-    with pytest.raises(qp.ProtocolError):
-        packet = qp.parse_data(full[8:-cut])
+    with pytest.raises(qp.QtmProtocolError):
+        packet = qp.decode_frame(full[8:-cut])
         for ctype, data in packet.components.items():
             if ctype == CT.SKELETON:
                 qp.unpack_skeletons(data)
@@ -177,13 +177,13 @@ def test_truncated_components_raise_protocol_errors(cut):
 
 def test_counts_that_do_not_fit_are_refused_without_allocating():
     lying = qp.pack_component(CT.MARKERS_3D, qp.COUNT_AND_RATES.pack(2**30, 0, 0))
-    comps = qp.parse_data(qp.pack_data(0, 0, [lying])[8:]).components
-    with pytest.raises(qp.ProtocolError, match="do not fit"):
+    comps = qp.decode_frame(qp.encode_frame(0, 0, [lying])[8:]).components
+    with pytest.raises(qp.QtmProtocolError, match="do not fit"):
         qp.unpack_markers(CT.MARKERS_3D, comps[CT.MARKERS_3D])
     negative = qp.pack_component(CT.SKELETON, struct.pack("<ii", 1, -5))
-    with pytest.raises(qp.ProtocolError, match="negative"):
-        qp.unpack_skeletons(qp.parse_data(qp.pack_data(0, 0, [negative])[8:]).components[CT.SKELETON])
-    with pytest.raises(qp.ProtocolError, match="not a 3D"):
+    with pytest.raises(qp.QtmProtocolError, match="negative"):
+        qp.unpack_skeletons(qp.decode_frame(qp.encode_frame(0, 0, [negative])[8:]).components[CT.SKELETON])
+    with pytest.raises(qp.QtmProtocolError, match="not a 3D"):
         qp.unpack_markers(CT.BODIES_6D, memoryview(b"\0" * 8))
 
 
@@ -191,7 +191,7 @@ def test_counts_that_do_not_fit_are_refused_without_allocating():
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_never_raise_anything_but_protocol_errors(blob):
     try:
-        packet = qp.parse_data(blob)
+        packet = qp.decode_frame(blob)
         for ctype, data in packet.components.items():
             if ctype in qp.MARKER_DTYPES:
                 qp.unpack_markers(ctype, data)
@@ -199,7 +199,7 @@ def test_arbitrary_bytes_never_raise_anything_but_protocol_errors(blob):
                 qp.unpack_bodies(ctype, data)
             elif ctype == CT.SKELETON:
                 qp.unpack_skeletons(data)
-    except qp.ProtocolError:
+    except qp.QtmProtocolError:
         pass
 
 
@@ -250,9 +250,9 @@ def test_parameters_as_qtm_writes_them_are_understood():
 
 
 def test_invalid_xml_is_a_clear_error():
-    from mocap4r2_drivers.qtm.client import QtmError
+    from mocap4r2_drivers.qualisys.client import QtmConnectionError
 
-    with pytest.raises(QtmError, match="not valid XML"):
+    with pytest.raises(QtmConnectionError, match="not valid XML"):
         parse_parameters(b"<QTM_Parameters_Ver_1.25><General>")
 
 
@@ -276,8 +276,8 @@ def _decode(scene: Scene, k: int, components=ALL_COMPONENTS, version="1.25", xml
     xml = parameters_xml(scene, ["general", "3d", "6d", "skeleton:global"], version)
     if xml_edit:
         xml = xml_edit(xml)
-    decoder = QtmFrameDecoder(parse_parameters(xml))
-    packet = FrameEncoder(scene).packet(k, list(components))
+    decoder = FrameConverter(parse_parameters(xml))
+    packet = SceneStream(scene).packet(k, list(components))
     return decoder, decoder.decode(packet[8:])
 
 
@@ -347,8 +347,8 @@ def test_changed_qtm_settings_give_generated_names_not_a_crash(scene):
     xml = parameters_xml(scene, ["general", "3d", "6d"], "1.25")
     params = parse_parameters(xml)
     smaller = type(params)(frequency=params.frequency, labels=params.labels[:-1], bodies=params.bodies[:-1])
-    decoder = QtmFrameDecoder(smaller)
-    frame = decoder.decode(FrameEncoder(scene).packet(3, ["6dres", "3dres"])[8:])
+    decoder = FrameConverter(smaller)
+    frame = decoder.decode(SceneStream(scene).packet(3, ["6dres", "3dres"])[8:])
     frame.check()
     assert frame.bodies.names[-1] == "body4" and frame.markers.names[-1] == "marker16"
     assert len(frame.bodies.markers) == 0 and decoder.mismatches == 2
@@ -387,13 +387,13 @@ def test_connect_failure_is_an_adapter_error_with_the_reason():
 def test_an_undecodable_packet_is_dropped_counted_and_the_stream_goes_on(scene):
     from types import SimpleNamespace
 
-    good = FrameEncoder(scene).packet(5, ["6dres", "3dres"])
+    good = SceneStream(scene).packet(5, ["6dres", "3dres"])
     queue = [(SimpleNamespace(data=b"\x01\x02garbage", timestamp=0), 100.0),
              (SimpleNamespace(data=good[8:-7], timestamp=0), 100.0),          # truncated
              (SimpleNamespace(data=good[8:], timestamp=50_000), 100.06)]
     adapter = QualisysAdapter.from_parameters(_values())
     adapter.client = SimpleNamespace(get=lambda timeout: queue.pop(0) if queue else None, connected=True)
-    adapter.decoder = QtmFrameDecoder(parse_parameters(parameters_xml(scene, ["general", "3d", "6d"], "1.25")))
+    adapter.decoder = FrameConverter(parse_parameters(parameters_xml(scene, ["general", "3d", "6d"], "1.25")))
     assert adapter.read_frame(0.1) is None
     assert adapter.read_frame(0.1) is None
     frame = adapter.read_frame(0.1)
@@ -412,7 +412,7 @@ WORDS = ["version", "1.25", "1.x", "qtmversion", "byteorder", "getstate", "getpa
 @given(st.lists(st.sampled_from(WORDS), max_size=6), st.sampled_from([qp.PacketType.COMMAND, qp.PacketType.XML,
                                                                     qp.PacketType.DATA]))
 def test_the_stand_in_answers_any_request_without_failing(scene, words, packet_type):
-    from mocap4r2_drivers.qtm.simulator import QtmSimulator, Session
+    from mocap4r2_drivers.qualisys.simulator import QtmSimulator, Session
 
     class Writer:
         def __init__(self):

@@ -21,7 +21,7 @@ import yaml
 from qtm_rt.packet import QRTEvent
 from scipy.spatial.transform import Rotation
 
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.simulated.scene import Scene
 
 PASSWORD = "s3cret"
 SCENE = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import socket
 import time
 from pathlib import Path
@@ -16,8 +15,8 @@ import qtm_rt
 import yaml
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
-from mocap4r2_drivers.qualisys_system import QualisysAdapter
-from mocap4r2_drivers.scene import Scene
+from mocap4r2_drivers.qualisys.qualisys_system import QualisysAdapter
+from qtm_stand_in import start_qtm  # test/fixtures
 
 DRIVER = ("mocap4r2_drivers", "qualisys_system")
 SCENE = {
@@ -47,17 +46,6 @@ def free_port_pair() -> int:
         return s.getsockname()[1] - 1
 
 
-def start_qtm(procs, tmp_path, base_port: int | None = None, extra=()):
-    path = tmp_path / "scene.yaml"
-    path.write_text(yaml.safe_dump(SCENE))
-    port_arg = "0" if base_port is None else str(base_port)
-    proc = procs.start("mocap4r2_drivers", "qtm_simulator", ros=False,
-                       args=["--scene", str(path), "--port", port_arg, *extra])
-    assert proc.wait_log("qtm_simulator ready", timeout=30), proc.log()
-    rt_port = int(re.search(r"RT port 127\.0\.0\.1:(\d+)", proc.log()).group(1))
-    return proc, rt_port - 1, Scene.from_file(path)
-
-
 def subscribe(ros, namespace):
     return {"markers": ros.subscribe(f"{namespace}/markers", Markers),
             "bodies": ros.subscribe(f"{namespace}/rigid_bodies", RigidBodies),
@@ -78,7 +66,7 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
 
     from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
 
-    qtm, base, scene = start_qtm(procs, tmp_path)
+    qtm, base, scene = start_qtm(procs, tmp_path, SCENE)
     systems = ros.subscribe(SYSTEMS_TOPIC, MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     topics = subscribe(ros, "/qs1")
     driver = procs.start(*DRIVER, name="qualisys", namespace="/qs1",
@@ -189,7 +177,7 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
 
 def test_reconnects_when_qtm_goes_away_and_comes_back(ros, procs, tmp_path):
     base = free_port_pair()
-    qtm, _, _ = start_qtm(procs, tmp_path, base)
+    qtm, _, _ = start_qtm(procs, tmp_path, SCENE, base)
     bodies = ros.subscribe("/qs2/rigid_bodies", RigidBodies)
     driver = procs.start(*DRIVER, name="qualisys", namespace="/qs2",
                          params={"port": base, "autostart": True, "reconnect_period": 0.3})
@@ -202,7 +190,7 @@ def test_reconnects_when_qtm_goes_away_and_comes_back(ros, procs, tmp_path):
     assert driver.alive()
     ros.wait_state("/qs2/qualisys", "active", timeout=10)
 
-    start_qtm(procs, tmp_path, base)            # QTM is back, its measurement starts anew
+    start_qtm(procs, tmp_path, SCENE, base)            # QTM is back, its measurement starts anew
     back = bodies.wait_for(timeout=30)
     assert back.frame_number < 1000, "frame numbers of the new measurement"
     assert driver.wait_log("went away", timeout=5)
@@ -220,7 +208,7 @@ def test_configure_fails_clearly_when_qtm_is_not_there(ros, procs):
 
 
 def test_takes_control_only_when_asked_and_with_the_password(ros, procs, tmp_path):
-    _, base, _ = start_qtm(procs, tmp_path, extra=["--password", "pw"])
+    _, base, _ = start_qtm(procs, tmp_path, SCENE, extra=["--password", "pw"])
     node = "/qs4/qualisys"
     driver = procs.start(*DRIVER, name="qualisys", namespace="/qs4",
                          params={"port": base, "take_control": True, "password": "nope"})
@@ -252,7 +240,7 @@ def test_takes_control_only_when_asked_and_with_the_password(ros, procs, tmp_pat
 
 
 def test_deactivate_stops_the_stream_and_activate_resumes_it(ros, procs, tmp_path):
-    _, base, _ = start_qtm(procs, tmp_path)
+    _, base, _ = start_qtm(procs, tmp_path, SCENE)
     node = "/qs5/qualisys"
     bodies = ros.subscribe("/qs5/rigid_bodies", RigidBodies)
     procs.start(*DRIVER, name="qualisys", namespace="/qs5", params={"port": base, "components": ["6d"]})

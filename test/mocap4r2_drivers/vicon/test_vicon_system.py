@@ -10,7 +10,7 @@ adapter uses that API as documented; behaviour of the real SDK (threading, timin
 is not reproduced beyond what is written here.
 
 The double serves either frames a test hands to a :class:`FakeServer`, or (for the
-process end-to-end tests) a simulated :class:`~mocap4r2_drivers.scene.Scene` in real
+process end-to-end tests) a simulated :class:`~mocap4r2_drivers.simulated.scene.Scene` in real
 time; the node process imports it through a two-line ``vicon_dssdk`` shim package
 written into the test's temporary directory.
 """
@@ -29,8 +29,8 @@ import pytest
 import yaml
 
 from mocap4r2_control.adapter import AdapterError
-from mocap4r2_drivers.scene import Scene
-from mocap4r2_drivers.vicon_system import ViconAdapter
+from mocap4r2_drivers.simulated.scene import Scene
+from mocap4r2_drivers.vicon.vicon_system import ViconAdapter
 
 
 # ====================================================================== the test double
@@ -367,7 +367,7 @@ def sdk(monkeypatch):
 
 
 def adapter_values(**changes):
-    from mocap4r2_drivers.vicon_system import ViconAdapter
+    from mocap4r2_drivers.vicon.vicon_system import ViconAdapter
 
     values = {spec.name: spec.default for spec in ViconAdapter.parameters}
     values.update(connect_timeout=2.0, reconnect_period=0.1)
@@ -376,7 +376,7 @@ def adapter_values(**changes):
 
 
 def make_adapter(**changes):
-    from mocap4r2_drivers.vicon_system import ViconAdapter
+    from mocap4r2_drivers.vicon.vicon_system import ViconAdapter
 
     return ViconAdapter.from_parameters(adapter_values(**changes))
 
@@ -454,7 +454,7 @@ def test_setup_uses_server_push_the_axis_mapping_and_the_data_types(sdk):
 
 
 def test_axis_mapping_and_stream_mode_are_validated():
-    from mocap4r2_drivers.vicon_system import ViconAdapter
+    from mocap4r2_drivers.vicon.vicon_system import ViconAdapter
 
     specs = {s.name: s for s in ViconAdapter.parameters}
     assert "right angles" in specs["axis_mapping"].validate(["forward", "backward", "up"])
@@ -468,7 +468,7 @@ def test_axis_mapping_and_stream_mode_are_validated():
 
 def test_subjects_and_segments_become_bodies_markers_and_skeletons(streaming):
     server, adapter, names = streaming
-    from mocap4r2_drivers.vicon_system import stable_id
+    from mocap4r2_drivers.common import stable_id
 
     assert names.rigid_bodies == ("drone", "arm/upper", "arm/fore", "arm/hand")
     assert names.skeletons == ("arm",)

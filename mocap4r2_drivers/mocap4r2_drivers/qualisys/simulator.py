@@ -7,7 +7,7 @@ default): the welcome string, ``Version``, ``QTMVersion``, ``ByteOrder``, ``GetS
 3DNoLabelsRes, 6D, 6DRes and Skeleton[:global], ``TakeControl`` / ``ReleaseControl``
 (with an optional password) and ``Quit``; everything else gets QTM's error answers.
 
-Frames come from :class:`~mocap4r2_drivers.scene.Scene` with real-time pacing: frame k
+Frames come from :class:`~mocap4r2_drivers.simulated.scene.Scene` with real-time pacing: frame k
 is captured at ``start + k / rate`` and sent ``latency`` later; frames the scene drops
 are never sent (their numbers are skipped). Like QTM, the server keeps real time: a
 client that does not read fast enough loses frames (its socket buffer is bounded), and
@@ -30,7 +30,7 @@ from scipy.spatial.transform import Rotation
 from mocap4r2_control.frame import UNKNOWN_ID, MocapFrame
 from mocap4r2_control.geometry import quat_multiply, quat_rotate
 
-from ..scene import Scene, SceneError, default_scene_path
+from ..simulated.scene import Scene, SceneError, default_scene_path
 from . import protocol as qp
 from .protocol import ComponentType, Event, PacketType
 
@@ -172,8 +172,9 @@ def parameters_xml(scene: Scene, parts: list[str], version: str) -> str:
 
 
 # ====================================================================== frames
-class FrameEncoder:
-    """Encodes the components of one scene frame, each at most once per frame."""
+class SceneStream:
+    """A scene as QTM data components (what NatNet's SceneStream is for NAT_FRAMEOFDATA):
+    encodes the components of one scene frame, each at most once per frame."""
 
     def __init__(self, scene: Scene):
         self.scene = scene
@@ -208,7 +209,7 @@ class FrameEncoder:
 
     def packet(self, k: int, names: list[str]) -> bytes:
         timestamp = int(round(k * 1e6 / self.scene.rate))
-        return qp.pack_data(timestamp, k, [self.component(k, name) for name in names])
+        return qp.encode_frame(timestamp, k, [self.component(k, name) for name in names])
 
     # ------------------------------------------------------------------ components
     def _encode(self, frame: MocapFrame, name: str) -> bytes:
@@ -317,7 +318,7 @@ class QtmSimulator:
         self.password = password
         self.max_clients = max_clients
         self.verbose = verbose
-        self.encoder = FrameEncoder(scene)
+        self.encoder = SceneStream(scene)
         self.sessions: list[Session] = []
         self.master: Session | None = None
         self.start_time = time.monotonic()   # the measurement started with the server
@@ -326,6 +327,9 @@ class QtmSimulator:
         self._clock_task: asyncio.Task | None = None
         self.frames_late_skipped = 0
         self.port = 0
+        self.capturing = False                 # Start .. Stop
+        self.unsaved_capture = False           # stopped, not saved yet
+        self.saved: list[str] = []             # file names of saved captures (bounded below)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, host: str, port: int) -> int:
@@ -373,7 +377,7 @@ class QtmSimulator:
                 self._handle(session, packet_type, payload)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
-        except qp.ProtocolError as exc:
+        except qp.QtmProtocolError as exc:
             # a broken stream cannot be resynchronised: answer and close, as QTM does
             self.log(f"client {peer}: {exc}; closing the connection")
             session.send_text(PacketType.ERROR, "Parse Error")
@@ -408,7 +412,7 @@ class QtmSimulator:
         name, args = qp.parse_command(text)
         handler = getattr(self, f"_cmd_{name}", None) if name.isalpha() else None
         if handler is None:
-            if name in ("new", "close", "start", "stop", "load", "save", "loadproject", "trig",
+            if name in ("new", "close", "load", "loadproject", "trig",
                         "setqtmevent", "event", "reprocess", "led", "calibrate", "getcapturec3d",
                         "getcaptureqtm"):
                 session.send_text(PacketType.ERROR, "Command not supported.")
@@ -545,6 +549,53 @@ class QtmSimulator:
             session.send_text(PacketType.COMMAND, "You are now a regular client")
         else:
             session.send_text(PacketType.COMMAND, "You are already a regular client")
+
+    # QTM's capture commands need control (TakeControl). The answers qtm-rt checks
+    # ("Starting measurement", "Stopping measurement", "Measurement saved") are QTM's;
+    # the refusals are the stand-in's own words for what QTM refuses.
+    def _master_only(self, session: Session) -> bool:
+        if self.master is not session:
+            session.send_text(PacketType.ERROR, "You must be master to issue this command")
+            return False
+        return True
+
+    def _cmd_start(self, session: Session, args: list[str]) -> None:
+        if not self._master_only(session):
+            return
+        if self.capturing:
+            session.send_text(PacketType.ERROR, "Measurement is already running")
+            return
+        self.capturing, self.unsaved_capture = True, False
+        self.log("capture started")
+        session.send_text(PacketType.COMMAND, "Starting measurement")
+
+    def _cmd_stop(self, session: Session, args: list[str]) -> None:
+        if not self._master_only(session):
+            return
+        if not self.capturing:
+            session.send_text(PacketType.ERROR, "No measurement is running")
+            return
+        self.capturing, self.unsaved_capture = False, True
+        self.log("capture stopped")
+        session.send_text(PacketType.COMMAND, "Stopping measurement")
+
+    def _cmd_save(self, session: Session, args: list[str]) -> None:
+        if not self._master_only(session):
+            return
+        if not args:
+            session.send_text(PacketType.ERROR, "Save needs a file name")
+            return
+        name, overwrite = args[0], args[1:2] == ["overwrite"]
+        if not self.unsaved_capture:
+            session.send_text(PacketType.ERROR, "No measurement to save")
+            return
+        if name in self.saved and not overwrite:
+            session.send_text(PacketType.ERROR, f"{name} exists already")
+            return
+        self.unsaved_capture = False
+        self.saved = (self.saved + [name])[-100:]
+        self.log(f"capture saved as {name}")
+        session.send_text(PacketType.COMMAND, f"Measurement saved as '{name}'")
 
     def _cmd_quit(self, session: Session, args: list[str]) -> None:
         session.send_text(PacketType.COMMAND, "Bye bye")

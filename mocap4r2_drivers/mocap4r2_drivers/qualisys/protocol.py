@@ -1,7 +1,7 @@
 """QTM RT protocol, little-endian (QTM's base port + 1), version 1.2x: packets and data.
 
 Pure Python and numpy, no ROS. Everything a peer sends is bounded-checked: a packet
-whose sizes or counts do not fit raises :class:`ProtocolError`, never an IndexError or
+whose sizes or counts do not fit raises :class:`QtmProtocolError`, never an IndexError or
 a huge allocation.
 
 Facts of the protocol used here (from the public QTM RT protocol documentation):
@@ -38,7 +38,7 @@ MAX_PACKET_SIZE = 16 * 1024 * 1024
 MAX_COMMAND_SIZE = 64 * 1024
 
 
-class ProtocolError(ValueError):
+class QtmProtocolError(ValueError):
     """Bytes that are not a valid QTM RT packet or component."""
 
 
@@ -142,14 +142,14 @@ def pack_event(event: int) -> bytes:
 
 
 def parse_header(header: bytes, max_size: int = MAX_PACKET_SIZE) -> tuple[int, int]:
-    """(payload size, packet type) of an 8-byte header; ProtocolError if out of bounds."""
+    """(payload size, packet type) of an 8-byte header; QtmProtocolError if out of bounds."""
     if len(header) != HEADER.size:
-        raise ProtocolError(f"a packet header is {HEADER.size} bytes, got {len(header)}")
+        raise QtmProtocolError(f"a packet header is {HEADER.size} bytes, got {len(header)}")
     size, packet_type = HEADER.unpack(header)
     if size < HEADER.size or size > max_size:
-        raise ProtocolError(f"packet size {size} outside [{HEADER.size}, {max_size}]")
+        raise QtmProtocolError(f"packet size {size} outside [{HEADER.size}, {max_size}]")
     if packet_type > max(PacketType):
-        raise ProtocolError(f"unknown packet type {packet_type}")
+        raise QtmProtocolError(f"unknown packet type {packet_type}")
     return size - HEADER.size, packet_type
 
 
@@ -198,26 +198,26 @@ class DataPacket:
     components: dict[int, memoryview]
 
 
-def parse_data(payload: bytes | memoryview) -> DataPacket:
+def decode_frame(payload: bytes | memoryview) -> DataPacket:
     """The component table of a data packet payload (what follows the packet header)."""
     view = memoryview(payload)
     if len(view) < DATA_HEADER.size:
-        raise ProtocolError(f"data packet of {len(view)} bytes is shorter than its header")
+        raise QtmProtocolError(f"data packet of {len(view)} bytes is shorter than its header")
     timestamp, frame_number, count = DATA_HEADER.unpack_from(view, 0)
     position = DATA_HEADER.size
     components: dict[int, memoryview] = {}
     for _ in range(count):
         if position + COMPONENT_HEADER.size > len(view):
-            raise ProtocolError(f"component table says {count} components, the packet ends first")
+            raise QtmProtocolError(f"component table says {count} components, the packet ends first")
         size, component_type = COMPONENT_HEADER.unpack_from(view, position)
         if size < COMPONENT_HEADER.size or position + size > len(view):
-            raise ProtocolError(f"component of type {component_type} has size {size} beyond the packet")
+            raise QtmProtocolError(f"component of type {component_type} has size {size} beyond the packet")
         components[component_type] = view[position + COMPONENT_HEADER.size:position + size]
         position += size
     return DataPacket(timestamp, frame_number, components)
 
 
-def pack_data(timestamp: int, frame_number: int, components: Sequence[bytes]) -> bytes:
+def encode_frame(timestamp: int, frame_number: int, components: Sequence[bytes]) -> bytes:
     """A whole data packet (header included) from packed components."""
     body = b"".join(components)
     return pack(PacketType.DATA, DATA_HEADER.pack(int(timestamp), int(frame_number), len(components)) + body)
@@ -229,10 +229,10 @@ def pack_component(component_type: int, data: bytes) -> bytes:
 
 def _records(dtype: np.dtype, data: memoryview, offset: int, count: int, what: str) -> np.ndarray:
     if count < 0:
-        raise ProtocolError(f"{what}: negative count {count}")
+        raise QtmProtocolError(f"{what}: negative count {count}")
     end = offset + count * dtype.itemsize
     if end > len(data):
-        raise ProtocolError(f"{what}: {count} records of {dtype.itemsize} bytes do not fit in {len(data) - offset}")
+        raise QtmProtocolError(f"{what}: {count} records of {dtype.itemsize} bytes do not fit in {len(data) - offset}")
     return np.frombuffer(data, dtype=dtype, count=count, offset=offset)
 
 
@@ -268,9 +268,9 @@ def unpack_markers(component_type: int, data: memoryview) -> np.ndarray:
     """Records of a 3D component (fields position, [id], [residual]); read-only view."""
     dtype = MARKER_DTYPES.get(component_type)  # IntEnum keys match plain ints
     if dtype is None:
-        raise ProtocolError(f"component type {component_type} is not a 3D marker component")
+        raise QtmProtocolError(f"component type {component_type} is not a 3D marker component")
     if len(data) < COUNT_AND_RATES.size:
-        raise ProtocolError("3D component shorter than its count")
+        raise QtmProtocolError("3D component shorter than its count")
     count, _, _ = COUNT_AND_RATES.unpack_from(data, 0)
     return _records(dtype, data, COUNT_AND_RATES.size, count, "3D component")
 
@@ -309,9 +309,9 @@ def unpack_bodies(component_type: int, data: memoryview) -> np.ndarray:
     """Records of a 6D component (fields position, rotation (9, column-major), [residual])."""
     dtype = BODY_DTYPES.get(component_type)
     if dtype is None:
-        raise ProtocolError(f"component type {component_type} is not a 6D component handled here")
+        raise QtmProtocolError(f"component type {component_type} is not a 6D component handled here")
     if len(data) < COUNT_AND_RATES.size:
-        raise ProtocolError("6D component shorter than its count")
+        raise QtmProtocolError("6D component shorter than its count")
     count, _, _ = COUNT_AND_RATES.unpack_from(data, 0)
     return _records(dtype, data, COUNT_AND_RATES.size, count, "6D component")
 
@@ -333,16 +333,16 @@ def pack_skeletons(skeletons: Sequence[np.ndarray | None]) -> bytes:
 def unpack_skeletons(data: memoryview) -> list[np.ndarray]:
     """One SEGMENT_DTYPE array per skeleton (empty when the skeleton is not seen)."""
     if len(data) < COUNT.size:
-        raise ProtocolError("skeleton component shorter than its count")
+        raise QtmProtocolError("skeleton component shorter than its count")
     (count,) = COUNT.unpack_from(data, 0)
     # every skeleton takes at least its 4-byte segment count
     if count < 0 or COUNT.size * (count + 1) > len(data):
-        raise ProtocolError(f"skeleton component: {count} skeletons do not fit in {len(data)} bytes")
+        raise QtmProtocolError(f"skeleton component: {count} skeletons do not fit in {len(data)} bytes")
     position = COUNT.size
     out = []
     for _ in range(count):
         if position + COUNT.size > len(data):
-            raise ProtocolError("skeleton component ends inside a skeleton")
+            raise QtmProtocolError("skeleton component ends inside a skeleton")
         (segments,) = COUNT.unpack_from(data, position)
         position += COUNT.size
         out.append(_records(SEGMENT_DTYPE, data, position, segments, "skeleton"))

@@ -1,7 +1,7 @@
 """optitrack_system: OptiTrack Motive (NatNet 3.0-4.1) behind the mocap4r2 interfaces.
 
 Pure Python (no NatNet SDK binary, so any CPU architecture): the NatNet client of
-:mod:`mocap4r2_drivers.natnet.client` under :class:`MocapSystemNode`. Names come from
+:mod:`mocap4r2_drivers.optitrack.client` under :class:`MocapSystemNode`. Names come from
 Motive's model definitions (asked again when Motive flags a model change), poses are
 converted from Motive's Y-up to ROS Z-up unless ``up_axis`` says the stream is Z-up,
 and the driver reconnects by itself, logging why no data arrives.
@@ -16,8 +16,9 @@ from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.system_node import run_system
 
-from .natnet import protocol as nn
-from .natnet.client import (
+from ..common import ipv4_check
+from . import protocol as nn
+from .client import (
     CONNECTION_TYPES,
     SKELETON_COORDINATES,
     UP_AXES,
@@ -29,38 +30,20 @@ from .natnet.client import (
 LOGGER_NAME = "mocap4r2.optitrack"
 
 
-def _ipv4(allow_auto: bool):
-    def check(value: str) -> str | None:
-        if allow_auto and value in ("auto", ""):
-            return None
-        parts = value.split(".")
-        if len(parts) == 4 and all(p.isdigit() and int(p) <= 255 for p in parts):
-            return None
-        return f"expected an IPv4 address like 192.168.1.10{' or auto' if allow_auto else ''}, got {value!r}"
-    return check
-
-
-def _multicast(value: str) -> str | None:
-    problem = _ipv4(False)(value)
-    if problem is None and not 224 <= int(value.split(".")[0]) <= 239:
-        problem = f"{value} is not a multicast group address (224.0.0.0-239.255.255.255)"
-    return problem
-
-
 class OptiTrackAdapter(MocapAdapter):
     system_type = "optitrack"
     parameters = (
         ParameterSpec("server_address", "127.0.0.1",
                       "IPv4 address of the Motive computer (Motive: Streaming > Local Interface).",
-                      check=_ipv4(False)),
+                      check=ipv4_check("server_address")),
         ParameterSpec("local_address", "auto",
                       "IPv4 address of this computer's interface facing Motive; auto: the interface that "
-                      "routes to server_address.", check=_ipv4(True)),
+                      "routes to server_address.", check=ipv4_check("local_address", allow_auto=True)),
         ParameterSpec("connection_type", "multicast",
                       "multicast or unicast, as Motive's Streaming > Transmission Type (the server's answer "
                       "wins, with a warning, when they differ).", choices=CONNECTION_TYPES),
         ParameterSpec("multicast_address", nn.DEFAULT_MULTICAST_ADDRESS,
-                      "Multicast group of the stream (Motive: Streaming > Multicast Interface).", check=_multicast),
+                      "Multicast group of the stream (Motive: Streaming > Multicast Interface).", check=ipv4_check("multicast_address", multicast=True)),
         ParameterSpec("command_port", nn.DEFAULT_COMMAND_PORT, "Motive's command port.", min_value=1,
                       max_value=65535),
         ParameterSpec("data_port", nn.DEFAULT_DATA_PORT, "Motive's data port.", min_value=1, max_value=65535),
@@ -73,14 +56,19 @@ class OptiTrackAdapter(MocapAdapter):
                       choices=SKELETON_COORDINATES),
         ParameterSpec("connect_timeout", 3.0, "Seconds configure waits for the server's answers.",
                       min_value=0.1, max_value=60.0),
+        ParameterSpec("record_on_start", False,
+                      "On a capture session's START, name Motive's take after the session "
+                      "(SetRecordTakeName) and start recording in Motive; on STOP, stop it."),
         ParameterSpec("reconnect_after", 1.0,
                       "Seconds without frames after which the driver asks the server again and logs why "
                       "no data arrives.", min_value=0.1, max_value=60.0),
     )
 
-    def __init__(self, config: ClientConfig, connect_timeout: float):
+    def __init__(self, config: ClientConfig, connect_timeout: float, record_on_start: bool = False):
         self.config = config
         self.connect_timeout = connect_timeout
+        self.record_on_start = record_on_start
+        self.recording_take = ""   # the take Motive records for the current session, if any
         self.client: NatNetClient | None = None
         self.conversion_errors = 0
         self.log = logging.getLogger(LOGGER_NAME)
@@ -94,7 +82,7 @@ class OptiTrackAdapter(MocapAdapter):
             up_axis=values["up_axis"], skeleton_coordinates=values["skeleton_coordinates"],
             reconnect_after=float(values["reconnect_after"]))
         config.check()
-        return cls(config, float(values["connect_timeout"]))
+        return cls(config, float(values["connect_timeout"]), bool(values["record_on_start"]))
 
     def connect(self) -> AssetNames:
         self.disconnect()
@@ -121,6 +109,37 @@ class OptiTrackAdapter(MocapAdapter):
             if self.conversion_errors == 1:
                 self.log.error(f"dropped NatNet frame {frame.frame_number} that cannot be converted: {exc}")
             return None
+
+    def session_started(self, session_id: str) -> str:
+        if not self.record_on_start:
+            return ""
+        if self.recording_take:
+            if self.recording_take == session_id:
+                return f"Motive is recording take {session_id!r}"
+            self._motive("StopRecording")
+            self.recording_take = ""
+        self._motive(f"SetRecordTakeName,{session_id}")
+        self._motive("StartRecording")
+        self.recording_take = session_id
+        return f"Motive is recording take {session_id!r}"
+
+    def session_stopped(self, session_id: str) -> str:
+        if not self.recording_take:
+            return ""
+        take, self.recording_take = self.recording_take, ""
+        self._motive("StopRecording")
+        return f"Motive stopped recording take {take!r}"
+
+    def _motive(self, command: str) -> None:
+        """Send a command to Motive while streaming; AdapterError with Motive's answer
+        unless it answers 0 (done)."""
+        if self.client is None:
+            raise AdapterError(f"cannot send {command} to Motive: not connected")
+        answer = self.client.request_while_streaming(command, timeout=self.connect_timeout)
+        if answer is None:
+            raise AdapterError(f"Motive did not accept {command} (no answer, or an unrecognized request)")
+        if answer != 0:
+            raise AdapterError(f"Motive answered {answer!r} to {command}")
 
     def disconnect(self) -> None:
         if self.client is not None:

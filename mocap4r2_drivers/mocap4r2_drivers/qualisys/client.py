@@ -17,12 +17,14 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from mocap4r2_control.frame import NO_PARENT
+
+from ..common import ClientStats
 
 LOG = logging.getLogger("mocap4r2.qualisys")
 
@@ -31,7 +33,7 @@ STREAMABLE = ("6d", "6dres", "3d", "3dres", "3dnolabels", "3dnolabelsres", "skel
 _PARAMETER_PART = {"6d": "6d", "6dres": "6d", "3d": "3d", "3dres": "3d", "skeleton:global": "skeleton:global"}
 
 
-class QtmError(RuntimeError):
+class QtmConnectionError(ConnectionError):
     """QTM cannot be reached or refused a request; the message says what to check."""
 
 
@@ -78,7 +80,7 @@ def parse_parameters(xml_text: str | bytes) -> QtmParameters:
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
-        raise QtmError(f"QTM sent parameters that are not valid XML: {exc}") from exc
+        raise QtmConnectionError(f"QTM sent parameters that are not valid XML: {exc}") from exc
     frequency = 0.0
     general = root.find("General")
     if general is not None:
@@ -181,14 +183,15 @@ class TimestampMapper:
 DISCONNECTED = object()   # queued when the connection drops, to wake the reader
 
 
-@dataclass
-class ClientStats:
-    packets: int = 0
-    packets_dropped: int = 0     # the reader fell behind by more than the queue holds
-    connects: int = 0
-    disconnects: int = 0
-    last_error: str = ""
-    events: dict[str, int] = field(default_factory=dict)
+def _qtm_words(exc: BaseException) -> str:
+    """QTM's own answer inside a qtm-rt exception ("Expected [...] but got b'...'")."""
+    text = str(exc)
+    marker = "but got "
+    if marker in text:
+        text = text.split(marker, 1)[1].strip()
+        if text[:2] in ("b'", 'b"'):
+            text = text[2:-1]
+    return text.rstrip("\x00").strip() or type(exc).__name__
 
 
 class QtmClient:
@@ -229,11 +232,11 @@ class QtmClient:
             return future.result(timeout if timeout is not None else 3 * self.timeout + 1.0)
         except TimeoutError as exc:
             future.cancel()
-            raise QtmError(f"QTM at {self.host}:{self.port} did not answer in time") from exc
+            raise QtmConnectionError(f"QTM at {self.host}:{self.port} did not answer in time") from exc
 
     def connect(self) -> QtmParameters:
         """Connect, set the protocol version, read the parameters and take control if
-        a password was given; QtmError with the reason otherwise."""
+        a password was given; QtmConnectionError with the reason otherwise."""
         self._call(self._open())
         return self.parameters
 
@@ -286,9 +289,9 @@ class QtmClient:
                                on_disconnect=self._on_disconnect, on_event=self._on_event, loop=self._loop),
                 self.timeout)
         except asyncio.TimeoutError as exc:
-            raise QtmError(f"no answer from QTM at {where} within {self.timeout} s") from exc
+            raise QtmConnectionError(f"no answer from QTM at {where} within {self.timeout} s") from exc
         if connection is None:
-            raise QtmError(f"cannot connect to QTM at {where} with protocol {self.version}: is QTM running, "
+            raise QtmConnectionError(f"cannot connect to QTM at {where} with protocol {self.version}: is QTM running, "
                            "is its real-time output enabled, and is the port the little-endian one (base + 1)?")
         try:
             self.qtm_version = (await connection.qtm_version()).decode(errors="replace")
@@ -297,13 +300,50 @@ class QtmClient:
                 try:
                     await connection.take_control(self.password)
                 except Exception as exc:  # QRTCommandException with QTM's answer
-                    raise QtmError(f"QTM refused control: {exc}") from exc
+                    raise QtmConnectionError(f"QTM refused control: {exc}") from exc
         except BaseException:
             connection.disconnect()
             raise
         self._connection = connection
         self.stats.connects += 1
         LOG.info("connected to %s (%s)", where, self.qtm_version)
+
+    # ------------------------------------------------------------------ QTM's own recording
+    def start_capture(self, password: str) -> str:
+        """Start a capture in QTM (``start``), taking control first when this client does
+        not hold it; QtmConnectionError with QTM's words when QTM refuses."""
+        return self._capture(self._start_capture(password))
+
+    def stop_and_save_capture(self, filename: str) -> str:
+        """Stop QTM's capture (``stop``) and save it as ``filename`` (``save``)."""
+        return self._capture(self._stop_and_save(filename))
+
+    def _capture(self, coro) -> str:
+        if not self.connected:
+            coro.close()
+            raise QtmConnectionError("not connected to QTM")
+        try:
+            return self._call(coro, timeout=3 * self.timeout)
+        except QtmConnectionError:
+            raise
+        except Exception as exc:  # qtm-rt's QRTCommandException carries QTM's answer
+            raise QtmConnectionError(f"QTM refused: {_qtm_words(exc)}") from exc
+
+    async def _start_capture(self, password: str) -> str:
+        if self.password is None:   # control is needed to start a capture
+            await self._connection.take_control(password)
+        answer = await self._connection.start()
+        return answer.decode(errors="replace")
+
+    async def _stop_and_save(self, filename: str) -> str:
+        await self._connection.stop()
+        answer = await self._connection.save(filename)
+        if self.password is None:   # control was taken for the capture only
+            try:
+                await self._connection.release_control()
+            except Exception as exc:  # noqa: BLE001 - the measurement is saved already
+                LOG.debug("release after save: %s", exc)
+        return answer.decode(errors="replace")
 
     async def _read_parameters(self, connection) -> None:
         parts = parameter_parts(self.components)
@@ -316,7 +356,7 @@ class QtmClient:
                 if self.on_parameters is not None:
                     self.on_parameters(self.parameters)
                 return
-        raise QtmError("QTM did not answer GetParameters with XML")
+        raise QtmConnectionError("QTM did not answer GetParameters with XML")
 
     async def _stream(self) -> None:
         await self._connection.stream_frames(frames="allframes", components=self.components,
@@ -338,7 +378,7 @@ class QtmClient:
 
     def _on_packet(self, packet) -> None:
         item = (packet, time.time())
-        self.stats.packets += 1
+        self.stats.frames += 1
         try:
             self._queue.put_nowait(item)
         except queue.Full:
@@ -347,7 +387,7 @@ class QtmClient:
                 self._queue.get_nowait()
             except queue.Empty:
                 pass
-            self.stats.packets_dropped += 1
+            self.stats.dropped += 1
             self._queue.put_nowait(item)
 
     def _on_event(self, event) -> None:

@@ -1,29 +1,11 @@
-"""qualisys_system: Qualisys Track Manager (QTM) through Qualisys' Python SDK, qtm-rt.
-
-configure connects (protocol version, optional TakeControl) and reads body, label and
-skeleton names from QTM's parameter XML; activate asks QTM to stream every frame
-(``StreamFrames AllFrames``, not polled) with the configured components. Each data
-packet becomes a MocapFrame: millimetres to metres, column-major rotation matrices to
-quaternions, NaN (QTM's "missing") to tracking_valid false / occluded (the node then
-holds the last value), QTM's frame number as frame_number and QTM's timestamp mapped
-to Unix time as the capture stamp. Ids are 1-based positions in QTM's lists (bodies
-and labels, as QTM numbers them in its GUI); names always come from QTM.
-
-qtm-rt delivers the packets (framing, commands, events); the components are decoded
-with numpy straight from the packet bytes (:mod:`.qtm.protocol`), which costs a few
-microseconds per component where building qtm-rt's per-marker tuples costs far more.
-"""
+"""QTM data packets to :class:`~mocap4r2_control.frame.MocapFrame`: millimetres to metres,
+column-major rotation matrices to quaternions, QTM's up axis to +Z, NaN ("missing") to
+tracking_valid false / occluded, and names and 1-based ids from QTM's parameter XML.
+Pure numpy on the packet bytes (:mod:`.protocol`); no sockets."""
 from __future__ import annotations
 
-import logging
-import re
-from typing import Any, Mapping
-
 import numpy as np
-from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter
-from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import (
     UNKNOWN_ID,
     AssetNames,
@@ -33,46 +15,12 @@ from mocap4r2_control.frame import (
     SegmentArrays,
     SkeletonArrays,
 )
-from mocap4r2_control.geometry import quat_from_matrix, quat_multiply
-from mocap4r2_control.system_node import run_system
+from mocap4r2_control.geometry import UP_AXIS_CONVENTIONS, AxisChange, quat_from_matrix
 
-from .qtm import protocol as qp
-from .qtm.client import DISCONNECTED, STREAMABLE, QtmClient, QtmError, QtmParameters, TimestampMapper
-
-LOG = logging.getLogger("mocap4r2.qualisys")
-
-DEFAULT_COMPONENTS = ["6dres", "3dres", "3dnolabelsres", "skeleton:global"]
-_FAMILIES = {"6d": "6d", "6dres": "6d", "3d": "3d", "3dres": "3d", "3dnolabels": "3dnolabels",
-             "3dnolabelsres": "3dnolabels", "skeleton:global": "skeleton"}
-
-# Rotation taking QTM's up axis to +Z (right handed): positions p' = A p.
-_UP_AXES = {
-    "+Z": np.eye(3),
-    "-Z": np.array([[1.0, 0, 0], [0, -1, 0], [0, 0, -1]]),
-    "+Y": np.array([[1.0, 0, 0], [0, 0, -1], [0, 1, 0]]),
-    "-Y": np.array([[1.0, 0, 0], [0, 0, 1], [0, -1, 0]]),
-    "+X": np.array([[0.0, 1, 0], [0, 0, 1], [1, 0, 0]]),
-    "-X": np.array([[0.0, 1, 0], [0, 0, -1], [-1, 0, 0]]),
-}
+from . import protocol as qp
+from .client import QtmParameters
 
 
-def _check_components(values: list) -> str | None:
-    unknown = [v for v in values if v not in STREAMABLE]
-    if unknown:
-        return f"components: unknown {unknown}; choose from {list(STREAMABLE)}"
-    families = [_FAMILIES[v] for v in values]
-    if len(set(families)) != len(families):
-        return f"components: at most one of each kind (6d/6dres, 3d/3dres, ...), got {values}"
-    if not values:
-        return "components: give at least one component"
-    return None
-
-
-def _check_version(value: str) -> str | None:
-    match = re.fullmatch(r"1\.(\d+)", value)
-    if not match or not 8 <= int(match.group(1)) <= 99:
-        return f"protocol_version must look like 1.25 (1.8 or later, as qtm-rt requires), got {value!r}"
-    return None
 
 
 def _residuals_m(residuals_mm: np.ndarray) -> np.ndarray:
@@ -82,14 +30,14 @@ def _residuals_m(residuals_mm: np.ndarray) -> np.ndarray:
     return out
 
 
-class QtmFrameDecoder:
+class FrameConverter:
     """Turns QTM data packets into MocapFrames, for one set of QTM parameters."""
 
     def __init__(self, parameters: QtmParameters):
         self.parameters = parameters
-        up = parameters.axis_upwards if parameters.axis_upwards in _UP_AXES else "+Z"
-        self.axis = None if up == "+Z" else _UP_AXES[up]
-        self._axis_quat = None if self.axis is None else Rotation.from_matrix(self.axis).as_quat()
+        # QTM's Axis_upwards names the up axis of its frame ("+Z" unless set otherwise)
+        up = parameters.axis_upwards if parameters.axis_upwards in UP_AXIS_CONVENTIONS else "+Z"
+        self.axes = AxisChange(up)
 
         # names and ids: built once, reused (the node skips name refreshes by identity)
         self.body_names = tuple(b.name for b in parameters.bodies)
@@ -139,17 +87,13 @@ class QtmFrameDecoder:
         return names
 
     def _z_up(self, positions: np.ndarray, quats: np.ndarray | None = None):
-        if self.axis is None:
+        if self.axes.identity:
             return positions, quats
-        positions = positions @ self.axis.T
-        if quats is not None:
-            a = np.broadcast_to(self._axis_quat, quats.shape)
-            quats = quat_multiply(quat_multiply(a, quats), a * np.array([-1.0, -1.0, -1.0, 1.0]))
-        return positions, quats
+        return self.axes.positions(positions), None if quats is None else self.axes.orientations(quats)
 
     # ------------------------------------------------------------------ decoding
     def decode(self, payload: bytes | memoryview) -> MocapFrame:
-        packet = qp.parse_data(payload)
+        packet = qp.decode_frame(payload)
         comps = packet.components
         labeled = self._labeled(comps)
         unlabeled = self._unlabeled(comps)
@@ -263,140 +207,3 @@ class QtmFrameDecoder:
                                  positions=positions, orientations=quats, valid=seg_valid)
         return SkeletonArrays(ids=self.skeleton_ids, names=self.skeleton_names, valid=skel_valid,
                               segment_offsets=self.segment_offsets, segments=segments)
-
-
-class QualisysAdapter(MocapAdapter):
-    """QTM through qtm-rt: every frame streamed, names from QTM, reconnects by itself."""
-
-    system_type = "qualisys"
-    parameters = (
-        ParameterSpec("host", "127.0.0.1", "Address of the computer running QTM."),
-        ParameterSpec("port", 22222, "QTM's base port (QTM: Project options > Real-Time output); the driver "
-                      "talks to the little-endian port, base + 1 (22223 by default).", min_value=1,
-                      max_value=65534),
-        ParameterSpec("protocol_version", "1.25", "QTM RT protocol version to ask QTM for.", check=_check_version),
-        ParameterSpec("components", list(DEFAULT_COMPONENTS),
-                      "Data components to stream: one of 6d/6dres (bodies), 3d/3dres (labeled markers), "
-                      "3dnolabels/3dnolabelsres (unlabeled markers), skeleton:global.", check=_check_components),
-        ParameterSpec("take_control", False, "Take control of QTM (TakeControl) while connected; needed only "
-                      "if other clients must not change QTM's settings during a session."),
-        ParameterSpec("password", "", "Password for TakeControl, when QTM asks for one."),
-        ParameterSpec("connect_timeout", 5.0, "Seconds to wait for QTM's answers.", min_value=0.1, max_value=60.0),
-        ParameterSpec("reconnect_period", 1.0, "Seconds between reconnection attempts when QTM goes away; "
-                      "0: do not reconnect (reading then fails).", min_value=0.0, max_value=60.0),
-    )
-
-    def __init__(self, host: str, port: int, version: str, components: list[str], take_control: bool = False,
-                 password: str = "", timeout: float = 5.0, reconnect_period: float = 1.0):
-        self.host = host
-        self.port = port
-        self.version = version
-        self.components = list(components)
-        self.take_control = take_control
-        self.password = password
-        self.timeout = timeout
-        self.reconnect_period = reconnect_period
-        self.client: QtmClient | None = None
-        self.decoder: QtmFrameDecoder | None = None
-        self.mapper = TimestampMapper()
-        self.decode_errors = 0
-        self.last_decode_error = ""
-        self._lost_reported = False
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> "QualisysAdapter":
-        for check, key in ((_check_components, "components"), (_check_version, "protocol_version")):
-            problem = check(values[key])
-            if problem:
-                raise AdapterError(problem)
-        return cls(values["host"], int(values["port"]), values["protocol_version"], list(values["components"]),
-                   bool(values["take_control"]), values["password"], float(values["connect_timeout"]),
-                   float(values["reconnect_period"]))
-
-    def _on_parameters(self, parameters: QtmParameters) -> None:
-        # runs in the qtm-rt thread; swapping one reference is atomic for the reader
-        self.decoder = QtmFrameDecoder(parameters)
-
-    def connect(self) -> AssetNames:
-        self.client = QtmClient(self.host, self.port + 1, self.version, self.components,
-                                password=self.password if self.take_control else None, timeout=self.timeout,
-                                reconnect_period=self.reconnect_period,
-                                on_parameters=self._on_parameters)
-        try:
-            self.client.connect()
-        except QtmError as exc:
-            raise AdapterError(str(exc)) from exc
-        return self.decoder.asset_names()
-
-    @property
-    def nominal_rate(self) -> float:
-        return self.decoder.parameters.frequency if self.decoder is not None else 0.0
-
-    def start_streaming(self) -> None:
-        try:
-            self.client.start_streaming()
-        except QtmError as exc:
-            raise AdapterError(str(exc)) from exc
-
-    def stop_streaming(self) -> None:
-        if self.client is not None:
-            self.client.stop_streaming()
-
-    def read_frame(self, timeout: float) -> MocapFrame | None:
-        client = self.client
-        if client is None:
-            raise AdapterError("not connected")
-        item = client.get(timeout)
-        if item is DISCONNECTED:
-            if self.reconnect_period <= 0:
-                raise AdapterError(f"QTM at {self.host}:{self.port + 1} went away ({client.stats.last_error})")
-            if not self._lost_reported:
-                LOG.warning("QTM at %s went away; reconnecting every %.1f s", self.host, self.reconnect_period)
-                self._lost_reported = True
-            return None
-        if item is None:
-            if self.reconnect_period <= 0 and not client.connected:
-                raise AdapterError(f"QTM at {self.host}:{self.port + 1} is not connected")
-            return None
-        self._lost_reported = False
-        packet, arrival = item
-        try:
-            frame = self.decoder.decode(packet.data)
-        except (qp.ProtocolError, ValueError) as exc:
-            # a frame that cannot be decoded is dropped and counted, the stream goes on
-            self.decode_errors += 1
-            self.last_decode_error = str(exc)
-            if self.decode_errors in (1, 10, 100) or self.decode_errors % 1000 == 0:
-                LOG.error("dropped an undecodable QTM frame (%d so far): %s", self.decode_errors, exc)
-            return None
-        frame.capture_time = self.mapper.capture_time(packet.timestamp, arrival)
-        return frame
-
-    def disconnect(self) -> None:
-        client, self.client = self.client, None
-        if client is not None:
-            client.close()
-
-    def status(self) -> dict[str, str]:
-        client = self.client
-        out = {"qtm": f"{self.host}:{self.port + 1}", "decode_errors": str(self.decode_errors)}
-        if client is not None:
-            s = client.stats
-            out.update(qtm_version=client.qtm_version, connected=str(client.connected),
-                       packets=str(s.packets), packets_dropped_slow_reader=str(s.packets_dropped),
-                       reconnects=str(max(s.connects - 1, 0)))
-            if s.last_error:
-                out["last_error"] = s.last_error
-        if self.decoder is not None and self.decoder.mismatches:
-            out["name_mismatches"] = str(self.decoder.mismatches)
-        if self.last_decode_error:
-            out["last_decode_error"] = self.last_decode_error
-        return out
-
-
-def main(args: list[str] | None = None) -> int:
-    return run_system(QualisysAdapter, "qualisys_system", args)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -24,15 +24,16 @@ import socket
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from mocap4r2_control.frame import MocapFrame
-from mocap4r2_control.geometry import quat_multiply, quat_rotate, z_up_to_y_up_orientations, z_up_to_y_up_positions
+from mocap4r2_control.geometry import AxisChange, quat_multiply, quat_rotate
 
-from .. import scene as scene_module
+from ..simulated import scene as scene_module
 from . import protocol as nn
 from .protocol import FrameOfData, MessageId, ModelDefinitions, NatNetProtocolError, Version
 
@@ -53,6 +54,7 @@ class SceneStream:
     def __init__(self, scene: scene_module.Scene, up_axis: str = "y", skeleton_coordinates: str = "global"):
         self.scene = scene
         self.y_up = up_axis == "y"
+        self.axes = AxisChange("+Y" if self.y_up else "+Z").inverse()   # Z-up scene -> stream
         self.local_bones = skeleton_coordinates == "local"
         desc = scene.description
         self.body_names = [b.name for b in desc.bodies]
@@ -80,11 +82,11 @@ class SceneStream:
     # the scene is Z-up; Motive streams Y-up unless told otherwise
     def _positions(self, p: np.ndarray) -> np.ndarray:
         p = np.asarray(p, dtype=float).reshape(-1, 3)
-        return z_up_to_y_up_positions(p) if self.y_up else p
+        return self.axes.positions(p)
 
     def _orientations(self, q: np.ndarray) -> np.ndarray:
         q = np.asarray(q, dtype=float).reshape(-1, 4)
-        return z_up_to_y_up_orientations(q) if self.y_up else q
+        return self.axes.orientations(q)
 
     # ------------------------------------------------------------------ models
     def rename_body(self, body_id: int, name: str) -> bool:
@@ -196,7 +198,7 @@ class ServerOptions:
     app_version: tuple[int, int, int, int] = (3, 1, 0, 0)
 
 
-class NatNetServer:
+class NatNetSimulator:
     """The stand-in server: sockets, command handling and the frame clock."""
 
     def __init__(self, options: ServerOptions):
@@ -216,6 +218,9 @@ class NatNetServer:
         self.frames_sent = 0
         self.bad_packets = 0
         self._pending_params = 0
+        self.take_name = ""                                  # SetRecordTakeName
+        self.recording = False                               # StartRecording / StopRecording
+        self.recordings: deque[str] = deque(maxlen=100)      # what was recorded, for tests
         self._last_frame: bytes | None = None
         self._models_packet: bytes | None = None
         self._models_generation = -1
@@ -334,6 +339,20 @@ class NatNetServer:
                 log.info(f"rigid body {body} renamed to {new_name.strip()!r}")
                 self._pending_params |= nn.FRAME_MODELS_CHANGED
             return nn.encode_response(0 if ok else -1)
+        if name == "setrecordtakename":
+            self.take_name = argument.strip()
+            log.info(f"take name set to {self.take_name!r}")
+            return nn.encode_response(0)
+        if name in ("startrecording", "stoprecording"):
+            # Motive answers 0 when it does what was asked; the stand-in refuses what
+            # Motive cannot do (start twice, stop without a recording) with a non-zero code
+            starting = name == "startrecording"
+            if self.recording == starting:
+                return nn.encode_response(1)
+            self.recording = starting
+            self.recordings.append(("started " if starting else "stopped ") + (self.take_name or "(unnamed)"))
+            log.info(f"recording {self.recordings[-1]}")
+            return nn.encode_response(0)
         if name in ("timelineplay", "timelinestop", "setplaybackcurrentframe", "livemode", "editmode"):
             return nn.encode_response(0)  # accepted, nothing to do for a live stand-in
         return nn.pack(MessageId.UNRECOGNIZED_REQUEST)
@@ -394,13 +413,24 @@ class NatNetServer:
                 k += 1
                 if self.options.frames and k >= self.options.frames:
                     return
+                # commands are answered between frames too: a stand-in that runs behind
+                # its clock (a loaded machine) must still let clients connect
+                if not self._poll_commands(0.0):
+                    return
                 continue
-            try:
-                readable, _, _ = select.select([self.command], [], [], due - now)
-            except (OSError, ValueError):
+            if not self._poll_commands(due - now):
                 return
-            if readable:
-                self._drain_commands()
+
+    def _poll_commands(self, timeout: float) -> bool:
+        """Answer the commands that arrive within ``timeout`` s; False once the command
+        socket is closed."""
+        try:
+            readable, _, _ = select.select([self.command], [], [], timeout)
+        except (OSError, ValueError):
+            return False
+        if readable:
+            self._drain_commands()
+        return True
 
     def _drain_commands(self) -> None:
         for _ in range(64):
@@ -465,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         up_axis=args.up_axis, skeleton_coordinates=args.skeleton_coordinates,
         client_timeout=args.client_timeout, frames=args.frames)
     try:
-        server = NatNetServer(options)
+        server = NatNetSimulator(options)
     except (scene_module.SceneError, NatNetProtocolError) as exc:
         print(f"natnet_simulator: {exc}", file=sys.stderr)
         return 2

@@ -32,7 +32,6 @@ import logging
 import math
 import threading
 import time
-import zlib
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -48,6 +47,8 @@ from mocap4r2_control.geometry import quat_multiply, quat_rotate
 from mocap4r2_control.system_node import run_system
 from mocap4r2_control.timebase import stamp_to_seconds
 
+from ..common import stable_id
+
 LOG = logging.getLogger("mocap4r2.gazebo")
 
 # an asymmetric 4-marker layout (m), as real rigid bodies need for unique labelling
@@ -56,11 +57,6 @@ MAX_FRAMES_PER_UPDATE = 1000   # a jump of the simulation clock does not flood t
 HISTORY = 512                  # poses remembered per model
 STAMP_TOLERANCE = 1e-6         # s
 SYNC_WINDOW = 0.1              # s of simulation time a frame waits for a lagging topic
-
-
-def _name_id(name: str) -> int:
-    """A stable non-negative int32 id from a name (the same name, the same id)."""
-    return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
 
 
 def parse_layouts(text: str) -> dict[str, np.ndarray]:
@@ -176,7 +172,7 @@ class MocapEmulator:
         self.marker_body = np.repeat(np.arange(len(models)), counts)
         self.layout = np.concatenate([m.layout for m in models]) if models else np.zeros((0, 3))
         self.marker_names = tuple(f"{m.name}:marker{i + 1}" for m in models for i in range(m.layout.shape[0]))
-        self.marker_ids = np.asarray([_name_id(n) for n in self.marker_names], dtype=np.int32)
+        self.marker_ids = np.asarray([stable_id(n) for n in self.marker_names], dtype=np.int32)
         radius = [max(float(np.sqrt(np.mean(np.sum(m.layout ** 2, axis=1)))), 0.02) for m in models]
         self.radius = np.asarray(radius)
 
@@ -198,7 +194,7 @@ class MocapEmulator:
         self._horizon = max(self._horizon, stamp)
 
     def _add_model(self, name: str) -> int:
-        self.models.append(ModelSpec(name, _name_id(name), self.default_layout))
+        self.models.append(ModelSpec(name, stable_id(name), self.default_layout))
         self._index[name] = len(self.models) - 1
         self._history.append(_History())
         self._prepare()

@@ -29,7 +29,6 @@ import logging
 import queue
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -48,6 +47,8 @@ from mocap4r2_control.frame import (
     SkeletonArrays,
 )
 from mocap4r2_control.system_node import run_system
+
+from ..common import stable_id
 
 LOG = logging.getLogger("mocap4r2.vicon")
 
@@ -74,11 +75,6 @@ def _check_axes(value: list) -> str | None:
     if not np.array_equal(np.cross(x, y), z):
         return f"axis_mapping {value}: the axes must be right handed (the SDK's LeftHandedAxes)"
     return None
-
-
-def stable_id(name: str) -> int:
-    """A non-negative int32 that only depends on the name."""
-    return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
 
 
 def load_sdk():

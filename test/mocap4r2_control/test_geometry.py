@@ -1,0 +1,96 @@
+"""mocap4r2_control.geometry against scipy's rotations: quaternion products, rotations,
+matrices, the named up-axis changes, and which poses are usable."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from mocap4r2_control.geometry import (
+    UP_AXIS_CONVENTIONS,
+    AxisChange,
+    pose_is_usable,
+    pose_msg_arrays,
+    quat_from_axis_angle,
+    quat_from_matrix,
+    quat_from_yaw,
+    quat_multiply,
+    quat_rotate,
+    usable_pose,
+)
+
+RNG = np.random.default_rng(7)
+Q = Rotation.random(64, random_state=3)
+V = RNG.normal(size=(64, 3))
+
+
+def test_products_and_rotations_equal_scipys():
+    a, b = Q.as_quat(), Q[::-1].as_quat()
+    product = quat_multiply(a, b)
+    assert np.allclose(Rotation.from_quat(product).as_matrix(), (Q * Q[::-1]).as_matrix(), atol=1e-12)
+    assert np.allclose(quat_rotate(a, V), Q.apply(V), atol=1e-12)
+
+
+def test_matrix_to_quaternion_equals_scipy_up_to_sign_for_every_branch():
+    # rotations near 180 degrees about each axis exercise every branch of Shepperd's method
+    extra = Rotation.from_rotvec(np.diag([np.pi - 1e-9] * 3))
+    rotations = Rotation.concatenate([Q, extra, Rotation.identity()])
+    ours = quat_from_matrix(rotations.as_matrix())
+    ref = rotations.as_quat()
+    same = np.minimum(np.abs(ours - ref).max(axis=1), np.abs(ours + ref).max(axis=1))
+    assert same.max() < 1e-9
+
+
+def test_yaw_and_axis_angle_constructors():
+    assert np.allclose(quat_from_yaw(np.pi / 2), Rotation.from_euler("z", 90, degrees=True).as_quat())
+    assert np.allclose(quat_from_axis_angle([0, 2.0, 0], 0.3), Rotation.from_rotvec([0, 0.3, 0]).as_quat())
+
+
+@pytest.mark.parametrize("up", sorted(UP_AXIS_CONVENTIONS))
+def test_axis_change_is_a_proper_rotation_taking_the_up_axis_to_z(up):
+    change = AxisChange(up)
+    a = change.matrix()
+    assert np.allclose(a @ a.T, np.eye(3)) and np.isclose(np.linalg.det(a), 1.0)
+    axis = {"X": 0, "Y": 1, "Z": 2}[up[1]]
+    up_vector = np.eye(3)[axis] * (1.0 if up[0] == "+" else -1.0)
+    assert np.allclose(change.positions(up_vector), [0, 0, 1])
+    assert np.allclose(change.positions(V), V @ a.T)
+    # orientations are conjugated: the body's own axes are re-expressed too
+    conjugated = Rotation.from_matrix(a) * Q * Rotation.from_matrix(a).inv()
+    assert np.allclose(Rotation.from_quat(change.orientations(Q.as_quat())).as_matrix(), conjugated.as_matrix())
+    back = change.inverse()
+    assert np.allclose(back.positions(change.positions(V)), V)
+    assert np.allclose(back.orientations(change.orientations(Q.as_quat())), Q.as_quat())
+
+
+def test_motive_y_up_is_plus_90_degrees_about_x():
+    change = AxisChange("+Y")
+    assert np.allclose(change.positions([1.0, 2.0, 3.0]), [1.0, -3.0, 2.0])
+    # a body created level in Motive has the identity orientation in ROS
+    assert np.allclose(change.orientations([0, 0, 0, 1.0]), [0, 0, 0, 1])
+    assert change.positions(np.ones((2, 3), dtype=np.float32)).dtype == np.float64
+    with pytest.raises(ValueError, match="unknown up axis"):
+        AxisChange("up")
+
+
+def test_usable_pose_refuses_non_finite_values_and_degenerate_quaternions():
+    position, orientation = usable_pose([1, 2, 3], [0, 0, 0, 2.0])
+    assert np.allclose(orientation, [0, 0, 0, 1]) and np.allclose(position, [1, 2, 3])
+    assert usable_pose([np.nan, 0, 0], [0, 0, 0, 1]) is None
+    assert usable_pose([0, 0, 0], [0, 0, np.inf, 1]) is None
+    assert usable_pose([0, 0, 0], [0, 0, 0, 0]) is None          # what SDKs send for an untracked body
+    assert pose_is_usable([0, 0, 0], [0, 0, 0, 1]) and not pose_is_usable([0, 0, 0], [0, 0, 0, 1e-9])
+
+
+def test_pose_msg_arrays_reads_poses_and_transforms():
+    from geometry_msgs.msg import Pose, Transform
+
+    pose = Pose()
+    pose.position.x, pose.orientation.w = 1.5, 1.0
+    transform = Transform()
+    transform.translation.y, transform.rotation.z, transform.rotation.w = 2.0, 1.0, 1.0
+    assert np.allclose(pose_msg_arrays(pose)[0], [1.5, 0, 0])
+    position, orientation = pose_msg_arrays(transform)
+    assert np.allclose(position, [0, 2, 0]) and np.isclose(np.linalg.norm(orientation), 1.0)
+    pose.orientation.w = 0.0
+    assert pose_msg_arrays(pose) is None

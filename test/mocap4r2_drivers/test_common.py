@@ -1,0 +1,28 @@
+"""mocap4r2_drivers.common: address checks and ids from names, shared by the vendors."""
+from __future__ import annotations
+
+from mocap4r2_drivers.common import ClientStats, ipv4_check, ipv4_problem, stable_id
+
+
+def test_ipv4_problems():
+    assert ipv4_problem("192.168.1.10", "server_address") is None
+    assert "server_address must be an IPv4 address like 192.168.1.10" in ipv4_problem("motive-pc", "server_address")
+    assert ipv4_problem("256.1.1.1", "x") and ipv4_problem("1.2.3", "x")
+    assert ipv4_problem("auto", "local_address", allow_auto=True) is None
+    assert ipv4_problem("auto", "server_address") is not None
+    assert "or auto" in ipv4_problem("motive-pc", "local_address", allow_auto=True)
+    assert "not a multicast group" in ipv4_problem("10.0.0.1", "group", multicast=True)
+    assert ipv4_check("group", multicast=True)("239.255.42.99") is None
+
+
+def test_stable_id_depends_on_the_name_only_and_fits_an_int32():
+    assert stable_id("robot1") == stable_id("robot1") != stable_id("robot2")
+    assert all(0 <= stable_id(n) <= 0x7FFFFFFF for n in ("", "a", "subject/segment", "é" * 300))
+    # CRC-32 of the UTF-8 name, top bit cleared: the value a restart or another machine gets too
+    assert stable_id("robot1") == 610525864
+
+
+def test_client_stats_start_at_zero_and_have_their_own_event_counts():
+    a, b = ClientStats(), ClientStats()
+    a.events["EventConnected"] = 1
+    assert b.events == {} and a.frames == 0 and a.last_error == ""
