@@ -397,3 +397,35 @@ def test_write_error_makes_diagnostics_error_and_keeps_what_was_written(plane, r
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def test_tui_shows_the_current_recording(plane, client):
+    """The TUI's model shows the recorder's file, size and rate while it records."""
+    from mocap4r2_control.control_plane import ControlSession
+    from mocap4r2_control.tui import LiveView
+
+    session = ControlSession(args=["tui-recording-test"])
+    try:
+        view = LiveView(session)
+        session.client.wait_for_systems(names=[RECORDER], timeout=30)
+        result = client.start(systems=[RECORDER], session_id="tui-01", timeout=20)
+        assert result.acks and result.acks[0].success, result.acks
+        path = str(plane["out"] / "tui-01" / "tui-01_0.mcap")
+        deadline = time.monotonic() + 30
+        lines: list[str] = []
+        while time.monotonic() < deadline:
+            view.refresh()
+            lines = view.recordings()
+            if any(path in line and "msg/s" in line for line in lines):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the TUI shows {lines}, not {path}")
+        client.stop(systems=[RECORDER], timeout=20)
+        deadline = time.monotonic() + 30
+        while view.recordings() and time.monotonic() < deadline:
+            view.refresh()
+            time.sleep(0.1)
+        assert view.recordings() == []
+    finally:
+        session.close()
