@@ -4,7 +4,6 @@ messages that went into the bag (occluded, absent and dropped samples included).
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import time
 

@@ -249,17 +249,6 @@ def test_an_unusable_output_directory_makes_start_fail(plane, procs, ros, acks):
         client.destroy()
 
 
-def _wait_file_bytes(path: Path, minimum: int, timeout: float) -> int:
-    deadline = time.monotonic() + timeout
-    size = 0
-    while time.monotonic() < deadline:
-        size = path.stat().st_size if path.exists() else 0
-        if size >= minimum:
-            return size
-        time.sleep(0.05)
-    raise AssertionError(f"{path} has {size} bytes after {timeout} s, expected {minimum}")
-
-
 def test_sigkill_mid_session_keeps_everything_older_than_a_second(plane, procs, ros):
     """SIGKILL leaves an MCAP file without summary or footer and no metadata.yaml; the
     chunks closed every flush_period hold all but the last moments, and `mocap4r2 recover`
