@@ -76,8 +76,10 @@ def plane(tmp_path_factory):
     runner.stop_all()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def client(ros, plane):
+    # one client for the module: a fresh one per test may not be matched with the
+    # recorder's ack publisher yet when an instant refusal is published (acks are volatile)
     client = ControlClient(ros.node)
     client.wait_for_systems(names=[SYSTEM, EMG, RECORDER], timeout=30)
     yield client
@@ -108,8 +110,8 @@ def emg_samples(ros):
     ros.node.destroy_publisher(pub)
 
 
-@pytest.fixture
-def acks(ros):
+@pytest.fixture(scope="module")
+def acks(ros, plane):
     return ros.subscribe("/mocap4r2/control_ack", ControlAck, ACK_QOS)
 
 
