@@ -1,8 +1,9 @@
-# mocap4r2: `make demo` runs the suite, `make test` runs every test. Both set up first.
+# mocap4r2: `make demo` runs the suite, `make test` runs every test (`make test-load`: 3
+# times under load). All set up first.
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-load bench stress clean
 
 setup:
 	@bash scripts/setup.sh
@@ -13,8 +14,16 @@ demo: setup
 test: setup
 	@$(ENV) bash scripts/run_tests.sh $(PYTEST_ARGS)
 
+# the suite 3 times while one core is kept busy: proves it is not flaky under load
+test-load: setup
+	@$(ENV) bash scripts/test_load.sh $(PYTEST_ARGS)
+
 bench: setup
 	@$(ENV) python -m bench
+
+# load and fault figures in one table (about 10 minutes; not part of `make test`)
+stress: setup
+	@$(ENV) python -m stress $(STRESS_ARGS)
 
 clean:
 	rm -rf build install log

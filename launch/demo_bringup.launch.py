@@ -1,13 +1,18 @@
 """The demo on a ROS distribution: the simulated system (streaming at once), the tools
-and RViz with config/mocap4r2.rviz.
+and RViz with config/mocap4r2.rviz (where rviz2 is installed; skipped with a log line
+elsewhere).
 
-    ros2 launch mocap4r2_drivers demo_bringup.launch.py            # rviz:=false without RViz
+    ros2 launch mocap4r2_drivers demo_bringup.launch.py            # rviz:=false: no RViz
     mocap4r2 tui                                                   # watch, start/stop
+
+Each node gets its own parameters file: the system's included launch file takes
+system_params, the tools' takes tools_params, and each include runs in a scoped group, so
+no launch argument of one include can reach the nodes of the other.
 """
 import os
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.actions import DeclareLaunchArgument, GroupAction, IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 
@@ -25,15 +30,16 @@ def _tools_launch_dir() -> str:
 
 def generate_launch_description():
     return LaunchDescription([
-        DeclareLaunchArgument("rviz", default_value="true", description="Start RViz"),
+        DeclareLaunchArgument("rviz", default_value="true",
+                              description="Start RViz (only where rviz2 is installed)"),
         DeclareLaunchArgument("autostart", default_value="true",
                               description="Stream at once (false: wait for `mocap4r2 start`)"),
-        IncludeLaunchDescription(
+        GroupAction(scoped=True, actions=[IncludeLaunchDescription(
             PythonLaunchDescriptionSource(os.path.join(HERE, "simulated.launch.py")),
             launch_arguments={"namespace": "sim", "autostart": LaunchConfiguration("autostart")}.items(),
-        ),
-        IncludeLaunchDescription(
+        )]),
+        GroupAction(scoped=True, actions=[IncludeLaunchDescription(
             PythonLaunchDescriptionSource(os.path.join(_tools_launch_dir(), "tools.launch.py")),
             launch_arguments={"rviz": LaunchConfiguration("rviz")}.items(),
-        ),
+        )]),
     ])

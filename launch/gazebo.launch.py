@@ -9,7 +9,7 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode, Node
@@ -37,7 +37,7 @@ def _nodes(context):
             executable="gazebo_system",
             name="gazebo_system",
             namespace=LaunchConfiguration("namespace"),
-            parameters=[LaunchConfiguration("params_file"), overrides],
+            parameters=[LaunchConfiguration("system_params"), overrides],
             output="screen",
         ),
     ]
@@ -46,8 +46,10 @@ def _nodes(context):
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("mocap4r2_drivers"), "config", "gazebo.yaml")
     return LaunchDescription([
+        # the node leaves (SIGTERM) if the launch process dies without stopping it
+        SetEnvironmentVariable("MOCAP4R2_EXIT_WITH_PARENT", "1"),
         DeclareLaunchArgument("namespace", default_value="gazebo", description="Namespace of the system's topics"),
-        DeclareLaunchArgument("params_file", default_value=config, description="Parameters YAML"),
+        DeclareLaunchArgument("system_params", default_value=config, description="Parameters YAML of the system"),
         DeclareLaunchArgument("world", default_value="default", description="Name of the Gazebo world"),
         DeclareLaunchArgument("models", default_value="",
                               description="Models tracked as rigid bodies, e.g. [robot1, drone1]; empty: the "

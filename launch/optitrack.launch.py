@@ -11,7 +11,7 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 
@@ -19,8 +19,10 @@ from launch_ros.actions import LifecycleNode
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("mocap4r2_drivers"), "config", "optitrack.yaml")
     return LaunchDescription([
+        # the node leaves (SIGTERM) if the launch process dies without stopping it
+        SetEnvironmentVariable("MOCAP4R2_EXIT_WITH_PARENT", "1"),
         DeclareLaunchArgument("namespace", default_value="optitrack", description="Namespace of the system's topics"),
-        DeclareLaunchArgument("params_file", default_value=config, description="Parameters YAML"),
+        DeclareLaunchArgument("system_params", default_value=config, description="Parameters YAML of the system"),
         DeclareLaunchArgument("server_address", default_value="127.0.0.1",
                               description="Address of the computer running Motive"),
         DeclareLaunchArgument("connection_type", default_value="multicast",
@@ -32,7 +34,7 @@ def generate_launch_description():
             executable="optitrack_system",
             name="optitrack_system",
             namespace=LaunchConfiguration("namespace"),
-            parameters=[LaunchConfiguration("params_file"),
+            parameters=[LaunchConfiguration("system_params"),
                         {"server_address": LaunchConfiguration("server_address"),
                          "connection_type": LaunchConfiguration("connection_type"),
                          "autostart": LaunchConfiguration("autostart")}],

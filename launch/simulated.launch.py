@@ -7,7 +7,7 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 
@@ -15,8 +15,10 @@ from launch_ros.actions import LifecycleNode
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("mocap4r2_drivers"), "config", "simulated.yaml")
     return LaunchDescription([
+        # the node leaves (SIGTERM) if the launch process dies without stopping it
+        SetEnvironmentVariable("MOCAP4R2_EXIT_WITH_PARENT", "1"),
         DeclareLaunchArgument("namespace", default_value="sim", description="Namespace of the system's topics"),
-        DeclareLaunchArgument("params_file", default_value=config, description="Parameters YAML"),
+        DeclareLaunchArgument("system_params", default_value=config, description="Parameters YAML of the system"),
         DeclareLaunchArgument("autostart", default_value="false",
                               description="Configure and activate without a lifecycle manager"),
         LifecycleNode(
@@ -24,7 +26,7 @@ def generate_launch_description():
             executable="simulated_system",
             name="simulated_system",
             namespace=LaunchConfiguration("namespace"),
-            parameters=[LaunchConfiguration("params_file"), {"autostart": LaunchConfiguration("autostart")}],
+            parameters=[LaunchConfiguration("system_params"), {"autostart": LaunchConfiguration("autostart")}],
             output="screen",
         ),
     ])

@@ -3,8 +3,8 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "mocap4r2_tools"
-LAUNCH_FILES = ("tools",)
-CONFIG_FILES = ("tools.yaml", "mocap4r2.rviz", "recorder.yaml")
+LAUNCH_FILES = ("tools", "px4_bridge", "worldmodel")
+CONFIG_FILES = ("tools.yaml", "mocap4r2.rviz", "px4_bridge.yaml", "worldmodel.yaml", "recorder.yaml")
 
 setup(
     name=PACKAGE,
@@ -20,13 +20,18 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, session recorder",
+    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, PX4 and world-model bridges, session recorder",
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
             "trajectory_error = mocap4r2_tools.trajectory_error:main",
             "robot_ground_truth = mocap4r2_tools.robot_ground_truth:main",
             "marker_viz = mocap4r2_tools.marker_viz:main",
+            "px4_bridge = mocap4r2_tools.px4_bridge:main",
+            "worldmodel_server = mocap4r2_tools.worldmodel_server:main",
+            "motion_estimator = mocap4r2_tools.motion_estimator:main",
+            "trajectory_monitor = mocap4r2_tools.trajectory_monitor:main",
+            "simulated_arm = mocap4r2_tools.simulated_arm:main",
             "session_recorder = mocap4r2_tools.session_recorder:main",
         ],
         # verbs added to the `mocap4r2` command line

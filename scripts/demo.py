@@ -1,9 +1,11 @@
 """`make demo`: the suite working, with no hardware, in under a minute.
 
 Starts the simulated mocap system (and the tools that are installed: marker_viz,
-robot_ground_truth, trajectory_error, session_recorder), starts a capture session through
-the control plane, shows a live view for --duration seconds or until Ctrl-C, stops the
-session, prints a summary and where the session was recorded.
+robot_ground_truth, trajectory_error, worldmodel_server, session_recorder; px4_bridge only
+when a vehicle answers at DEMO_PX4_CONNECTION, default udpout:127.0.0.1:14540, e.g. PX4
+SITL), starts a capture session through the control plane, shows a live view for
+--duration seconds or until Ctrl-C, stops the session, prints a summary and where the
+session was recorded.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+STATES = {0: "UNKNOWN", 1: "PENDING", 2: "ACTIVE", 3: "INACTIVE", -1: "CONFIRMED", -2: "DISCARDED", -3: "APPROACHING"}
 INSTALL = ROOT / "install"
 
 
@@ -28,6 +31,33 @@ def executable(package: str, name: str) -> Path | None:
 def start(cmd: list[str], log_dir: Path, label: str) -> subprocess.Popen:
     log = open(log_dir / f"{label}.log", "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def vehicle_answers(connection: str, timeout: float = 1.5) -> str | None:
+    """The HEARTBEAT of an autopilot at ``connection`` ("system S, autopilot A"), or None.
+    A vehicle listening on a UDP port answers only once it heard someone: send ours."""
+    try:
+        os.environ.setdefault("MAVLINK20", "1")
+        from pymavlink import mavutil
+    except ImportError:
+        return None
+    try:
+        conn = mavutil.mavlink_connection(connection, source_system=1, source_component=197, dialect="common")
+    except Exception:
+        return None
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                conn.mav.heartbeat_send(18, 8, 0, 0, 4)   # onboard controller, no autopilot, active
+            except OSError:
+                pass
+            msg = conn.recv_match(type="HEARTBEAT", blocking=True, timeout=0.3)
+            if msg is not None and msg.autopilot != 8:
+                return f"system {msg.get_srcSystem()}, autopilot {msg.autopilot}"
+        return None
+    finally:
+        conn.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +93,30 @@ def main(argv: list[str] | None = None) -> int:
         exe = executable("mocap4r2_tools", tool)
         if exe is not None:
             procs.append((tool, start([str(exe), "--ros-args", "--params-file", tools_config], log_dir, tool)))
+    # the bridges, where their parts are there: the world model needs only its package;
+    # the PX4 bridge needs a vehicle (a flight controller or PX4 SITL) answering
+    bridges: list[str] = []
+    wm = executable("mocap4r2_tools", "worldmodel_server")
+    if wm is not None:
+        procs.append(("worldmodel_server", start(
+            [str(wm), "--ros-args", "--params-file", str(ROOT / "config" / "worldmodel.yaml")], log_dir,
+            "worldmodel_server")))
+        bridges.append("worldmodel_server: the bodies as a hector world model on /worldmodel/objects")
+    else:
+        bridges.append("worldmodel_server: not installed (run `make setup`), not started")
+    px4 = executable("mocap4r2_tools", "px4_bridge")
+    px4_connection = os.environ.get("DEMO_PX4_CONNECTION", "udpout:127.0.0.1:14540")
+    vehicle = vehicle_answers(px4_connection) if px4 is not None else None
+    if px4 is None:
+        bridges.append("px4_bridge: not installed, not started")
+    elif vehicle is None:
+        bridges.append(f"px4_bridge: no vehicle answers at {px4_connection} (start PX4 SITL or set "
+                       "DEMO_PX4_CONNECTION), not started")
+    else:
+        procs.append(("px4_bridge", start(
+            [str(px4), "--ros-args", "--params-file", str(ROOT / "config" / "px4_bridge.yaml"),
+             "-p", "body:=drone1", "-p", f"connection:={px4_connection}"], log_dir, "px4_bridge")))
+        bridges.append(f"px4_bridge: drone1 -> {px4_connection} ({vehicle})")
 
     # session_recorder keeps the session as a bag in <logs>/sessions/<session id>/
     recordings = log_dir / "sessions"
@@ -80,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     from mocap4r2_control.control_plane import ControlSession
 
     stats = {"frames": 0, "first": None, "last": None, "tracked": 0, "bodies": 0, "diag": None, "names": [],
-             "error": None}
+             "error": None, "model": None}
+
+    def on_model(msg) -> None:
+        stats["model"] = msg
 
     def on_bodies(msg: RigidBodies) -> None:
         stats["frames"] += 1
@@ -104,6 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         session.node.create_subscription(RigidBodies, "/sim/rigid_bodies", on_bodies, 10)
         session.node.create_subscription(TrajectoryError, "/trajectory_error", on_error, 10)
         session.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+        if wm is not None:
+            from hector_worldmodel_msgs.msg import ObjectModel
+            from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+            session.node.create_subscription(ObjectModel, "/worldmodel/objects", on_model, QoSProfile(
+                depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        for line in bridges:
+            console.print(f"bridge {line}")
         console.print(f"[bold]mocap4r2 demo[/] (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, "
                       f"logs in {log_dir})")
         systems = session.client.wait_for_systems(names=session_members, timeout=20)
@@ -135,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             if err is not None:
                 table.caption += (f"\nrobot_ground_truth vs mocap (trajectory_error): {err.samples} pairs, "
                                   f"ATE rmse {err.ate_rmse:.2e} m")
+            model = stats["model"]
+            if model is not None:
+                table.caption = (table.caption or "") + "\nworld model: " + ", ".join(
+                    f"{o.info.object_id} {STATES.get(o.state.state, o.state.state)}" for o in model.objects)
             return table
 
         deadline = time.monotonic() + args.duration

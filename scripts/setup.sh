@@ -69,7 +69,7 @@ exec 9>"$ROOT/.setup.lock"
 flock 9
 
 # --- 2. colcon build -------------------------------------------------------------------
-PACKAGES=(mocap4r2_interfaces mocap4r2_control mocap4r2_drivers mocap4r2_tools)
+PACKAGES=(mocap4r2_interfaces motion_control_interfaces hector_worldmodel_msgs mocap4r2_control mocap4r2_drivers mocap4r2_tools)
 BASE_PATHS=("${PACKAGES[@]}")
 if ! python -c 'import tf2_msgs.msg' >/dev/null 2>&1 && [ ! -d install/tf2_msgs ]; then
   BASE_PATHS+=(compat/tf2_msgs)

@@ -22,6 +22,11 @@ class AdapterError(RuntimeError):
     """A failure the node reports as such (cannot connect, server gone, ...)."""
 
 
+class ConfigurationError(AdapterError):
+    """The adapter's own configuration is wrong (a file, a value): reported in its own
+    words, not as a failure to connect."""
+
+
 class MocapAdapter(abc.ABC):
     """One mocap system behind the neutral frame type.
 

@@ -20,6 +20,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from std_srvs.srv import Trigger
 
 from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome
+from .parameters import warn_unknown_parameters
 from .spin import run_node
 
 _PARAMETERS = (
@@ -45,6 +46,7 @@ class AuxiliarSystem(LifecycleNode):
                 self.get_logger().error(f"parameter {name}: {exc}; using the default {default!r}")
                 self.declare_parameter(name, default, ParameterDescriptor(description=description),
                                        ignore_override=True)
+        warn_unknown_parameters(self)
         self.add_on_set_parameters_callback(self._check_parameters)
         problem = self._topics_problem(self._value("topics"), self._value("topic_types"))
         if problem:
@@ -178,7 +180,9 @@ class AuxiliarSystem(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(AuxiliarSystem, AuxiliarSystem.finish, args)
+    # two threads: a START/STOP handler waits for the recorder's Trigger service, whose
+    # answer is delivered by the executor (its client is in a reentrant callback group)
+    return run_node(AuxiliarSystem, AuxiliarSystem.finish, args, threads=2)
 
 
 if __name__ == "__main__":

@@ -35,11 +35,26 @@ SYSTEMS_LISTENER_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
                                   reliability=ReliabilityPolicy.RELIABLE,
                                   durability=DurabilityPolicy.TRANSIENT_LOCAL)
 # Requests are not replayed to late joiners: an old START must not start a system that
-# comes up later.
-CONTROL_QOS = QoSProfile(depth=50, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+# comes up later. The history is the request queue of a system (and the requester's send
+# queue): a burst of 1000 requests must fit while a system is busy configuring, so it is
+# deeper than that; what still overflows is counted from the publishers' sequence numbers.
+CONTROL_QOS = QoSProfile(depth=2048, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.VOLATILE)
-ACK_QOS = QoSProfile(depth=200, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+# every system answers every request of a burst: a requester may receive systems x burst acks
+ACK_QOS = QoSProfile(depth=4096, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.VOLATILE)
+
+# Limits of a request's fields: over them a request is refused with the reason (and the
+# field is neither echoed nor logged), so one request cannot cost megabytes in acks,
+# announcements and the log.
+MAX_SESSION_ID_BYTES = 128
+MAX_SYSTEMS = 256
+MAX_REQUEST_ID_BYTES = 128
+# A request id is remembered this long, so a repeat within it is never answered twice;
+# at most MAX_REMEMBERED ids (about 20 MB); beyond that new requests are refused rather
+# than an id forgotten early.
+REMEMBER_SECONDS = 600.0
+MAX_REMEMBERED = 100_000
 
 COMMAND_NAMES = {Control.START: "START", Control.STOP: "STOP"}
 STATE_LABELS = {
@@ -69,19 +84,31 @@ class ControlPlaneMember:
     """
 
     def __init__(self, node: Node, start: Callable[[str], Outcome], stop: Callable[[], Outcome],
-                 describe: Callable[[], MocapSystemInfo], remember: int = 256):
+                 describe: Callable[[], MocapSystemInfo], remember_seconds: float = REMEMBER_SECONDS,
+                 max_remembered: int = MAX_REMEMBERED):
         self.node = node
         self.system = node.get_fully_qualified_name()
         self._start = start
         self._stop = stop
         self._describe = describe
-        self._answered: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._remember = remember
+        # request id -> monotonic time of its answer, oldest first
+        self._answered: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._remember_seconds = remember_seconds
+        self._max_remembered = max_remembered
         self._lock = threading.Lock()
+        # last publication sequence number per requester (a gap is a request the queue lost)
+        self._last_sequence: collections.OrderedDict[bytes, int] = collections.OrderedDict()
+        self._logged: set[str] = set()
+        self.lost = 0        # requests that never reached this system (queue overflow)
+        self.refused = 0     # requests refused for a limit (sizes, too many remembered ids)
         self.session_id = ""
         self._info_pub = node.create_publisher(MocapSystemInfo, SYSTEMS_TOPIC, SYSTEMS_QOS)
         self._ack_pub = node.create_publisher(ControlAck, ACK_TOPIC, ACK_QOS)
         self._sub = node.create_subscription(Control, CONTROL_TOPIC, self._on_control, CONTROL_QOS)
+
+    def counters(self) -> dict[str, int]:
+        """For diagnostics: requests lost before this system could read them, and refused."""
+        return {"control_requests_lost": self.lost, "control_requests_refused": self.refused}
 
     def announce(self, last: bool = False) -> MocapSystemInfo:
         """Publish the current MocapSystemInfo. ``last``: the process is about to exit,
@@ -98,36 +125,103 @@ class ControlPlaneMember:
     def addressed(self, msg: Control) -> bool:
         return not msg.systems or self.system in msg.systems
 
-    def _on_control(self, msg: Control) -> None:
+    def _on_control(self, msg: Control, info) -> None:
+        # two parameters: rclpy then passes the MessageInfo (publication sequence numbers)
         # never let a bad request take the node down
         try:
+            self._count_lost(info)
             self._handle(msg)
         except Exception as exc:  # noqa: BLE001 - reported, not raised
-            self.node.get_logger().error(f"control request {msg.request_id!r} failed: {exc!r}")
+            self.node.get_logger().error(f"control request {_short(msg.request_id)!r} failed: {exc!r}")
             self._ack(msg, Outcome(False, f"internal error: {exc}"))
+
+    def _log_once(self, kind: str, text: str) -> None:
+        """Each kind of bad request is logged once; the counters keep the rest."""
+        if kind not in self._logged:
+            self._logged.add(kind)
+            self.node.get_logger().warning(text + " (logged once; counted in diagnostics)")
+
+    def _count_lost(self, info) -> None:
+        """A gap in a requester's publication sequence numbers is requests that the queue
+        dropped (DDS middlewares without sequence numbers report 0: nothing counted)."""
+        if not info:
+            return
+        sequence = info.get("publication_sequence_number") or 0
+        gid = (info.get("publisher_gid") or {}).get("data")
+        if not sequence or gid is None:
+            return
+        gid = bytes(gid)
+        last = self._last_sequence.pop(gid, None)
+        self._last_sequence[gid] = sequence
+        while len(self._last_sequence) > 64:
+            self._last_sequence.popitem(last=False)
+        if last is not None and sequence > last + 1:
+            self.lost += sequence - last - 1
+            self._log_once("lost", f"{sequence - last - 1} control requests were lost before this system could "
+                                   f"read them (its queue holds {CONTROL_QOS.depth})")
+
+    def _limit_problem(self, msg: Control) -> str | None:
+        if len(msg.session_id.encode()) > MAX_SESSION_ID_BYTES:
+            return f"session_id is {len(msg.session_id.encode())} bytes, at most {MAX_SESSION_ID_BYTES} allowed"
+        if len(msg.systems) > MAX_SYSTEMS:
+            return f"systems lists {len(msg.systems)} entries, at most {MAX_SYSTEMS} allowed"
+        return None
+
+    def _remember(self, request_id: str) -> str | None:
+        """Records an answer to ``request_id``: None, or why it is not answered."""
+        now = time.monotonic()
+        with self._lock:
+            answered = self._answered
+            while answered:
+                when = next(iter(answered.values()))
+                if now - when <= self._remember_seconds:
+                    break
+                answered.popitem(last=False)
+            if request_id in answered:
+                return "repeat"
+            if len(answered) >= self._max_remembered:
+                return "full"
+            answered[request_id] = now
+        return None
 
     def _handle(self, msg: Control) -> None:
         if not self.addressed(msg):
             return
         log = self.node.get_logger()
         if not msg.request_id:
-            log.warning(f"ignoring a control request from {msg.requester or 'unknown'} without request_id "
+            log.warning(f"ignoring a control request from {_short(msg.requester) or 'unknown'} without request_id "
                         "(an answer could not be matched to it)")
             return
-        with self._lock:
-            if msg.request_id in self._answered:
-                log.info(f"request {msg.request_id} was already answered; ignoring the repeat")
-                return
-            self._answered[msg.request_id] = None
-            while len(self._answered) > self._remember:
-                self._answered.popitem(last=False)
+        if len(msg.request_id.encode()) > MAX_REQUEST_ID_BYTES:
+            # an answer would have to echo it: ignored, counted
+            self.refused += 1
+            self._log_once("request_id", f"ignoring control requests whose request_id is over "
+                                         f"{MAX_REQUEST_ID_BYTES} bytes ({len(msg.request_id.encode())} bytes)")
+            return
+        seen = self._remember(msg.request_id)
+        if seen == "repeat":
+            log.info(f"request {msg.request_id} was already answered; ignoring the repeat")
+            return
+        if seen == "full":
+            self.refused += 1
+            self._log_once("full", f"{self._max_remembered} request ids answered in the last "
+                                   f"{self._remember_seconds:.0f} s; refusing more")
+            self._ack(msg, Outcome(False, f"too many requests: {self._max_remembered} in "
+                                          f"{self._remember_seconds:.0f} s"), echo_session=False)
+            return
+        problem = self._limit_problem(msg)
+        if problem is not None:
+            self.refused += 1
+            self._log_once("limits", f"refusing request {msg.request_id} from {_short(msg.requester)}: {problem}")
+            self._ack(msg, Outcome(False, problem), echo_session=False)
+            return
         command = COMMAND_NAMES.get(msg.command)
         if command is None:
             log.warning(f"request {msg.request_id}: unknown command {msg.command}")
             self._ack(msg, Outcome(False, f"unknown command {msg.command} (START={Control.START}, "
                                           f"STOP={Control.STOP})"))
             return
-        log.info(f"{command} requested by {msg.requester or 'unknown'} (request {msg.request_id}, "
+        log.info(f"{command} requested by {_short(msg.requester) or 'unknown'} (request {msg.request_id}, "
                  f"session {msg.session_id!r})")
         if msg.command == Control.START:
             # set before starting, so the 'active' announcement already names the session
@@ -140,10 +234,11 @@ class ControlPlaneMember:
         self._ack(msg, outcome)
         self.announce()
 
-    def _ack(self, msg: Control, outcome: Outcome) -> None:
+    def _ack(self, msg: Control, outcome: Outcome, echo_session: bool = True) -> None:
         ack = ControlAck()
         ack.request_id = msg.request_id
-        ack.session_id = msg.session_id
+        within = len(msg.session_id.encode()) <= MAX_SESSION_ID_BYTES
+        ack.session_id = msg.session_id if echo_session and within else ""
         ack.system = self.system
         ack.command = msg.command
         ack.success = outcome.success
@@ -155,6 +250,11 @@ class ControlPlaneMember:
         self.node.destroy_subscription(self._sub)
         self.node.destroy_publisher(self._ack_pub)
         self.node.destroy_publisher(self._info_pub)
+
+
+def _short(text: str, limit: int = 64) -> str:
+    """A field from the wire, cut for a log line."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 @dataclass

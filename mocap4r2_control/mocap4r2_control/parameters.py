@@ -76,10 +76,13 @@ def declare_parameters(node: "Node", specs: Sequence[ParameterSpec]) -> dict[str
     for spec in specs:
         declared[spec.name] = spec
         descriptor = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+        # first declared writable: rclpy refuses to undeclare a read-only parameter, and a
+        # bad value must be replaced (a read-only one is re-declared read-only below)
+        writable = ParameterDescriptor(description=spec.description)
         # an empty list does not tell rclpy its element type: only string lists default to []
         default = Parameter.Type.STRING_ARRAY if spec.default == [] else spec.default
         try:
-            value = plain_value(node.declare_parameter(spec.name, default, descriptor).value)
+            value = plain_value(node.declare_parameter(spec.name, default, writable).value)
         except Exception as exc:  # wrong type from a params file, launch file or command line
             log.error(f"parameter {spec.name}: {exc}; using the default {spec.default!r}")
             node.declare_parameter(spec.name, default, descriptor, ignore_override=True)
@@ -87,10 +90,28 @@ def declare_parameters(node: "Node", specs: Sequence[ParameterSpec]) -> dict[str
         problem = spec.validate(spec.default if value is None else value)
         if problem:
             log.error(f"parameter {problem}; using the default {spec.default!r}")
-            # a read-only parameter cannot be set again: declare it anew with the default
+        if problem or spec.read_only:
             node.undeclare_parameter(spec.name)
-            node.declare_parameter(spec.name, default, descriptor, ignore_override=True)
+            keep = default if problem or value is None else value
+            node.declare_parameter(spec.name, keep, descriptor, ignore_override=True)
     return declared
+
+
+def warn_unknown_parameters(node: "Node") -> list[str]:
+    """Warn once, at start-up, about each value given to ``node`` (params file, launch
+    file, ``-p``) that names no declared parameter: a misspelt key would otherwise leave
+    the default in force without a word. Call after every parameter is declared.
+
+    rclpy keeps the node's overrides in ``Node._parameter_overrides`` and offers no public
+    accessor; without it nothing is reported. QoS overrides are declared later, by the
+    publishers that use them, so they are not checked here."""
+    overrides = getattr(node, "_parameter_overrides", None) or {}
+    unknown = sorted(name for name in overrides
+                     if not name.startswith("qos_overrides.") and not node.has_parameter(name))
+    for name in unknown:
+        node.get_logger().warning(f"unknown parameter {name!r} for node {node.get_fully_qualified_name()} "
+                                  "is ignored (misspelt, or meant for another node?)")
+    return unknown
 
 
 def check_parameters(specs: Mapping[str, ParameterSpec], params: "Sequence[Parameter]",

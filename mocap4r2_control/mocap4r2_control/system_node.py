@@ -20,13 +20,13 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from .adapter import MocapAdapter
+from .adapter import ConfigurationError, MocapAdapter
 from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome
 from .timebase import split_seconds, time_msg
 from .diagnostics import FrameStatistics, Thresholds
 from .frame import AssetNames, MocapFrame
 from .frame_encoder import FrameEncoder
-from .parameters import ParameterSpec, check_parameters, declare_parameters, parameter_value
+from .parameters import ParameterSpec, check_parameters, declare_parameters, parameter_value, warn_unknown_parameters
 from .ros_logging import forward_python_logging
 from .spin import run_node
 from .tf_out import TransformSender
@@ -79,6 +79,7 @@ class MocapSystemNode(LifecycleNode):
         self._specs: dict[str, ParameterSpec] = {}
         self._declare(BASE_PARAMETERS)
         self._declare(adapter_class.parameters)
+        warn_unknown_parameters(self)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         forward_python_logging(self.get_logger())
 
@@ -132,7 +133,8 @@ class MocapSystemNode(LifecycleNode):
             try:
                 names = adapter.connect()
             except Exception as exc:
-                log.error(f"configure failed: cannot connect: {exc}")
+                cause = "" if isinstance(exc, ConfigurationError) else "cannot connect: "
+                log.error(f"configure failed: {cause}{exc}")
                 _quietly(adapter.disconnect)
                 self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
                 return TransitionCallbackReturn.FAILURE
@@ -370,6 +372,7 @@ class MocapSystemNode(LifecycleNode):
             extra = self.adapter.status() if self.adapter is not None else {}
         except Exception as exc:  # noqa: BLE001
             extra = {"adapter_status_error": str(exc)}
+        extra = {**extra, **self.control.counters()}
         status = self.stats.report(
             name=f"{self.get_fully_qualified_name()}: {self.adapter_class.system_type} mocap system",
             hardware_id=self.get_fully_qualified_name(),
@@ -414,8 +417,15 @@ def _quietly(call, logger=None) -> None:
             logger.warning(f"{getattr(call, '__name__', 'release')} failed: {exc}")
 
 
-def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None) -> int:
+def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None,
+               threads: int = 1) -> int:
     """The whole main() of a system executable: spin until Ctrl-C or SIGTERM, then
     release the system (reader thread, connection) whatever state it is in and tell the
-    control plane it is finalized."""
-    return run_node(lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args)
+    control plane it is finalized. One executor thread by default: frames are published
+    by the reader thread, and the executor's callbacks (control requests, lifecycle
+    services, the diagnostics timer) share the node's mutually exclusive default group
+    anyway. An adapter fed by subscriptions on this node that must receive while a
+    transition waits (configure waiting for the first message) needs ``threads=2`` and
+    its subscriptions in a callback group of their own."""
+    return run_node(lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args,
+                    threads=threads)

@@ -86,6 +86,8 @@ class EvalCommand:
         with progress if progress is not None else nullcontext():
             gt = _load(args.gt, args.bag, args.gt_topic, args.body, args.gt_frames, "ground truth", "gt", progress)
             est = _load(args.est, args.bag, args.est_topic, args.est_body, args.est_frames, "estimate", "est", progress)
+            for note in gt.notes + est.notes:   # what the readers sorted or tolerated
+                print(f"mocap4r2 eval: warning: {note}", file=sys.stderr)
             task = progress.add_task("evaluating", total=None) if progress is not None else None
             result = evaluate(gt, est, options)
             if args.plot:

@@ -114,10 +114,15 @@ class MarkerVizNode(ToolNode):
     def _store(self, topic: str, msg) -> None:
         self._latest[topic] = msg
         self._dirty = True
+        if self._timer.is_canceled():  # asleep since nothing came: draw within a period
+            self._timer.reset()
 
     # ------------------------------------------------------------------ drawing
     def _publish(self) -> None:
         if not self._dirty:
+            # nothing new: sleep until a message comes (_store), rather than waking the
+            # executor `rate` times a second for nothing
+            self._timer.cancel()
             return
         self._dirty = False
         cfg = self.values()

@@ -9,7 +9,8 @@ the origin):
     T_root_base = T_origin^-1 * T_mocap_body * T_body_base
 
 Publishes nav_msgs/Odometry (``root_frame`` -> ``<robot_frame>_gt``; twist in the child
-frame, estimated from the poses over ``twist_window`` seconds) and the same transform on
+frame, estimated by the velocity estimation core of ``mocap4r2_tools.motion`` with
+``twist_method``: by default a finite difference over ``twist_window`` seconds) and the same transform on
 /tf, stamped with the mocap stamp.
 
 Tracking loss: nothing is published while the body is not tracked (or missing, or its
@@ -20,8 +21,6 @@ sends /tf only and odometry resumes once a twist can be estimated from fresh pos
 from __future__ import annotations
 
 import time
-from collections import deque
-
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped
@@ -36,6 +35,7 @@ from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.timebase import stamp_to_seconds
 from mocap4r2_control.tf_out import TransformSender
 
+from .motion.estimation import METHODS, make_estimator
 from .tool_node import ToolNode, frame_check, run_tool, topic_check, vector_check
 
 PARAMETERS = (
@@ -53,8 +53,10 @@ PARAMETERS = (
     ParameterSpec("publish_tf", True, "Publish root_frame -> <robot_frame>_gt on /tf."),
     ParameterSpec("odom_topic", "~/odom", "nav_msgs/Odometry output topic.", check=topic_check("odom_topic"),
                   read_only=True),
-    ParameterSpec("twist_window", 0.05, "Seconds of poses the twist is estimated over (0: the previous pose).",
-                  min_value=0.0, max_value=5.0),
+    ParameterSpec("twist_method", "finite_difference", "How the twist is estimated from the poses.",
+                  choices=METHODS),
+    ParameterSpec("twist_window", 0.05, "finite_difference: seconds of poses the twist is estimated over "
+                  "(0: the previous pose).", min_value=0.0, max_value=5.0),
     ParameterSpec("timeout", 0.5, "Seconds without a tracked sample after which diagnostics report ERROR.",
                   min_value=0.01, max_value=600.0),
     ParameterSpec("diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0),
@@ -89,7 +91,7 @@ class RobotGroundTruthNode(ToolNode):
         cfg = self.values()
         self._apply_config()
         self.origin = Pose.identity()
-        self._history: deque[tuple[float, Pose]] = deque()
+        self._estimator = make_estimator(self.twist_method, window_seconds=self.twist_window)
         self._current: Pose | None = None        # base pose in the mocap frame, last tracked sample
         self._mocap_frame = ""
         self._state = "waiting"                  # waiting | tracking | not_tracked | missing
@@ -125,11 +127,13 @@ class RobotGroundTruthNode(ToolNode):
         self.offset = Pose(np.asarray(cfg["offset_xyz"], float), Rotation.from_euler("xyz", cfg["offset_rpy"]))
         self.publish_tf = cfg["publish_tf"]
         self.twist_window = cfg["twist_window"]
+        self.twist_method = cfg["twist_method"]
         self.timeout = cfg["timeout"]
 
     def on_parameters_changed(self, names: set[str]) -> None:
         self._apply_config()
-        self._history.clear()  # a new offset or body makes the old poses incomparable
+        # a new offset or body makes the old poses incomparable
+        self._estimator = make_estimator(self.twist_method, window_seconds=self.twist_window)
         if "body" in names:
             self._current = None
             self._state = "waiting"
@@ -170,7 +174,7 @@ class RobotGroundTruthNode(ToolNode):
         self._last_stamp = stamp
         self._current = base
         if was != "tracking":
-            self._history.clear()
+            self._estimator.reset()
             self.get_logger().info(f"body {self.body!r} tracked", throttle_duration_sec=1.0)
             self._publish_diagnostics()
         self._publish(msg.header.stamp, stamp, base)
@@ -180,7 +184,7 @@ class RobotGroundTruthNode(ToolNode):
             if self._state == "tracking":
                 self._lost_events += 1
             self._state = state
-            self._history.clear()
+            self._estimator.reset()
             reason = "not tracked (tracking_valid false)" if state == "not_tracked" else "not in rigid_bodies"
             self.get_logger().warning(f"body {self.body!r} {reason}: odometry and /tf stop until it is tracked",
                                       throttle_duration_sec=1.0)
@@ -202,8 +206,8 @@ class RobotGroundTruthNode(ToolNode):
             self._tf.send([tf])
         # from mocap-frame poses: the body-frame twist does not depend on the origin, and
         # an origin change between two samples must not look like motion
-        twist = self._twist(stamp, base)
-        if twist is None:
+        estimate = self._estimator.update(stamp, base.t, base.r.as_quat())
+        if estimate is None:
             return  # first fresh pose: no twist yet, and no odometry with a made-up one
         odom = Odometry()
         odom.header.stamp = stamp_msg
@@ -212,28 +216,12 @@ class RobotGroundTruthNode(ToolNode):
         pp = odom.pose.pose
         pp.position.x, pp.position.y, pp.position.z = (float(v) for v in pose.t)
         pp.orientation.x, pp.orientation.y, pp.orientation.z, pp.orientation.w = (float(v) for v in quat)
-        linear, angular = twist
+        linear, angular = estimate.linear, estimate.angular
+        odom.twist.covariance = [float(v) for v in estimate.twist_covariance.ravel()]
         odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = (float(v) for v in linear)
         odom.twist.twist.angular.x, odom.twist.twist.angular.y, odom.twist.twist.angular.z = (float(v) for v in angular)
         self._odom_pub.publish(odom)
         self._published += 1
-
-    def _twist(self, stamp: float, pose: Pose) -> tuple[np.ndarray, np.ndarray] | None:
-        """Body-frame linear and angular velocity from the oldest pose within twist_window."""
-        history = self._history
-        history.append((stamp, pose))
-        while len(history) > 2 and stamp - history[1][0] >= self.twist_window:
-            history.popleft()
-        if len(history) < 2:
-            return None
-        t0, old = history[0]
-        dt = stamp - t0
-        if dt <= 0:
-            return None
-        # child-frame (body) velocities, as nav_msgs/Odometry specifies for the twist
-        linear = pose.r.apply((pose.t - old.t) / dt, inverse=True)
-        angular = (old.r.inv() * pose.r).as_rotvec() / dt
-        return linear, angular
 
     def _state_text(self) -> str:
         if not self.body:
@@ -291,7 +279,11 @@ class RobotGroundTruthNode(ToolNode):
             quat = np.array([o.orientation.x, o.orientation.y, o.orientation.z, o.orientation.w])
             position = np.array([o.position.x, o.position.y, o.position.z])
             norm = np.linalg.norm(quat)
-            if not (np.isfinite(norm) and np.isfinite(position).all()) or abs(norm - 1.0) > 1e-3:
+            if not np.isfinite(position).all():
+                response.success = False
+                response.message = f"origin position must be finite, got {position.tolist()}"
+                return response
+            if not np.isfinite(norm) or abs(norm - 1.0) > 1e-3:
                 response.success = False
                 response.message = f"origin orientation must be a unit quaternion (norm {norm:.6g})"
                 return response

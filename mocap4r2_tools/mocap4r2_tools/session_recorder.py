@@ -381,15 +381,8 @@ def main(args: list[str] | None = None) -> int:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     from mocap4r2_control.spin import run_node
 
-    return run_node(SessionRecorder, SessionRecorder.finish, args, make_executor=_fast_executor)
-
-
-def _fast_executor():
-    """One thread, no locks between callbacks: rclpy's SingleThreadedExecutor costs
-    noticeably less per callback than the MultiThreadedExecutor, which decides whether
-    thousands of messages per second fit. (rclpy's experimental EventsExecutor would be
-    faster still, but as shipped with Kilted it neither let signals through nor served
-    these subscriptions here.)"""
-    from rclpy.executors import SingleThreadedExecutor as Executor
-
-    return Executor()
+    # one thread (run_node's SingleThreadedExecutor): far less CPU per callback than the
+    # multi-threaded one, which decides whether thousands of messages per second fit
+    # (rclpy's experimental EventsExecutor, as shipped with Kilted, let no signal through
+    # and served none of these subscriptions here)
+    return run_node(SessionRecorder, SessionRecorder.finish, args, threads=1)

@@ -7,13 +7,13 @@ at once through :meth:`ToolNode.on_parameters_changed`.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Sequence
 
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from mocap4r2_control.parameters import ParameterSpec, check_parameters, declare_parameters, parameter_value
+from mocap4r2_control.parameters import (ParameterSpec, check_parameters, declare_parameters, parameter_value,
+                                         warn_unknown_parameters)
 from mocap4r2_control.spin import run_node
 
 
@@ -21,6 +21,7 @@ class ToolNode(Node):
     def __init__(self, node_name: str, specs: Sequence[ParameterSpec], **kwargs: Any):
         super().__init__(node_name, **kwargs)
         self._specs = declare_parameters(self, specs)
+        warn_unknown_parameters(self)
         self.add_on_set_parameters_callback(
             lambda params: check_parameters(self._specs, params, self.get_logger()))
         self.add_post_set_parameters_callback(self._after_change)
@@ -46,9 +47,8 @@ class ToolNode(Node):
 
 def run_tool(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
     """main() of a tool: spin until Ctrl-C/SIGTERM, leave cleanly."""
-    # one thread: the tools keep state across callbacks and need no locks; run_node's
-    # executor warns about a single thread, which is the point here
-    warnings.filterwarnings("ignore", message="MultiThreadedExecutor is used with a single thread")
+    # one thread: the tools keep state across callbacks and need no locks, and a
+    # single-threaded executor sleeps while nothing arrives (see mocap4r2_control.spin)
     return run_node(make_node, None, args, threads=1)
 
 

@@ -10,7 +10,6 @@ output must equal ours exactly.
 from __future__ import annotations
 
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Seg
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 # ---------------------------------------------------------------------------- oracle
 _PRIMITIVES = {
@@ -576,10 +576,8 @@ def test_published_bytes_arrive_as_messages(ros):
         raw_sub = ros.node.create_subscription(msg_type, topic, raw_received.append, qos, raw=True)
         publisher = ros.node.create_publisher(msg_type, topic, qos)
         try:
-            deadline = time.monotonic() + 20
-            while publisher.get_subscription_count() < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert publisher.get_subscription_count() >= 2, f"{topic}: subscribers not matched"
+            wait_for(lambda: publisher.get_subscription_count() >= 2, WAIT, publisher.get_subscription_count,
+                     what=f"{topic}: both subscribers matched")
             encoder_class, _, _ = make(0)
             encoder = encoder_class()
             sent = {}
@@ -588,15 +586,14 @@ def test_published_bytes_arrive_as_messages(ros):
                 raw = encoder.encode(*args)
                 sent[k] = (raw, build(*args))
                 publisher.publish(raw)
-            received = collector.wait_count(5, timeout=20)
+            received = collector.wait_count(5, timeout=WAIT)
             stamps = [m.header.stamp.sec if msg_type is not TFMessage else m.transforms[0].header.stamp.sec
                       for m in received]
             assert stamps == [1, 2, 3, 4, 5]
             for msg, k in zip(received, stamps):
                 assert msg == sent[k][1], f"{topic}: frame {k} arrived different"
-            deadline = time.monotonic() + 10
-            while len(raw_received) < 5 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_for(lambda: len(raw_received) >= 5, WAIT, lambda: len(raw_received),
+                     what=f"{topic}: 5 raw samples")
             assert raw_received == [sent[k][0] for k in range(1, 6)], f"{topic}: raw bytes changed in transit"
         finally:
             ros.node.destroy_subscription(raw_sub)

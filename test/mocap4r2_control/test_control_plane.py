@@ -14,7 +14,7 @@ from std_srvs.srv import Trigger
 
 from mocap4r2_control.control_plane import ACK_QOS, CONTROL_QOS, SYSTEMS_LISTENER_QOS, ControlClient
 from mocap4r2_control.timebase import time_msg
-from support import INSTALL
+from support import CROSS_PROCESS_TIMEOUT as WAIT, INSTALL, wait_for
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 AUX = ("mocap4r2_control", "auxiliar_system")
@@ -71,13 +71,9 @@ def states(client) -> dict[str, str]:
     return {name: info.state.label for name, info in client.systems().items() if name in ALL}
 
 
-def wait_states(client, expected: dict[str, str], timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(states(client).get(k) == v for k, v in expected.items()):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"states {states(client)} != {expected}")
+def wait_states(client, expected: dict[str, str], timeout=WAIT):
+    wait_for(lambda: all(states(client).get(k) == v for k, v in expected.items()), timeout,
+             lambda: states(client), what=f"states {expected}")
 
 
 def test_every_system_announces_itself(plane, client):
@@ -98,17 +94,17 @@ def test_start_subset_then_all_then_stop(plane, client, recorder, ros):
     bodies_b = ros.subscribe("/cp/b/rigid_bodies", RigidBodies)
 
     before = time.time()
-    result = client.start(systems=[A], session_id="trial-1")
+    result = client.start(systems=[A], session_id="trial-1", timeout=WAIT)
     assert result.ok, result.acks
     (ack,) = result.acks
     assert (ack.system, ack.command, ack.session_id, ack.success) == (A, Control.START, "trial-1", True)
     assert before - 1 <= ack.stamp.sec + ack.stamp.nanosec * 1e-9 <= time.time() + 1
     wait_states(client, {A: "active", B: "unconfigured", EMG: "unconfigured"})
     assert client.systems()[A].session_id == "trial-1"
-    time.sleep(0.3)
+    time.sleep(0.3)  # deliberately lets time pass: nothing may arrive from B
     assert not bodies_b.snapshot(), "B was not addressed"
 
-    result = client.start(session_id="trial-2")  # empty list: every system
+    result = client.start(session_id="trial-2", timeout=WAIT)  # empty list: every system
     assert sorted(result.expected) == sorted(ALL)
     assert result.ok, [(a.system, a.message) for a in result.acks]
     assert {a.system: a.message for a in result.acks}[A] == "already active"
@@ -116,13 +112,13 @@ def test_start_subset_then_all_then_stop(plane, client, recorder, ros):
     assert len(calls) == 1
     wait_states(client, {A: "active", B: "active", EMG: "active"})
     assert {n: i.session_id for n, i in client.systems().items() if n in ALL} == dict.fromkeys(ALL, "trial-2")
-    bodies_b.wait_for(timeout=10)
+    bodies_b.wait_for(timeout=WAIT)
 
-    result = client.stop(systems=[B, EMG])
+    result = client.stop(systems=[B, EMG], timeout=WAIT)
     assert result.ok and {a.command for a in result.acks} == {Control.STOP}
     wait_states(client, {A: "active", B: "inactive", EMG: "inactive"})
 
-    result = client.stop()
+    result = client.stop(timeout=WAIT)
     assert result.ok
     wait_states(client, {A: "inactive", B: "inactive", EMG: "inactive"})
     assert {a.system: a.message for a in result.acks}[B] == "already inactive"
@@ -131,7 +127,7 @@ def test_start_subset_then_all_then_stop(plane, client, recorder, ros):
 def test_a_failing_recorder_is_reported(plane, client, recorder):
     _, answer = recorder
     answer.update(success=False, message="disk full")
-    result = client.start(systems=[EMG], session_id="trial-3")
+    result = client.start(systems=[EMG], session_id="trial-3", timeout=WAIT)
     (ack,) = result.acks
     assert not ack.success and "disk full" in ack.message
     assert not result.ok
@@ -141,17 +137,20 @@ def test_a_failing_recorder_is_reported(plane, client, recorder):
 def test_late_joiner_sees_every_system(plane, client, ros):
     # a brand-new subscriber, after every announcement was made
     late = ros.subscribe("/mocap4r2/systems", MocapSystemInfo, SYSTEMS_LISTENER_QOS)
-    late.wait_for(lambda i: i.system == A, timeout=10)
-    deadline = time.monotonic() + 10
-    while {i.system for i in late.snapshot()} < set(ALL) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    late.wait_for(lambda i: i.system == A, timeout=WAIT)
+    wait_for(lambda: set(ALL) <= {i.system for i in late.snapshot()}, WAIT,
+             lambda: sorted({i.system for i in late.snapshot()}), what=f"announcements of {ALL}")
     assert set(ALL) <= {i.system for i in late.snapshot()}
 
 
 def test_bad_repeated_and_foreign_requests(plane, client, ros):
     acks = ros.subscribe("/mocap4r2/control_ack", ControlAck, ACK_QOS)
+    ack_sub = ros._subs[-1]
     pub = ros.publisher("/mocap4r2/control", Control, CONTROL_QOS)
-    time.sleep(1.0)  # let the new publisher match every system
+    # requests and acks are volatile: both new endpoints must have matched every system
+    wait_for(lambda: pub.get_subscription_count() >= len(ALL) and ack_sub.get_publisher_count() >= len(ALL),
+             WAIT, lambda: (pub.get_subscription_count(), ack_sub.get_publisher_count()),
+             what="request publisher and ack subscription matched by every system")
 
     def send(**fields):
         msg = Control(requester="/test", stamp=time_msg(), **fields)
@@ -161,20 +160,20 @@ def test_bad_repeated_and_foreign_requests(plane, client, ros):
     # unknown command: a clear refusal from each addressed system
     send(command=7, request_id="bad-cmd", systems=[A, B])
     for system in (A, B):
-        ack = acks.wait_for(lambda a, s=system: a.request_id == "bad-cmd" and a.system == s, timeout=10)
+        ack = acks.wait_for(lambda a, s=system: a.request_id == "bad-cmd" and a.system == s, timeout=WAIT)
         assert not ack.success and "unknown command 7" in ack.message
 
     # repeated request id: answered once
     send(command=Control.STOP, request_id="dup", systems=[A])
     send(command=Control.STOP, request_id="dup", systems=[A])
-    acks.wait_for(lambda a: a.request_id == "dup", timeout=10)
+    acks.wait_for(lambda a: a.request_id == "dup", timeout=WAIT)
     # foreign request: systems that are not addressed stay silent
     send(command=Control.START, request_id="foreign", systems=["/elsewhere/optitrack"])
     # no request id: ignored (nothing could match the answer)
     send(command=Control.START, request_id="", systems=[A])
     send(command=Control.STOP, request_id="marker", systems=[A])
-    acks.wait_for(lambda a: a.request_id == "marker", timeout=10)
-    time.sleep(0.5)
+    acks.wait_for(lambda a: a.request_id == "marker", timeout=WAIT)
+    time.sleep(0.5)  # deliberately lets time pass: a second "dup" ack or a foreign one must not come
     got = acks.snapshot()
     assert sum(1 for a in got if a.request_id == "dup") == 1
     assert not [a for a in got if a.request_id in ("foreign", "")]
@@ -193,7 +192,7 @@ def test_cli_end_to_end(plane, client):
     for name in ALL:
         assert name in out.stdout
 
-    out = cli("start", "--session", "cli-trial", "--systems", A, B)
+    out = cli("start", "--session", "cli-trial", "--systems", A, B, "--wait", "30", "--timeout", "30")
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"START {A}: ok" in out.stdout and f"START {B}: ok" in out.stdout
     wait_states(client, {A: "active", B: "active"})
@@ -202,7 +201,7 @@ def test_cli_end_to_end(plane, client):
     assert out.returncode == 0
     assert "cli-trial" in out.stdout and "streaming at" in out.stdout
 
-    out = cli("stop", "--systems", A, B)
+    out = cli("stop", "--systems", A, B, "--wait", "30", "--timeout", "30")
     assert out.returncode == 0 and f"STOP {A}: ok" in out.stdout
     wait_states(client, {A: "inactive", B: "inactive"})
 
@@ -217,28 +216,32 @@ def test_tui_starts_and_stops_from_the_keyboard(plane, client):
 
     session = ControlSession(args=["tui-test"])
     try:
-        session.client.wait_for_systems(names=ALL, timeout=20)
+        session.client.wait_for_systems(names=ALL, timeout=WAIT)
         app = MocapTui(LiveView(session), refresh=0.2)
+
+        def row_a():
+            return {r.name: r for r in app.view.refresh()}.get(A)
 
         async def drive():
             async with app.run_test() as pilot:
-                await pilot.pause(0.5)
+                # waits run in a thread so the app's event loop keeps running meanwhile
                 table = app.query_one("#systems")
-                assert table.row_count >= 3
+                await asyncio.to_thread(wait_for, lambda: table.row_count >= 3, WAIT,
+                                        lambda: table.row_count, what="three rows in the table")
                 await pilot.press("s")
-                deadline = time.monotonic() + 15
-                while time.monotonic() < deadline and not all(
-                        s == "active" for n, s in states(client).items() if n in (A, B)):
-                    await pilot.pause(0.2)
+                await asyncio.to_thread(wait_states, client, {A: "active", B: "active"})
                 assert states(client)[A] == "active" and states(client)[B] == "active"
-                await pilot.pause(1.5)
+                await asyncio.to_thread(wait_for, lambda: row_a() and row_a().last_frame > 0, WAIT, row_a,
+                                        what=f"frames of {A} in the view")
                 rows = {r.name: r for r in app.view.refresh()}
                 assert rows[A].bodies_total == 1 and rows[A].last_frame > 0
                 await pilot.press("x")
-                deadline = time.monotonic() + 15
-                while time.monotonic() < deadline and states(client)[A] != "inactive":
-                    await pilot.pause(0.2)
+                await asyncio.to_thread(wait_states, client, {A: "inactive"})
                 assert states(client)[A] == "inactive"
+                # the STOP line is logged once every system has acked, which can be after
+                # A's state changed: wait for the line itself
+                await asyncio.to_thread(wait_for, lambda: any("STOP" in line for line in app.view.log), WAIT,
+                                        lambda: list(app.view.log), what="a STOP line in the TUI log")
                 assert any("STOP" in line for line in app.view.log)
                 await pilot.press("q")
 

@@ -15,6 +15,7 @@ from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.tf_out import TF_QOS
 from mocap4r2_drivers.simulated.scene import Scene
+from support import CROSS_PROCESS_TIMEOUT as WAIT
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 
@@ -57,8 +58,8 @@ def record(ros, procs, scene_path, namespace, seconds=3.0, **params):
     }
     proc = procs.start(*SIM, name="sim", namespace=namespace,
                        params={"scene": scene_path, "autostart": True, **params})
-    topics["bodies"].wait_for(timeout=20)
-    time.sleep(seconds)
+    topics["bodies"].wait_for(timeout=WAIT)
+    time.sleep(seconds)  # deliberately records for a fixed span: rates and counts are measured over it
     proc.stop()
     return {k: v.snapshot() for k, v in topics.items()}
 
@@ -228,6 +229,6 @@ def test_diagnostics_error_when_no_frame_arrives(ros, procs, tmp_path):
                 params={"scene": str(path), "autostart": True, "no_frame_error": 0.3,
                         "diagnostics_period": 0.2})
     report = diags.wait_for(lambda d: any(s.hardware_id == "/f6/sim" and s.level == bytes([2]) for s in d.status),
-                            timeout=20)
+                            timeout=WAIT)
     status = next(s for s in report.status if s.hardware_id == "/f6/sim")
     assert "no frame for" in status.message

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import INSTALL, ROOT
+from support import CROSS_PROCESS_TIMEOUT as WAIT, INSTALL, ROOT
 
 LAUNCH_DIR = ROOT / "launch"
 CONFIG_DIR = ROOT / "config"
@@ -50,7 +50,7 @@ def test_config_keys_are_parameters_the_node_accepts(procs, ros, name):
     proc = procs.start_command([str(INSTALL / package / "lib" / package / exe), "--ros-args", "-r",
                                 f"__node:={node_name}", "-r", "__ns:=/cfgtest", "--params-file",
                                 str(CONFIG_DIR / name)], label=node_name)
-    ros.wait_state(f"/cfgtest/{node_name}", "unconfigured", timeout=20)
+    ros.wait_state(f"/cfgtest/{node_name}", "unconfigured", timeout=WAIT)
     response = ros.call(GetParameters, f"/cfgtest/{node_name}/get_parameters",
                         GetParameters.Request(names=list(params)))
     assert len(response.values) == len(params)

@@ -10,6 +10,8 @@ from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, SetParameters
 
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
+
 SIM = ("mocap4r2_drivers", "simulated_system")
 
 
@@ -36,32 +38,35 @@ def reader_threads(proc) -> int:
 def test_full_lifecycle_through_standard_services(ros, procs, tmp_path):
     node = "/lc/sim"
     proc = procs.start(*SIM, name="sim", namespace="/lc", params={"scene": write_scene(tmp_path)})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     bodies = ros.subscribe("/lc/rigid_bodies", RigidBodies)
 
     assert ros.change_state(node, "configure")
     assert ros.get_state(node) == "inactive"
-    time.sleep(0.3)
+    time.sleep(0.3)  # deliberately lets time pass: nothing may arrive while inactive
     assert not bodies.snapshot(), "an inactive system must not stream"
     assert reader_threads(proc) == 0
 
     assert ros.change_state(node, "activate")
     assert ros.get_state(node) == "active"
-    first = bodies.wait_for(timeout=10)
+    first = bodies.wait_for(timeout=WAIT)
     assert [b.name for b in first.rigid_bodies] == ["alpha", "beta"]
     assert reader_threads(proc) == 1
 
     assert ros.change_state(node, "deactivate")
     assert ros.get_state(node) == "inactive"
     assert reader_threads(proc) == 0
-    time.sleep(0.2)
+    # frames published before deactivate may still be in flight on a loaded machine:
+    # wait until nothing has arrived for 0.5 s, then watch a further 0.5 s
+    wait_for(lambda: bodies.quiet(0.5), WAIT, lambda: f"{len(bodies.times)} frames, still arriving",
+             what="the stream to go quiet")
     bodies.clear()
-    time.sleep(0.5)
+    time.sleep(0.5)  # deliberately lets time pass: no frame may arrive after deactivate
     assert not bodies.snapshot(), "frames after deactivate"
 
     # activate again: frame numbers continue, the reader is back
     assert ros.change_state(node, "activate")
-    again = bodies.wait_for(timeout=10)
+    again = bodies.wait_for(timeout=WAIT)
     assert again.frame_number > first.frame_number
     assert reader_threads(proc) == 1
 
@@ -75,7 +80,7 @@ def test_full_lifecycle_through_standard_services(ros, procs, tmp_path):
 def test_cleanup_disconnects_and_reconfigure_works(ros, procs, tmp_path):
     node = "/lc2/sim"
     proc = procs.start(*SIM, name="sim", namespace="/lc2", params={"scene": write_scene(tmp_path)})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert ros.change_state(node, "configure")
     assert ros.change_state(node, "activate")
     assert ros.change_state(node, "deactivate")
@@ -91,7 +96,7 @@ def test_cleanup_disconnects_and_reconfigure_works(ros, procs, tmp_path):
 def test_wrong_state_transitions_are_refused_without_harm(ros, procs, tmp_path):
     node = "/lc3/sim"
     proc = procs.start(*SIM, name="sim", namespace="/lc3", params={"scene": write_scene(tmp_path)})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert not ros.change_state(node, "activate")
     assert not ros.change_state(node, "deactivate")
     assert not ros.change_state(node, "cleanup")
@@ -108,16 +113,16 @@ def test_configure_failure_is_logged_and_leaves_node_unconfigured(ros, procs, tm
     node = "/lc4/sim"
     missing = str(tmp_path / "no_such_scene.yaml")
     proc = procs.start(*SIM, name="sim", namespace="/lc4", params={"scene": missing})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert not ros.change_state(node, "configure")
     assert ros.get_state(node) == "unconfigured"
-    assert proc.wait_log("configure failed", timeout=5)
+    assert proc.wait_log("configure failed", timeout=WAIT), proc.log()
     assert "no_such_scene.yaml" in proc.log()
     # a broken scene file is refused the same way
     (tmp_path / "broken.yaml").write_text("rigid_bodies: [{name: x, trajectory: {type: zigzag}}]\n")
     set_parameter(ros, node, "scene", str(tmp_path / "broken.yaml"))
     assert not ros.change_state(node, "configure")
-    assert proc.wait_log("unknown trajectory type 'zigzag'", timeout=5)
+    assert proc.wait_log("trajectory: unknown type 'zigzag'", timeout=WAIT), proc.log()
     # fixed: configure now succeeds in the same process
     set_parameter(ros, node, "scene", write_scene(tmp_path))
     assert ros.change_state(node, "configure")
@@ -151,7 +156,7 @@ def test_bad_parameters_are_refused_with_a_reason(ros, procs, tmp_path):
     proc = procs.start(*SIM, name="sim", namespace="/lc5",
                        params={"scene": write_scene(tmp_path), "rate": -5.0, "frame_id": "/bad frame",
                                "publish_tf": "yes please"})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     log = proc.log()
     assert "rate must be >= 0.0" in log
     assert "frame_id must be a non-empty tf frame name" in log
@@ -170,7 +175,7 @@ def test_bad_parameters_are_refused_with_a_reason(ros, procs, tmp_path):
     assert ros.change_state(node, "configure")
     assert ros.change_state(node, "activate")
     bodies = ros.subscribe("/lc5/rigid_bodies", RigidBodies)
-    assert bodies.wait_for(timeout=10).header.frame_id == "mocap"
+    assert bodies.wait_for(timeout=WAIT).header.frame_id == "mocap"
     assert proc.alive()
 
 
@@ -182,6 +187,6 @@ def test_sigint_releases_and_announces_finalized(ros, procs, tmp_path):
     proc = procs.start(*SIM, name="sim", namespace="/lc6",
                        params={"scene": write_scene(tmp_path), "autostart": True})
     infos = ros.subscribe("/mocap4r2/systems", MocapSystemInfo, SYSTEMS_LISTENER_QOS)
-    infos.wait_for(lambda i: i.system == node and i.state.label == "active", timeout=20)
+    infos.wait_for(lambda i: i.system == node and i.state.label == "active", timeout=WAIT)
     assert proc.stop() == 0
-    infos.wait_for(lambda i: i.system == node and i.state.label == "finalized", timeout=5)
+    infos.wait_for(lambda i: i.system == node and i.state.label == "finalized", timeout=WAIT)

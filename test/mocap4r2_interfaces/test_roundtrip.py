@@ -7,7 +7,6 @@ process and compared field by field with what comes back.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from lifecycle_msgs.msg import State
 from mocap4r2_interfaces import msg as m
 from mocap4r2_interfaces.srv import SetOrigin
 from std_msgs.msg import Header
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 ECHO = Path(__file__).resolve().parents[1] / "fixtures" / "echo_node.py"
 
@@ -110,7 +110,7 @@ def echo(tmp_path_factory):
 
     runner = ProcessRunner(tmp_path_factory.mktemp("echo"))
     proc = runner.start_command([sys.executable, str(ECHO)], label="echo")
-    assert proc.wait_log("echo ready", timeout=30), proc.log()
+    assert proc.wait_log("echo ready", timeout=WAIT), proc.log()
     yield proc
     runner.stop_all()
 
@@ -121,19 +121,22 @@ def test_message_round_trip_between_processes(ros, echo, name):
     cls = type(sent)
     received = ros.subscribe(f"/roundtrip/out/{name}", cls)
     pub = ros.publisher(f"/roundtrip/in/{name}", cls)
-    deadline = time.monotonic() + 20
+
     # publish until the echo's subscription has matched ours and the message returns
-    while not received.snapshot() and time.monotonic() < deadline:
-        pub.publish(sent)
-        time.sleep(0.2)
-    got = received.wait_for(timeout=5)
+    def returned():
+        if not received.snapshot():
+            pub.publish(sent)
+        return received.snapshot()
+
+    wait_for(returned, WAIT, interval=0.2, what=f"{name} back from the echo process")
+    got = received.wait_for(timeout=WAIT)
     assert got == sent
     assert got is not sent
 
 
 def test_set_origin_service_between_processes(ros, echo):
     request = SetOrigin.Request(use_current=False, origin=pose(3))
-    response = ros.call(SetOrigin, "/roundtrip/set_origin", request, timeout=20)
+    response = ros.call(SetOrigin, "/roundtrip/set_origin", request, timeout=WAIT)
     assert response.success is True
     assert response.message == "4.5,-6.75,3.125,0.5"
     response = ros.call(SetOrigin, "/roundtrip/set_origin", SetOrigin.Request(use_current=True))

@@ -36,6 +36,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC
 from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
 from mocap4r2_tools.trajectory import EvalOptions, Trajectory, evaluate
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 TOOLS = "mocap4r2_tools"
 RELIABLE = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
@@ -73,23 +74,24 @@ def bodies_msg(t: float, bodies: list[tuple[str, object, object, bool]], frame: 
     return msg
 
 
-def wait_matched(publisher, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while publisher.get_subscription_count() == 0:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"nobody subscribed to {publisher.topic_name} within {timeout} s")
-        time.sleep(0.05)
-    time.sleep(0.2)  # let the reliable reader settle before a burst
+def wait_matched(publisher, timeout: float = WAIT) -> None:
+    wait_for(lambda: publisher.get_subscription_count() > 0, timeout, publisher.get_subscription_count,
+             what=f"a subscriber on {publisher.topic_name}")
+    # our writer has matched; whether the remote reader has matched our writer yet cannot
+    # be observed from here, so give it a moment before a burst
+    time.sleep(0.2)
 
 
-def wait_publisher(ros, topic: str, timeout: float = 20.0) -> None:
-    """Until the node under test publishes ``topic`` (so our subscription gets it all)."""
-    deadline = time.monotonic() + timeout
-    while ros.node.count_publishers(topic) == 0:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"nobody publishes {topic} within {timeout} s")
-        time.sleep(0.05)
-    time.sleep(0.3)
+def wait_publisher(ros, topic: str, timeout: float = WAIT) -> None:
+    """Until the node under test publishes ``topic`` and our subscriptions to it have
+    matched its publisher (so they get it all)."""
+    ours = [sub for sub in ros._subs if sub.topic_name == topic]
+
+    def matched():
+        return ros.node.count_publishers(topic) > 0 and all(sub.get_publisher_count() > 0 for sub in ours)
+
+    wait_for(matched, timeout, lambda: (ros.node.count_publishers(topic), [sub.get_publisher_count() for sub in ours]),
+             what=f"a matched publisher of {topic}")
 
 
 def set_parameter(ros, node: str, name: str, value: float):
@@ -167,7 +169,7 @@ def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
         est_pub = ros.publisher(f"{ns}/estimate", EST_TYPES[est_type], RELIABLE)
     wait_matched(gt_pub)
     wait_matched(est_pub)
-    first = out.wait_for(timeout=20)
+    first = out.wait_for(timeout=WAIT)
     assert first.samples == 0 and not first.aligned and math.isfinite(first.ate_rmse)
 
     gt = wavy(600, 100.0)
@@ -213,8 +215,8 @@ def test_trajectory_error_degenerate_reset_and_parameters(ros, procs):
     est_pub = ros.publisher(f"{ns}/est", PoseStamped, RELIABLE)
     wait_matched(gt_pub)
     wait_matched(est_pub)
-    assert proc.wait_log("parameter align must be one of", timeout=10)
-    assert proc.wait_log("parameter rpe_unit must be one of", timeout=10)
+    assert proc.wait_log("parameter align must be one of", timeout=WAIT)
+    assert proc.wait_log("parameter rpe_unit must be one of", timeout=WAIT)
 
     # a robot standing still: not aligned (the reason is logged), finite numbers
     for i in range(100):
@@ -223,24 +225,24 @@ def test_trajectory_error_degenerate_reset_and_parameters(ros, procs):
         if i % 4 == 0:
             est_pub.publish(est_message("pose", t, (0.0, 0.0, 0.0), (0, 0, 0, 1)))
         time.sleep(0.002)
-    still = out.wait_for(lambda m: m.samples >= 20, timeout=20)
+    still = out.wait_for(lambda m: m.samples >= 20, timeout=WAIT)
     assert not still.aligned
     assert still.ate_rmse == pytest.approx(math.sqrt(5.0), abs=1e-12)   # unaligned: |(1, 2, 0)|
     assert all(math.isfinite(v) for v in (still.ate_rmse, still.ate_mean, still.ate_max,
                                           still.rpe_trans_rmse, still.rpe_rot_rmse))
-    assert proc.wait_log("not aligned: the", timeout=10)
+    assert proc.wait_log("not aligned: the", timeout=WAIT)
 
     # untracked samples are not ground truth: the pair count does not move
-    count = out.wait_for(lambda m: m.samples >= 25, timeout=10).samples
+    count = out.wait_for(lambda m: m.samples >= 25, timeout=WAIT).samples
     for i in range(100, 140):
         t = T0 + i * 0.01
         gt_pub.publish(bodies_msg(t, [("robot", (5.0, 5.0, 5.0), (0, 0, 0, 1), False)]))
         if i % 4 == 0:
             est_pub.publish(est_message("pose", t, (0.0, 0.0, 0.0), (0, 0, 0, 1)))
         time.sleep(0.002)
-    time.sleep(0.5)
+    time.sleep(0.5)  # deliberately lets time pass: the untracked samples must not add pairs
     out.clear()
-    assert out.wait_for(timeout=5).samples == count
+    assert out.wait_for(timeout=WAIT).samples == count
 
     # runtime changes: a bad value is refused with the reason, a good one restarts the evaluation
     refused = set_parameter(ros, f"{ns}/te", "max_diff", -1.0)
@@ -248,7 +250,7 @@ def test_trajectory_error_degenerate_reset_and_parameters(ros, procs):
     reply = ros.call(Trigger, f"{ns}/te/reset", Trigger.Request())
     assert reply.success and f"cleared {count} pose pairs" == reply.message
     out.clear()
-    assert out.wait_for(timeout=5).samples == 0
+    assert out.wait_for(timeout=WAIT).samples == 0
     assert proc.alive()
 
 
@@ -298,7 +300,7 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
         return t
 
     sent = [send(i) for i in range(50)]
-    odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(sent[-1], abs=1e-6), timeout=20)
+    odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(sent[-1], abs=1e-6), timeout=WAIT)
     first = odom.snapshot()
 
     # the first sample has no twist yet: odometry starts with the second, each stamped as the mocap
@@ -315,7 +317,7 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
         world_velocity = np.array([SPEED, 0, 0]) + np.cross([0, 0, YAW_RATE], body_pose(t)[1].apply(OFFSET_XYZ))
         expected = base_pose(t)[1].apply(world_velocity, inverse=True)
         assert np.allclose([tw.linear.x, tw.linear.y, tw.linear.z], expected, atol=2e-3)
-    tf_msg = tf.wait_for(lambda m: any(e.child_frame_id == "base_link_gt" for e in m.transforms), timeout=10)
+    tf_msg = tf.wait_for(lambda m: any(e.child_frame_id == "base_link_gt" for e in m.transforms), timeout=WAIT)
     edge = next(e for e in tf_msg.transforms if e.child_frame_id == "base_link_gt")
     assert edge.header.frame_id == "world"
     t_edge = seconds(edge.header.stamp)
@@ -327,23 +329,23 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     odom.clear()
     lost = [send(i, valid=False) for i in range(50, 80)]
     status = diag.wait_for(lambda m: any("not tracked" in s.message and "robot" in s.name for s in m.status),
-                           timeout=10).status[0]
+                           timeout=WAIT).status[0]
     assert status.level in (DiagnosticStatus.WARN, DiagnosticStatus.ERROR)
-    time.sleep(0.5)
+    time.sleep(0.5)  # deliberately lets time pass: nothing may be published for lost samples
     assert odom.snapshot() == []
     refused = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", SetOrigin.Request(use_current=True))
     assert not refused.success and "not tracked" in refused.message
     missing = [send(i, present=False) for i in range(80, 90)]
     diag.wait_for(lambda m: any("not in rigid_bodies" in s.message and "table" in s.message for s in m.status),
-                  timeout=10)
+                  timeout=WAIT)
     assert odom.snapshot() == [] and lost and missing
 
     # back: the first fresh sample gives /tf only, odometry resumes with the second
     back = [send(i) for i in range(90, 100)]
-    odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(back[-1], abs=1e-6), timeout=10)
+    odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(back[-1], abs=1e-6), timeout=WAIT)
     assert [seconds(m.header.stamp) for m in odom.snapshot()] == pytest.approx(back[1:], abs=1e-9)
     diag.wait_for(lambda m: any(s.level == DiagnosticStatus.OK and "tracking" in s.message for s in m.status),
-                  timeout=10)
+                  timeout=WAIT)
 
     # origin at the current pose: from now on poses are relative to it
     reply = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", SetOrigin.Request(use_current=True))
@@ -351,7 +353,7 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     origin_p, origin_r = base_pose(back[-1])
     odom.clear()
     after = [send(i) for i in range(100, 110)]
-    odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(after[-1], abs=1e-6), timeout=10)
+    odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(after[-1], abs=1e-6), timeout=WAIT)
     for m in odom.snapshot():
         p, r = odom_pose(m)
         ep, er = base_pose(seconds(m.header.stamp))
@@ -367,9 +369,14 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     set_pose(bad.origin, (0, 0, 0), (0, 0, 0, 0))
     reply = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", bad)
     assert not reply.success and "unit quaternion" in reply.message
+    # a NaN position is refused for what it is (the orientation is fine)
+    nan_position = SetOrigin.Request(use_current=False)
+    set_pose(nan_position.origin, (float("nan"), 0.0, 0.0), (0, 0, 0, 1))
+    reply = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", nan_position)
+    assert not reply.success and "position" in reply.message and "orientation" not in reply.message, reply.message
     odom.clear()
     final = [send(i) for i in range(110, 115)]
-    m = odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(final[-1], abs=1e-6), timeout=10)
+    m = odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(final[-1], abs=1e-6), timeout=WAIT)
     p, _ = odom_pose(m)
     ep, _ = base_pose(final[-1])
     assert np.allclose(p, Rotation.from_euler("z", 0.5).apply(ep - [1.0, 2.0, 0.0], inverse=True), atol=1e-9)
@@ -381,10 +388,10 @@ def test_robot_ground_truth_without_a_body_reports_and_survives(ros, procs):
                        params={"rigid_bodies_topic": "/rg_none/rigid_bodies", "offset_xyz": [1.0, 2.0],
                                "diagnostics_period": 0.2})
     diag = ros.subscribe("/diagnostics", DiagnosticArray)
-    assert proc.wait_log("offset_xyz must be a list of 3 numbers", timeout=15)
-    assert proc.wait_log("parameter body is empty", timeout=15)
+    assert proc.wait_log("offset_xyz must be a list of 3 numbers", timeout=WAIT)
+    assert proc.wait_log("parameter body is empty", timeout=WAIT)
     status = diag.wait_for(lambda m: any(s.name.startswith("/rg_none/robot_gt") for s in m.status),
-                           timeout=10).status[0]
+                           timeout=WAIT).status[0]
     assert status.level == DiagnosticStatus.ERROR and "body is empty" in status.message
     assert proc.alive()
 
@@ -442,7 +449,7 @@ def test_marker_viz_draws_markers_bodies_and_skeletons(ros, procs):
         pubs[2].publish(skeletons_msg(t))
         time.sleep(0.01)
     array = out.wait_for(lambda m: {"mvsys/labeled_markers", "mvsys/bodies", "mvsys/skeletons"}
-                         <= {x.ns for x in m.markers}, timeout=20)
+                         <= {x.ns for x in m.markers}, timeout=WAIT)
     elapsed = time.monotonic() - start
     layers = by_ns(array)
     labeled, unlabeled, occluded = (layers[f"mvsys/{k}_markers"][0] for k in ("labeled", "unlabeled", "occluded"))
@@ -465,7 +472,7 @@ def test_marker_viz_draws_markers_bodies_and_skeletons(ros, procs):
     last_segment = skeleton.colors[3]
     assert abs(last_segment.r - last_segment.b) < 1e-6   # untracked segment greyed
     # rate limited for display: at most 5 arrays per second whatever the input rate
-    time.sleep(0.5)
+    time.sleep(0.5)  # deliberately: part of the span the rate is measured over
     count = len(out.snapshot())
     assert 1 <= count <= 5 * (elapsed + 0.5) + 3
     assert proc.alive()
@@ -480,17 +487,16 @@ def test_marker_viz_discovers_announced_systems(ros, procs):
                            topics=["/disc/rigid_bodies", "/diagnostics"],
                            topic_types=["mocap4r2_interfaces/msg/RigidBodies", "diagnostic_msgs/msg/DiagnosticArray"])
     announce.publish(info)
-    assert proc.wait_log("drawing /disc/rigid_bodies", timeout=20)
+    assert proc.wait_log("drawing /disc/rigid_bodies", timeout=WAIT)
     pub = ros.publisher("/disc/rigid_bodies", RigidBodies, RELIABLE)
     wait_matched(pub)
-    deadline = time.monotonic() + 20
-    array = None
-    while array is None and time.monotonic() < deadline:
+
+    # publish until the discovered system's bodies are drawn
+    def drawn():
         pub.publish(bodies_msg(time.time(), [("wand", (0.0, 0.0, 1.0), (0, 0, 0, 1), True)]))
-        try:
-            array = out.wait_for(lambda m: any(x.ns == "disc/body_names" for x in m.markers), timeout=0.5)
-        except AssertionError:
-            pass
+        return next((m for m in out.snapshot() if any(x.ns == "disc/body_names" for x in m.markers)), None)
+
+    array = wait_for(drawn, WAIT, interval=0.5, what="a MarkerArray for the discovered system")
     assert array is not None, "no MarkerArray for the discovered system"
     assert [m.text for m in array.markers if m.ns == "disc/body_names"] == ["wand"]
 
@@ -550,10 +556,10 @@ def test_tools_yaml_is_valid_for_every_tool(procs):
                                  args=["--ros-args", "--params-file", str(ROOT / "config" / "tools.yaml")])
                for node, exe in (("marker_viz", "marker_viz"), ("robot_ground_truth", "robot_ground_truth"),
                                  ("trajectory_error", "trajectory_error"))}
-    assert started["robot_ground_truth"].wait_log("following body 'robot1' on /sim/rigid_bodies", timeout=20)
+    assert started["robot_ground_truth"].wait_log("following body 'robot1' on /sim/rigid_bodies", timeout=WAIT)
     assert started["trajectory_error"].wait_log(
-        "estimate /robot_ground_truth/odom (odometry), align se3", timeout=20)
-    assert started["marker_viz"].wait_log("drawing /sim/rigid_bodies", timeout=20)
+        "estimate /robot_ground_truth/odom (odometry), align se3", timeout=WAIT)
+    assert started["marker_viz"].wait_log("drawing /sim/rigid_bodies", timeout=WAIT)
     for node, proc in started.items():
         assert "[ERROR]" not in proc.log(), (node, proc.log())
         assert proc.alive(), node

@@ -169,13 +169,14 @@ class Scene:
         self._body_occlusion = np.zeros(len(bodies_cfg))
         for row, cfg in enumerate(bodies_cfg):
             name = _name(cfg, f"rigid_bodies[{row}]")
-            body_id = int(cfg.get("id", row + 1))
+            where = f"rigid_bodies[{row}] ({name})"
+            body_id = int(_float(cfg, "id", row + 1, where))
             if body_id in used_ids or body_id < 0:
-                raise SceneError(f"rigid body {name!r}: id {body_id} is negative or used twice")
+                raise SceneError(f"{where}: id {body_id} is negative or used twice")
             used_ids.add(body_id)
             layout = np.asarray(cfg.get("markers", _default_layout(rng)), dtype=float)
             if layout.ndim != 2 or layout.shape[1] != 3 or layout.shape[0] < 3:
-                raise SceneError(f"rigid body {name!r}: markers must be 3 or more [x, y, z] points")
+                raise SceneError(f"{where}: markers must be 3 or more [x, y, z] points")
             m = layout.shape[0]
             specs.append(BodySpec(
                 id=body_id, name=name,
@@ -183,22 +184,23 @@ class Scene:
                 marker_names=tuple(f"{name}:marker{i + 1}" for i in range(m)),
                 marker_layout=layout,
             ))
-            self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, name)
-            self._body_loss[row] = _loss(cfg, name)
+            self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, f"{where}: trajectory")
+            self._body_loss[row] = _loss(cfg, where)
             self._body_occlusion[row] = _probability(cfg, "occlusion", self.occlusion)
 
         skeletons: list[_Skeleton] = []
         skel_ids: set[int] = set()
         for i, cfg in enumerate(skeletons_cfg):
             name = _name(cfg, f"skeletons[{i}]")
-            skel_id = int(cfg.get("id", i + 1))
+            where = f"skeletons[{i}] ({name})"
+            skel_id = int(_float(cfg, "id", i + 1, where))
             if skel_id in skel_ids or skel_id < 0:
-                raise SceneError(f"skeleton {name!r}: id {skel_id} is negative or used twice")
+                raise SceneError(f"{where}: id {skel_id} is negative or used twice")
             skel_ids.add(skel_id)
             if cfg.get("template", "human") != "human":
-                raise SceneError(f"skeleton {name!r}: only the 'human' template exists")
+                raise SceneError(f"{where}: template: only 'human' exists")
             row = len(bodies_cfg) + i
-            self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, name)
+            self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, f"{where}: trajectory")
             names = tuple(s[0] for s in _HUMAN)
             index = {n: j for j, n in enumerate(names)}
             seg_ids = np.arange(1, len(_HUMAN) + 1, dtype=np.int32)
@@ -213,8 +215,8 @@ class Scene:
                 swing_axes=np.asarray([s[3] or (1, 0, 0) for s in _HUMAN], dtype=float),
                 swing_amp=np.asarray([s[4] for s in _HUMAN]),
                 swing_phase=np.asarray([s[5] for s in _HUMAN]),
-                step_rate=float(cfg.get("step_rate", 0.9)),
-                loss=_loss(cfg, name),
+                step_rate=_float(cfg, "step_rate", 0.9, where),
+                loss=_loss(cfg, where),
             ))
         self._skeletons = skeletons
         self.description = SceneDescription(
@@ -232,25 +234,30 @@ class Scene:
             config = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise SceneError(f"scene {path} is not valid YAML: {exc}") from exc
-        return cls(config or {}, seed=seed)
+        try:
+            return cls(config or {}, seed=seed)
+        except SceneError as exc:   # say which file: a launch may load several
+            raise SceneError(f"scene {path}: {exc}") from None
+        except (TypeError, ValueError) as exc:   # a list or number of the wrong shape or type
+            raise SceneError(f"scene {path}: {exc}") from None
 
     def _set_trajectory(self, row: int, cfg: dict[str, Any], rng: np.random.Generator, name: str) -> None:
         if not isinstance(cfg, dict):
-            raise SceneError(f"{name}: trajectory must be a mapping with a type")
+            raise SceneError(f"{name} must be a mapping with a type")
         kind = cfg.get("type", "static")
         center = np.asarray(cfg.get("center", cfg.get("position", [0.0, 0.0, 1.0])), dtype=float)
         if center.shape != (3,):
-            raise SceneError(f"{name}: trajectory center must be [x, y, z]")
+            raise SceneError(f"{name}: center must be [x, y, z]")
         self._center[row] = center
-        period = float(cfg.get("period", 10.0))
+        period = _float(cfg, "period", 10.0, name)
         if kind != "static" and period <= 0:
-            raise SceneError(f"{name}: trajectory period must be > 0")
+            raise SceneError(f"{name}: period must be > 0")
         w = 2 * math.pi / period if kind != "static" else 0.0
-        phase0 = float(cfg.get("phase", 0.0))
-        self._yaw0[row] = float(cfg.get("yaw", 0.0))
-        self._tilt[row] = float(cfg.get("tilt", 0.0))
+        phase0 = _float(cfg, "phase", 0.0, name)
+        self._yaw0[row] = _float(cfg, "yaw", 0.0, name)
+        self._tilt[row] = _float(cfg, "tilt", 0.0, name)
         if kind == "circle":
-            r = float(cfg.get("radius", 1.0))
+            r = _float(cfg, "radius", 1.0, name)
             self._amp[row, 0] = (r, r, 0.0)
             self._freq[row, 0] = (w, w, 0.0)
             self._phase[row, 0] = (phase0 + math.pi / 2, phase0, 0.0)
@@ -269,11 +276,11 @@ class Scene:
             self._amp[row] = weights * extent
             self._freq[row] = w * rng.uniform(0.5, 2.5, size=(_TERMS, 3))
             self._phase[row] = rng.uniform(0, 2 * math.pi, size=(_TERMS, 3))
-            self._yaw_rate[row] = float(cfg.get("yaw_rate", 0.3))
+            self._yaw_rate[row] = _float(cfg, "yaw_rate", 0.3, name)
         elif kind == "static":
             self._yaw_rate[row] = 0.0
         else:
-            raise SceneError(f"{name}: unknown trajectory type {kind!r} (one of {', '.join(TRAJECTORY_TYPES)})")
+            raise SceneError(f"{name}: unknown type {kind!r} (one of {', '.join(TRAJECTORY_TYPES)})")
 
     def _prepare_arrays(self) -> None:
         bodies = self.description.bodies
@@ -452,7 +459,8 @@ def _loss(cfg: dict[str, Any], name: str) -> tuple[float, float]:
         return (0.0, 0.0)
     if not isinstance(loss, dict):
         raise SceneError(f"{name}: tracking_loss must be {{every: s, duration: s}}")
-    every, duration = float(loss.get("every", 0.0)), float(loss.get("duration", 0.0))
+    where = f"{name}: tracking_loss"
+    every, duration = _float(loss, "every", 0.0, where), _float(loss, "duration", 0.0, where)
     if every <= 0 or not 0 < duration < every:
         raise SceneError(f"{name}: tracking_loss needs every > duration > 0")
     return (every, duration)
@@ -494,22 +502,32 @@ def _name(cfg: Any, where: str) -> str:
     return cfg["name"]
 
 
+def _float(cfg: dict[str, Any], key: str, default: float, where: str = "") -> float:
+    """cfg[key] as a number; a SceneError naming the key otherwise."""
+    value = cfg.get(key, default)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        prefix = f"{where}: " if where else ""
+        raise SceneError(f"{prefix}{key} must be a number, got {value!r}") from None
+
+
 def _positive(cfg: dict[str, Any], key: str, default: float, maximum: float) -> float:
-    value = float(cfg.get(key, default))
+    value = _float(cfg, key, default)
     if not 0 < value <= maximum:
         raise SceneError(f"{key} must be in (0, {maximum}], got {value}")
     return value
 
 
 def _non_negative(cfg: dict[str, Any], key: str, default: float) -> float:
-    value = float(cfg.get(key, default))
+    value = _float(cfg, key, default)
     if value < 0 or not math.isfinite(value):
         raise SceneError(f"{key} must be >= 0, got {value}")
     return value
 
 
 def _probability(cfg: dict[str, Any], key: str, default: float) -> float:
-    value = float(cfg.get(key, default))
+    value = _float(cfg, key, default)
     if not 0.0 <= value <= 1.0:
         raise SceneError(f"{key} must be a probability in [0, 1], got {value}")
     return value

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Mapping
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter
+from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.system_node import run_system
@@ -51,7 +51,7 @@ class SimulatedAdapter(MocapAdapter):
                 scene.config["rate"] = self.rate_override
                 scene = Scene(scene.config, seed=self.seed)
         except SceneError as exc:
-            raise AdapterError(str(exc)) from exc
+            raise ConfigurationError(str(exc)) from exc
         self.scene = scene
         return scene.asset_names()
 

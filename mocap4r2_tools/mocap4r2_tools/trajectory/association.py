@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
+from scipy.spatial.transform import Rotation
 
 from .poses import Trajectory, TrajectoryInputError
 
@@ -94,7 +94,10 @@ def nearest_indices(query: np.ndarray, reference: np.ndarray, max_diff: float) -
 
 
 def interpolate(traj: Trajectory, times: np.ndarray) -> Trajectory:
-    """Poses of ``traj`` at ``times``: linear positions, slerp orientations, clamped to the ends."""
+    """Poses of ``traj`` at ``times``: linear positions, slerp orientations, clamped to the ends.
+
+    Where two rows share a stamp (recorded files do that), the interval between them has
+    no length and the earlier row is used, as evo's PoseTrajectory3D.interpolate does."""
     times = np.asarray(times, dtype=np.float64)
     if len(traj) == 1:
         rows = np.zeros(times.shape[0], dtype=np.int64)
@@ -102,13 +105,15 @@ def interpolate(traj: Trajectory, times: np.ndarray) -> Trajectory:
     clamped = np.clip(times, traj.stamps[0], traj.stamps[-1])
     upper = np.clip(np.searchsorted(traj.stamps, clamped, side="left"), 1, len(traj) - 1)
     lower = upper - 1
-    frac = (clamped - traj.stamps[lower]) / (traj.stamps[upper] - traj.stamps[lower])
+    span = traj.stamps[upper] - traj.stamps[lower]
+    frac = np.where(span > 0.0, (clamped - traj.stamps[lower]) / np.where(span > 0.0, span, 1.0), 0.0)
+    frac = np.clip(frac, 0.0, 1.0)
     positions = traj.positions[lower] + frac[:, None] * (traj.positions[upper] - traj.positions[lower])
-    # Slerp on just the bracketing keys used, so a million-pose ground truth sampled at a
-    # few thousand stamps costs only those intervals
-    keys = np.unique(np.concatenate((lower, upper)))
-    slerp = Slerp(traj.stamps[keys], Rotation.from_quat(traj.orientations[keys]))
-    orientations = slerp(clamped).as_quat()
+    # slerp per bracketing pair (only the intervals used, so a million-pose ground truth
+    # sampled at a few thousand stamps costs only those), along the shorter arc
+    start = Rotation.from_quat(traj.orientations[lower])
+    step = (start.inv() * Rotation.from_quat(traj.orientations[upper])).as_rotvec()
+    orientations = (start * Rotation.from_rotvec(frac[:, None] * step)).as_quat()
     return Trajectory(times, positions, orientations, traj.name)
 
 

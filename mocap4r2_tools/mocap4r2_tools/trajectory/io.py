@@ -36,18 +36,16 @@ SUPPORTED_TYPES = (
 )
 
 _SEPARATORS = re.compile(r"[,\s]+")
+_CHUNK = 1 << 20        # bytes read at a time while checking a file is text
+MAX_LINE = 1 << 20      # longest run without a newline accepted (a TUM line is < 200 bytes)
 
 
 # --------------------------------------------------------------------------- TUM
 def read_tum(path: str | Path, name: str | None = None) -> Trajectory:
+    """Poses of a TUM file. Rows out of time order are sorted and repeated stamps kept,
+    both said in the trajectory's ``notes`` (see Trajectory.from_recorded)."""
     path = Path(path)
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096)
-    except OSError as exc:
-        raise TrajectoryInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if b"\0" in head:
-        raise TrajectoryInputError(f"{path} is not a text file (TUM format expected)")
+    head = _check_text(path)
     # fast path: numpy's C reader (a million lines in about a second); anything unusual
     # (mixed separators, a bad line) goes through the tolerant reader, which names the line
     delimiter = "," if b"," in head else None
@@ -63,7 +61,33 @@ def read_tum(path: str | Path, name: str | None = None) -> Trajectory:
         data = _read_tum_tolerant(path)
     if data.shape[0] == 0:
         raise TrajectoryInputError(f"{path} holds no poses")
-    return Trajectory.build(data[:, 0], data[:, 1:4], data[:, 4:8], name=name or path.name)
+    return Trajectory.from_recorded(data[:, 0], data[:, 1:4], data[:, 4:8], name=name or path.name)
+
+
+def _check_text(path: Path) -> bytes:
+    """The file's first 4 KiB, after one pass over all of it in fixed chunks: a NUL byte
+    anywhere, or a run of more than MAX_LINE bytes without a newline, is refused before a
+    parser sees the file (a parser would hold such a "line" in memory whole)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+            chunk, offset, open_line = head, 0, 0
+            while chunk:
+                nul = chunk.find(b"\0")
+                if nul >= 0:
+                    raise TrajectoryInputError(
+                        f"{path} is not a text file (TUM format expected): NUL byte at offset {offset + nul}")
+                newline = chunk.rfind(b"\n")
+                open_line = open_line + len(chunk) if newline < 0 else len(chunk) - newline - 1
+                if open_line > MAX_LINE:
+                    raise TrajectoryInputError(
+                        f"{path}: more than {MAX_LINE} bytes without a line break at offset {offset} "
+                        "(not a TUM file)")
+                offset += len(chunk)
+                chunk = handle.read(_CHUNK)
+    except OSError as exc:
+        raise TrajectoryInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return head
 
 
 def _read_tum_tolerant(path: Path) -> np.ndarray:
@@ -187,7 +211,8 @@ def read_bag(path: str | Path, topic: str, body: str | None = None, frames: tupl
     if not stamps:
         raise TrajectoryInputError(_nothing_found(path, topic, msgtype, body, frames, total, names_seen))
     values = np.asarray(poses, dtype=np.float64)
-    return Trajectory.sorted_by_time(stamps, values[:, 0:3], values[:, 3:7], name=label)
+    # recorders may store messages out of stamp order: sorted, and said in ``notes``
+    return Trajectory.from_recorded(stamps, values[:, 0:3], values[:, 3:7], name=label)
 
 
 def _nothing_found(path, topic, msgtype, body, frames, total, names_seen) -> str:

@@ -18,10 +18,11 @@ class TrajectoryInputError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class Trajectory:
-    stamps: np.ndarray        # (n,) seconds, strictly increasing
+    stamps: np.ndarray        # (n,) seconds, increasing (a recorded file may repeat one: from_recorded)
     positions: np.ndarray     # (n, 3) metres
     orientations: np.ndarray  # (n, 4) unit quaternions x, y, z, w
     name: str = ""
+    notes: tuple[str, ...] = ()   # what a reader changed or tolerated, for the user to see
 
     @classmethod
     def build(cls, stamps, positions, orientations=None, name: str = "",
@@ -66,6 +67,40 @@ class Trajectory:
         if orientations is not None:
             orientations = np.asarray(orientations, dtype=np.float64)[order]
         return cls.build(stamps[order], positions, orientations, name)
+
+    @classmethod
+    def from_recorded(cls, stamps, positions, orientations=None, name: str = "") -> "Trajectory":
+        """A trajectory as a dataset ships it: rows out of time order are sorted (stable),
+        repeated stamps are kept, and ``notes`` says what was found.
+
+        Repeated stamps are kept because that is what evo (the usual reference) does: it
+        reads every row and associates each on its own, so keeping them gives the same
+        pairs and the same ATE. Each row stays a separate pose; nothing is averaged.
+        """
+        label = f"{name}: " if name else ""
+        stamps = np.asarray(stamps, dtype=np.float64).reshape(-1)
+        positions = np.asarray(positions, dtype=np.float64)
+        notes: list[str] = []
+        steps = np.diff(stamps)
+        back = np.flatnonzero(steps < 0.0)
+        if back.size:
+            row = int(back[0]) + 1
+            notes.append(f"{label}{back.size} rows are earlier than the row before them (first: row {row}, "
+                         f"{stamps[row]:.9f} s following {stamps[row - 1]:.9f} s); rows reordered by stamp")
+            order = np.argsort(stamps, kind="stable")
+            if positions.shape[:1] == stamps.shape:   # else build() names the wrong shape
+                positions = positions[order]
+            if orientations is not None and len(orientations) == stamps.size:
+                orientations = np.asarray(orientations, dtype=np.float64)[order]
+            stamps = stamps[order]
+        same = np.flatnonzero(np.diff(stamps) == 0.0)
+        if same.size:
+            row = int(same[0])
+            notes.append(f"{label}{same.size} duplicate stamp{'s' if same.size > 1 else ''} (first: "
+                         f"duplicate stamp {stamps[row]:.9f} s at rows {row} and {row + 1} after sorting); "
+                         "kept, each row associated on its own as evo does")
+        traj = cls.build(stamps, positions, orientations, name, require_sorted=False)
+        return cls(traj.stamps, traj.positions, traj.orientations, name, tuple(notes))
 
     def __len__(self) -> int:
         return int(self.stamps.shape[0])

@@ -27,6 +27,7 @@ from mocap4r2_drivers.gazebo.gazebo_system import (
     ModelSpec,
     parse_layouts,
 )
+from support import CROSS_PROCESS_TIMEOUT as WAIT
 
 DRIVER = ("mocap4r2_drivers", "gazebo_system")
 ROBOT_LAYOUT = [[0.2, 0.0, 0.3], [-0.15, 0.1, 0.3], [-0.15, -0.12, 0.31], [0.0, 0.0, 0.45]]
@@ -256,7 +257,7 @@ def adapter_values(**changes):
 
 def test_adapter_reads_bridge_poses_in_process(ros):
     values = adapter_values(pose_topics=["/gz0/world/pose/info", "/gz0/model/drone/pose"], models=["robot", "drone"],
-                            noise=0.0, rate=50.0, latency=0.02, connect_timeout=10.0)
+                            noise=0.0, rate=50.0, latency=0.02, connect_timeout=WAIT)
     adapter = GazeboAdapter(values, context=ros.context)
     with FakeBridge(ros, "/gz0/world/pose/info", "/gz0/model/drone/pose"):
         names = adapter.connect()
@@ -296,7 +297,7 @@ def test_node_publishes_the_emulated_system(ros, procs):
     with FakeBridge(ros, "/gz1/world/pose/info", "/gz1/model/drone/pose") as bridge:
         proc = procs.start(*DRIVER, name="gazebo", namespace="/gz1", params=params)
         bodies.wait_for(timeout=30)
-        time.sleep(2.0)
+        time.sleep(2.0)  # deliberately records for a fixed span: the frame count is measured over it
         proc.stop()
         published = list(bridge.published)
     received = bodies.snapshot()
@@ -348,9 +349,9 @@ def test_node_publishes_the_emulated_system(ros, procs):
 def test_configure_fails_clearly_without_gazebo(ros, procs):
     proc = procs.start(*DRIVER, name="gazebo", namespace="/gz2",
                        params={"pose_topics": ["/gz2/world/pose/info"], "connect_timeout": 1.0})
-    ros.wait_state("/gz2/gazebo", "unconfigured", timeout=20)
+    ros.wait_state("/gz2/gazebo", "unconfigured", timeout=WAIT)
     assert not ros.change_state("/gz2/gazebo", "configure")
-    assert proc.wait_log("ros_gz_bridge", timeout=10), proc.log()
+    assert proc.wait_log("ros_gz_bridge", timeout=WAIT), proc.log()
     assert proc.alive()
 
 

@@ -23,6 +23,7 @@ from mocap4r2_drivers.optitrack.client import (
 )
 from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, SceneStream, ServerOptions
 from mocap4r2_drivers.simulated.scene import Scene
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 VERSIONS = [nn.Version(3, 0), nn.Version(3, 1), nn.Version(4, 0), nn.Version(4, 1)]
 
@@ -398,9 +399,8 @@ def test_client_streams_from_the_stand_in(server_factory, mode):
     finally:
         client.close()
     if mode == "unicast":  # NAT_DISCONNECT stops the unicast stream to this client
-        deadline = time.monotonic() + 2
-        while srv.server.clients and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: not srv.server.clients, WAIT, lambda: srv.server.clients, interval=0.02,
+                 what="the server forgetting the disconnected client")
         assert not srv.server.clients
 
 
@@ -409,10 +409,12 @@ def test_unicast_needs_keepalives(server_factory):
     client = _client(srv, "unicast", keepalive_period=0.2)
     try:
         client.connect(5.0)
-        time.sleep(1.0)  # not reading: no keep-alives
+        # not reading: no keep-alives, the server drops the client after its client_timeout
+        wait_for(lambda: not srv.server.clients, WAIT, lambda: srv.server.clients, interval=0.02,
+                 what="the server dropping the silent client")
         assert not srv.server.clients
         # reading again (through the frames still buffered) notices the silence and reconnects
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WAIT
         while not srv.server.clients and time.monotonic() < deadline:
             client.read(0.2)
         assert len(srv.server.clients) == 1 and client.stats.reconnects == 1
@@ -428,7 +430,7 @@ def test_models_are_read_again_when_the_server_says_they_changed(server_factory)
         client.connect(5.0)
         assert _frames(client, 1)[0].bodies.names[0] == "drone1"
         assert client.request("RenameRigidBody,1,quadrotor", 2.0) == 0
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline:
             frame = client.read_mocap_frame(0.2)
             if frame is not None and frame.bodies.names[0] == "quadrotor":
@@ -459,7 +461,7 @@ def test_client_follows_a_bitstream_change_made_by_another_client(server_factory
             other.settimeout(3)
             other.sendto(nn.encode_request("Bitstream,3.0"), ("127.0.0.1", srv.port))
             assert nn.unpack(other.recvfrom(4096)[0])[1] == struct.pack("<i", 0)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + WAIT
         while client.version != (3, 0) and time.monotonic() < deadline:
             client.read(0.1)
         assert client.version == (3, 0)

@@ -28,7 +28,6 @@ import contextlib
 import io
 import socket
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -41,6 +40,7 @@ from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.optitrack.simulator import CLOCK_FREQUENCY, SceneStream
 from mocap4r2_drivers.simulated.scene import Scene
 from optitrack_stand_in import StandIn  # test/fixtures
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
 TEST_SCENE = {
@@ -57,11 +57,7 @@ TEST_SCENE = {
 
 
 def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s")
-        time.sleep(0.02)
+    wait_for(predicate, timeout, what=what, interval=0.02)
 
 
 # ---------------------------------------------------------------------------- comparisons
@@ -320,16 +316,16 @@ class SdkRecorder:
 
 def _check_sdk_session(sdk: SdkRecorder, stand_in: StandIn, version: nn.Version, frames: bool) -> None:
     c = sdk.client
-    _wait(c.connected, 10, "natnetsdk got no NAT_SERVERINFO")
+    _wait(c.connected, WAIT, "natnetsdk got no NAT_SERVERINFO")
     assert c.get_application_name() == "Motive"
     assert c.get_server_version() == [3, 1, 0, 0]
     assert c.get_nat_net_version_server() == [version.major, version.minor, 0, 0]
     sdk.request_models()
-    _wait(lambda: sdk.models, 10, "natnetsdk decoded no NAT_MODELDEF")
+    _wait(lambda: sdk.models, WAIT, "natnetsdk decoded no NAT_MODELDEF")
     compare_sdk_models(sdk.models[-1], stand_in.stream.model_definitions(), version)
     if not frames:
         return
-    _wait(lambda: len(sdk.frames) >= 40, 15, "natnetsdk decoded fewer than 40 frames")
+    _wait(lambda: len(sdk.frames) >= 40, WAIT, "natnetsdk decoded fewer than 40 frames")
     latency_ticks = int(stand_in.stream.scene.latency * CLOCK_FREQUENCY)
     lost = 0
     for data in list(sdk.frames):
@@ -397,7 +393,7 @@ def test_natnet_client_decodes_the_stand_in(procs, tmp_path, version, mode):
             assert info.nat_net_protocol_version == natnet.Version(v.major, v.minor, 0, 0)
             client.run_async()
             client.request_modeldef()
-            _wait(lambda: models and len(frames) >= 40, 15, "natnet: no model definitions or < 40 frames")
+            _wait(lambda: models and len(frames) >= 40, WAIT, "natnet: no model definitions or < 40 frames")
         finally:
             client.shutdown()
     compare_natnet_models(models[-1], stand_in.stream.model_definitions(), v)

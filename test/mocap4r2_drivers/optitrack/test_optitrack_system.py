@@ -14,6 +14,7 @@ from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.simulated.scene import Scene
 from optitrack_stand_in import DRIVER, StandIn, fresh_namespace, start_driver  # test/fixtures
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
 SCENE = {
@@ -157,26 +158,40 @@ def test_wrong_up_axis_setting_shows(ros, procs, tmp_path):
     np.testing.assert_allclose(got, [truth[0], truth[2], -truth[1]], atol=2e-6)  # Motive's Y-up, untouched
 
 
+def settled_threads(proc, steady: float = 1.0) -> list[str]:
+    """The process's thread names once they have not changed for ``steady`` s."""
+    last = {"names": None, "since": time.monotonic()}
+
+    def steady_names():
+        names = sorted(proc.threads())
+        if names != last["names"]:
+            last.update(names=names, since=time.monotonic())
+        return names if time.monotonic() - last["since"] >= steady else None
+
+    return wait_for(steady_names, WAIT, lambda: last["names"], what="a steady set of threads")
+
+
 @pytest.mark.parametrize("mode", ["unicast", "multicast"])
 def test_server_restart_mid_stream(ros, procs, tmp_path, mode):
     stand_in = StandIn(procs, tmp_path, f"--{mode}", scene=SCENE)
     driver, ns = start_driver(procs, stand_in, mode)
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
     bodies.wait_for(lambda m: m.frame_number > 20, timeout=30)
-    time.sleep(1.0)  # let the reader settle before counting threads
-    threads_before = sorted(driver.threads())
+    threads_before = settled_threads(driver)
 
     stand_in.proc.stop()
-    time.sleep(1.5)  # the driver notices the silence and says why
-    assert driver.wait_log("no answer from 127.0.0.1", 5), driver.log()
+    # the driver notices the silence and says why
+    assert driver.wait_log("no answer from 127.0.0.1", WAIT), driver.log()
     stand_in.start(stand_in.command_port, stand_in.data_port)
     bodies.clear()
-    first = bodies.wait_for(timeout=10)
+    first = bodies.wait_for(timeout=WAIT)
     delay = bodies.times[0] - stand_in.ready_monotonic
     assert delay < 2.0, f"frames again {delay:.2f} s after the restart"
     assert [b.name for b in first.rigid_bodies] == ["drone1", "robot1"]
-    assert driver.wait_log("frames arriving again", 5)
-    time.sleep(1.0)
+    assert driver.wait_log("frames arriving again", WAIT), driver.log()
+    # threads of the old connection end shortly after the new one streams
+    wait_for(lambda: sorted(driver.threads()) == threads_before, WAIT, lambda: sorted(driver.threads()),
+             what=f"the threads before the restart {threads_before}")
     assert sorted(driver.threads()) == threads_before, "the reconnection must not leak threads"
     assert driver.alive()
 
@@ -187,9 +202,9 @@ def test_names_follow_motive_model_changes(ros, procs, tmp_path):
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
     bodies.wait_for(lambda m: m.rigid_bodies and m.rigid_bodies[0].name == "drone1", timeout=30)
     stand_in.command("RenameRigidBody,1,quadrotor")
-    msg = bodies.wait_for(lambda m: m.rigid_bodies and m.rigid_bodies[0].name == "quadrotor", timeout=10)
+    msg = bodies.wait_for(lambda m: m.rigid_bodies and m.rigid_bodies[0].name == "quadrotor", timeout=WAIT)
     assert msg.rigid_bodies[0].id == 1 and msg.rigid_bodies[1].name == "robot1"
-    assert driver.wait_log("models changed: requesting model definitions", 5)
+    assert driver.wait_log("models changed: requesting model definitions", WAIT)
 
 
 def test_announced_rate_and_latency(ros, procs, tmp_path):
@@ -211,7 +226,7 @@ def test_announced_rate_and_latency(ros, procs, tmp_path):
                 return values
         return None
 
-    values = report(diagnostics.wait_for(report, timeout=15))
+    values = report(diagnostics.wait_for(report, timeout=WAIT))
     # stamp = arrival - latency, the latency being Motive's mid-exposure -> transmit (3 ms in the scene)
     assert float(values["latency_mean_ms"]) == pytest.approx(3.0, abs=1e-3)
     assert values["natnet_version"] == "4.1" and values["server_application"] == "Motive 3.1.0.0"
@@ -236,13 +251,13 @@ def test_configure_without_server_fails_clearly_then_succeeds(ros, procs, tmp_pa
                          params={"command_port": port, "connection_type": "unicast", "connect_timeout": 1.0})
     ros.wait_state(node, "unconfigured", timeout=30)
     assert not ros.change_state(node, "configure")
-    assert driver.wait_log("no answer (NAT_SERVERINFO) from 127.0.0.1", 5), driver.log()
+    assert driver.wait_log("no answer (NAT_SERVERINFO) from 127.0.0.1", WAIT), driver.log()
     assert ros.get_state(node) == "unconfigured"
     StandIn(procs, tmp_path, "--unicast", command_port=port, scene=SCENE)
     assert ros.change_state(node, "configure")
     assert ros.change_state(node, "activate")
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
-    assert bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=15)
+    assert bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=WAIT)
 
 
 def test_bad_parameters_are_refused_with_a_reason(ros, procs):
@@ -271,7 +286,7 @@ def test_garbage_on_the_data_port_is_counted_not_fatal(ros, procs, tmp_path):
                 junk = nn.pack(nn.MessageId.FRAMEOFDATA, junk)  # a frame header with garbage after it
             s.sendto(junk, (nn.DEFAULT_MULTICAST_ADDRESS, stand_in.data_port))
     bodies.clear()
-    assert bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=10), "still streaming"
+    assert bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=WAIT), "still streaming"
     fqn = f"{ns}/optitrack"
 
     def counted(msg) -> bool:
@@ -281,6 +296,6 @@ def test_garbage_on_the_data_port_is_counted_not_fatal(ros, procs, tmp_path):
                 return True
         return False
 
-    diagnostics.wait_for(counted, timeout=10)
+    diagnostics.wait_for(counted, timeout=WAIT)
     assert driver.log().count("dropped an undecodable NatNet packet") == 1, "logged once, then counted"
     assert driver.alive()

@@ -17,6 +17,7 @@ from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
 from mocap4r2_drivers.qualisys.qualisys_system import QualisysAdapter
 from qtm_stand_in import start_qtm  # test/fixtures
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 DRIVER = ("mocap4r2_drivers", "qualisys_system")
 SCENE = {
@@ -72,7 +73,7 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
     driver = procs.start(*DRIVER, name="qualisys", namespace="/qs1",
                          params={"port": base, "autostart": True})
     topics["bodies"].wait_for(timeout=30)
-    time.sleep(3.0)
+    time.sleep(3.0)  # deliberately records for a fixed span: the rate is measured over it
     driver.stop()
     rec = {k: v.snapshot() for k, v in topics.items()}
     assert len(rec["bodies"]) > 100, driver.log()
@@ -171,7 +172,7 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
             assert not any(s.tracking_valid for s in skeleton.segments)
     assert saw_lost
     # announced on the control plane with QTM's frequency as the nominal rate
-    active = systems.wait_for(lambda m: m.system == "/qs1/qualisys" and m.state.label == "active", timeout=10)
+    active = systems.wait_for(lambda m: m.system == "/qs1/qualisys" and m.state.label == "active", timeout=WAIT)
     assert active.type == "qualisys" and active.frame_rate == 100.0
 
 
@@ -183,26 +184,28 @@ def test_reconnects_when_qtm_goes_away_and_comes_back(ros, procs, tmp_path):
                          params={"port": base, "autostart": True, "reconnect_period": 0.3})
     bodies.wait_for(timeout=30)
     qtm.stop()                                  # QTM says it shuts down and closes
-    time.sleep(1.5)
+    # frames sent before the shutdown may still be in flight: wait until none arrived for 1 s
+    wait_for(lambda: bodies.quiet(1.0), WAIT, lambda: f"{len(bodies.times)} frames, still arriving",
+             what="the stream to go quiet")
     bodies.clear()
-    time.sleep(0.5)
+    time.sleep(0.5)  # deliberately lets time pass: no frame may arrive while QTM is away
     assert not bodies.snapshot(), "frames while QTM is away?"
     assert driver.alive()
-    ros.wait_state("/qs2/qualisys", "active", timeout=10)
+    ros.wait_state("/qs2/qualisys", "active", timeout=WAIT)
 
     start_qtm(procs, tmp_path, SCENE, base)            # QTM is back, its measurement starts anew
     back = bodies.wait_for(timeout=30)
     assert back.frame_number < 1000, "frame numbers of the new measurement"
-    assert driver.wait_log("went away", timeout=5)
+    assert driver.wait_log("went away", timeout=WAIT)
     driver.stop()
 
 
 def test_configure_fails_clearly_when_qtm_is_not_there(ros, procs):
     driver = procs.start(*DRIVER, name="qualisys", namespace="/qs3",
                          params={"port": free_port_pair(), "connect_timeout": 2.0})
-    ros.wait_state("/qs3/qualisys", "unconfigured", timeout=20)
+    ros.wait_state("/qs3/qualisys", "unconfigured", timeout=WAIT)
     assert not ros.change_state("/qs3/qualisys", "configure")
-    assert driver.wait_log("cannot connect to QTM at 127.0.0.1", timeout=10), driver.log()
+    assert driver.wait_log("cannot connect to QTM at 127.0.0.1", timeout=WAIT), driver.log()
     assert driver.alive()
     assert ros.get_state("/qs3/qualisys") == "unconfigured"
 
@@ -212,9 +215,9 @@ def test_takes_control_only_when_asked_and_with_the_password(ros, procs, tmp_pat
     node = "/qs4/qualisys"
     driver = procs.start(*DRIVER, name="qualisys", namespace="/qs4",
                          params={"port": base, "take_control": True, "password": "nope"})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert not ros.change_state(node, "configure")
-    assert driver.wait_log("Wrong or missing password", timeout=10), driver.log()
+    assert driver.wait_log("Wrong or missing password", timeout=WAIT), driver.log()
     driver.stop()
 
     async def other_client_takes_control() -> bytes | str:
@@ -228,13 +231,13 @@ def test_takes_control_only_when_asked_and_with_the_password(ros, procs, tmp_pat
 
     master = procs.start(*DRIVER, name="qualisys", namespace="/qs4",
                          params={"port": base, "take_control": True, "password": "pw"})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert ros.change_state(node, "configure")
     assert "is already master" in asyncio.run(other_client_takes_control())
     master.stop()
 
     procs.start(*DRIVER, name="qualisys", namespace="/qs4", params={"port": base})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert ros.change_state(node, "configure")
     assert asyncio.run(other_client_takes_control()) == b"You are now master"
 
@@ -244,19 +247,20 @@ def test_deactivate_stops_the_stream_and_activate_resumes_it(ros, procs, tmp_pat
     node = "/qs5/qualisys"
     bodies = ros.subscribe("/qs5/rigid_bodies", RigidBodies)
     procs.start(*DRIVER, name="qualisys", namespace="/qs5", params={"port": base, "components": ["6d"]})
-    ros.wait_state(node, "unconfigured", timeout=20)
+    ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert ros.change_state(node, "configure") and ros.change_state(node, "activate")
-    first = bodies.wait_for(timeout=20)
+    first = bodies.wait_for(timeout=WAIT)
     assert [b.name for b in first.rigid_bodies] == ["drone", "cart", "table"]
     assert all(b.mean_error < 0 for b in first.rigid_bodies), "6d has no residuals: unknown"
     assert ros.change_state(node, "deactivate")
-    time.sleep(0.5)
+    wait_for(lambda: bodies.quiet(0.5), WAIT, lambda: f"{len(bodies.times)} frames, still arriving",
+             what="the stream to go quiet")
     last_before = bodies.snapshot()[-1].frame_number
     bodies.clear()
-    time.sleep(1.0)
+    time.sleep(1.0)  # deliberately lets time pass: no frame may arrive while inactive
     assert not bodies.snapshot()
     assert ros.change_state(node, "activate")
-    later = bodies.wait_for(timeout=20)
+    later = bodies.wait_for(timeout=WAIT)
     # the stream resumes with current frames, not with frames left from before
     assert later.frame_number > last_before + 100
 

@@ -1,0 +1,104 @@
+"""simulated_arm through an rclpy action client, as `ros2 action send_goal` would use it:
+accepted and rejected goals, the queue order, the status service, monitor results at
+the right feedback, and bad goals refused with the reason without the node dying."""
+from __future__ import annotations
+
+import time
+
+from builtin_interfaces.msg import Duration
+from motion_control_interfaces.action import QueueTrajectory
+from motion_control_interfaces.msg import (
+    Monitor,
+    MonitorResultsStamped,
+    TrajectoryFeedbackStamped,
+    TriggerCondition,
+)
+from motion_control_interfaces.srv import GetTrajectoryStatus
+from rclpy.action import ActionClient
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+NS = "/arm"
+NODE = f"{NS}/simulated_arm"
+
+
+def wait(future, timeout=30.0, what="future"):
+    deadline = time.monotonic() + timeout
+    while not future.done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not done within {timeout} s")
+        time.sleep(0.01)
+    return future.result()
+
+
+def goal(tid: str, seconds: float = 1.0, points: int = 3, velocities: bool = True, monitors=(), nan=False):
+    g = QueueTrajectory.Goal()
+    g.trajectory_id = tid
+    g.trajectory.joint_names = ["joint1", "joint2", "joint3"]
+    for i in range(points):
+        p = JointTrajectoryPoint()
+        s = i / (points - 1)
+        p.positions = [0.5 * s, -0.3 * s, float("nan") if nan and i == 1 else 0.2 * s]
+        p.velocities = [0.0, 0.0, 0.0] if velocities else []
+        t = seconds * s
+        p.time_from_start = Duration(sec=int(t), nanosec=int((t % 1) * 1e9))
+        g.trajectory.points.append(p)
+    g.monitors = list(monitors)
+    return g
+
+
+def ratio_monitor(mid: str, ratio: float, kind: int = TriggerCondition.RATIO) -> Monitor:
+    return Monitor(monitor_id=mid, trigger_condition=TriggerCondition(type=kind, ratio_of_trajectory=ratio))
+
+
+def status(ros, tid: str) -> int:
+    return ros.call(GetTrajectoryStatus, f"{NODE}/get_trajectory_status",
+                    GetTrajectoryStatus.Request(trajectory_id=tid), timeout=20).status
+
+
+def test_simulated_arm_goals_queue_status_and_monitors(ros, procs):
+    proc = procs.start("mocap4r2_tools", "simulated_arm", namespace=NS, params={"rate": 50.0})
+    feedback = ros.subscribe(f"{NODE}/trajectory_feedback", TrajectoryFeedbackStamped)
+    results = ros.subscribe(f"{NODE}/monitor_results", MonitorResultsStamped)
+    client = ActionClient(ros.node, QueueTrajectory, f"{NODE}/queue_trajectory")
+    assert client.wait_for_server(timeout_sec=30), proc.log()
+
+    R = GetTrajectoryStatus.Response
+    first = wait(client.send_goal_async(goal("A", 1.5, points=6, monitors=[ratio_monitor("half", 0.5)])),
+                 what="goal A")
+    second = wait(client.send_goal_async(goal("B", 0.6)), what="goal B")
+    assert first.accepted and second.accepted
+    deadline = time.monotonic() + 20
+    while status(ros, "A") != R.EXECUTING:
+        assert time.monotonic() < deadline, "A never executing"
+    assert status(ros, "B") == R.IN_QUEUE
+    assert status(ros, "nobody") == R.UNKNOWN
+
+    # bad goals: each refused, with the reason in the log
+    bad = {"too few points": goal("C", points=2), "empty id": goal(""), "duplicate id": goal("A"),
+           "no velocities": goal("D", velocities=False), "unknown monitor type": goal("E", monitors=[
+               ratio_monitor("m", 0.5, kind=9)]), "NaN position": goal("F", nan=True),
+           "ratio out of range": goal("G", monitors=[ratio_monitor("m", 1.5)])}
+    for what, g in bad.items():
+        assert not wait(client.send_goal_async(g), what=what).accepted, what
+    for reason in ("at least 3 points", "non-empty", "already used", "velocities are required",
+                   "unknown trigger type 9", "not finite", "ratio_of_trajectory must be in"):
+        assert reason in proc.log(), reason
+
+    result_a = wait(first.get_result_async(), what="result A").result
+    result_b = wait(second.get_result_async(), what="result B").result
+    assert result_a.is_finished and result_b.is_finished
+    assert status(ros, "A") == R.FINISHED and status(ros, "B") == R.FINISHED
+
+    # queue order: every feedback of A before any of B
+    ids = [m.data.trajectory_id for m in feedback.snapshot()]
+    assert "A" in ids and "B" in ids
+    assert max(i for i, x in enumerate(ids) if x == "A") < min(i for i, x in enumerate(ids) if x == "B")
+    # the monitor: false while the ratio is below 0.5, true from the first feedback at 0.5 on
+    ratio_at = {(m.header.stamp.sec, m.header.stamp.nanosec): m.data.ratio_of_trajectory
+                for m in feedback.snapshot() if m.data.trajectory_id == "A"}
+    pairs = [(ratio_at[(m.header.stamp.sec, m.header.stamp.nanosec)], m.monitor_results[0].is_triggered)
+             for m in results.snapshot() if (m.header.stamp.sec, m.header.stamp.nanosec) in ratio_at]
+    assert pairs and all(hit == (ratio >= 0.5) for ratio, hit in pairs), pairs
+    assert any(hit for _, hit in pairs) and any(not hit for _, hit in pairs)
+    assert proc.alive()
+    client.destroy()
