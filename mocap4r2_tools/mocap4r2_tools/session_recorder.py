@@ -78,9 +78,11 @@ class _Member(ControlPlaneMember):
     request: Control | None = None
     received_ns: int = 0
 
-    def _on_control(self, msg: Control) -> None:
+    def _on_control(self, msg: Control, info=None) -> None:
+        # the same two parameters as the base: rclpy passes the MessageInfo it counts
+        # lost requests with only to a callback that takes it
         self.request, self.received_ns = msg, time.time_ns()
-        super()._on_control(msg)
+        super()._on_control(msg, info)
 
 
 def _message_class(type_name: str):
