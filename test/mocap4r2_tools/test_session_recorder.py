@@ -216,8 +216,8 @@ BAD_IDS = {
     "dotdot-inside": ("x..y", ".."),
     "control": ("trial\x1b[2J", "control character"),
     "newline": ("trial\n01", "control character"),
-    "long": ("x" * 129, "more than 128"),
-    "long-utf8": ("é" * 65, "more than 128"),
+    "long": ("x" * 129, "at most 128"),   # refused by the control plane before the recorder sees it
+    "long-utf8": ("é" * 65, "at most 128"),   # 130 bytes in UTF-8
     "empty": ("", "empty"),
 }
 
