@@ -11,6 +11,8 @@ not find the same name in both.
 
 RViz starts only where the rviz2 package is installed; elsewhere the launch says so and
 goes on without it (it must never fail halfway, after the tools have started).
+recorder:=true also starts session_recorder with config/recorder.yaml (recorder_params:=...),
+which records every capture session started on the control plane.
 """
 import os
 
@@ -61,5 +63,12 @@ def generate_launch_description():
         actions.append(DeclareLaunchArgument(switch, default_value="true", description=f"Start {executable}"))
         actions.append(Node(package="mocap4r2_tools", executable=executable, name=executable, parameters=[params],
                             output="screen", condition=IfCondition(LaunchConfiguration(switch))))
+    actions.append(DeclareLaunchArgument("recorder", default_value="false",
+                                         description="Start session_recorder (records capture sessions)"))
+    actions.append(DeclareLaunchArgument("recorder_params", default_value=os.path.join(CONFIG, "recorder.yaml"),
+                                         description="Parameters of session_recorder"))
+    actions.append(Node(package="mocap4r2_tools", executable="session_recorder", name="session_recorder",
+                        parameters=[LaunchConfiguration("recorder_params")], output="screen",
+                        condition=IfCondition(LaunchConfiguration("recorder"))))
     actions.append(OpaqueFunction(function=_rviz))
     return LaunchDescription(actions)

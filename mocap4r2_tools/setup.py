@@ -4,7 +4,7 @@ from setuptools import find_packages, setup
 
 PACKAGE = "mocap4r2_tools"
 LAUNCH_FILES = ("tools", "px4_bridge", "worldmodel")
-CONFIG_FILES = ("tools.yaml", "mocap4r2.rviz", "px4_bridge.yaml", "worldmodel.yaml")
+CONFIG_FILES = ("tools.yaml", "mocap4r2.rviz", "px4_bridge.yaml", "worldmodel.yaml", "recorder.yaml")
 
 setup(
     name=PACKAGE,
@@ -20,7 +20,7 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, PX4 and world-model bridges",
+    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, PX4 and world-model bridges, session recorder",
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
@@ -32,10 +32,14 @@ setup(
             "motion_estimator = mocap4r2_tools.motion_estimator:main",
             "trajectory_monitor = mocap4r2_tools.trajectory_monitor:main",
             "simulated_arm = mocap4r2_tools.simulated_arm:main",
+            "session_recorder = mocap4r2_tools.session_recorder:main",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
             "eval = mocap4r2_tools.eval_command:EvalCommand",
+            "export = mocap4r2_tools.recording_commands:ExportCommand",
+            "recover = mocap4r2_tools.recording_commands:RecoverCommand",
+            "sessions = mocap4r2_tools.recording_commands:SessionsCommand",
         ],
     },
 )

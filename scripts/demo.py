@@ -1,9 +1,11 @@
 """`make demo`: the suite working, with no hardware, in under a minute.
 
 Starts the simulated mocap system (and the tools that are installed: marker_viz,
-robot_ground_truth, trajectory_error, worldmodel_server; px4_bridge only when a vehicle
-answers at DEMO_PX4_CONNECTION, default udpout:127.0.0.1:14540, e.g. PX4 SITL), starts a capture session through the control plane, shows a live
-view for --duration seconds or until Ctrl-C, stops the session and prints a summary.
+robot_ground_truth, trajectory_error, worldmodel_server, session_recorder; px4_bridge only
+when a vehicle answers at DEMO_PX4_CONNECTION, default udpout:127.0.0.1:14540, e.g. PX4
+SITL), starts a capture session through the control plane, shows a live view for
+--duration seconds or until Ctrl-C, stops the session, prints a summary and where the
+session was recorded.
 """
 from __future__ import annotations
 
@@ -116,6 +118,16 @@ def main(argv: list[str] | None = None) -> int:
              "-p", "body:=drone1", "-p", f"connection:={px4_connection}"], log_dir, "px4_bridge")))
         bridges.append(f"px4_bridge: drone1 -> {px4_connection} ({vehicle})")
 
+    # session_recorder keeps the session as a bag in <logs>/sessions/<session id>/
+    recordings = log_dir / "sessions"
+    recordings.mkdir()
+    recorder = executable("mocap4r2_tools", "session_recorder")
+    if recorder is not None:
+        procs.append(("session_recorder", start(
+            [str(recorder), "--ros-args", "--params-file", str(ROOT / "config" / "recorder.yaml"),
+             "-p", f"output_dir:={recordings}"], log_dir, "session_recorder")))
+    session_members = ["/sim/simulated_system"] + (["/session_recorder"] if recorder is not None else [])
+
     from diagnostic_msgs.msg import DiagnosticArray
     from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
 
@@ -159,13 +171,13 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"bridge {line}")
         console.print(f"[bold]mocap4r2 demo[/] (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, "
                       f"logs in {log_dir})")
-        systems = session.client.wait_for_systems(names=["/sim/simulated_system"], timeout=20)
+        systems = session.client.wait_for_systems(names=session_members, timeout=20)
         if "/sim/simulated_system" not in systems:
             console.print("[red]the simulated system did not announce itself[/]")
             return 1
         console.print(f"systems: {', '.join(f'{n} ({i.type}, {i.state.label})' for n, i in systems.items())}")
         session_id = time.strftime("demo-%H%M%S")
-        result = session.client.start(systems=["/sim/simulated_system"], session_id=session_id)
+        result = session.client.start(systems=session_members, session_id=session_id)
         for ack in result.acks:
             console.print(f"START {ack.system}: {'ok' if ack.success else 'FAILED'} {ack.message}")
         if not result.ok:
@@ -202,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                     live.update(view())
         except KeyboardInterrupt:
             console.print("interrupted")
-        result = session.client.stop(systems=["/sim/simulated_system"], session_id=session_id)
+        result = session.client.stop(systems=session_members, session_id=session_id, timeout=15)
         for ack in result.acks:
             console.print(f"STOP {ack.system}: {'ok' if ack.success else 'FAILED'} {ack.message}")
         diag = {kv.key: kv.value for kv in stats["diag"].values} if stats["diag"] is not None else {}
@@ -214,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         if err is not None:
             console.print(f"trajectory_error: {err.samples} pose pairs, ATE rmse {err.ate_rmse:.3e} m, "
                           f"RPE {err.rpe_trans_rmse:.3e} m / {err.rpe_rot_rmse:.3e} rad (aligned: {err.aligned})")
+        if recorder is not None:
+            console.print(f"recorded: {recordings / session_id}  (try: mocap4r2 sessions {recordings}; "
+                          f"mocap4r2 export {recordings / session_id} --format c3d)")
         code = 0 if stats["frames"] > 0 and result.ok else 1
     finally:
         session.close()

@@ -38,6 +38,7 @@ class SystemRow:
     bodies_total: int = 0
     last_frame: int = -1
     active: bool = False
+    recording: str = ""   # a recorder's current file, size and rate (from its /diagnostics)
 
 
 @dataclass
@@ -82,6 +83,19 @@ class LiveView:
                 row.dropped = values.get("dropped_frames_total", "-")
                 row.level = status.level[0] if isinstance(status.level, bytes) else int(status.level)
                 row.message = status.message
+                # a recorder (type "recorder") reports the file it writes while recording
+                if "path" in values and "messages_per_s" in values:
+                    size = int(values.get("size_bytes", "0") or 0)
+                    row.recording = (f"{values['path']} ({size / 1e6:.1f} MB, "
+                                     f"{float(values['messages_per_s']):.0f} msg/s)")
+                else:
+                    row.recording = ""
+
+    def recordings(self) -> list[str]:
+        """One line per recorder that is recording now."""
+        with self._lock:
+            return [f"recording: {row.recording}" for _, row in sorted(self.rows.items())
+                    if row.recording and row.active]
 
     def _on_bodies(self, system: str, msg: RigidBodies) -> None:
         with self._lock:
@@ -144,7 +158,8 @@ class MocapTui(App):
                           f"{LEVELS.get(row.level, '-')} {row.message}", key=row.name)
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1))
-        self.query_one("#log", Static).update("\n".join(self.view.log) or
+        lines = self.view.recordings() + self.view.log
+        self.query_one("#log", Static).update("\n".join(lines) or
                                               "s: start all  x: stop all  enter: start/stop selected  q: quit")
 
     def _selected(self) -> SystemRow | None:

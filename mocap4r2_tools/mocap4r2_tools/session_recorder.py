@@ -1,0 +1,390 @@
+"""session_recorder: keeps what a capture session captured, as a rosbag2 bag (MCAP).
+
+A member of the control plane like any system (type ``recorder``): START(session_id)
+opens ``<output_dir>/<session_id>/`` and records the topics of every system the request
+addresses (as announced in their MocapSystemInfo), the ``extra_topics``, and the control
+plane itself (/mocap4r2/systems, /mocap4r2/control, /mocap4r2/control_ack); STOP closes
+the bag and answers with the path, the duration, the count per topic and the frame gaps
+per system.
+
+Subscriptions are raw (the serialized bytes, never a message object) and are created as
+soon as a system announces its topics, so they are matched before the session starts.
+A callback only appends the bytes and the receive time to the bag's bounded queue; a
+writer thread does the disk work (:mod:`mocap4r2_tools.recording.bag_writer`).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from lifecycle_msgs.msg import State
+from mocap4r2_interfaces.msg import Control, MocapSystemInfo
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import serialize_message
+
+from mocap4r2_control.control_plane import (ACK_QOS, ACK_TOPIC, CONTROL_QOS, CONTROL_TOPIC, STATE_LABELS,
+                                            SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC, ControlPlaneMember, Outcome)
+from mocap4r2_control.parameters import ParameterSpec
+
+from .recording.bag_writer import SessionBag, Summary, TopicSpec, qos_profile
+from .recording.session_id import session_id_problem
+from .tool_node import ToolNode
+
+CONTROL_TYPES = {
+    SYSTEMS_TOPIC: "mocap4r2_interfaces/msg/MocapSystemInfo",
+    CONTROL_TOPIC: "mocap4r2_interfaces/msg/Control",
+    ACK_TOPIC: "mocap4r2_interfaces/msg/ControlAck",
+}
+DIAGNOSTICS = "/diagnostics"
+#: messages one callback takes from its subscription at most (the rest: next callback)
+_BATCH = 256
+
+
+def _extra_topics_check(value: list) -> str | None:
+    bad = [t for t in value if not isinstance(t, str) or not t.startswith("/") or " " in t]
+    return f"extra_topics must be fully qualified topic names, got {bad}" if bad else None
+
+
+SPECS = (
+    ParameterSpec("output_dir", "~/mocap4r2_sessions", "Directory that receives one bag directory per session."),
+    ParameterSpec("extra_topics", [], "Further topics recorded in every session (e.g. /tf, /odom).",
+                  check=_extra_topics_check),
+    ParameterSpec("chunk_size", 1 << 20, "MCAP chunk size in bytes (a chunk is also closed every flush_period).",
+                  min_value=4096, max_value=1 << 28),
+    ParameterSpec("flush_period", 0.5, "Seconds between chunk closes: a crash loses at most this much.",
+                  min_value=0.05, max_value=1.0),
+    ParameterSpec("queue_size", 200_000, "Messages queued for the writer thread at most (then counted as drops).",
+                  min_value=100, max_value=10_000_000),
+    ParameterSpec("compression", "none", "MCAP chunk compression.", choices=("none", "lz4")),
+    ParameterSpec("subscription_depth", 1000, "History depth of each recording subscription.",
+                  min_value=1, max_value=100_000, read_only=True),
+    ParameterSpec("report_wait", 2.5, "Seconds STOP waits for each system's last /diagnostics report "
+                  "(its dropped frames), at most.", min_value=0.0, max_value=30.0),
+    ParameterSpec("diagnostics_period", 1.0, "Seconds between /diagnostics reports.", min_value=0.1,
+                  max_value=60.0, read_only=True),
+)
+
+
+class _Member(ControlPlaneMember):
+    """Keeps the request being handled: the recorder needs its list of systems."""
+
+    request: Control | None = None
+    received_ns: int = 0
+
+    def _on_control(self, msg: Control, info=None) -> None:
+        # the same two parameters as the base: rclpy passes the MessageInfo it counts
+        # lost requests with only to a callback that takes it
+        self.request, self.received_ns = msg, time.time_ns()
+        super()._on_control(msg, info)
+
+
+def _message_class(type_name: str):
+    package, _, name = type_name.split("/")
+    return getattr(importlib.import_module(f"{package}.msg"), name)
+
+
+class SessionRecorder(ToolNode):
+    def __init__(self, **kwargs):
+        super().__init__("session_recorder", SPECS, **kwargs)
+        self._bag: SessionBag | None = None
+        self._last: Summary | None = None
+        self._failure = ""
+        self._recorded: frozenset[str] = frozenset()
+        self._system_topics: dict[str, list[str]] = {}
+        self._systems: dict[str, MocapSystemInfo] = {}
+        self._subscribed: dict[str, str] = {}        # topic -> type
+        self._qos: dict[str, QoSProfile] = {}
+        self._subs = []
+        self._reported: dict[str, int] = {}          # system -> dropped frames reported while recording
+        self._rate_mark = (time.monotonic(), 0)
+        self.control = _Member(self, self._start, self._stop, self._describe)
+        self.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_info, SYSTEMS_LISTENER_QOS)
+        # the systems' /diagnostics (their dropped frames) arrive on a helper node with its
+        # own executor thread: STOP waits in the control callback for their last reports,
+        # and the main executor stays single-threaded (the fastest for the raw callbacks)
+        self._reports_seen: dict[str, float] = {}
+        self._collecting = False
+        self._reports_node = rclpy.create_node(f"{self.get_name()}_reports", namespace=self.get_namespace(),
+                                               context=self.context)
+        self._reports_node.create_subscription(DiagnosticArray, DIAGNOSTICS, self._on_diagnostics, 100)
+        self._reports_executor = SingleThreadedExecutor(context=self.context)
+        self._reports_executor.add_node(self._reports_node)
+        self._reports_thread = threading.Thread(target=self._spin_reports, name="recorder-reports", daemon=True)
+        self._reports_thread.start()
+        for topic, type_name in CONTROL_TYPES.items():
+            qos = {SYSTEMS_TOPIC: SYSTEMS_LISTENER_QOS, CONTROL_TOPIC: CONTROL_QOS, ACK_TOPIC: ACK_QOS}[topic]
+            self._subscribe(topic, type_name, qos)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS, 10)
+        self.create_timer(self.value("diagnostics_period"), self._report)
+        self.create_timer(1.0, self._resolve_extra_topics)
+        self.control.announce()
+        self.mark_ready()
+
+    # ------------------------------------------------------------------ subscriptions
+    def _qos_for(self, topic: str) -> QoSProfile:
+        """Match the publishers: reliable unless one of them is best effort, transient
+        local only if all of them are (rosbag2 chooses the same way)."""
+        infos = self.get_publishers_info_by_topic(topic)
+        reliable = all(i.qos_profile.reliability != ReliabilityPolicy.BEST_EFFORT for i in infos)
+        latched = bool(infos) and all(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos)
+        return QoSProfile(depth=self.value("subscription_depth"), history=HistoryPolicy.KEEP_LAST,
+                          reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+                          durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+
+    def _subscribe(self, topic: str, type_name: str, qos: QoSProfile | None = None) -> None:
+        if topic in self._subscribed:
+            if self._subscribed[topic] != type_name:
+                self.get_logger().warning(f"{topic} announced as {type_name}, already recorded as "
+                                          f"{self._subscribed[topic]}; keeping the first")
+            return
+        try:
+            cls = _message_class(type_name)
+        except (ImportError, AttributeError, ValueError) as exc:
+            self.get_logger().error(f"cannot record {topic}: type {type_name!r} is not installed ({exc})")
+            return
+        qos = qos or self._qos_for(topic)
+
+        holder: list = []
+
+        def received(data: bytes, topic: str = topic) -> None:
+            # the hot path: no deserialization, no disk, never blocks. The executor costs
+            # far more per callback than the rest, so one callback also takes every other
+            # message already waiting on this subscription (up to a batch).
+            bag = self._bag
+            record = bag is not None and topic in self._recorded
+            if record:
+                bag.put(topic, data, time.time_ns())
+            handle = holder[0].handle
+            for _ in range(_BATCH):
+                with handle:
+                    taken = handle.take_message(cls, True)
+                if taken is None:
+                    return
+                if record:
+                    bag.put(topic, taken[0], time.time_ns())
+
+        sub = self.create_subscription(cls, topic, received, qos, raw=True)
+        holder.append(sub)
+        self._subs.append(sub)
+        self._subscribed[topic] = type_name
+        self._qos[topic] = qos
+
+    def _on_info(self, info: MocapSystemInfo) -> None:
+        if info.system == self.control.system:
+            return
+        self._systems[info.system] = info
+        for topic, type_name in zip(info.topics, info.topic_types):
+            if topic and type_name:
+                self._subscribe(topic, type_name)
+
+    def _resolve_extra_topics(self) -> None:
+        wanted = [t for t in self.value("extra_topics") if t not in self._subscribed]
+        if not wanted:
+            return
+        known = dict((name, types) for name, types in self.get_topic_names_and_types())
+        for topic in wanted:
+            types = known.get(topic)
+            if types:
+                self._subscribe(topic, types[0])
+                bag = self._bag
+                if bag is not None and topic in self._recorded and topic not in bag.topics:
+                    bag.add_topic(self._spec(topic))
+
+    def _spin_reports(self) -> None:
+        try:
+            self._reports_executor.spin()
+        except Exception:  # noqa: BLE001 - the context went away at exit
+            pass
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        if not self._collecting:
+            return
+        for status in msg.status:
+            if status.hardware_id in self._system_topics:
+                self._reports_seen[status.hardware_id] = time.monotonic()
+                for kv in status.values:
+                    if kv.key == "dropped_frames":
+                        try:
+                            self._reported[status.hardware_id] = (self._reported.get(status.hardware_id, 0)
+                                                                  + int(kv.value))
+                        except ValueError:
+                            pass
+
+    # ------------------------------------------------------------------ control plane
+    def _describe(self) -> MocapSystemInfo:
+        info = MocapSystemInfo()
+        info.type = "recorder"
+        recording = self._bag is not None
+        info.state.id = State.PRIMARY_STATE_ACTIVE if recording else State.PRIMARY_STATE_INACTIVE
+        info.state.label = STATE_LABELS[info.state.id]
+        info.topics = [DIAGNOSTICS]
+        info.topic_types = ["diagnostic_msgs/msg/DiagnosticArray"]
+        return info
+
+    def _spec(self, topic: str, system: str = "") -> TopicSpec:
+        qos = self._qos.get(topic)
+        reliable = qos is None or qos.reliability != ReliabilityPolicy.BEST_EFFORT
+        latched = qos is not None and qos.durability == DurabilityPolicy.TRANSIENT_LOCAL
+        depth = qos.depth if qos is not None else 10
+        return TopicSpec(topic, self._subscribed[topic], qos_profile(reliable, latched, depth), system)
+
+    def _start(self, session_id: str) -> Outcome:
+        if self._bag is not None:
+            if self._bag.session_id == session_id:
+                return Outcome(True, f"already recording to {self._bag.file}")
+            return Outcome(False, f"already recording session {self._bag.session_id!r}; stop it first")
+        problem = session_id_problem(session_id)
+        if problem:
+            return Outcome(False, f"not recording: {problem}")
+        request = self.control.request
+        addressed = [s for s in (request.systems if request is not None else []) if s != self.control.system]
+        systems = addressed or [name for name, info in self._systems.items()
+                                if info.state.id != State.PRIMARY_STATE_FINALIZED]
+        system_topics: dict[str, list[str]] = {}
+        for name in systems:
+            info = self._systems.get(name)
+            if info is not None:
+                system_topics[name] = [t for t in info.topics if t in self._subscribed]
+        topics: dict[str, str] = {t: "" for t in CONTROL_TYPES}
+        for name, names in system_topics.items():
+            for topic in names:
+                topics.setdefault(topic, name)
+        for topic in self.value("extra_topics"):
+            topics.setdefault(topic, "")
+        specs = [self._spec(t, s) for t, s in topics.items() if t in self._subscribed]
+        output_dir = Path(os.path.expanduser(self.value("output_dir")))
+        bag = SessionBag(output_dir, session_id, specs, chunk_size=self.value("chunk_size"),
+                         flush_period=self.value("flush_period"), queue_size=self.value("queue_size"),
+                         compression=self.value("compression"),
+                         custom_data={"mocap4r2.session_id": session_id,
+                                      "mocap4r2.systems": ",".join(sorted(system_topics))})
+        try:
+            bag.open()
+        except (OSError, ValueError) as exc:
+            return Outcome(False, f"not recording: {exc}")
+        for warning in bag.schema_warnings:
+            self.get_logger().warning(f"recorded without a schema: {warning}")
+        # the session describes itself: the systems as they were announced, and this request
+        for info in self._systems.values():
+            bag.put(SYSTEMS_TOPIC, serialize_message(info), time.time_ns())
+        if request is not None:
+            bag.put(CONTROL_TOPIC, serialize_message(request), self.control.received_ns)
+        self._reported = {}
+        self._system_topics = system_topics
+        self._collecting = True
+        self._recorded = frozenset(topics)
+        self._failure = ""
+        self._bag = bag
+        self.get_logger().info(f"recording session {session_id!r} to {bag.file} ({len(topics)} topics)")
+        return Outcome(True, f"recording to {bag.file}")
+
+    def _close(self, wait_reports: float = 0.0) -> Summary | None:
+        bag, self._bag = self._bag, None
+        self._recorded = frozenset()
+        if bag is None:
+            return None
+        if wait_reports > 0:
+            self._wait_for_reports(bag, wait_reports)
+        self._collecting = False
+        summary = bag.close(self._reported, self._system_topics)
+        self._last = summary
+        if summary.failure:
+            self._failure = f"writing {bag.file} failed: {summary.failure}"
+        self.get_logger().info(summary.describe())
+        return summary
+
+    def _wait_for_reports(self, bag: SessionBag, timeout: float) -> None:
+        """Frames a system drops show in its next /diagnostics report; the window in
+        progress at STOP is reported up to one period later. Wait (bounded) for one report
+        after STOP from every system with frame topics, so those drops are attributed to
+        the system and not to the recorder."""
+        mark = time.monotonic()
+        waiting = [s for s, topics in self._system_topics.items() if any(t in bag.tracks for t in topics)]
+        deadline = mark + timeout
+        while time.monotonic() < deadline:
+            if all(self._reports_seen.get(s, 0.0) > mark for s in waiting):
+                return
+            time.sleep(0.02)
+
+    def _stop(self) -> Outcome:
+        if self._bag is None:
+            if self._failure:
+                return Outcome(False, self._failure)
+            return Outcome(True, "not recording")
+        summary = self._close(wait_reports=self.value("report_wait"))
+        return Outcome(not summary.failure, summary.describe())
+
+    # ------------------------------------------------------------------ diagnostics
+    def _report(self) -> None:
+        bag = self._bag
+        if bag is not None and bag.failure:
+            # disk full or a size limit: keep what is on disk, say so until the next session
+            self._close()
+            self.control.announce()
+        status = DiagnosticStatus()
+        status.name = "session_recorder"
+        status.hardware_id = self.control.system
+        values: dict[str, str] = {}
+        now = time.monotonic()
+        if bag is not None and not bag.failure:
+            total = sum(bag.counts.values())
+            since, before = self._rate_mark
+            rate = (total - before) / max(now - since, 1e-6)
+            self._rate_mark = (now, total)
+            try:
+                size = bag.file.stat().st_size
+            except OSError:
+                size = 0
+            status.level = DiagnosticStatus.OK
+            status.message = f"recording {bag.session_id} at {rate:.0f} msg/s"
+            values = {"session_id": bag.session_id, "path": str(bag.file), "size_bytes": str(size),
+                      "messages": str(total), "messages_per_s": f"{rate:.1f}",
+                      "queued": str(bag.queued), "queue_drops": str(bag.queue_drops)}
+        elif self._failure:
+            status.level = DiagnosticStatus.ERROR
+            status.message = self._failure
+        else:
+            status.level = DiagnosticStatus.OK
+            status.message = "idle"
+            self._rate_mark = (now, 0)
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        array = DiagnosticArray()
+        array.header.stamp = self.get_clock().now().to_msg()
+        array.status = [status]
+        self._diagnostics_pub.publish(array)
+
+    def finish(self) -> None:
+        """Leaving (Ctrl-C, SIGTERM): close the bag properly and say goodbye."""
+        self._close()
+        info_describe = self._describe
+
+        def finalized() -> MocapSystemInfo:
+            info = info_describe()
+            info.state.id = State.PRIMARY_STATE_FINALIZED
+            info.state.label = STATE_LABELS[info.state.id]
+            return info
+
+        self.control._describe = finalized
+        self.control.announce(last=True)
+        self._reports_executor.shutdown(timeout_sec=1.0)
+        self._reports_node.destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    # a file size limit must surface as an OSError the recorder reports, not kill it
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    from mocap4r2_control.spin import run_node
+
+    # one thread (run_node's SingleThreadedExecutor): far less CPU per callback than the
+    # multi-threaded one, which decides whether thousands of messages per second fit
+    # (rclpy's experimental EventsExecutor, as shipped with Kilted, let no signal through
+    # and served none of these subscriptions here)
+    return run_node(SessionRecorder, SessionRecorder.finish, args, threads=1)
