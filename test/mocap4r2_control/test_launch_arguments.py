@@ -153,12 +153,13 @@ def test_static_reading_sees_the_collision_it_guards_against(tmp_path):
         text = text.replace("GroupAction(scoped=True, actions=[", "GroupAction(actions=[")
         (tmp_path / name).write_text(text)
     given = parameters_files_per_include(tmp_path / "demo_bringup.launch.py")
-    assert given == {"simulated.launch.py": {"simulated.yaml"}, "tools.launch.py": {"simulated.yaml"}}, given
+    # the recorder's own argument (recorder_params) was never part of the collision
+    assert given == {"simulated.launch.py": {"simulated.yaml"}, "tools.launch.py": {"simulated.yaml", "recorder.yaml"}}, given
 
 
 def test_each_node_of_demo_bringup_gets_its_own_parameters_file():
     given = parameters_files_per_include(LAUNCH_DIR / "demo_bringup.launch.py")
-    assert given == {"simulated.launch.py": {"simulated.yaml"}, "tools.launch.py": {"tools.yaml"}}, given
+    assert given == {"simulated.launch.py": {"simulated.yaml"}, "tools.launch.py": {"tools.yaml", "recorder.yaml"}}, given
 
 
 def test_included_launch_files_declare_distinct_parameter_arguments():
@@ -170,9 +171,9 @@ def test_included_launch_files_declare_distinct_parameter_arguments():
         if not source.node_count:
             continue
         # the bridges' launch files are tools of their own, each with its own argument
-        own = {"tools.launch.py": "tools_params", "px4_bridge.launch.py": "px4_bridge_params",
-               "worldmodel.launch.py": "worldmodel_params"}
-        expected = {own.get(path.name, "system_params")}
+        own = {"tools.launch.py": {"tools_params", "recorder_params"}, "px4_bridge.launch.py": {"px4_bridge_params"},
+               "worldmodel.launch.py": {"worldmodel_params"}}
+        expected = own.get(path.name, {"system_params"})
         assert source.parameter_arguments == expected, (path.name, source.parameter_arguments)
         assert set(source.declared) >= expected, (path.name, source.declared)
 

@@ -77,10 +77,10 @@ def plane(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def client(ros, plane):
+def client(ros_session, plane):
     # one client for the module: a fresh one per test may not be matched with the
     # recorder's ack publisher yet when an instant refusal is published (acks are volatile)
-    client = ControlClient(ros.node)
+    client = ControlClient(ros_session.node)
     client.wait_for_systems(names=[SYSTEM, EMG, RECORDER], timeout=30)
     yield client
     client.destroy()
@@ -111,8 +111,8 @@ def emg_samples(ros):
 
 
 @pytest.fixture(scope="module")
-def acks(ros, plane):
-    return ros.subscribe("/mocap4r2/control_ack", ControlAck, ACK_QOS)
+def acks(ros_session, plane):
+    return ros_session.subscribe("/mocap4r2/control_ack", ControlAck, ACK_QOS)
 
 
 def recorder_ack(acks, session_id: str, command: int, system: str = RECORDER, timeout=30.0) -> ControlAck:
