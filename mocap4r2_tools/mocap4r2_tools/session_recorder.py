@@ -98,6 +98,7 @@ class SessionRecorder(ToolNode):
         self._failure = ""
         self._recorded: frozenset[str] = frozenset()
         self._system_topics: dict[str, list[str]] = {}
+        self._session_systems: frozenset[str] = frozenset()
         self._systems: dict[str, MocapSystemInfo] = {}
         self._subscribed: dict[str, str] = {}        # topic -> type
         self._qos: dict[str, QoSProfile] = {}
@@ -183,6 +184,25 @@ class SessionRecorder(ToolNode):
         for topic, type_name in zip(info.topics, info.topic_types):
             if topic and type_name:
                 self._subscribe(topic, type_name)
+        self._join_recording(info)
+
+    def _join_recording(self, info: MocapSystemInfo) -> None:
+        """A system of the session whose announcement reached the recorder only after
+        START (discovery is not symmetric: the requester may see a system before the
+        recorder does) has its topics added to the recording as soon as it is known."""
+        bag = self._bag
+        if bag is None or info.system in self._system_topics or info.state.id == State.PRIMARY_STATE_FINALIZED:
+            return
+        if self._session_systems and info.system not in self._session_systems:
+            return
+        topics = [t for t in info.topics if t in self._subscribed]
+        self._system_topics[info.system] = topics
+        new = [t for t in topics if t not in self._recorded]
+        for topic in new:
+            bag.add_topic(self._spec(topic, info.system))
+        self._recorded = self._recorded | frozenset(new)
+        if new:
+            self.get_logger().info(f"{info.system} joined the recording: {', '.join(new)}")
 
     def _resolve_extra_topics(self) -> None:
         wanted = [t for t in self.value("extra_topics") if t not in self._subscribed]
@@ -278,6 +298,7 @@ class SessionRecorder(ToolNode):
             bag.put(CONTROL_TOPIC, serialize_message(request), self.control.received_ns)
         self._reported = {}
         self._system_topics = system_topics
+        self._session_systems = frozenset(addressed)   # empty: every system
         self._collecting = True
         self._recorded = frozenset(topics)
         self._failure = ""
