@@ -38,14 +38,10 @@ def ros_session():
     harness.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def ros(ros_session):
-    """The session's harness; the subscriptions a test makes end with the test. Left
-    behind, every message of theirs would still be deserialized in Python for the rest
-    of the session, and the harness would fall further behind test after test."""
-    mark = ros_session.subscription_count()
-    yield ros_session
-    ros_session.unsubscribe_since(mark)
+    """The session's harness (module-wide fixtures ask for ros_session by that name)."""
+    return ros_session
 
 
 @pytest.fixture
