@@ -33,6 +33,7 @@ An encoder is not thread-safe: use one per publishing thread.
 """
 from __future__ import annotations
 
+import math
 import operator
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ ENCAPSULATION = b"\x00\x01\x00\x00"
 _INT32 = (-(2**31), 2**31 - 1)
 _UINT32 = (0, 2**32 - 1)
 _UINT64 = (0, 2**64 - 1)
+_INT32_DTYPE = np.dtype("<i4")
 _POSE_WIDTH = 7       # x, y, z, qx, qy, qz, qw: geometry_msgs/Pose and Transform alike
 _DEFAULT_CACHE = 32   # layouts kept per encoder (names sets or counts that alternate)
 
@@ -464,8 +466,10 @@ def _scalar(value, what: str, bounds: tuple[int, int]) -> int:
 
 
 def _shaped(values, what: str, shape: tuple[int, ...], kinds: str) -> np.ndarray:
-    array = np.asarray(values)
-    if array.shape != shape and array.size == 0 == np.prod(shape):
+    # called some twenty times a frame: the checks below stay on attributes (comparing
+    # a dtype with a type object, np.int32 or np.bool_, costs a microsecond each time)
+    array = values if type(values) is np.ndarray else np.asarray(values)
+    if array.shape != shape and array.size == 0 == math.prod(shape):
         array = array.reshape(shape)  # e.g. [] for no markers
     if array.shape != shape:
         raise ValueError(f"{what} has shape {array.shape}, expected {shape}")
@@ -476,7 +480,7 @@ def _shaped(values, what: str, shape: tuple[int, ...], kinds: str) -> np.ndarray
 
 def _int32s(values, what: str, count: int) -> np.ndarray:
     array = _shaped(values, what, (count,), "iu")
-    if array.dtype != np.int32 and array.size:
+    if array.dtype is not _INT32_DTYPE and array.size:
         low, high = int(array.min()), int(array.max())
         if low < _INT32[0] or high > _INT32[1]:
             raise ValueError(f"{what} has values outside the int32 range ({low}..{high})")
@@ -490,7 +494,7 @@ def _floats(values, what: str, shape: tuple[int, ...]) -> np.ndarray:
 def _flags(values, what: str, count: int) -> np.ndarray:
     array = _shaped(values, what, (count,), "biu")
     # as bytes 0/1: a same-type copy into the buffer, no cast
-    return (array if array.dtype == np.bool_ else array != 0).view(np.uint8)
+    return (array if array.dtype.kind == "b" else array != 0).view(np.uint8)
 
 
 def _frame_id(frame_id: str) -> str:

@@ -27,6 +27,9 @@ class LastGoodValues:
         self._key_bytes = b""   # the keys as bytes: comparing them is the per-frame check
         self.values = np.zeros((0, width))
         self.seen = np.zeros(0, dtype=bool)
+        # once every key has been seen, ``seen`` cannot change until the keys do: the
+        # per-frame update then skips it (the common case while a system streams)
+        self._all_seen = True
         self._archive: dict[int, np.ndarray] = {}
 
     # keys remembered after they vanished (bounded: unlabeled ids may be transient)
@@ -38,8 +41,11 @@ class LastGoodValues:
         if keys.tobytes() != self._key_bytes:
             self._remap(keys)
             self._key_bytes = self.keys.tobytes()
-        self.values[good] = values[good]
-        self.seen |= good
+        # one masked copy, no temporaries (values[good] = values[good] costs three times as much)
+        np.copyto(self.values, values, where=good[:, None])
+        if not self._all_seen:
+            self.seen |= good
+            self._all_seen = bool(self.seen.all())
         return self.values, self.seen
 
     def _remap(self, keys: np.ndarray) -> None:
@@ -61,6 +67,7 @@ class LastGoodValues:
         self.keys = np.array(keys, dtype=np.int64, copy=True)
         self.values = values
         self.seen = seen
+        self._all_seen = bool(seen.all())
 
 
 IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
@@ -71,14 +78,21 @@ def good_poses(positions: np.ndarray, orientations: np.ndarray, valid: np.ndarra
 
     Returns (good mask, poses as (n, 7) with normalised quaternions)."""
     # a row is finite when its sum is (inf - inf is NaN); the norm is NaN or inf when an
-    # orientation component is, so one check covers the quaternion
-    norms = np.sqrt(np.einsum("ij,ij->i", orientations, orientations))
-    good = valid & np.isfinite(positions.sum(axis=1)) & np.isfinite(norms) & (norms > MIN_QUATERNION_NORM)
-    poses = np.empty((positions.shape[0], 7))
+    # orientation component is, so the sum of both covers position and quaternion. Row
+    # sums go through matrix products: numpy's axis reductions over 3 or 4 columns cost
+    # several times more per call, and this runs for bodies and segments every frame.
+    n = positions.shape[0]
+    norms = np.sqrt(np.square(orientations) @ _ONES4)
+    good = valid & np.isfinite(positions @ _ONES3 + norms) & (norms > MIN_QUATERNION_NORM)
+    poses = np.empty((n, 7))
     poses[:, :3] = positions
     # rows that are not good are never used: dividing them by 1 avoids warnings cheaply
-    poses[:, 3:] = orientations / np.where(good, norms, 1.0)[:, None]
+    np.divide(orientations, np.where(good, norms, 1.0)[:, None], out=poses[:, 3:])
     return good, poses
+
+
+_ONES3 = np.ones(3)
+_ONES4 = np.ones(4)
 
 
 class SubKeys:
