@@ -18,6 +18,7 @@ from .frame import UNKNOWN_ID, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
 _ONES3 = np.ones(3)
+_NO_SEGMENTS = (np.zeros(0, dtype=bool), np.zeros((0, 7)))
 
 
 def _same_names(names, cached) -> bool:
@@ -47,20 +48,31 @@ class MarkerRule:
         self._source: tuple[str, ...] | None = None
         self._rows = b""
         self._names: tuple[str, ...] = ()
+        self._ids_bytes: bytes | None = None
+        self._labeled = np.zeros(0, dtype=bool)
+        self._all_labeled = True
 
     def apply(self, arrays: MarkerArrays, keys: np.ndarray) -> PublishedMarkers:
         positions = arrays.positions
         # row sums through a matrix product: NaN or inf in a row makes its sum non-finite
         # (inf - inf is NaN), at a fraction of the cost of an axis reduction over 3 columns
         finite = np.isfinite(positions @ _ONES3)
-        labeled = arrays.ids != UNKNOWN_ID
-        all_labeled = labeled.all()
+        ids_bytes = arrays.ids.tobytes()
+        # which markers are labeled changes with the ids only (the length check tells
+        # apart equal bytes of another dtype)
+        if ids_bytes != self._ids_bytes or arrays.ids.shape != self._labeled.shape:
+            self._labeled = arrays.ids != UNKNOWN_ID
+            self._all_labeled = bool(self._labeled.all())
+            self._ids_bytes = ids_bytes
+        labeled, all_labeled = self._labeled, self._all_labeled
         measured = finite & ~arrays.occluded
         held, seen = self.last.update(keys, positions, measured if all_labeled else measured & labeled)
         occluded = ~measured
         # with every marker labeled (the usual case), the held positions are the output
         out_pos = held if all_labeled else np.where(labeled[:, None], held, positions)
         residuals = np.where(occluded, np.float32(-1.0), arrays.residuals).astype(np.float32, copy=False)
+        if all_labeled and self.last.all_seen:  # every marker has a position: all are kept
+            return PublishedMarkers(arrays.ids, arrays.names, out_pos, occluded, residuals, None)
         keep = seen if all_labeled else np.where(labeled, seen, finite)
         if keep.all():
             return PublishedMarkers(arrays.ids, arrays.names, out_pos, occluded, residuals, None)
@@ -141,8 +153,11 @@ class FrameEncoder:
     def _encode_skeletons(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes:
         sk = frame.skeletons
         seg = sk.segments
-        good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
-        held, _ = self._segment_last.update(self._segment_keys(sk.ids, sk.segment_offsets), poses, good)
+        if len(seg):
+            good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
+            held, _ = self._segment_last.update(self._segment_keys(sk.ids, sk.segment_offsets), poses, good)
+        else:  # most systems stream no skeletons: nothing to hold, an empty message each frame
+            good, held = _NO_SEGMENTS
         return self._skeletons.encode(sec, nanosec, self.frame_id, frame.frame_number, sk.ids, sk.names,
                                       sk.valid, sk.segment_offsets, seg.ids, seg.names, seg.parent_ids, good, held)
 

@@ -48,6 +48,11 @@ class LastGoodValues:
             self._all_seen = bool(self.seen.all())
         return self.values, self.seen
 
+    @property
+    def all_seen(self) -> bool:
+        """Every key of the latest update has had a good value."""
+        return self._all_seen
+
     def _remap(self, keys: np.ndarray) -> None:
         # the set or order of keys changed (an asset appeared or vanished): file what is
         # known under its key, so a body that vanishes for a while keeps its last pose
