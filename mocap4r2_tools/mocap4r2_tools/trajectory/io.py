@@ -95,8 +95,9 @@ def _check_text(path: Path) -> TextScan:
                     raise TrajectoryInputError(
                         f"{path} is larger than {MAX_TUM_BYTES:,} bytes, the most read from a TUM file "
                         "(about ten million poses)")
-                hashes += chunk.count(b"#")
-                if hashes:   # a '#' elsewhere than at a line start is an inline comment
+                chunk_hashes = chunk.count(b"#")
+                if chunk_hashes:   # a '#' elsewhere than at a line start is an inline comment
+                    hashes += chunk_hashes
                     line_hashes += chunk.count(b"\n#") + (after_newline and chunk[:1] == b"#")
                 comma = comma or b"," in chunk
                 after_newline = chunk.endswith(b"\n")
