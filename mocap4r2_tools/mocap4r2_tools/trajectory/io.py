@@ -48,7 +48,7 @@ def read_tum(path: str | Path, name: str | None = None) -> Trajectory:
     """Poses of a TUM file. Rows out of time order are sorted and repeated stamps kept,
     both said in the trajectory's ``notes`` (see Trajectory.from_recorded).
 
-    Two readers give the same array: numpy's C reader (about ten times faster, the one a
+    Two readers give the same array: numpy's C reader (two to three times faster, the one a
     million-pose file needs) whenever the file is plain (every ``#`` opens a line), and the
     careful line-by-line reader otherwise, or when the fast one refuses anything; only the
     careful one names the bad line, so every error comes from it."""
