@@ -4,10 +4,20 @@ Measured end to end from arrays (building the trajectories included) and from TU
 files: association (nearest), se3 alignment, ATE statistics; RPE over 1 frame,
 translation and rotation. evo takes minutes for RPE on a million poses, so its RPE is
 timed on 100 k poses only, as printed. Figures only: nothing is asserted about speed.
+
+The `mocap4r2 eval` section times the whole command on two TUM files (read both,
+associate, se3 align, ATE, RPE 1 frame, JSON written) against evo doing the same through
+its Python API (each file read once, which favours evo over running evo_ape and evo_rpe).
+evo is timed at EVAL_SIZES_EVO only (a million poses take evo many minutes); ours also
+at a million. MOCAP4R2_BENCH_EVO_1M=1 adds evo at a million (slow).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +26,7 @@ from typing import Callable
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from mocap4r2_tools import eval_command
 from mocap4r2_tools.trajectory import RunningATE, RunningRPE, StreamAssociator, Trajectory
 from mocap4r2_tools.trajectory.alignment import align
 from mocap4r2_tools.trajectory.association import associate
@@ -24,6 +35,8 @@ from mocap4r2_tools.trajectory.metrics import ErrorStats, ate_errors, rpe_errors
 
 SIZES = (100_000, 1_000_000)
 EVO_RPE_MAX = 100_000
+EVAL_SIZES = (100_000, 1_000_000)
+EVAL_SIZES_EVO = (100_000,)
 
 
 def make_arrays(n: int, seed: int = 0):
@@ -42,6 +55,14 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     value = fn()
     return time.perf_counter() - start, value
+
+
+def cpu_timed(fn: Callable[[], object]) -> tuple[float, object]:
+    """CPU seconds of this process (every thread): on a shared machine wall time measures
+    the neighbours as much as the code."""
+    start = time.process_time()
+    value = fn()
+    return time.process_time() - start, value
 
 
 # ------------------------------------------------------------------ ours
@@ -110,6 +131,65 @@ def evo_files(gt_path: Path, est_path: Path) -> float:
     return evo_ate((t, p, q), (te, pe, qe))
 
 
+def ours_command(gt_path: Path, est_path: Path, out: Path) -> dict:
+    """The whole `mocap4r2 eval --gt --est --json FILE` (defaults: nearest within 10 ms,
+    se3, RPE 1 frame), as a user runs it, minus the interpreter start."""
+    with contextlib.redirect_stdout(io.StringIO()):   # the summary table it prints
+        code = eval_command.main(["--gt", str(gt_path), "--est", str(est_path), "--json", str(out),
+                                  "--progress", "never"])
+    if code != 0:
+        raise RuntimeError(f"mocap4r2 eval exited with {code}")
+    data = json.loads(out.read_text())
+    return {"ate": data["ate_rmse"], "rpe_trans": data["rpe_trans"]["rmse"], "rpe_rot": data["rpe_rot"]["rmse"],
+            "pairs": data["samples"]}
+
+
+def evo_command(gt_path: Path, est_path: Path) -> dict:
+    """What evo_ape + evo_rpe compute for the same options (max_diff 0.01, se3 alignment,
+    APE translation, RPE 1 frame translation and angle), each file read once."""
+    from evo.core import metrics, sync
+    from evo.tools import file_interface
+
+    ref = file_interface.read_tum_trajectory_file(str(gt_path))
+    est = file_interface.read_tum_trajectory_file(str(est_path))
+    ref, est = sync.associate_trajectories(ref, est, max_diff=0.01)
+    est.align(ref)
+    ape = metrics.APE(metrics.PoseRelation.translation_part)
+    ape.process_data((ref, est))
+    out = {"ate": ape.get_statistic(metrics.StatisticsType.rmse), "pairs": est.num_poses}
+    for key, relation in (("rpe_trans", metrics.PoseRelation.translation_part),
+                          ("rpe_rot", metrics.PoseRelation.rotation_angle_rad)):
+        rpe = metrics.RPE(relation, 1, metrics.Unit.frames, all_pairs=False)
+        rpe.process_data((ref, est))
+        out[key] = rpe.get_statistic(metrics.StatisticsType.rmse)
+    return out
+
+
+def eval_command_vs_evo() -> None:
+    print("`mocap4r2 eval` from TUM files (read both, associate, se3 align, ATE, RPE 1 frame trans+rot), "
+          "CPU seconds:")
+    evo_sizes = set(EVAL_SIZES_EVO) | ({1_000_000} if os.environ.get("MOCAP4R2_BENCH_EVO_1M") == "1" else set())
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in EVAL_SIZES:
+            gt_arrays, est_arrays = make_arrays(n)
+            gt_path, est_path, out = Path(tmp) / "gt.tum", Path(tmp) / "est.tum", Path(tmp) / "out.json"
+            write_tum(gt_path, Trajectory.build(*gt_arrays))
+            write_tum(est_path, Trajectory.build(*est_arrays))
+            size = (gt_path.stat().st_size + est_path.stat().st_size) / 1e6
+            t_read, _ = cpu_timed(lambda: (read_tum(gt_path), read_tum(est_path)))
+            t_ours, a = cpu_timed(lambda: ours_command(gt_path, est_path, out))
+            print(f"  {n:>9,} poses ({size:.0f} MB)  ours {t_ours:6.2f} s (of which reading {t_read:.2f} s)",
+                  flush=True)
+            if n not in evo_sizes:
+                print(f"  {n:>9,} poses  evo not run at this size (many minutes; MOCAP4R2_BENCH_EVO_1M=1 runs it)",
+                      flush=True)
+                continue
+            t_evo, b = cpu_timed(lambda: evo_command(gt_path, est_path))
+            diff = max(abs(a[k] - b[k]) for k in ("ate", "rpe_trans", "rpe_rot"))
+            print(f"  {n:>9,} poses  evo  {t_evo:6.2f} s -> ours {t_evo / t_ours:5.1f}x faster "
+                  f"(pairs {a['pairs']} / {b['pairs']}, max |diff| of ATE/RPE rmse {diff:.1e})", flush=True)
+
+
 # ------------------------------------------------------------------ the node's update
 def node_update_cost(pairs: int = 20_000, gt_per_pair: int = 10) -> dict[str, float]:
     """Per-sample cost of the trajectory_error core: 1 kHz ground truth, 100 Hz estimate."""
@@ -138,6 +218,7 @@ def node_update_cost(pairs: int = 20_000, gt_per_pair: int = 10) -> dict[str, fl
 
 
 def run() -> None:
+    eval_command_vs_evo()
     print("end to end from arrays: build trajectories, associate (nearest), se3 align, ATE; RPE 1 frame (trans+rot)")
     for n in SIZES:
         gt_arrays, est_arrays = make_arrays(n)

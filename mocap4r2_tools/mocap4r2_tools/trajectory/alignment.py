@@ -56,7 +56,10 @@ class Alignment:
     def apply(self, traj: Trajectory) -> Trajectory:
         if self.method == "none":
             return traj
-        orientations = quat_multiply(self.quaternion(), traj.orientations)
+        # q * o for every row o is linear in o: one (n, 4) x (4, 4) product instead of
+        # elementwise work down the columns of an (n, 4) array
+        rows = quat_multiply(self.quaternion(), np.eye(4))   # row k: q * e_k
+        orientations = traj.orientations @ rows
         return Trajectory(traj.stamps, self.apply_positions(traj.positions), orientations, traj.name)
 
     def quaternion(self) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 TUM format: one pose per line, ``stamp tx ty tz qx qy qz qw`` (seconds, metres,
 quaternion x y z w), separated by spaces or commas; lines starting with ``#`` are
-comments.
+comments. The file is read as evo reads it (every row kept), so results compare.
 
 Bags are read with ``rosbags``. Supported topic types, stamped with their header stamp
 (the capture time, not the time the bag recorder received them):
@@ -13,9 +13,10 @@ Messages may be recorded out of stamp order, so bag trajectories are sorted by s
 """
 from __future__ import annotations
 
-import re
 import warnings
+from array import array
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -35,93 +36,121 @@ SUPPORTED_TYPES = (
     "mocap4r2_interfaces/msg/RigidBodies",
 )
 
-_SEPARATORS = re.compile(r"[,\s]+")
 _CHUNK = 1 << 20        # bytes read at a time while checking a file is text
 MAX_LINE = 1 << 20      # longest run without a newline accepted (a TUM line is < 200 bytes)
+# largest TUM file read: about ten million poses. Both readers hold the poses as float64
+# (64 bytes a pose) and the fast one briefly the text as well, so this bounds memory
+MAX_TUM_BYTES = 1 << 30
 
 
 # --------------------------------------------------------------------------- TUM
 def read_tum(path: str | Path, name: str | None = None) -> Trajectory:
     """Poses of a TUM file. Rows out of time order are sorted and repeated stamps kept,
-    both said in the trajectory's ``notes`` (see Trajectory.from_recorded)."""
+    both said in the trajectory's ``notes`` (see Trajectory.from_recorded).
+
+    Two readers give the same array: numpy's C reader (two to three times faster, the one a
+    million-pose file needs) whenever the file is plain (every ``#`` opens a line), and the
+    careful line-by-line reader otherwise, or when the fast one refuses anything; only the
+    careful one names the bad line, so every error comes from it."""
     path = Path(path)
-    head = _check_text(path)
-    # fast path: numpy's C reader (a million lines in about a second); anything unusual
-    # (mixed separators, a bad line) goes through the tolerant reader, which names the line
-    delimiter = "," if b"," in head else None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # an empty file warns; it is refused below
-            data = np.loadtxt(path, comments="#", delimiter=delimiter, ndmin=2, dtype=np.float64)
-        if data.shape[1] != 8 and data.size:
-            data = None
-    except (ValueError, UnicodeDecodeError):
-        data = None
+    scan = _check_text(path)
+    data = parse_tum_fast(path, scan) if scan.plain else None
     if data is None:
-        data = _read_tum_tolerant(path)
+        data = parse_tum_careful(path)
     if data.shape[0] == 0:
         raise TrajectoryInputError(f"{path} holds no poses")
     return Trajectory.from_recorded(data[:, 0], data[:, 1:4], data[:, 4:8], name=name or path.name)
 
 
-def _check_text(path: Path) -> bytes:
-    """The file's first 4 KiB, after one pass over all of it in fixed chunks: a NUL byte
-    anywhere, or a run of more than MAX_LINE bytes without a newline, is refused before a
-    parser sees the file (a parser would hold such a "line" in memory whole)."""
+@dataclass(frozen=True)
+class TextScan:
+    """What one pass over a file found, enough to choose a reader."""
+
+    size: int
+    comma: bool    # a comma anywhere: the fast reader then splits on commas
+    plain: bool    # every '#' is the first byte of a line (whole-line comments only)
+
+
+def _check_text(path: Path) -> TextScan:
+    """One pass over the file in fixed chunks: a NUL byte anywhere, a run of more than
+    MAX_LINE bytes without a newline, or more than MAX_TUM_BYTES, is refused before a
+    parser sees the file (a parser would hold such a "line" or file in memory whole)."""
+    size = hashes = line_hashes = 0
+    comma = False
     try:
         with open(path, "rb") as handle:
-            head = handle.read(4096)
-            chunk, offset, open_line = head, 0, 0
+            chunk, open_line, after_newline = handle.read(_CHUNK), 0, True
             while chunk:
                 nul = chunk.find(b"\0")
                 if nul >= 0:
                     raise TrajectoryInputError(
-                        f"{path} is not a text file (TUM format expected): NUL byte at offset {offset + nul}")
+                        f"{path} is not a text file (TUM format expected): NUL byte at offset {size + nul}")
                 newline = chunk.rfind(b"\n")
                 open_line = open_line + len(chunk) if newline < 0 else len(chunk) - newline - 1
                 if open_line > MAX_LINE:
                     raise TrajectoryInputError(
-                        f"{path}: more than {MAX_LINE} bytes without a line break at offset {offset} "
+                        f"{path}: more than {MAX_LINE} bytes without a line break at offset {size} "
                         "(not a TUM file)")
-                offset += len(chunk)
+                if size + len(chunk) > MAX_TUM_BYTES:
+                    raise TrajectoryInputError(
+                        f"{path} is larger than {MAX_TUM_BYTES:,} bytes, the most read from a TUM file "
+                        "(about ten million poses)")
+                chunk_hashes = chunk.count(b"#")
+                if chunk_hashes:   # a '#' elsewhere than at a line start is an inline comment
+                    hashes += chunk_hashes
+                    line_hashes += chunk.count(b"\n#") + (after_newline and chunk[:1] == b"#")
+                comma = comma or b"," in chunk
+                after_newline = chunk.endswith(b"\n")
+                size += len(chunk)
                 chunk = handle.read(_CHUNK)
     except OSError as exc:
         raise TrajectoryInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return head
+    return TextScan(size, comma, hashes == line_hashes)
 
 
-def _read_tum_tolerant(path: Path) -> np.ndarray:
-    """Spaces and commas mixed, blank and comment lines; TrajectoryInputError naming the
-    first bad line."""
+def parse_tum_fast(path: Path, scan: TextScan) -> np.ndarray | None:
+    """(n, 8) values by numpy's C reader, or None when it refuses the file (the careful
+    reader then names the line). Only for files whose comments are whole lines: numpy
+    would also accept a comment after the values, which the careful reader refuses."""
     try:
-        text = path.read_text()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # an empty file warns; it is refused by the caller
+            data = np.loadtxt(path, comments="#", delimiter="," if scan.comma else None, ndmin=2,
+                              dtype=np.float64, encoding="utf-8-sig")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if data.shape[1] != 8:
+        return None if data.size else np.zeros((0, 8))
+    return data
+
+
+def parse_tum_careful(path: Path) -> np.ndarray:
+    """(n, 8) values, one line at a time: spaces and commas mixed, blank and comment lines;
+    TrajectoryInputError naming the file and line of the first bad line. Memory is the
+    values only (8 bytes each), never a list of the file's lines."""
+    values = array("d")
+    number = 0
+    try:
+        # universal newlines (CRLF, CR); a UTF-8 byte order mark is skipped, as evo does
+        with open(path, encoding="utf-8-sig") as handle:
+            for number, line in enumerate(handle, start=1):
+                stripped = line.strip()
+                if not stripped or stripped.startswith("#"):
+                    continue
+                fields = stripped.replace(",", " ").split()
+                if len(fields) != 8:
+                    raise TrajectoryInputError(
+                        f"{path}:{number}: {len(fields)} fields, a TUM line has 8 (stamp tx ty tz qx qy qz qw)")
+                try:
+                    values.extend(map(float, fields))
+                except ValueError as exc:
+                    raise TrajectoryInputError(f"{path}:{number}: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise TrajectoryInputError(f"{path} is not a text file (TUM format expected)") from exc
-    rows = [line.replace(",", " ") for line in text.splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
-    try:
-        values = np.array([float(v) for row in rows for v in row.split()], dtype=np.float64)
-    except ValueError:
-        values = None
-    if values is None or any(len(row.split()) != 8 for row in rows):
-        _raise_bad_tum_line(path, text)
-    return values.reshape(-1, 8)
-
-
-def _raise_bad_tum_line(path: Path, text: str) -> None:
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        fields = _SEPARATORS.split(stripped)
-        if len(fields) != 8:
-            raise TrajectoryInputError(
-                f"{path}:{number}: {len(fields)} fields, a TUM line has 8 (stamp tx ty tz qx qy qz qw)")
-        try:
-            [float(f) for f in fields]
-        except ValueError as exc:
-            raise TrajectoryInputError(f"{path}:{number}: {exc}") from None
-    raise TrajectoryInputError(f"{path}: not in TUM format")
+        raise TrajectoryInputError(
+            f"{path} is not a text file (TUM format expected): not UTF-8 (after line {number})") from exc
+    except OSError as exc:
+        raise TrajectoryInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return np.frombuffer(values, dtype=np.float64).reshape(-1, 8)
 
 
 def write_tum(path: str | Path, traj: Trajectory) -> None:

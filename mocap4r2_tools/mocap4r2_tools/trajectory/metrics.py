@@ -21,12 +21,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from mocap4r2_control.geometry import quat_multiply, quat_rotate
-
 from .poses import Trajectory, TrajectoryInputError
 
 RPE_UNITS = ("frames", "m", "s")
-_CONJUGATE = np.array([-1.0, -1.0, -1.0, 1.0])
 
 
 @dataclass(frozen=True)
@@ -129,17 +126,68 @@ def rpe_errors(gt: Trajectory, est: Trajectory, starts: np.ndarray, ends: np.nda
         raise TrajectoryInputError(f"{len(est)} estimate poses for {len(gt)} ground truth poses")
     if starts.size == 0:
         return np.zeros(0), np.zeros(0)
-    # plain vectorised quaternion algebra: on a million steps it is ~10x faster than
-    # building scipy Rotation objects, with the same results to rounding
-    inv_q_i = gt.orientations[starts] * _CONJUGATE
-    inv_p_i = est.orientations[starts] * _CONJUGATE
-    rel_gt_t = quat_rotate(inv_q_i, gt.positions[ends] - gt.positions[starts])
-    rel_est_t = quat_rotate(inv_p_i, est.positions[ends] - est.positions[starts])
-    trans = np.linalg.norm(rel_est_t - rel_gt_t, axis=1)
-    rel_gt_r = quat_multiply(inv_q_i, gt.orientations[ends])
-    rel_est_r = quat_multiply(inv_p_i, est.orientations[ends])
-    error = quat_multiply(rel_gt_r * _CONJUGATE, rel_est_r)
-    return trans, rotation_angle(error)
+    # plain vectorised quaternion algebra (~10x faster than scipy Rotation objects on a
+    # million steps, same results to rounding), on (4, m) / (3, m) copies so that every
+    # operation runs along contiguous rows rather than down the columns of (m, 4) arrays
+    q_i, q_j = _columns(gt.orientations, starts, ends)
+    p_i, p_j = _columns(est.orientations, starts, ends)
+    gt_i, gt_j = _columns(gt.positions, starts, ends)
+    est_i, est_j = _columns(est.positions, starts, ends)
+    q_i[:3] *= -1.0   # the inverses (unit quaternions: conjugates)
+    p_i[:3] *= -1.0
+    rel_gt_t = _rotate(q_i, gt_j - gt_i)
+    rel_est_t = _rotate(p_i, est_j - est_i)
+    diff = rel_est_t - rel_gt_t
+    trans = np.sqrt(np.einsum("ij,ij->j", diff, diff))
+    rel_gt_r = _multiply(q_i, q_j)
+    rel_gt_r[:3] *= -1.0
+    error = _multiply(rel_gt_r, _multiply(p_i, p_j))
+    angle = 2.0 * np.arctan2(np.sqrt(np.einsum("ij,ij->j", error[:3], error[:3])), np.abs(error[3]))
+    return trans, angle
+
+
+def _columns(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``starts`` and ``ends`` of (n, k) ``values`` as two (k, m) arrays."""
+    columns = values.T
+    if _is_step(starts) and _is_step(ends):   # consecutive pairs: slices, no index gathering
+        step = int(starts[1] - starts[0]) if starts.size > 1 else 1
+        return (np.array(columns[:, starts[0]:starts[-1] + 1:step]),
+                np.array(columns[:, ends[0]:ends[-1] + 1:step]))
+    return np.array(columns[:, starts]), np.array(columns[:, ends])
+
+
+def _is_step(rows: np.ndarray) -> bool:
+    if rows.size < 3:
+        return rows.size == 1 or (rows.size == 2 and rows[1] > rows[0])
+    steps = np.diff(rows)
+    return bool(steps[0] > 0 and (steps == steps[0]).all())
+
+
+def _multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton product of (4, m) quaternion columns x, y, z, w."""
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    out = np.empty_like(a)
+    out[0] = aw * bx + ax * bw + ay * bz - az * by
+    out[1] = aw * by - ax * bz + ay * bw + az * bx
+    out[2] = aw * bz + ax * by - ay * bx + az * bw
+    out[3] = aw * bw - ax * bx - ay * by - az * bz
+    return out
+
+
+def _cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    out = np.empty_like(v)
+    out[0] = u[1] * v[2] - u[2] * v[1]
+    out[1] = u[2] * v[0] - u[0] * v[2]
+    out[2] = u[0] * v[1] - u[1] * v[0]
+    return out
+
+
+def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(3, m) vectors rotated by (4, m) unit quaternions (v' = q v q*)."""
+    u = q[:3]
+    t = 2.0 * _cross(u, v)
+    return v + q[3] * t + _cross(u, t)
 
 
 def rotation_angle(quaternions: np.ndarray) -> np.ndarray:
