@@ -163,6 +163,7 @@ def _worker(spec: str, seed: int, worker: int, workers: int, start: int, total: 
     import warnings
 
     warnings.simplefilter("ignore")   # NaN casts of mutated floats are expected, not news
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # a reader that aborts leaves no core file behind
     slots = np.frombuffer(state, dtype=np.int64)
     bases, step = load_path(spec)
     clock = time.perf_counter_ns
