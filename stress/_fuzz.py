@@ -8,7 +8,8 @@ nudged by a few units, truncations, appended noise, inserted and deleted bytes).
 index alone and a worker can resume right after it.
 
 The reading path runs in worker processes (one per core) that report through shared
-memory: the index of the packet being read (the heartbeat) and the outcome counters.
+memory: the index of the packet being read (the heartbeat), whether it is reading one,
+and the outcome counters.
 The parent only watches: a worker whose heartbeat has not moved for HANG_SECONDS is
 killed and restarted on the same packet once more; a second stall on the same packet
 is a hang (counted, the worker resumes after it), a packet that passes the second time
@@ -49,8 +50,8 @@ BOUNDARY = np.array([0, 1, 2, -1, -2, 0x7FFFFFFF, -0x80000000, 0xFFFF, 0x10000, 
                      1 << 20, 1 << 24], dtype=np.int64).astype(np.uint32)
 
 # shared state of one worker (int64 slots)
-_HEARTBEAT, _PHASE, _STOP, _PACKETS, _REJECTED, _ACCEPTED, _CONVERTED, _INCONSISTENT, _CRASHES, \
-    _SLOWEST_NS, _SLOWEST_AT, _RSS_KIB, _SLOTS = range(13)
+_HEARTBEAT, _READING, _PHASE, _STOP, _PACKETS, _REJECTED, _ACCEPTED, _CONVERTED, _INCONSISTENT, _CRASHES, \
+    _SLOWEST_NS, _SLOWEST_AT, _RSS_KIB, _SLOTS = range(14)
 _STARTING, _RUNNING, _DONE = 0, 1, 2
 _OUTCOME = {"rejected": _REJECTED, "accepted": _ACCEPTED, "converted": _CONVERTED, "inconsistent": _INCONSISTENT}
 
@@ -168,9 +169,14 @@ def _worker(spec: str, seed: int, worker: int, workers: int, start: int, total: 
     bases, step = load_path(spec)
     clock = time.perf_counter_ns
     slots[_PHASE] = _RUNNING
+    stopped = False
     for first, stop in chunk_indices(worker, workers, start, total):
         for index, base, packet in mutants(bases, seed, first, stop):
+            if not index & 1023 and slots[_STOP]:
+                stopped = True
+                break
             slots[_HEARTBEAT] = index
+            slots[_READING] = 1     # between packets (mutating the next batch) is not a hang
             t = clock()
             try:
                 slots[_OUTCOME[step(base, packet)]] += 1
@@ -179,11 +185,12 @@ def _worker(spec: str, seed: int, worker: int, workers: int, start: int, total: 
                 if slots[_CRASHES] <= 3:
                     errors.put((index, f"{type(exc).__name__}: {exc}"[:200]))
             dt = clock() - t
+            slots[_READING] = 0
             if dt > slots[_SLOWEST_NS]:
                 slots[_SLOWEST_NS], slots[_SLOWEST_AT] = dt, index
             slots[_PACKETS] += 1
         slots[_RSS_KIB] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        if slots[_STOP]:
+        if stopped:
             break
     slots[_RSS_KIB] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     slots[_PHASE] = _DONE
@@ -317,7 +324,7 @@ def run_fuzz(name: str, spec: str, total: int, budget: float, seed: int, workers
                 if now - s.since > 120:     # a worker that cannot even start: say so, do not wait forever
                     raise RuntimeError(f"{name}: fuzzing worker {s.index} did not start in 120 s")
                 continue
-            if beat != s.seen:
+            if beat != s.seen or not s.slots[_READING]:
                 if s.retrying is not None and beat > s.retrying:
                     result.stalls += 1      # the packet passed the second time
                     s.retrying = None
