@@ -51,7 +51,7 @@ BOUNDARY = np.array([0, 1, 2, -1, -2, 0x7FFFFFFF, -0x80000000, 0xFFFF, 0x10000, 
 
 # shared state of one worker (int64 slots)
 _HEARTBEAT, _READING, _PHASE, _STOP, _PACKETS, _REJECTED, _ACCEPTED, _CONVERTED, _INCONSISTENT, _CRASHES, \
-    _SLOWEST_NS, _SLOWEST_AT, _RSS_KIB, _SLOTS = range(14)
+    _SLOWEST_NS, _SLOWEST_AT, _RSS_KIB, _CPU_MS, _SLOTS = range(15)
 _STARTING, _RUNNING, _DONE = 0, 1, 2
 _OUTCOME = {"rejected": _REJECTED, "accepted": _ACCEPTED, "converted": _CONVERTED, "inconsistent": _INCONSISTENT}
 
@@ -172,9 +172,11 @@ def _worker(spec: str, seed: int, worker: int, workers: int, start: int, total: 
     stopped = False
     for first, stop in chunk_indices(worker, workers, start, total):
         for index, base, packet in mutants(bases, seed, first, stop):
-            if not index & 1023 and slots[_STOP]:
-                stopped = True
-                break
+            if not index & 1023:
+                _usage(slots)       # kept current: a worker killed later still has its figures
+                if slots[_STOP]:
+                    stopped = True
+                    break
             slots[_HEARTBEAT] = index
             slots[_READING] = 1     # between packets (mutating the next batch) is not a hang
             t = clock()
@@ -189,11 +191,17 @@ def _worker(spec: str, seed: int, worker: int, workers: int, start: int, total: 
             if dt > slots[_SLOWEST_NS]:
                 slots[_SLOWEST_NS], slots[_SLOWEST_AT] = dt, index
             slots[_PACKETS] += 1
-        slots[_RSS_KIB] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        _usage(slots)
         if stopped:
             break
-    slots[_RSS_KIB] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _usage(slots)
     slots[_PHASE] = _DONE
+
+
+def _usage(slots) -> None:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    slots[_RSS_KIB] = usage.ru_maxrss
+    slots[_CPU_MS] = int((usage.ru_utime + usage.ru_stime) * 1000)
 
 
 # ---------------------------------------------------------------------- the parent
@@ -213,17 +221,22 @@ class FuzzResult:
     slowest_at: int = -1
     peak_rss_mib: float = 0.0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0     # the workers' CPU time: the rate a loaded machine does not change
     problems: list[str] = field(default_factory=list)   # first crashes and hangs, with packet indices
 
     def rows(self, target_packets: int) -> list[tuple]:
         rate = self.packets / self.seconds if self.seconds else 0.0
         label = self.name
         first = f" (first: {self.problems[0][:80]})" if self.problems else ""
+        per_cpu = self.packets / self.cpu_seconds if self.cpu_seconds else 0.0
         return [
             (f"{label}: mutated packets (accepted {self.accepted}, {self.converted} of them converted and "
              f"checked; rejected {self.rejected}; {rate:,.0f}/s,"
              f" {self.workers} workers, {self.seconds:.0f} s)", self.packets, f">= {target_packets}",
              self.packets >= target_packets),
+            (f"{label}: packets per CPU second of a worker ({target_packets:,} would take "
+             f"{target_packets / max(per_cpu, 1e-9) / self.workers:.0f} s on {self.workers} idle cores)",
+             round(per_cpu), "-", None),
             (f"{label}: crashes{first if self.crashes else ''}", self.crashes, "0", self.crashes == 0),
             (f"{label}: hangs > {HANG_SECONDS:g} s, repeatable (slowest passing {self.slowest * 1e3:.1f} ms; "
              f"{self.stalls} machine stalls not repeated)", self.hangs, "0", self.hangs == 0),
@@ -257,7 +270,7 @@ class _Slot:
 
     def bank(self) -> None:
         """Keep the dead process's counts before the slot is reused."""
-        for k in (_PACKETS, _REJECTED, _ACCEPTED, _CONVERTED, _INCONSISTENT, _CRASHES):
+        for k in (_PACKETS, _REJECTED, _ACCEPTED, _CONVERTED, _INCONSISTENT, _CRASHES, _CPU_MS):
             self.carried[k] += self.slots[k]
         if self.slots[_SLOWEST_NS] > self.carried[_SLOWEST_NS]:
             self.carried[_SLOWEST_NS], self.carried[_SLOWEST_AT] = self.slots[_SLOWEST_NS], self.slots[_SLOWEST_AT]
@@ -357,5 +370,6 @@ def run_fuzz(name: str, spec: str, total: int, budget: float, seed: int, workers
     result.crashes = died + sum(s.total(_CRASHES) for s in slots)
     slowest = max(slots, key=lambda s: s.carried[_SLOWEST_NS])
     result.slowest, result.slowest_at = slowest.carried[_SLOWEST_NS] / 1e9, int(slowest.carried[_SLOWEST_AT])
+    result.cpu_seconds = sum(s.total(_CPU_MS) for s in slots) / 1000.0
     result.peak_rss_mib = max(s.carried[_RSS_KIB] for s in slots) / 1024.0
     return result
