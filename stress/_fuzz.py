@@ -369,7 +369,7 @@ def run_fuzz(name: str, spec: str, total: int, budget: float, seed: int, workers
     result.inconsistent = sum(s.total(_INCONSISTENT) for s in slots)
     result.crashes = died + sum(s.total(_CRASHES) for s in slots)
     slowest = max(slots, key=lambda s: s.carried[_SLOWEST_NS])
-    result.slowest, result.slowest_at = slowest.carried[_SLOWEST_NS] / 1e9, int(slowest.carried[_SLOWEST_AT])
+    result.slowest, result.slowest_at = float(slowest.carried[_SLOWEST_NS]) / 1e9, int(slowest.carried[_SLOWEST_AT])
     result.cpu_seconds = sum(s.total(_CPU_MS) for s in slots) / 1000.0
-    result.peak_rss_mib = max(s.carried[_RSS_KIB] for s in slots) / 1024.0
+    result.peak_rss_mib = float(max(s.carried[_RSS_KIB] for s in slots)) / 1024.0   # a float, not numpy's
     return result
