@@ -36,6 +36,12 @@ def main(argv: list[str]) -> int:
             traceback.print_exc()
             section = [Row(f"{name}: section ran", f"{type(exc).__name__}: {exc}"[:60], "no error", False)]
         elapsed = time.perf_counter() - start
+        # a section may give plain (figure, value, target, met) tuples
+        section = [row if isinstance(row, Row) else Row(*row) for row in section]
+        for row in section:   # numpy's bool is not True: the count of targets met asks "is True"
+            row.met = None if row.met is None else bool(row.met)
+        for row in section:   # as soon as known: a later section that hangs does not lose them
+            print(f"    {row.figure} | {row.value} | {row.target} | {row.met}", flush=True)
         rows += section
         rows.append(Row(f"{name}: duration s", f"{elapsed:.0f}"))
         print(f"--- {name}: {elapsed:.0f} s", flush=True)

@@ -1,10 +1,9 @@
-"""What the NatNet and QTM stress sections share: mutation of packets in numpy batches,
-a fuzzing loop with crash/hang/consistency counts, and live processes (stand-ins and
-drivers) with a DDS subscriber, kill/restart cycles and process figures."""
+"""What the NatNet and QTM stress sections share besides fuzzing (stress/_fuzz.py): live
+processes (stand-ins and drivers) with a DDS subscriber, kill/restart cycles and process
+figures."""
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -14,7 +13,6 @@ from typing import Callable
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-HANG_SECONDS = 1.0
 
 
 def env_int(name: str, default: int) -> int:
@@ -23,115 +21,6 @@ def env_int(name: str, default: int) -> int:
 
 def env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def mutated_batches(bases: list[bytes], total: int, rng: np.random.Generator, batch: int = 4096):
-    """Yields (base index, packet bytes) for ``total`` mutants of ``bases``: 1 to 8 bytes
-    overwritten (at random places, or in the first 64 bytes where the counts and sizes
-    live), sometimes truncated or extended with noise. Mutation is done per batch in
-    numpy; only the bytes() of each row is per packet."""
-    width = max(len(b) for b in bases) + 64
-    table = np.zeros((len(bases), width), np.uint8)
-    lengths = np.array([len(b) for b in bases])
-    for i, b in enumerate(bases):
-        table[i, :len(b)] = np.frombuffer(b, np.uint8)
-    done = 0
-    while done < total:
-        n = min(batch, total - done)
-        which = rng.integers(0, len(bases), n)
-        rows = table[which].copy()
-        length = lengths[which].copy()
-        hits = rng.integers(1, 9, n)
-        # positions: half anywhere in the packet, half in its head (counts and sizes)
-        span = np.where(rng.random(n) < 0.5, length, np.minimum(length, 64))
-        for j in range(8):
-            active = hits > j
-            pos = (rng.random(n) * span).astype(np.int64)
-            rows[active, pos[active]] = rng.integers(0, 256, int(active.sum()), dtype=np.uint8)
-        cut = rng.random(n)
-        length = np.where(cut < 0.08, (rng.random(n) * length).astype(np.int64), length)
-        grow = (cut > 0.96)
-        rows[grow, :] = np.where(np.arange(width)[None, :] >= length[grow, None],
-                                 rng.integers(0, 256, (int(grow.sum()), width), dtype=np.uint8), rows[grow, :])
-        length = np.where(grow, np.minimum(length + rng.integers(1, 64, n), width), length)
-        for r in range(n):
-            yield int(which[r]), rows[r, :length[r]].tobytes()
-        done += n
-
-
-class FuzzCounts:
-    def __init__(self, name: str):
-        self.name = name
-        self.packets = 0
-        self.rejected = 0
-        self.accepted = 0
-        self.crashes = 0
-        self.hangs = 0
-        self.inconsistent = 0
-        self.stalls = 0     # slow once, fast again: the machine, not the decoder
-        self.slowest = 0.0
-        self.slowest_packet: tuple[int, bytes] | None = None
-        self.first_crash = ""
-        self.seconds = 0.0
-
-    def run(self, packets, step: Callable[[int, bytes], str], budget: float) -> "FuzzCounts":
-        """``step`` returns "rejected", "accepted" or "inconsistent"; any exception it
-        raises is a crash. Stops at the end of ``packets`` or after ``budget`` s."""
-        start = time.monotonic()
-        for base, packet in packets:
-            t = time.perf_counter()
-            try:
-                outcome = step(base, packet)
-            except Exception as exc:  # noqa: BLE001 - what we count
-                outcome = "crash"
-                if not self.first_crash:
-                    self.first_crash = f"{type(exc).__name__}: {exc}"
-            dt = time.perf_counter() - t
-            if dt > self.slowest:
-                self.slowest, self.slowest_packet = dt, (base, packet)
-            if dt > HANG_SECONDS:
-                # a stall of the machine, or of the decoder? the same packet again says
-                t = time.perf_counter()
-                try:
-                    step(base, packet)
-                except Exception:  # noqa: BLE001 - counted above
-                    pass
-                if time.perf_counter() - t > HANG_SECONDS:
-                    self.hangs += 1
-                else:
-                    self.stalls += 1
-            self.packets += 1
-            if outcome == "rejected":
-                self.rejected += 1
-            elif outcome == "accepted":
-                self.accepted += 1
-            elif outcome == "inconsistent":
-                self.inconsistent += 1
-            else:
-                self.crashes += 1
-            if (self.packets & 1023) == 0 and time.monotonic() - start > budget:
-                break
-        self.seconds = time.monotonic() - start
-        return self
-
-    def rows(self, target_packets: int) -> list[tuple]:
-        rate = self.packets / self.seconds if self.seconds else 0.0
-        label = self.name
-        rows = [
-            (f"{label}: mutated packets (accepted {self.accepted}, rejected {self.rejected}, "
-             f"{rate:,.0f}/s)", self.packets, f">= {target_packets}", self.packets >= target_packets),
-            (f"{label}: crashes{' (' + self.first_crash[:80] + ')' if self.first_crash else ''}", self.crashes,
-             "0", self.crashes == 0),
-            (f"{label}: hangs > {HANG_SECONDS:g} s, repeatable (slowest {self.slowest * 1e3:.1f} ms; "
-             f"{self.stalls} machine stalls not repeated)", self.hangs, "0",
-             self.hangs == 0),
-            (f"{label}: inconsistent frames passed", self.inconsistent, "0", self.inconsistent == 0),
-        ]
-        return rows
 
 
 # ---------------------------------------------------------------------- live processes

@@ -54,6 +54,9 @@ class PacketType(IntEnum):
     QTM_FILE = 8
 
 
+_LAST_PACKET_TYPE = max(PacketType)   # max() walks the enum: once, not per header
+
+
 class ComponentType(IntEnum):
     MARKERS_3D = 1
     MARKERS_3D_NO_LABELS = 2
@@ -148,7 +151,7 @@ def parse_header(header: bytes, max_size: int = MAX_PACKET_SIZE) -> tuple[int, i
     size, packet_type = HEADER.unpack(header)
     if size < HEADER.size or size > max_size:
         raise QtmProtocolError(f"packet size {size} outside [{HEADER.size}, {max_size}]")
-    if packet_type > max(PacketType):
+    if packet_type > _LAST_PACKET_TYPE:
         raise QtmProtocolError(f"unknown packet type {packet_type}")
     return size - HEADER.size, packet_type
 

@@ -109,6 +109,8 @@ SUPPORTED_VERSIONS = (Version(3, 0), Version(3, 1), Version(4, 0), Version(4, 1)
 
 
 def require_supported(version: Version) -> Version:
+    if version.__class__ is Version and version in SUPPORTED_VERSIONS:
+        return version     # the per-frame case: no new tuple
     version = Version(*version)
     if not version.supported:
         raise NatNetProtocolError(
@@ -220,17 +222,27 @@ class _Reader:
 
     def count(self, what: str, min_record: int) -> int:
         """A dataset count, refused if negative or if its smallest records cannot fit."""
-        n = self.int32(f"{what} count")
-        if n < 0 or n * min_record > self.end - self.pos:
-            raise self.fail(f"{what} count {n} does not fit the {self.end - self.pos} bytes left")
+        # inlined int32(): this runs for every dataset of every frame, and the messages
+        # are only formatted when something is wrong
+        pos = self.pos + 4
+        if pos > self.end:
+            self.need(4, f"{what} count")
+        n = _I32.unpack_from(self.buf, pos - 4)[0]
+        self.pos = pos
+        if n < 0 or n * min_record > self.end - pos:
+            raise self.fail(f"{what} count {n} does not fit the {self.end - pos} bytes left")
         return n
 
     def byte_count(self, what: str) -> int:
         """The 4.1 dataset size; returns the offset where the dataset must end."""
-        size = self.int32(f"{what} byte count")
-        if size < 0 or size > self.end - self.pos:
-            raise self.fail(f"{what} byte count {size} does not fit the {self.end - self.pos} bytes left")
-        return self.pos + size
+        pos = self.pos + 4
+        if pos > self.end:
+            self.need(4, f"{what} byte count")
+        size = _I32.unpack_from(self.buf, pos - 4)[0]
+        self.pos = pos
+        if size < 0 or size > self.end - pos:
+            raise self.fail(f"{what} byte count {size} does not fit the {self.end - pos} bytes left")
+        return pos + size
 
     def check_end(self, end: int | None, what: str) -> None:
         if end is not None and self.pos != end:
