@@ -14,6 +14,7 @@ one vectorised evaluation serve every body of the scene.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,30 @@ class BodySpec:
     marker_ids: np.ndarray          # (m,) stable marker ids
     marker_names: tuple[str, ...]   # "body:marker_i"
     marker_layout: np.ndarray       # (m, 3) marker positions in the body frame, metres
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """An arm of the scene (``arms:``): its links' poses come from a ROS topic
+    (geometry_msgs/PoseArray, the tip of every link, the end effector last); the scene
+    reports a rigid body ``<name>_ee`` with markers on the end effector and a skeleton
+    ``<name>`` with a segment ``<name>_link<i>`` per link."""
+    name: str
+    link_poses_topic: str
+    timeout: float                  # s: older link poses make the arm untracked
+    body_id: int
+    body_name: str
+    skeleton_id: int
+    marker_ids: np.ndarray          # (4,)
+    marker_names: tuple[str, ...]
+    marker_layout: np.ndarray       # (4, 3) in the end effector's frame, metres
+
+
+# Markers on an arm's end effector, in its frame: a few cm from the tip and not
+# symmetric, so a fit of the seen markers has one answer (as a real marker plate needs).
+ARM_MARKER_LAYOUT = np.array([[0.04, 0.0, 0.01], [-0.03, 0.035, 0.0], [-0.02, -0.045, 0.005], [0.0, 0.01, 0.05]])
+ARM_KEYS = ("name", "link_poses_topic", "timeout")
+_TOPIC = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
 @dataclass(frozen=True)
@@ -110,12 +135,14 @@ class SceneDescription:
     bodies: list[BodySpec] = field(default_factory=list)
     skeletons: list[SkeletonSpec] = field(default_factory=list)
     unlabeled_markers: int = 0
+    arms: list[ArmSpec] = field(default_factory=list)
 
     def asset_names(self) -> AssetNames:
         return AssetNames(
-            rigid_bodies=tuple(b.name for b in self.bodies),
-            markers=tuple(n for b in self.bodies for n in b.marker_names),
-            skeletons=tuple(s.name for s in self.skeletons),
+            rigid_bodies=tuple(b.name for b in self.bodies) + tuple(a.body_name for a in self.arms),
+            markers=tuple(n for b in self.bodies for n in b.marker_names)
+            + tuple(n for a in self.arms for n in a.marker_names),
+            skeletons=tuple(s.name for s in self.skeletons) + tuple(a.name for a in self.arms),
         )
 
 
@@ -225,8 +252,9 @@ class Scene:
                 loss=_loss(cfg, where),
             ))
         self._skeletons = skeletons
+        arms = _arms(config.get("arms"), specs, [s.spec for s in skeletons])
         self.description = SceneDescription(
-            bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled)
+            bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled, arms=arms)
         self._prepare_arrays()
         self.batch_size = BATCH_SIZE
         self._cache: tuple[int, list[MocapFrame]] | None = None
@@ -495,6 +523,52 @@ def _loss(cfg: dict[str, Any], name: str) -> tuple[float, float]:
     if every <= 0 or not 0 < duration < every:
         raise SceneError(f"{name}: tracking_loss needs every > duration > 0")
     return (every, duration)
+
+
+def _arms(cfg: Any, bodies: list[BodySpec], skeletons: list[SkeletonSpec]) -> list[ArmSpec]:
+    """The scene's ``arms:`` entries, each checked: a bad one is refused with its key."""
+    from ..common import stable_id
+
+    if cfg is None:
+        return []
+    if not isinstance(cfg, list):
+        raise SceneError("arms must be a list of {name, link_poses_topic, timeout} entries")
+    body_names = {b.name for b in bodies}
+    skeleton_names = {s.name for s in skeletons}
+    body_ids = {b.id for b in bodies}
+    skeleton_ids = {s.id for s in skeletons}
+    out: list[ArmSpec] = []
+    for i, entry in enumerate(cfg):
+        name = _name(entry, f"arms[{i}]")
+        where = f"arms[{i}] ({name})"
+        unknown = sorted(set(map(str, entry)) - set(ARM_KEYS))
+        if unknown:
+            raise SceneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(ARM_KEYS)})")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SceneError(f"{where}: name must be letters, digits and _ (it names a body and links)")
+        topic = entry.get("link_poses_topic")
+        if not isinstance(topic, str) or not _TOPIC.match(topic):
+            raise SceneError(f"{where}: link_poses_topic must be an absolute topic name such as "
+                             f"/simulated_arm/link_poses, got {topic!r}")
+        timeout = _float(entry, "timeout", 0.5, where)
+        if not 0 < timeout <= 3600:
+            raise SceneError(f"{where}: timeout must be in (0, 3600] s, got {timeout}")
+        body_name = f"{name}_ee"
+        if body_name in body_names or name in skeleton_names:
+            raise SceneError(f"{where}: {body_name!r} or {name!r} is already a body or skeleton of the scene")
+        body_id, skeleton_id = stable_id(body_name), stable_id(name)
+        if body_id in body_ids or skeleton_id in skeleton_ids:
+            raise SceneError(f"{where}: its id collides with another body or skeleton of the scene")
+        body_names.add(body_name)
+        skeleton_names.add(name)
+        body_ids.add(body_id)
+        skeleton_ids.add(skeleton_id)
+        markers = tuple(f"{body_name}:marker{j + 1}" for j in range(len(ARM_MARKER_LAYOUT)))
+        out.append(ArmSpec(
+            name=name, link_poses_topic=topic, timeout=timeout, body_id=body_id, body_name=body_name,
+            skeleton_id=skeleton_id, marker_ids=np.asarray([stable_id(n) for n in markers], dtype=np.int32),
+            marker_names=markers, marker_layout=ARM_MARKER_LAYOUT.copy()))
+    return out
 
 
 def _expand_generated(config: dict[str, Any], bodies: list[Any]) -> list[Any]:
