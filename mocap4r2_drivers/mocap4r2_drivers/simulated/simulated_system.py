@@ -24,7 +24,7 @@ from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.system_node import run_system
 
 from .arms import MAX_LINKS, LinkPosesRefused, SceneArms
-from .scene import Scene, SceneError, default_scene_path
+from .scene import BATCH_SIZE, Scene, SceneError, default_scene_path
 
 _LOG = logging.getLogger("mocap4r2.simulated")
 LINK_POSES_DEPTH = 10
@@ -38,13 +38,16 @@ class SimulatedAdapter(MocapAdapter):
         ParameterSpec("rate", 0.0, "Frame rate in Hz; 0: the scene file's rate.", min_value=0.0, max_value=10000.0),
         ParameterSpec("max_backlog", 8, "Frames a slow reader may fall behind before frames are lost.",
                       min_value=1, max_value=100000),
+        ParameterSpec("batch_frames", BATCH_SIZE, "Scene frames computed together (1: one at a time, "
+                      "the reference of bench_scene).", min_value=1, max_value=1024),
     )
 
-    def __init__(self, scene_path: str, seed: int, rate: float, max_backlog: int):
+    def __init__(self, scene_path: str, seed: int, rate: float, max_backlog: int, batch_frames: int = BATCH_SIZE):
         self.scene_path = scene_path or str(default_scene_path())
         self.seed = None if seed < 0 else seed
         self.rate_override = rate
         self.max_backlog = max_backlog
+        self.batch_frames = batch_frames
         self.scene: Scene | None = None
         self._start = 0.0
         self._next = 0
@@ -57,7 +60,7 @@ class SimulatedAdapter(MocapAdapter):
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> "SimulatedAdapter":
-        return cls(values["scene"], values["seed"], values["rate"], values["max_backlog"])
+        return cls(values["scene"], values["seed"], values["rate"], values["max_backlog"], values["batch_frames"])
 
     def connect(self) -> AssetNames:
         try:
@@ -71,6 +74,7 @@ class SimulatedAdapter(MocapAdapter):
         if arms and self._node is None:
             raise AdapterError("the scene has arms, whose link poses are ROS topics: "
                                "the system node must attach() the adapter first")
+        scene.batch_size = self.batch_frames
         self.scene = scene
         self.arms = SceneArms(scene) if arms else None
         self._subscribe()
