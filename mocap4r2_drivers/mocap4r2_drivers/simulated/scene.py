@@ -433,10 +433,14 @@ class Scene:
             rng = np.random.default_rng([self.seed, k])
             offsets[i], draws[i] = draw_marker_randomness(rng, m, self.noise)
             if self.unlabeled:
-                strays[i] = rng.uniform(self.volume[0], self.volume[1], size=(self.unlabeled, 3))
+                # the doubles rng.uniform(low, high) would draw, scaled below for the batch
+                # (the same values: uniform computes low + (high - low) * draw)
+                strays[i] = rng.random((self.unlabeled, 3))
             if self.latency_jitter:
                 latency[i] += rng.uniform(-1, 1) * self.latency_jitter
         np.maximum(latency, 0.0, out=latency)
+        if self.unlabeled:
+            strays = self.volume[0] + (self.volume[1] - self.volume[0]) * strays
 
         pos, quat = self.poses(t)
         body_pos, body_quat = pos[:, :nb], quat[:, :nb]
