@@ -90,7 +90,7 @@ def test_the_arm_end_effector_is_measured_along_its_forward_kinematics(ros, proc
     # final joints, to within the fit's error (mm, not cm: not the markers' centroid)
     ee_final = forward_kinematics(FINAL, LINKS)[-1][0]
     links.wait_for(lambda m: len(m.poses) == 3 and np.allclose(
-        [m.poses[-1].position.x, m.poses[-1].position.y, m.poses[-1].position.z], ee_final, atol=1e-9))
+        [m.poses[-1].position.x, m.poses[-1].position.y, m.poses[-1].position.z], ee_final, atol=1e-6))
     at_rest_from = len(bodies.snapshot())
 
     def rest_samples():
