@@ -38,10 +38,19 @@ from ..emulation import draw_marker_randomness, observe_markers_batch
 
 TRAJECTORY_TYPES = ("circle", "figure_eight", "random_walk", "static")
 _TERMS = 4  # sinusoid terms per axis
-# Frames computed together by Scene.frame: large enough that numpy's per-call overhead
-# is shared by many frames (the scene streams at up to 2 kHz), small enough to bound
-# memory (a few hundred kB for the demo scene) and the work wasted on a random access.
+# Frames computed together by Scene.frame, at most: large enough that numpy's per-call
+# overhead is shared by many frames (the scene streams at up to 2 kHz), small enough to
+# bound memory (a few hundred kB for the demo scene) and the work wasted on a random
+# access. A batch spans at most BATCH_SPAN seconds of the stream: computing it stalls a
+# real-time reader, which must not fall behind by more frames than it may buffer (at
+# 100 Hz a batch is 3 frames, at 2 kHz 64).
 BATCH_SIZE = 64
+BATCH_SPAN = 0.032
+
+
+def batch_size_for(rate: float) -> int:
+    """The batch size of a scene streamed at ``rate`` Hz."""
+    return int(min(BATCH_SIZE, max(1, round(rate * BATCH_SPAN))))
 
 
 class SceneError(ValueError):
@@ -256,7 +265,7 @@ class Scene:
         self.description = SceneDescription(
             bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled, arms=arms)
         self._prepare_arrays()
-        self.batch_size = BATCH_SIZE
+        self.batch_size = batch_size_for(self.rate)
         self._cache: tuple[int, list[MocapFrame]] | None = None
 
     # ------------------------------------------------------------------ construction

@@ -24,7 +24,7 @@ from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.system_node import run_system
 
 from .arms import MAX_LINKS, LinkPosesRefused, SceneArms
-from .scene import BATCH_SIZE, Scene, SceneError, default_scene_path
+from .scene import Scene, SceneError, default_scene_path
 
 _LOG = logging.getLogger("mocap4r2.simulated")
 LINK_POSES_DEPTH = 10
@@ -38,11 +38,12 @@ class SimulatedAdapter(MocapAdapter):
         ParameterSpec("rate", 0.0, "Frame rate in Hz; 0: the scene file's rate.", min_value=0.0, max_value=10000.0),
         ParameterSpec("max_backlog", 8, "Frames a slow reader may fall behind before frames are lost.",
                       min_value=1, max_value=100000),
-        ParameterSpec("batch_frames", BATCH_SIZE, "Scene frames computed together (1: one at a time, "
-                      "the reference of bench_scene).", min_value=1, max_value=1024),
+        ParameterSpec("batch_frames", 0, "Scene frames computed together; 0: from the rate (32 ms of "
+                      "frames, at most 64); 1: one at a time (the reference of bench_scene).",
+                      min_value=0, max_value=1024),
     )
 
-    def __init__(self, scene_path: str, seed: int, rate: float, max_backlog: int, batch_frames: int = BATCH_SIZE):
+    def __init__(self, scene_path: str, seed: int, rate: float, max_backlog: int, batch_frames: int = 0):
         self.scene_path = scene_path or str(default_scene_path())
         self.seed = None if seed < 0 else seed
         self.rate_override = rate
@@ -74,7 +75,8 @@ class SimulatedAdapter(MocapAdapter):
         if arms and self._node is None:
             raise AdapterError("the scene has arms, whose link poses are ROS topics: "
                                "the system node must attach() the adapter first")
-        scene.batch_size = self.batch_frames
+        if self.batch_frames > 0:
+            scene.batch_size = self.batch_frames
         self.scene = scene
         self.arms = SceneArms(scene) if arms else None
         self._subscribe()

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from mocap4r2_drivers.simulated.scene import BATCH_SIZE, Scene
+from mocap4r2_drivers.simulated.scene import BATCH_SIZE, Scene, batch_size_for
 
 # every feature of a scene: noise, occlusion, jitter, strays, tilt, tracking loss, a skeleton
 SCENE = {
@@ -53,6 +53,12 @@ def test_frames_in_any_order_and_the_cache_keeps_one_batch():
     for k in [500, 3, 501, 2, 10_000, 499, 563, 564]:
         same(scene.frame(k), reference.frames(k, 1)[0], f"frame {k}")
         assert len(scene._cache[1]) == BATCH_SIZE and scene._cache[0] <= k < scene._cache[0] + BATCH_SIZE
+
+
+def test_the_batch_spans_a_short_stretch_of_the_stream():
+    """Computing a batch stalls a real-time reader: at low rates batches are a few frames."""
+    assert [batch_size_for(r) for r in (1, 100, 120, 500, 2000, 10000)] == [1, 3, 4, 16, 64, 64]
+    assert Scene(dict(SCENE)).batch_size == 64 and Scene({"rate": 100}).batch_size == 3
 
 
 def test_batched_frames_vary_and_keep_the_rules():
