@@ -59,3 +59,33 @@ def test_a_hidden_body_is_not_seen_and_not_tracked():
 def test_no_noise_draws_no_noise():
     seen = observe(6, noise=0.0)
     assert not seen.noise.any() and not seen.residuals.any()
+
+
+def test_a_batch_observes_as_each_frame_alone():
+    from mocap4r2_drivers.emulation import draw_marker_randomness, observe_markers_batch
+
+    rngs = [np.random.default_rng([s, 7]) for s in range(5)]
+    draws = [draw_marker_randomness(r, len(LAYOUT), 0.001) for r in rngs]
+    hidden = np.array([[False, False], [True, False], [False, True], [False, False], [True, True]])
+    batch = observe_markers_batch(LAYOUT, BODY, np.stack([POSITIONS] * 5), np.stack([ORIENTATIONS] * 5),
+                                  np.stack([d[0] for d in draws]), np.stack([d[1] for d in draws]), 0.3, hidden)
+    for i in range(5):
+        one = observe_markers(np.random.default_rng([i, 7]), LAYOUT, BODY, POSITIONS, ORIENTATIONS, 0.001, 0.3,
+                              hidden[i])
+        for field in ("positions", "noise", "occluded", "residuals", "visible", "valid", "mean_errors"):
+            np.testing.assert_array_equal(getattr(batch, field)[i], getattr(one, field), err_msg=field)
+
+
+def test_fit_pose_recovers_the_body_frame_not_the_centroid():
+    from mocap4r2_drivers.emulation import fit_pose
+
+    layout = LAYOUT[:4]
+    world = quat_rotate(ORIENTATIONS[0], layout) + POSITIONS[0]
+    pos, quat = fit_pose(layout, world)
+    np.testing.assert_allclose(pos, POSITIONS[0], atol=1e-12)
+    assert abs(np.dot(quat, ORIENTATIONS[0])) == pytest.approx(1.0, abs=1e-12)
+    world[1] = np.nan   # three markers still fix the pose
+    pos, _ = fit_pose(layout, world)
+    np.testing.assert_allclose(pos, POSITIONS[0], atol=1e-12)
+    world[2] = np.nan
+    assert fit_pose(layout, world) is None

@@ -14,6 +14,7 @@ one vectorised evaluation serve every body of the scene.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,23 @@ from mocap4r2_control.frame import (
 )
 from mocap4r2_control.geometry import quat_from_axis_angle, quat_from_yaw, quat_multiply, quat_rotate
 
-from ..emulation import observe_markers
+from ..emulation import draw_marker_randomness, observe_markers_batch
 
 TRAJECTORY_TYPES = ("circle", "figure_eight", "random_walk", "static")
 _TERMS = 4  # sinusoid terms per axis
+# Frames computed together by Scene.frame, at most: large enough that numpy's per-call
+# overhead is shared by many frames (the scene streams at up to 2 kHz), small enough to
+# bound memory (a few hundred kB for the demo scene) and the work wasted on a random
+# access. A batch spans at most BATCH_SPAN seconds of the stream: computing it stalls a
+# real-time reader, which must not fall behind by more frames than it may buffer (at
+# 100 Hz a batch is 3 frames, at 2 kHz 64).
+BATCH_SIZE = 64
+BATCH_SPAN = 0.032
+
+
+def batch_size_for(rate: float) -> int:
+    """The batch size of a scene streamed at ``rate`` Hz."""
+    return int(min(BATCH_SIZE, max(1, round(rate * BATCH_SPAN))))
 
 
 class SceneError(ValueError):
@@ -50,6 +64,30 @@ class BodySpec:
     marker_ids: np.ndarray          # (m,) stable marker ids
     marker_names: tuple[str, ...]   # "body:marker_i"
     marker_layout: np.ndarray       # (m, 3) marker positions in the body frame, metres
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """An arm of the scene (``arms:``): its links' poses come from a ROS topic
+    (geometry_msgs/PoseArray, the tip of every link, the end effector last); the scene
+    reports a rigid body ``<name>_ee`` with markers on the end effector and a skeleton
+    ``<name>`` with a segment ``<name>_link<i>`` per link."""
+    name: str
+    link_poses_topic: str
+    timeout: float                  # s: older link poses make the arm untracked
+    body_id: int
+    body_name: str
+    skeleton_id: int
+    marker_ids: np.ndarray          # (4,)
+    marker_names: tuple[str, ...]
+    marker_layout: np.ndarray       # (4, 3) in the end effector's frame, metres
+
+
+# Markers on an arm's end effector, in its frame: a few cm from the tip and not
+# symmetric, so a fit of the seen markers has one answer (as a real marker plate needs).
+ARM_MARKER_LAYOUT = np.array([[0.04, 0.0, 0.01], [-0.03, 0.035, 0.0], [-0.02, -0.045, 0.005], [0.0, 0.01, 0.05]])
+ARM_KEYS = ("name", "link_poses_topic", "timeout")
+_TOPIC = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
 @dataclass(frozen=True)
@@ -106,12 +144,14 @@ class SceneDescription:
     bodies: list[BodySpec] = field(default_factory=list)
     skeletons: list[SkeletonSpec] = field(default_factory=list)
     unlabeled_markers: int = 0
+    arms: list[ArmSpec] = field(default_factory=list)
 
     def asset_names(self) -> AssetNames:
         return AssetNames(
-            rigid_bodies=tuple(b.name for b in self.bodies),
-            markers=tuple(n for b in self.bodies for n in b.marker_names),
-            skeletons=tuple(s.name for s in self.skeletons),
+            rigid_bodies=tuple(b.name for b in self.bodies) + tuple(a.body_name for a in self.arms),
+            markers=tuple(n for b in self.bodies for n in b.marker_names)
+            + tuple(n for a in self.arms for n in a.marker_names),
+            skeletons=tuple(s.name for s in self.skeletons) + tuple(a.name for a in self.arms),
         )
 
 
@@ -221,9 +261,12 @@ class Scene:
                 loss=_loss(cfg, where),
             ))
         self._skeletons = skeletons
+        arms = _arms(config.get("arms"), specs, [s.spec for s in skeletons])
         self.description = SceneDescription(
-            bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled)
+            bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled, arms=arms)
         self._prepare_arrays()
+        self.batch_size = batch_size_for(self.rate)
+        self._cache: tuple[int, list[MocapFrame]] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -351,93 +394,132 @@ class Scene:
             return False
         return bool(np.random.default_rng([self.seed, 0xD0, k]).random() < self.drop_probability)
 
-    def poses(self, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """Positions (n, 3) and orientations (n, 4) of every trajectory row at time t."""
-        arg = self._freq * t + self._phase
-        pos = self._center + np.sum(self._amp * np.sin(arg), axis=1)
-        vel = np.sum(self._amp * self._freq * np.cos(arg), axis=1)
-        yaw = self._yaw0 + self._yaw_rate * t
-        moving = self._heading & (np.hypot(vel[:, 0], vel[:, 1]) > 1e-9)
-        yaw = np.where(moving, np.arctan2(vel[:, 1], vel[:, 0]) + self._yaw0, yaw)
+    def poses(self, t) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (..., n, 3) and orientations (..., n, 4) of every trajectory row at
+        time t (a number, or an array of times for a batch)."""
+        t = np.asarray(t, dtype=float)
+        arg = self._freq * t[..., None, None, None] + self._phase
+        pos = self._center + np.sum(self._amp * np.sin(arg), axis=-2)
+        vel = np.sum(self._amp * self._freq * np.cos(arg), axis=-2)
+        yaw = self._yaw0 + self._yaw_rate * t[..., None]
+        moving = self._heading & (np.hypot(vel[..., 0], vel[..., 1]) > 1e-9)
+        yaw = np.where(moving, np.arctan2(vel[..., 1], vel[..., 0]) + self._yaw0, yaw)
         quat = quat_from_yaw(yaw)
         if np.any(self._tilt):
-            roll = self._tilt * np.sin(1.3 * t + np.arange(len(yaw)))
+            roll = self._tilt * np.sin(1.3 * t[..., None] + np.arange(len(self._yaw0)))
             quat = quat_multiply(quat, quat_from_axis_angle([1.0, 0.0, 0.0], roll))
         return pos, quat
 
     def frame(self, k: int) -> MocapFrame:
         """Frame k (frame_number k) as a MocapFrame; invalid rows hold NaN, as many
-        vendors send them, so consumers must apply the hold-last-value rule."""
-        t = self.time_of(k)
-        rng = np.random.default_rng([self.seed, k])
-        pos, quat = self.poses(t)
+        vendors send them, so consumers must apply the hold-last-value rule.
+
+        Frames are computed ``batch_size`` at a time (see :meth:`frames`) and the newest
+        batch is kept, so reading frames in order costs one vectorised batch per
+        ``batch_size`` frames; any k may still be asked for, in any order."""
+        cache = self._cache
+        if cache is None or not cache[0] <= k < cache[0] + len(cache[1]):
+            cache = self._cache = (k, self.frames(k, self.batch_size))
+        return cache[1][k - cache[0]]
+
+    def frames(self, first: int, count: int) -> list[MocapFrame]:
+        """Frames first .. first + count - 1, computed together.
+
+        Every random draw of frame k comes from its own generator seeded (seed, k), in
+        the same order whatever the batch, so a frame does not depend on the batch it was
+        computed in: ``frames(k, 1)[0]`` equals ``frames(k - 5, 64)[5]``."""
+        if count < 1:
+            return []
+        ks = np.arange(first, first + count)
+        t = ks / self.rate
         nb = len(self._body_ids)
-
-        # rigid bodies and their markers
-        body_pos = pos[:nb]
-        body_quat = quat[:nb]
-        lost = _lost(self._body_loss, t)
-        seen = observe_markers(rng, self._marker_layout, self._marker_body, body_pos, body_quat, self.noise,
-                               self._body_occlusion[self._marker_body], lost)
-        world, occluded, residual = seen.positions, seen.occluded, seen.residuals
-        valid, mean_err = seen.valid, seen.mean_errors
-        out_pos = body_pos.copy()
-        out_quat = body_quat.copy()
-        out_pos[~valid] = np.nan
-        out_quat[~valid] = np.nan
-
-        body_markers = MarkerArrays(
-            ids=self._labeled_ids, names=self._labeled_names, positions=world,
-            occluded=occluded, residuals=residual)
-        bodies = BodyArrays(
-            ids=self._body_ids, names=self._body_names, positions=out_pos, orientations=out_quat,
-            valid=valid, mean_errors=mean_err, marker_offsets=self._marker_offsets, markers=body_markers)
-
-        # every marker of the frame: labeled then unlabeled strays in the volume
+        m = len(self._marker_layout)
+        offsets = np.empty((count, m, 3))
+        draws = np.empty((count, m))
+        strays = np.empty((count, self.unlabeled, 3))
+        latency = np.full(count, self.latency)
+        for i, k in enumerate(ks.tolist()):   # the per-frame part: only the random draws
+            rng = np.random.default_rng([self.seed, k])
+            offsets[i], draws[i] = draw_marker_randomness(rng, m, self.noise)
+            if self.unlabeled:
+                # the doubles rng.uniform(low, high) would draw, scaled below for the batch
+                # (the same values: uniform computes low + (high - low) * draw)
+                strays[i] = rng.random((self.unlabeled, 3))
+            if self.latency_jitter:
+                latency[i] += rng.uniform(-1, 1) * self.latency_jitter
+        np.maximum(latency, 0.0, out=latency)
         if self.unlabeled:
-            strays = rng.uniform(self.volume[0], self.volume[1], size=(self.unlabeled, 3))
-            all_pos = np.concatenate([world, strays])
-            all_occ = np.concatenate([occluded, np.zeros(self.unlabeled, bool)])
-            all_res = np.concatenate([residual, np.full(self.unlabeled, -1.0, np.float32)])
+            strays = self.volume[0] + (self.volume[1] - self.volume[0]) * strays
+
+        pos, quat = self.poses(t)
+        body_pos, body_quat = pos[:, :nb], quat[:, :nb]
+        lost = _lost(self._body_loss, t)
+        seen = observe_markers_batch(self._marker_layout, self._marker_body, body_pos, body_quat, offsets,
+                                     draws, self._body_occlusion[self._marker_body], lost)
+        valid = seen.valid
+        out_pos = np.where(valid[..., None], body_pos, np.nan)
+        out_quat = np.where(valid[..., None], body_quat, np.nan)
+        if self.unlabeled:
+            all_pos = np.concatenate([seen.positions, strays], axis=1)
+            all_occ = np.concatenate([seen.occluded, np.zeros((count, self.unlabeled), bool)], axis=1)
+            all_res = np.concatenate([seen.residuals, np.full((count, self.unlabeled), -1.0, np.float32)], axis=1)
         else:
-            all_pos, all_occ, all_res = world, occluded, residual
-        markers = MarkerArrays(ids=self._all_ids, names=self._all_names, positions=all_pos,
-                               occluded=all_occ, residuals=all_res)
+            all_pos, all_occ, all_res = seen.positions, seen.occluded, seen.residuals
+        skel = self._skeleton_batch(t, pos[:, nb:], quat[:, nb:])
 
-        skeletons = self._skeleton_frame(t, pos[nb:], quat[nb:])
-        latency = self.latency + (rng.uniform(-1, 1) * self.latency_jitter if self.latency_jitter else 0.0)
-        return MocapFrame(frame_number=k, markers=markers, bodies=bodies, skeletons=skeletons,
-                          latency=max(latency, 0.0))
+        out = []
+        for i, k in enumerate(ks.tolist()):
+            body_markers = MarkerArrays(
+                ids=self._labeled_ids, names=self._labeled_names, positions=seen.positions[i],
+                occluded=seen.occluded[i], residuals=seen.residuals[i])
+            bodies = BodyArrays(
+                ids=self._body_ids, names=self._body_names, positions=out_pos[i], orientations=out_quat[i],
+                valid=valid[i], mean_errors=seen.mean_errors[i], marker_offsets=self._marker_offsets,
+                markers=body_markers)
+            markers = MarkerArrays(ids=self._all_ids, names=self._all_names, positions=all_pos[i],
+                                   occluded=all_occ[i], residuals=all_res[i])
+            if skel is None:
+                skeletons = SkeletonArrays()
+            else:
+                gp, gq, skel_valid, seg_valid = skel
+                segments = SegmentArrays(ids=self._seg_ids, names=self._seg_names, parent_ids=self._seg_parents,
+                                         positions=gp[i], orientations=gq[i], valid=seg_valid[i])
+                skeletons = SkeletonArrays(ids=self._skel_ids, names=self._skel_names, valid=skel_valid[i],
+                                           segment_offsets=self._seg_offsets, segments=segments)
+            out.append(MocapFrame(frame_number=k, markers=markers, bodies=bodies, skeletons=skeletons,
+                                  latency=float(latency[i])))
+        return out
 
-    def _skeleton_frame(self, t: float, root_pos: np.ndarray, root_quat: np.ndarray) -> SkeletonArrays:
+    def _skeleton_batch(self, t: np.ndarray, root_pos: np.ndarray, root_quat: np.ndarray):
+        """Segment poses (B, s, 3), (B, s, 4) and validity of skeletons and segments at
+        the times t (B,); None when the scene has no skeleton."""
         if not self._skeletons:
-            return SkeletonArrays()
-        # forward kinematics one tree depth at a time, vectorised over every skeleton
-        angles = self._swing_amp * np.sin(2 * math.pi * self._seg_step_rate * t + self._swing_phase)
+            return None
+        # forward kinematics one tree depth at a time, vectorised over skeletons and frames
+        angles = self._swing_amp * np.sin(2 * math.pi * self._seg_step_rate * t[:, None] + self._swing_phase)
         local_q = quat_from_axis_angle(self._swing_axes, angles)
         gq = np.empty_like(local_q)
-        gp = np.empty((local_q.shape[0], 3))
+        gp = np.empty(local_q.shape[:-1] + (3,))
         roots, owner = self._fk_levels[0]
-        gq[roots] = quat_multiply(root_quat[owner], local_q[roots])
-        gp[roots] = root_pos[owner] + quat_rotate(root_quat[owner], self._seg_local[roots])
+        gq[:, roots] = quat_multiply(root_quat[:, owner], local_q[:, roots])
+        gp[:, roots] = root_pos[:, owner] + quat_rotate(root_quat[:, owner], self._seg_local[roots])
         for rows, parents in self._fk_levels[1:]:
-            gq[rows] = quat_multiply(gq[parents], local_q[rows])
-            gp[rows] = gp[parents] + quat_rotate(gq[parents], self._seg_local[rows])
+            gq[:, rows] = quat_multiply(gq[:, parents], local_q[:, rows])
+            gp[:, rows] = gp[:, parents] + quat_rotate(gq[:, parents], self._seg_local[rows])
         skel_valid = ~_lost(self._skel_loss, t)
-        seg_valid = skel_valid[self._seg_skeleton]
+        seg_valid = skel_valid[:, self._seg_skeleton]
         gp[~seg_valid] = np.nan
         gq[~seg_valid] = np.nan
-        segments = SegmentArrays(ids=self._seg_ids, names=self._seg_names, parent_ids=self._seg_parents,
-                                 positions=gp, orientations=gq, valid=seg_valid)
-        return SkeletonArrays(ids=self._skel_ids, names=self._skel_names, valid=skel_valid,
-                              segment_offsets=self._seg_offsets, segments=segments)
+        return gp, gq, skel_valid, seg_valid
 
 
 # ---------------------------------------------------------------------- helpers
-def _lost(loss: np.ndarray, t: float) -> np.ndarray:
-    """Rows of (every, duration): lost during the last `duration` s of each `every` s."""
+def _lost(loss: np.ndarray, t) -> np.ndarray:
+    """Rows of (every, duration): lost during the last `duration` s of each `every` s;
+    (rows,) for a time t, (B, rows) for B times."""
     every = loss[:, 0]
     duration = loss[:, 1]
+    t = np.asarray(t, dtype=float)[..., None]
     with np.errstate(invalid="ignore", divide="ignore"):
         phase = np.where(every > 0, np.mod(t, np.where(every > 0, every, 1.0)), -1.0)
     return (every > 0) & (phase >= every - duration)
@@ -454,6 +536,52 @@ def _loss(cfg: dict[str, Any], name: str) -> tuple[float, float]:
     if every <= 0 or not 0 < duration < every:
         raise SceneError(f"{name}: tracking_loss needs every > duration > 0")
     return (every, duration)
+
+
+def _arms(cfg: Any, bodies: list[BodySpec], skeletons: list[SkeletonSpec]) -> list[ArmSpec]:
+    """The scene's ``arms:`` entries, each checked: a bad one is refused with its key."""
+    from ..common import stable_id
+
+    if cfg is None:
+        return []
+    if not isinstance(cfg, list):
+        raise SceneError("arms must be a list of {name, link_poses_topic, timeout} entries")
+    body_names = {b.name for b in bodies}
+    skeleton_names = {s.name for s in skeletons}
+    body_ids = {b.id for b in bodies}
+    skeleton_ids = {s.id for s in skeletons}
+    out: list[ArmSpec] = []
+    for i, entry in enumerate(cfg):
+        name = _name(entry, f"arms[{i}]")
+        where = f"arms[{i}] ({name})"
+        unknown = sorted(set(map(str, entry)) - set(ARM_KEYS))
+        if unknown:
+            raise SceneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(ARM_KEYS)})")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SceneError(f"{where}: name must be letters, digits and _ (it names a body and links)")
+        topic = entry.get("link_poses_topic")
+        if not isinstance(topic, str) or not _TOPIC.match(topic):
+            raise SceneError(f"{where}: link_poses_topic must be an absolute topic name such as "
+                             f"/simulated_arm/link_poses, got {topic!r}")
+        timeout = _float(entry, "timeout", 0.5, where)
+        if not 0 < timeout <= 3600:
+            raise SceneError(f"{where}: timeout must be in (0, 3600] s, got {timeout}")
+        body_name = f"{name}_ee"
+        if body_name in body_names or name in skeleton_names:
+            raise SceneError(f"{where}: {body_name!r} or {name!r} is already a body or skeleton of the scene")
+        body_id, skeleton_id = stable_id(body_name), stable_id(name)
+        if body_id in body_ids or skeleton_id in skeleton_ids:
+            raise SceneError(f"{where}: its id collides with another body or skeleton of the scene")
+        body_names.add(body_name)
+        skeleton_names.add(name)
+        body_ids.add(body_id)
+        skeleton_ids.add(skeleton_id)
+        markers = tuple(f"{body_name}:marker{j + 1}" for j in range(len(ARM_MARKER_LAYOUT)))
+        out.append(ArmSpec(
+            name=name, link_poses_topic=topic, timeout=timeout, body_id=body_id, body_name=body_name,
+            skeleton_id=skeleton_id, marker_ids=np.asarray([stable_id(n) for n in markers], dtype=np.int32),
+            marker_names=markers, marker_layout=ARM_MARKER_LAYOUT.copy()))
+    return out
 
 
 def _expand_generated(config: dict[str, Any], bodies: list[Any]) -> list[Any]:

@@ -4,19 +4,30 @@ It behaves like a real system on a network: frames are due on the wall clock at 
 scene's rate and arrive ``latency`` after capture; frames the scene drops never arrive
 (their numbers are skipped); a reader that falls behind by more than ``max_backlog``
 frames loses the oldest ones, as a full socket buffer would.
+
+A scene with ``arms:`` also tracks arms whose link poses come from ROS topics
+(geometry_msgs/PoseArray, see simulated/arms.py): the adapter subscribes to them on the
+system node it is attached to.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, Mapping
+
+import numpy as np
 
 from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.system_node import run_system
 
+from .arms import MAX_LINKS, LinkPosesRefused, SceneArms
 from .scene import Scene, SceneError, default_scene_path
+
+_LOG = logging.getLogger("mocap4r2.simulated")
+LINK_POSES_DEPTH = 10
 
 
 class SimulatedAdapter(MocapAdapter):
@@ -27,22 +38,30 @@ class SimulatedAdapter(MocapAdapter):
         ParameterSpec("rate", 0.0, "Frame rate in Hz; 0: the scene file's rate.", min_value=0.0, max_value=10000.0),
         ParameterSpec("max_backlog", 8, "Frames a slow reader may fall behind before frames are lost.",
                       min_value=1, max_value=100000),
+        ParameterSpec("batch_frames", 0, "Scene frames computed together; 0: from the rate (32 ms of "
+                      "frames, at most 64); 1: one at a time (the reference of bench_scene).",
+                      min_value=0, max_value=1024),
     )
 
-    def __init__(self, scene_path: str, seed: int, rate: float, max_backlog: int):
+    def __init__(self, scene_path: str, seed: int, rate: float, max_backlog: int, batch_frames: int = 0):
         self.scene_path = scene_path or str(default_scene_path())
         self.seed = None if seed < 0 else seed
         self.rate_override = rate
         self.max_backlog = max_backlog
+        self.batch_frames = batch_frames
         self.scene: Scene | None = None
         self._start = 0.0
         self._next = 0
         self._stop = threading.Event()
         self.lost_frames = 0
+        self.arms: SceneArms | None = None
+        self._node = None
+        self._subscriptions: list = []
+        self._refusals_logged: set[str] = set()
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> "SimulatedAdapter":
-        return cls(values["scene"], values["seed"], values["rate"], values["max_backlog"])
+        return cls(values["scene"], values["seed"], values["rate"], values["max_backlog"], values["batch_frames"])
 
     def connect(self) -> AssetNames:
         try:
@@ -52,8 +71,63 @@ class SimulatedAdapter(MocapAdapter):
                 scene = Scene(scene.config, seed=self.seed)
         except SceneError as exc:
             raise ConfigurationError(str(exc)) from exc
+        arms = scene.description.arms
+        if arms and self._node is None:
+            raise AdapterError("the scene has arms, whose link poses are ROS topics: "
+                               "the system node must attach() the adapter first")
+        if self.batch_frames > 0:
+            scene.batch_size = self.batch_frames
         self.scene = scene
+        self.arms = SceneArms(scene) if arms else None
+        self._subscribe()
         return scene.asset_names()
+
+    def attach(self, node) -> None:
+        # the arms' topics are known once the scene is read (connect); keep the node
+        self._node = node
+
+    def _subscribe(self) -> None:
+        self._unsubscribe()
+        if self.arms is None or self._node is None:
+            return
+        from geometry_msgs.msg import PoseArray
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        # a group of their own: connect runs in a transition callback of the node
+        group = MutuallyExclusiveCallbackGroup()
+        qos = QoSProfile(depth=LINK_POSES_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+        self._subscriptions = [
+            self._node.create_subscription(PoseArray, arm.spec.link_poses_topic,
+                                           (lambda msg, i=i: self._on_link_poses(i, msg)), qos,
+                                           callback_group=group)
+            for i, arm in enumerate(self.arms.arms)]
+
+    def _unsubscribe(self) -> None:
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for subscription in subscriptions:
+            try:
+                self._node.destroy_subscription(subscription)
+            except Exception:  # the node is being destroyed already
+                pass
+
+    def _on_link_poses(self, index: int, msg) -> None:
+        arms = self.arms
+        if arms is None:
+            return
+        n = len(msg.poses)
+        if n > MAX_LINKS:   # refused by its count: no need to read the poses
+            positions, orientations = np.zeros((n, 3)), np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
+        else:
+            positions = [(p.position.x, p.position.y, p.position.z) for p in msg.poses]
+            orientations = [(p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w) for p in msg.poses]
+        try:
+            arms.receive(index, positions, orientations, time.monotonic())
+        except LinkPosesRefused as exc:
+            reason = str(exc)
+            if reason not in self._refusals_logged and len(self._refusals_logged) < 100:
+                self._refusals_logged.add(reason)
+                _LOG.warning("link poses refused (logged once per reason, counted in status): %s", reason)
 
     @property
     def nominal_rate(self) -> float:
@@ -90,14 +164,23 @@ class SimulatedAdapter(MocapAdapter):
             if scene.is_dropped(k):
                 continue
             frame = scene.frame(k)
+            arms = self.arms
+            if arms is not None:
+                frame = arms.compose(frame, time.monotonic())
             return frame
 
     def disconnect(self) -> None:
         self._stop.set()
+        self._unsubscribe()
         self.scene = None
+        self.arms = None
 
     def status(self) -> dict[str, str]:
-        return {"scene": self.scene_path, "frames_lost_to_backlog": str(self.lost_frames)}
+        out = {"scene": self.scene_path, "frames_lost_to_backlog": str(self.lost_frames)}
+        arms = self.arms
+        if arms is not None:
+            out.update(arms.counters())
+        return out
 
 
 def main(args: list[str] | None = None) -> int:
