@@ -189,9 +189,11 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     assert wait_for(lambda: done.done() and done.result(), what="loop-1 finished").result.is_finished
     assert mon_proc.wait_log("goal 'loop-1': 3 of 3 monitors accepted"), mon_proc.log()
 
+    # the result may overtake the last feedback (another topic): wait for the feedback at the end
+    end = fb.wait_for(lambda m: m.data.trajectory_id == "loop-1" and m.data.ratio_of_trajectory == 1.0)
+    last_key = (end.header.stamp.sec, end.header.stamp.nanosec)
     feedback = {(m.header.stamp.sec, m.header.stamp.nanosec): m.data for m in fb.snapshot()
                 if m.data.trajectory_id == "loop-1"}
-    last_key = max(feedback)
     got = results.wait_for(lambda m: (m.header.stamp.sec, m.header.stamp.nanosec) == last_key)
     assert {r.monitor_id for r in got.monitor_results} == {"half", "t06", "end"}
     rows = [(feedback[(m.header.stamp.sec, m.header.stamp.nanosec)], {r.monitor_id: r.is_triggered
