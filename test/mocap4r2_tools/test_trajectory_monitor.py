@@ -237,3 +237,39 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     assert mon_proc.alive() and arm_proc.alive()
     client.destroy()
     ros.node.destroy_subscription(relay_sub)
+
+
+def test_trajectory_monitor_goal_after_feedback_and_repeated_ids(ros, procs):
+    """A goal that arrives after its trajectory's first feedback adds its monitors from the
+    next feedback on; a monitor_id repeated in a goal and a goal seen twice are refused
+    with the reason."""
+    from motion_control_interfaces.action import QueueTrajectory
+    from motion_control_interfaces.msg import Monitor, TriggerCondition as C
+
+    ns = "/tml"
+    proc = procs.start(TOOLS, "trajectory_monitor", namespace=ns,
+                       params={"feedback_topic": f"{ns}/feedback", "goals_topic": f"{ns}/goals"})
+    results = ros.subscribe(f"{ns}/trajectory_monitor/monitor_results", MonitorResultsStamped)
+    assert proc.wait_log(f"and the monitors of the goals on {ns}/goals"), proc.log()
+    fb = ros.publisher(f"{ns}/feedback", TrajectoryFeedbackStamped, RELIABLE)
+    goals = ros.publisher(f"{ns}/goals", QueueTrajectory.Goal, LATCHED)
+    wait_matched(fb)
+    wait_matched(goals)
+
+    fb.publish(feedback(0, T0))                        # ratio 0.1, before the goal
+    first = results.wait_count(1)[0]
+    assert list(first.monitor_results) == []
+    goal = QueueTrajectory.Goal(trajectory_id="traj-1")
+    goal.monitors = [Monitor(monitor_id="r3", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.3)),
+                     Monitor(monitor_id="r3", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.9))]
+    goals.publish(goal)
+    assert proc.wait_log("goal 'traj-1': 1 of 2 monitors accepted"), proc.log()
+    assert "monitor_id 'r3' is already used" in proc.log()
+    goals.publish(goal)
+    assert proc.wait_log("goal 'traj-1' seen before"), proc.log()
+    for i in range(1, 5):                              # ratios 0.2 .. 0.5
+        fb.publish(feedback(i, T0 + 0.5 * i))
+    got = results.wait_count(5)
+    assert [[(r.monitor_id, r.is_triggered) for r in m.monitor_results] for m in got[1:]] == [
+        [("r3", False)], [("r3", True)], [("r3", True)], [("r3", True)]]
+    assert proc.alive()
