@@ -170,3 +170,57 @@ def test_simulated_arm_ee_pose_is_the_commanded_tip(ros, procs):
         tip((0.5, -0.3, 0.2)), abs=1e-9)
     assert proc.alive()
     client.destroy()
+
+
+def _demo_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
+    spec = importlib.util.spec_from_file_location("mocap4r2_demo_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_demos_looping_goal_is_executed_and_its_monitors_trigger(ros, procs):
+    """The goal `make demo` queues: velocities are the derivative of the positions (the
+    arm interpolates with both), a loop starts and ends at rest at zero, and the arm
+    accepts it, finishes it back at zero, with all three monitors triggered."""
+    demo = _demo_module()
+    for s in (0.1, 0.37, 0.5, 0.8):
+        h = 1e-6
+        ahead, _ = demo.arm_loop(s + h)
+        behind, _ = demo.arm_loop(s - h)
+        _, velocity = demo.arm_loop(s)
+        numeric = [(a - b) / (2 * h * demo.ARM_LOOP_SECONDS) for a, b in zip(ahead, behind)]
+        assert velocity == pytest.approx(numeric, abs=1e-6)
+    assert demo.arm_loop(0.0) == ([0.0, 0.0, 0.0], pytest.approx([0.4 * 2 * math.pi / demo.ARM_LOOP_SECONDS, 0, 0]))
+    assert demo.arm_loop(1.0)[0] == pytest.approx([0.0, 0.0, 0.0], abs=1e-12)
+    assert demo.arm_loop(0.5)[0] == pytest.approx(list(demo.ARM_TOP), abs=1e-12)
+
+    ns = "/arm_demo"
+    node = f"{ns}/simulated_arm"
+    proc = procs.start("mocap4r2_tools", "simulated_arm", namespace=ns, params={"rate": 50.0})
+    results = ros.subscribe(f"{node}/monitor_results", MonitorResultsStamped)
+    feedback = ros.subscribe(f"{node}/trajectory_feedback", TrajectoryFeedbackStamped)
+    sender = demo.ArmGoals(ros.node, f"{node}/queue_trajectory")
+    wait_for(sender.client.server_is_ready, what="the arm's action server")
+    sender.pump()
+    sender.pump()
+    sender.pump()   # at most two outstanding
+    assert sender.sent == 2
+    wait_for(lambda: sender.finished >= 1, timeout=60, describe=lambda: (sender.accepted, sender.refused, proc.log()))
+    assert sender.refused == 0
+    done = results.wait_for(lambda m: {r.monitor_id: r.is_triggered for r in m.monitor_results}
+                            == {"half": True, "t1_5": True, "top": True})
+    assert done is not None
+    assert any(not r.is_triggered for m in results.snapshot() for r in m.monitor_results)
+    # the end of loop-1 is the start of loop-2: back at zero, the loops chain without a jump
+    end = feedback.wait_for(lambda m: m.data.trajectory_id == "loop-1" and m.data.ratio_of_trajectory == 1.0)
+    assert list(end.data.current_joint_state.position) == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    middle = [m for m in feedback.snapshot() if m.data.trajectory_id == "loop-1"
+              and max(abs(v) for v in m.data.current_joint_state.position) > 0.3]
+    assert middle, "loop-1 never moved the joints"
+    sender.client.destroy()
+    assert proc.alive()
