@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
-from mocap4r2_interfaces.msg import ControlAck, RigidBodies
+from mocap4r2_interfaces.msg import Control, ControlAck, RigidBodies
 from std_msgs.msg import Float64MultiArray
 
 from mocap4r2_control.control_plane import ACK_QOS, ControlClient
@@ -253,6 +253,41 @@ def test_an_unusable_output_directory_makes_start_fail(plane, procs, ros, acks):
         assert blocker.read_text() == "a file"
     finally:
         client.destroy()
+
+
+def test_a_system_announced_after_start_joins_the_recording(plane, procs, ros):
+    """Discovery is not symmetric: the requester may see a system before the recorder
+    does, so START can reach the recorder before that system's announcement. Here the
+    system starts only after START: its frames must still be in the bag."""
+    out = plane["tmp"] / "late"
+    out.mkdir()
+    recorder, late = "/rec4/session_recorder", "/rec4/late"
+    procs.start(*REC, name="session_recorder", namespace="/rec4",
+                params={"output_dir": str(out), "flush_period": 0.2})
+    client = ControlClient(ros.node)
+    try:
+        client.wait_for_systems(names=[recorder], timeout=30)
+        assert late not in client.systems()
+        result = client.request(Control.START, [recorder, late], "late-01", timeout=20, expected=[recorder])
+        assert result.acks and all(a.success for a in result.acks if a.system == recorder), result.acks
+        frames = ros.subscribe("/rec4/rigid_bodies", RigidBodies)
+        # autostart: it streams without having seen the START it was addressed by
+        procs.start(*SIM, name="late", namespace="/rec4",
+                    params={"scene": str(plane["tmp"] / "scene.yaml"), "autostart": True})
+        # the recorder hears the announcement at about the time we see frames; 100 more
+        # frames leave it time to have recorded some
+        frames.wait_count(1, timeout=30)
+        frames.wait_count(len(frames.messages) + 100, timeout=30)
+        stop = client.request(Control.STOP, [recorder], "late-01", timeout=20)
+        acks = [a for a in stop.acks if a.system == recorder]
+        assert acks and acks[0].success, stop.acks
+    finally:
+        client.destroy()
+    counts = ack_counts(acks[0].message)
+    assert counts.get("/rec4/rigid_bodies", 0) > 0, acks[0].message
+    with rosbags_reader(out / "late-01") as reader:
+        recorded = sum(1 for c, _, _ in reader.messages() if c.topic == "/rec4/rigid_bodies")
+    assert recorded == counts["/rec4/rigid_bodies"]
 
 
 def test_sigkill_mid_session_keeps_everything_older_than_a_second(plane, procs, ros):
