@@ -408,13 +408,13 @@ def main(argv: list[str] | None = None) -> int:
             if arm_err is not None:
                 console.print(f"arm_trajectory_error (commanded vs measured end effector): {arm_err.samples} pose "
                               f"pairs, ATE rmse {arm_err.ate_rmse * 1000:.2f} mm, max {arm_err.ate_max * 1000:.2f} mm")
-            if not 0.0 < arm_err.ate_rmse < 0.02:
-                # marker noise and the measurement's lag make it millimetres: zero means the
-                # measurement is not independent of the command; centimetres, a wrong frame or
-                # body, or a machine so loaded that the measurement lags far behind
-                console.print(f"[yellow]arm: an ATE of {arm_err.ate_rmse * 1000:.2f} mm is not the millimetres "
-                              f"expected (a heavily loaded machine delays the measurement); see "
-                              f"{log_dir}/arm_mocap.log and arm_trajectory_error.log[/]")
+                if not 0.0 < arm_err.ate_rmse < 0.02:
+                    # marker noise and the measurement's lag make it millimetres: zero means the
+                    # measurement is not independent of the command; centimetres, a wrong frame or
+                    # body, or a machine so loaded that the measurement lags far behind
+                    console.print(f"[yellow]arm: an ATE of {arm_err.ate_rmse * 1000:.2f} mm is not the millimetres "
+                                  f"expected (a heavily loaded machine delays the measurement); see "
+                                  f"{log_dir}/arm_mocap.log and arm_trajectory_error.log[/]")
             elif arm_measured:
                 console.print(f"arm_trajectory_error: no result (was arm_ee tracked by /arm_mocap?); see "
                               f"{log_dir}/arm_mocap.log and arm_trajectory_error.log")
