@@ -127,10 +127,9 @@ class ArmGoals:
         top = Monitor(monitor_id="top", trigger_condition=C(type=C.JOINT_STATE, joint_state_tolerances=[0.02] * 3))
         top.trigger_condition.joint_state.name = list(ARM_JOINTS)
         top.trigger_condition.joint_state.position = list(ARM_TOP)
+        t1_5 = C(type=C.TIME, time_from_start=Duration(sec=1, nanosec=500_000_000))
         goal.monitors = [Monitor(monitor_id="half", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.5)),
-                         Monitor(monitor_id="t1_5", trigger_condition=C(type=C.TIME,
-                                                                        time_from_start=Duration(sec=1, nanosec=500_000_000))),
-                         top]
+                         Monitor(monitor_id="t1_5", trigger_condition=t1_5), top]
         return goal
 
     def _on_response(self, future) -> None:

@@ -4,8 +4,9 @@ Reads ``TrajectoryFeedbackStamped`` (``feedback_topic``) of a trajectory being
 executed and evaluates the monitors of ``monitors_file`` (YAML, see
 docs/motion_tools.md) and, with ``goals_topic`` set, the monitors each QueueTrajectory
 goal carries (``motion_control_interfaces/action/QueueTrajectory_Goal`` as the executor
-publishes the goals it accepted, e.g. simulated_arm's ``~/accepted_goals``) with :mod:`mocap4r2_tools.motion.monitors`: RATIO, TIME and
-JOINT_STATE trigger conditions of motion_control_interfaces. For every feedback it
+publishes the goals it accepted, e.g. simulated_arm's ``~/accepted_goals``) with
+:mod:`mocap4r2_tools.motion.monitors`: RATIO, TIME and JOINT_STATE trigger conditions
+of motion_control_interfaces. For every feedback it
 publishes ``MonitorResultsStamped`` on ``~/monitor_results`` (stamped with the feedback's
 stamp): each monitor of the trajectory, ``is_triggered`` false until it triggers and true
 from then on.

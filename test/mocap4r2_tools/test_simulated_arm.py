@@ -129,7 +129,8 @@ def tip(joints, links=(0.3, 0.25, 0.2)):
     first link, joints 2 and 3 pitch (about y: a positive angle tips x towards -z)."""
     yaw, a, b = joints
     reach = links[1] * math.cos(a) + links[2] * math.cos(a + b)
-    return (math.cos(yaw) * reach, math.sin(yaw) * reach, links[0] - links[1] * math.sin(a) - links[2] * math.sin(a + b))
+    height = links[0] - links[1] * math.sin(a) - links[2] * math.sin(a + b)
+    return math.cos(yaw) * reach, math.sin(yaw) * reach, height
 
 
 def key(header):

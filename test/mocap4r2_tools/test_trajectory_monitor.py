@@ -138,7 +138,8 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     monitor = f"{ns}/trajectory_monitor"
     arm_proc = procs.start(TOOLS, "simulated_arm", namespace=ns, params={"rate": 50.0})
     mon_proc = procs.start(TOOLS, "trajectory_monitor", namespace=ns,
-                           params={"feedback_topic": f"{arm}/trajectory_feedback", "goals_topic": f"{arm}/accepted_goals",
+                           params={"feedback_topic": f"{arm}/trajectory_feedback",
+                                   "goals_topic": f"{arm}/accepted_goals",
                                    "rigid_bodies_topic": f"{ns}/rigid_bodies", "snapshot_bodies": ["ee"],
                                    "snapshot_wait": 10.0})
     # the mocap system here is the commanded end effector itself, relayed as a rigid body
@@ -175,7 +176,8 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     cond = TriggerCondition
     g.monitors = [
         Monitor(monitor_id="half", trigger_condition=cond(type=cond.RATIO, ratio_of_trajectory=0.5)),
-        Monitor(monitor_id="t06", trigger_condition=cond(type=cond.TIME, time_from_start=Duration(nanosec=600_000_000))),
+        Monitor(monitor_id="t06",
+                trigger_condition=cond(type=cond.TIME, time_from_start=Duration(nanosec=600_000_000))),
         Monitor(monitor_id="end", trigger_condition=cond(type=cond.JOINT_STATE, joint_state_tolerances=[0.01] * 3)),
     ]
     g.monitors[2].trigger_condition.joint_state.name = ["joint1", "joint2", "joint3"]
