@@ -150,8 +150,8 @@ def test_simulated_arm_ee_pose_is_the_commanded_tip(ros, procs):
     assert handle.accepted
     assert wait(handle.get_result_async(), what="result move").result.is_finished
     # the pose after the goal: links and joints of the same tick carry the same stamp
-    last = ee.wait_for(lambda m: key(m.header) in {key(j.header) for j in joints.snapshot()
-                                                    if abs(j.position[0] - 0.5) < 1e-9})
+    at_end = joints.wait_for(lambda j: abs(j.position[0] - 0.5) < 1e-9)
+    last = ee.wait_for(lambda m: key(m.header) == key(at_end.header))
 
     by_stamp = {key(m.header): m for m in links.snapshot()}
     js_by_stamp = {key(m.header): m for m in joints.snapshot()}
