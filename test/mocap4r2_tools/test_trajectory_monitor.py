@@ -219,7 +219,7 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     first_half = min(k for k, d in feedback.items() if d.ratio_of_trajectory >= 0.5)
     pose = snapshot.wait_for()
     assert (pose.header.stamp.sec, pose.header.stamp.nanosec) == first_half
-    commanded = next(m for m in ee.snapshot() if (m.header.stamp.sec, m.header.stamp.nanosec) == first_half)
+    commanded = ee.wait_for(lambda m: (m.header.stamp.sec, m.header.stamp.nanosec) == first_half)
     assert pose.pose.position.x == pytest.approx(commanded.pose.position.x, abs=1e-9)
     assert pose.pose.position.z == pytest.approx(commanded.pose.position.z, abs=1e-9)
 
