@@ -628,8 +628,10 @@ class QtmSimulator:
                 continue
             frame = self.encoder.frame(k)
             delay = k / rate + frame.latency - (time.monotonic() - self.start_time)
-            if delay > 0:
-                await asyncio.sleep(delay)
+            # a late frame is sent at once, but the loop still yields: behind real time
+            # (a rate the machine cannot keep up with) it would otherwise never let the
+            # event loop read a command or handle SIGTERM
+            await asyncio.sleep(max(delay, 0.0))
             self._send_frame(k)
             k += 1
 

@@ -12,6 +12,8 @@ import re
 import signal
 import socket
 import struct
+import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -298,3 +300,29 @@ def test_clients_hear_qtm_shutting_down(sim):
     run(body())
     assert QRTEvent.EventQTMShuttingDown in events
     assert sim.proc.popen.wait(10) == 0
+
+
+def test_a_server_behind_real_time_still_serves_and_stops(procs, tmp_path):
+    """At a rate the machine cannot keep up with, the frame clock is always late; it must
+    still give the event loop its turn, or commands go unanswered and SIGTERM is never
+    handled (the process had to be killed)."""
+    sim = start_simulator(procs, tmp_path, ["--rate", "10000"])
+
+    async def body():
+        c = await connect(sim)
+        packets = []
+        await c.stream_frames(components=["3d"], on_packet=packets.append)
+        while len(packets) < 20:
+            await asyncio.sleep(0.05)
+        # a command in the middle of the stream is answered
+        assert await asyncio.wait_for(c.qtm_version(), 10)
+        c.disconnect()
+
+    run(body(), timeout=60)
+    start = time.monotonic()
+    sim.proc.popen.send_signal(signal.SIGTERM)
+    try:
+        code = sim.proc.popen.wait(10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("qtm_simulator did not stop within 10 s of SIGTERM while behind real time")
+    assert code == 0 and time.monotonic() - start < 5, sim.proc.log()
