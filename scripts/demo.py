@@ -6,15 +6,26 @@ when a vehicle answers at DEMO_PX4_CONNECTION, default udpout:127.0.0.1:14540, e
 SITL), starts a capture session through the control plane, shows a live view for
 --duration seconds or until Ctrl-C, stops the session, prints a summary and where the
 session was recorded.
+
+The motion tools run beside it (config/motion_tools.yaml): simulated_arm executes looping
+trajectories this script queues as QueueTrajectory goals, each with RATIO, TIME and
+JOINT_STATE monitors; trajectory_monitor evaluates the monitors of those goals and takes
+a mocap snapshot at each trigger; a second simulated mocap system, /arm_mocap (scene
+config/arm_scene.yaml), measures the arm's end effector as the rigid body arm_ee; and
+arm_trajectory_error compares the commanded end-effector path (/simulated_arm/ee_pose)
+with the measured one. The summary prints that ATE: millimetres (marker noise and the
+measurement's lag), not zero.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +69,84 @@ def vehicle_answers(connection: str, timeout: float = 1.5) -> str | None:
         return None
     finally:
         conn.close()
+
+
+ARM_JOINTS = ("joint1", "joint2", "joint3")
+ARM_LOOP_SECONDS = 6.0
+ARM_LOOP_POINTS = 13
+ARM_TOP = (0.0, -0.35, 0.5)   # the joints half way round a loop (the JOINT_STATE monitor)
+
+
+def arm_loop(s: float) -> tuple[list[float], list[float]]:
+    """Joints and joint velocities at the fraction s of one loop: a yaw swing with the arm
+    lifted and bent in the middle; starts and ends at rest at zero, so loops chain smoothly."""
+    w = 2 * math.pi / ARM_LOOP_SECONDS
+    lift = (1 - math.cos(2 * math.pi * s)) / 2
+    dlift = math.pi * math.sin(2 * math.pi * s) / ARM_LOOP_SECONDS
+    positions = [0.4 * math.sin(2 * math.pi * s), ARM_TOP[1] * lift, ARM_TOP[2] * lift]
+    velocities = [0.4 * w * math.cos(2 * math.pi * s), ARM_TOP[1] * dlift, ARM_TOP[2] * dlift]
+    return positions, velocities
+
+
+class ArmGoals:
+    """Keeps simulated_arm busy: queues a looping trajectory whenever fewer than two are
+    queued or executing, each goal with one monitor of each trigger type."""
+
+    def __init__(self, node, action: str = "/simulated_arm/queue_trajectory"):
+        from rclpy.action import ActionClient
+        from motion_control_interfaces.action import QueueTrajectory
+
+        self._goal_type = QueueTrajectory.Goal
+        self.client = ActionClient(node, QueueTrajectory, action)
+        self.sent = self.accepted = self.finished = self.refused = 0
+        self._outstanding = 0
+        self._lock = threading.Lock()   # the answers come on the executor's thread
+
+    def pump(self) -> None:
+        with self._lock:
+            if self._outstanding >= 2 or not self.client.server_is_ready():
+                return
+            self.sent += 1
+            self._outstanding += 1
+        self.client.send_goal_async(self._goal(f"loop-{self.sent}")).add_done_callback(self._on_response)
+
+    def _goal(self, trajectory_id: str):
+        from builtin_interfaces.msg import Duration
+        from motion_control_interfaces.msg import Monitor, TriggerCondition as C
+        from trajectory_msgs.msg import JointTrajectoryPoint
+
+        goal = self._goal_type(trajectory_id=trajectory_id)
+        goal.trajectory.joint_names = list(ARM_JOINTS)
+        for i in range(ARM_LOOP_POINTS):
+            s = i / (ARM_LOOP_POINTS - 1)
+            positions, velocities = arm_loop(s)
+            t = s * ARM_LOOP_SECONDS
+            goal.trajectory.points.append(JointTrajectoryPoint(
+                positions=positions, velocities=velocities,
+                time_from_start=Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9)) % 1_000_000_000)))
+        top = Monitor(monitor_id="top", trigger_condition=C(type=C.JOINT_STATE, joint_state_tolerances=[0.02] * 3))
+        top.trigger_condition.joint_state.name = list(ARM_JOINTS)
+        top.trigger_condition.joint_state.position = list(ARM_TOP)
+        t1_5 = C(type=C.TIME, time_from_start=Duration(sec=1, nanosec=500_000_000))
+        goal.monitors = [Monitor(monitor_id="half", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.5)),
+                         Monitor(monitor_id="t1_5", trigger_condition=t1_5), top]
+        return goal
+
+    def _on_response(self, future) -> None:
+        handle = future.result() if future.exception() is None else None
+        with self._lock:
+            if handle is None or not handle.accepted:
+                self.refused += 1
+                self._outstanding -= 1
+                return
+            self.accepted += 1
+        handle.get_result_async().add_done_callback(self._on_result)
+
+    def _on_result(self, future) -> None:
+        with self._lock:
+            self._outstanding -= 1
+            if future.exception() is None and future.result().result.is_finished:
+                self.finished += 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,6 +207,39 @@ def main(argv: list[str] | None = None) -> int:
              "-p", "body:=drone1", "-p", f"connection:={px4_connection}"], log_dir, "px4_bridge")))
         bridges.append(f"px4_bridge: drone1 -> {px4_connection} ({vehicle})")
 
+    # the motion tools: the arm, the monitors of its goals, a second simulated mocap
+    # system measuring its end effector, and the commanded path against the measured one
+    motion_config = str(ROOT / "config" / "motion_tools.yaml")
+    arm_scene = ROOT / "config" / "arm_scene.yaml"
+    motion: list[str] = []
+    arm = executable("mocap4r2_tools", "simulated_arm")
+    arm_measured = False
+    if arm is None:
+        motion.append("simulated_arm: not installed (run `make setup`), not started")
+    else:
+        procs.append(("simulated_arm", start(
+            [str(arm), "--ros-args", "-r", "__node:=simulated_arm", "--params-file", motion_config], log_dir,
+            "simulated_arm")))
+        monitor = executable("mocap4r2_tools", "trajectory_monitor")
+        if monitor is not None:
+            procs.append(("trajectory_monitor", start(
+                [str(monitor), "--ros-args", "-r", "__node:=trajectory_monitor", "--params-file", motion_config],
+                log_dir, "trajectory_monitor")))
+        if arm_scene.exists():
+            arm_measured = True
+            procs.append(("arm_mocap", start(
+                [str(sim), "--ros-args", "-r", "__ns:=/arm_mocap", "-r", "__node:=simulated_system",
+                 "-p", f"scene:={arm_scene}", "-p", "frame_id:=world"], log_dir, "arm_mocap")))
+            err_exe = executable("mocap4r2_tools", "trajectory_error")
+            if err_exe is not None:
+                procs.append(("arm_trajectory_error", start(
+                    [str(err_exe), "--ros-args", "-r", "__node:=arm_trajectory_error", "--params-file",
+                     motion_config], log_dir, "arm_trajectory_error")))
+            motion.append("arm: /simulated_arm executes looping goals, /arm_mocap measures its end effector "
+                          "(arm_ee), arm_trajectory_error compares commanded and measured")
+        else:
+            motion.append(f"arm: {arm_scene} is missing: the arm runs unmeasured (no /arm_mocap, no error)")
+
     # session_recorder keeps the session as a bag in <logs>/sessions/<session id>/
     recordings = log_dir / "sessions"
     recordings.mkdir()
@@ -126,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(("session_recorder", start(
             [str(recorder), "--ros-args", "--params-file", str(ROOT / "config" / "recorder.yaml"),
              "-p", f"output_dir:={recordings}"], log_dir, "session_recorder")))
-    session_members = ["/sim/simulated_system"] + (["/session_recorder"] if recorder is not None else [])
+    session_members = (["/sim/simulated_system"] + (["/arm_mocap/simulated_system"] if arm_measured else [])
+                       + (["/session_recorder"] if recorder is not None else []))
 
     from diagnostic_msgs.msg import DiagnosticArray
     from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
@@ -134,7 +257,22 @@ def main(argv: list[str] | None = None) -> int:
     from mocap4r2_control.control_plane import ControlSession
 
     stats = {"frames": 0, "first": None, "last": None, "tracked": 0, "bodies": 0, "diag": None, "names": [],
-             "error": None, "model": None}
+             "error": None, "model": None, "arm_error": None, "triggers": {}, "last_results": {},
+             "snapshot": None}
+
+    def on_arm_error(msg: TrajectoryError) -> None:
+        stats["arm_error"] = msg
+
+    def on_monitor_results(msg) -> None:
+        # a monitor triggers when it turns true (a new trajectory starts them over at false)
+        now = {r.monitor_id: r.is_triggered for r in msg.monitor_results}
+        for mid, hit in now.items():
+            if hit and not stats["last_results"].get(mid, False):
+                stats["triggers"][mid] = stats["triggers"].get(mid, 0) + 1
+        stats["last_results"] = now
+
+    def on_snapshot(msg) -> None:
+        stats["snapshot"] = msg
 
     def on_model(msg) -> None:
         stats["model"] = msg
@@ -167,6 +305,20 @@ def main(argv: list[str] | None = None) -> int:
 
             session.node.create_subscription(ObjectModel, "/worldmodel/objects", on_model, QoSProfile(
                 depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        arm_goals = None
+        if arm is not None:
+            from geometry_msgs.msg import PoseStamped
+            from motion_control_interfaces.msg import MonitorResultsStamped
+            from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+            arm_goals = ArmGoals(session.node)
+            session.node.create_subscription(MonitorResultsStamped, "/trajectory_monitor/monitor_results",
+                                             on_monitor_results, 50)
+            session.node.create_subscription(PoseStamped, "/trajectory_monitor/half/arm_ee", on_snapshot, QoSProfile(
+                depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            session.node.create_subscription(TrajectoryError, "/arm_trajectory_error", on_arm_error, 10)
+        for line in motion:
+            console.print(f"motion {line}")
         for line in bridges:
             console.print(f"bridge {line}")
         console.print(f"[bold]mocap4r2 demo[/] (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, "
@@ -175,6 +327,11 @@ def main(argv: list[str] | None = None) -> int:
         if "/sim/simulated_system" not in systems:
             console.print("[red]the simulated system did not announce itself[/]")
             return 1
+        if arm_measured and "/arm_mocap/simulated_system" not in systems:
+            # the arm's measurement is an extra: the demo goes on without it
+            console.print(f"[yellow]/arm_mocap did not announce itself (see {log_dir}/arm_mocap.log): "
+                          "the arm runs unmeasured[/]")
+            session_members.remove("/arm_mocap/simulated_system")
         console.print(f"systems: {', '.join(f'{n} ({i.type}, {i.state.label})' for n, i in systems.items())}")
         session_id = time.strftime("demo-%H%M%S")
         result = session.client.start(systems=session_members, session_id=session_id)
@@ -200,6 +357,15 @@ def main(argv: list[str] | None = None) -> int:
             if err is not None:
                 table.caption += (f"\nrobot_ground_truth vs mocap (trajectory_error): {err.samples} pairs, "
                                   f"ATE rmse {err.ate_rmse:.2e} m")
+            if arm_goals is not None:
+                triggers = ", ".join(f"{m} x{n}" for m, n in sorted(stats["triggers"].items())) or "none yet"
+                table.caption = (table.caption or "") + (
+                    f"\narm: {arm_goals.accepted} loops accepted, {arm_goals.finished} finished; "
+                    f"monitors triggered: {triggers}")
+                arm_err = stats["arm_error"]
+                if arm_err is not None:
+                    table.caption += (f"\ncommanded vs measured end effector (arm_trajectory_error): "
+                                      f"{arm_err.samples} pairs, ATE rmse {arm_err.ate_rmse * 1000:.2f} mm")
             model = stats["model"]
             if model is not None:
                 table.caption = (table.caption or "") + "\nworld model: " + ", ".join(
@@ -210,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with Live(view(), console=console, refresh_per_second=4) as live:
                 while time.monotonic() < deadline:
+                    if arm_goals is not None:
+                        arm_goals.pump()
                     time.sleep(0.25)
                     live.update(view())
         except KeyboardInterrupt:
@@ -226,6 +394,29 @@ def main(argv: list[str] | None = None) -> int:
         if err is not None:
             console.print(f"trajectory_error: {err.samples} pose pairs, ATE rmse {err.ate_rmse:.3e} m, "
                           f"RPE {err.rpe_trans_rmse:.3e} m / {err.rpe_rot_rmse:.3e} rad (aligned: {err.aligned})")
+        if arm_goals is not None:
+            triggers = ", ".join(f"{m} x{n}" for m, n in sorted(stats["triggers"].items())) or "none"
+            console.print(f"arm: {arm_goals.sent} looping trajectories sent, {arm_goals.accepted} accepted, "
+                          f"{arm_goals.finished} finished; trajectory_monitor triggers: {triggers}")
+            snap = stats["snapshot"]
+            if snap is not None:
+                p = snap.pose.position
+                console.print(f"arm: measured end effector at the last 'half' trigger: "
+                              f"({p.x:+.4f}, {p.y:+.4f}, {p.z:+.4f}) m")
+            arm_err = stats["arm_error"]
+            if arm_err is not None:
+                console.print(f"arm_trajectory_error (commanded vs measured end effector): {arm_err.samples} pose "
+                              f"pairs, ATE rmse {arm_err.ate_rmse * 1000:.2f} mm, max {arm_err.ate_max * 1000:.2f} mm")
+                if not 0.0 < arm_err.ate_rmse < 0.02:
+                    # marker noise and the measurement's lag make it millimetres: zero means the
+                    # measurement is not independent of the command; centimetres, a wrong frame or
+                    # body, or a machine so loaded that the measurement lags far behind
+                    console.print(f"[yellow]arm: an ATE of {arm_err.ate_rmse * 1000:.2f} mm is not the millimetres "
+                                  f"expected (a heavily loaded machine delays the measurement); see "
+                                  f"{log_dir}/arm_mocap.log and arm_trajectory_error.log[/]")
+            elif arm_measured:
+                console.print(f"arm_trajectory_error: no result (was arm_ee tracked by /arm_mocap?); see "
+                              f"{log_dir}/arm_mocap.log and arm_trajectory_error.log")
         if recorder is not None:
             console.print(f"recorded: {recordings / session_id}  (try: mocap4r2 sessions {recordings}; "
                           f"mocap4r2 export {recordings / session_id} --format c3d)")

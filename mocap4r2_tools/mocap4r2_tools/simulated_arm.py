@@ -8,19 +8,25 @@
 * service ``~/get_trajectory_status``: EXECUTING, FINISHED, IN_QUEUE or UNKNOWN;
 * topics ``~/trajectory_feedback`` (TrajectoryFeedbackStamped), ``~/monitor_results``
   (MonitorResultsStamped, the goal's monitors evaluated with mocap4r2_tools.motion.monitors),
-  ``~/joint_states`` (sensor_msgs/JointState) and ``~/link_poses`` (geometry_msgs/PoseArray,
-  forward kinematics: the tip of every link, the end effector last, in ``frame_id``).
+  ``~/joint_states`` (sensor_msgs/JointState), ``~/link_poses`` (geometry_msgs/PoseArray,
+  forward kinematics: the tip of every link, the end effector last, in ``frame_id``) and
+  ``~/ee_pose`` (geometry_msgs/PoseStamped: the commanded end-effector pose, the same
+  pose and stamp as the last entry of ``~/link_poses``, for trajectory_error);
+* topic ``~/accepted_goals`` (motion_control_interfaces/action/QueueTrajectory_Goal,
+  reliable, transient local, the last ``ACCEPTED_GOALS_DEPTH``): every goal accepted, so
+  a trajectory_monitor elsewhere evaluates the same monitors the goal carries.
 """
 from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
 
-from geometry_msgs.msg import Pose, PoseArray
+from geometry_msgs.msg import Pose, PoseArray, PoseStamped
 from motion_control_interfaces.action import QueueTrajectory
 from motion_control_interfaces.msg import MonitorResult, MonitorResultsStamped, TrajectoryFeedbackStamped
 from motion_control_interfaces.srv import GetTrajectoryStatus
 from rclpy.action import ActionServer, GoalResponse
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 
@@ -33,6 +39,11 @@ from .tool_node import ToolNode, frame_check, run_tool, vector_check
 
 MAX_QUEUE = 100
 MAX_FINISHED = 1000
+# A late trajectory_monitor still gets the goals queued before it started (transient
+# local), as many as can be queued plus the one executing; the depth bounds the memory.
+ACCEPTED_GOALS_DEPTH = MAX_QUEUE + 1
+ACCEPTED_GOALS_QOS = QoSProfile(depth=ACCEPTED_GOALS_DEPTH, reliability=ReliabilityPolicy.RELIABLE,
+                                durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 def _links_check(value: list) -> str | None:
@@ -79,6 +90,8 @@ class SimulatedArmNode(ToolNode):
         self._mon_pub = self.create_publisher(MonitorResultsStamped, "~/monitor_results", 10)
         self._js_pub = self.create_publisher(JointState, "~/joint_states", 10)
         self._links_pub = self.create_publisher(PoseArray, "~/link_poses", 10)
+        self._ee_pub = self.create_publisher(PoseStamped, "~/ee_pose", 10)
+        self._goals_pub = self.create_publisher(QueueTrajectory.Goal, "~/accepted_goals", ACCEPTED_GOALS_QOS)
         self._server = ActionServer(self, QueueTrajectory, "~/queue_trajectory", execute_callback=self._execute,
                                     goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted)
         self.create_service(GetTrajectoryStatus, "~/get_trajectory_status", self._on_status)
@@ -117,6 +130,9 @@ class SimulatedArmNode(ToolNode):
                   for p in goal.trajectory.points]
         monitors = MonitorSet(goal.trajectory_id, [monitor_from_msg(m) for m in goal.monitors])
         self._queue.append(_Job(handle, points, monitors))
+        # published before the job can start (the next tick at the earliest), so a
+        # monitor node usually has the monitors before the first feedback
+        self._goals_pub.publish(goal)
 
     async def _execute(self, handle):
         job = next((j for j in [self._current] if j is not None and j.handle is handle), None)
@@ -179,6 +195,10 @@ class SimulatedArmNode(ToolNode):
             pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = (float(v) for v in q)
             links.poses.append(pose)
         self._links_pub.publish(links)
+        ee = PoseStamped()
+        ee.header = links.header
+        ee.pose = links.poses[-1]
+        self._ee_pub.publish(ee)
 
     def _finish(self, job: _Job) -> None:
         tid = job.goal.trajectory_id

@@ -1,11 +1,16 @@
 """simulated_arm through an rclpy action client, as `ros2 action send_goal` would use it:
 accepted and rejected goals, the queue order, the status service, monitor results at
-the right feedback, and bad goals refused with the reason without the node dying."""
+the right feedback, bad goals refused with the reason without the node dying, every
+accepted goal on ~/accepted_goals for a late subscriber, and the commanded end-effector
+pose on ~/ee_pose."""
 from __future__ import annotations
 
+import math
 import time
 
+import pytest
 from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseArray, PoseStamped
 from motion_control_interfaces.action import QueueTrajectory
 from motion_control_interfaces.msg import (
     Monitor,
@@ -15,6 +20,9 @@ from motion_control_interfaces.msg import (
 )
 from motion_control_interfaces.srv import GetTrajectoryStatus
 from rclpy.action import ActionClient
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from support import wait_for
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 NS = "/arm"
@@ -100,5 +108,120 @@ def test_simulated_arm_goals_queue_status_and_monitors(ros, procs):
              for m in results.snapshot() if (m.header.stamp.sec, m.header.stamp.nanosec) in ratio_at]
     assert pairs and all(hit == (ratio >= 0.5) for ratio, hit in pairs), pairs
     assert any(hit for _, hit in pairs) and any(not hit for _, hit in pairs)
+
+    # a subscriber joining after the goals were accepted still gets them (transient
+    # local), the accepted ones only, monitors included
+    latched = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    accepted = ros.subscribe(f"{NODE}/accepted_goals", QueueTrajectory.Goal, latched)
+    got = accepted.wait_count(2)
+    wait_for(lambda: accepted.quiet(1.0), what="a second without further accepted goals")
+    assert [g.trajectory_id for g in accepted.snapshot()] == ["A", "B"]
+    assert [m.monitor_id for m in got[0].monitors] == ["half"]
+    assert got[0].monitors[0].trigger_condition.ratio_of_trajectory == pytest.approx(0.5)
+    assert len(got[0].trajectory.points) == 6
     assert proc.alive()
     client.destroy()
+
+
+def tip(joints, links=(0.3, 0.25, 0.2)):
+    """The end effector of the default arm, written out by hand: joint 1 yaws a vertical
+    first link, joints 2 and 3 pitch (about y: a positive angle tips x towards -z)."""
+    yaw, a, b = joints
+    reach = links[1] * math.cos(a) + links[2] * math.cos(a + b)
+    height = links[0] - links[1] * math.sin(a) - links[2] * math.sin(a + b)
+    return math.cos(yaw) * reach, math.sin(yaw) * reach, height
+
+
+def key(header):
+    return header.stamp.sec, header.stamp.nanosec
+
+
+def test_simulated_arm_ee_pose_is_the_commanded_tip(ros, procs):
+    ns = "/arm_ee"
+    node = f"{ns}/simulated_arm"
+    proc = procs.start("mocap4r2_tools", "simulated_arm", namespace=ns, params={"rate": 50.0, "frame_id": "lab"})
+    ee = ros.subscribe(f"{node}/ee_pose", PoseStamped)
+    links = ros.subscribe(f"{node}/link_poses", PoseArray)
+    joints = ros.subscribe(f"{node}/joint_states", JointState)
+    client = ActionClient(ros.node, QueueTrajectory, f"{node}/queue_trajectory")
+    assert client.wait_for_server(timeout_sec=30), proc.log()
+    handle = wait(client.send_goal_async(goal("move", 1.0, points=5)), what="goal move")
+    assert handle.accepted
+    assert wait(handle.get_result_async(), what="result move").result.is_finished
+    # the pose after the goal: links and joints of the same tick carry the same stamp
+    at_end = joints.wait_for(lambda j: abs(j.position[0] - 0.5) < 1e-9)
+    last = ee.wait_for(lambda m: key(m.header) == key(at_end.header))
+
+    by_stamp = {key(m.header): m for m in links.snapshot()}
+    js_by_stamp = {key(m.header): m for m in joints.snapshot()}
+    pairs = [(m, by_stamp[key(m.header)], js_by_stamp[key(m.header)]) for m in ee.snapshot()
+             if key(m.header) in by_stamp and key(m.header) in js_by_stamp]
+    assert len(pairs) > 20, f"{len(pairs)} ee_pose messages with link_poses and joint_states of the same stamp"
+    moved = set()
+    for pose, array, js in pairs:
+        assert pose.header.frame_id == "lab" == array.header.frame_id
+        assert pose.pose == array.poses[-1]
+        p = pose.pose.position
+        assert (p.x, p.y, p.z) == pytest.approx(tip(js.position), abs=1e-9)
+        moved.add(round(p.x, 4))
+    assert len(moved) > 5, "the end effector did not move during the goal"
+    # the end of the goal: joints (0.5, -0.3, 0.2)
+    assert (last.pose.position.x, last.pose.position.y, last.pose.position.z) == pytest.approx(
+        tip((0.5, -0.3, 0.2)), abs=1e-9)
+    assert proc.alive()
+    client.destroy()
+
+
+def _demo_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
+    spec = importlib.util.spec_from_file_location("mocap4r2_demo_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_demos_looping_goal_is_executed_and_its_monitors_trigger(ros, procs):
+    """The goal `make demo` queues: velocities are the derivative of the positions (the
+    arm interpolates with both), a loop starts and ends at rest at zero, and the arm
+    accepts it, finishes it back at zero, with all three monitors triggered."""
+    demo = _demo_module()
+    for s in (0.1, 0.37, 0.5, 0.8):
+        h = 1e-6
+        ahead, _ = demo.arm_loop(s + h)
+        behind, _ = demo.arm_loop(s - h)
+        _, velocity = demo.arm_loop(s)
+        numeric = [(a - b) / (2 * h * demo.ARM_LOOP_SECONDS) for a, b in zip(ahead, behind)]
+        assert velocity == pytest.approx(numeric, abs=1e-6)
+    assert demo.arm_loop(0.0) == ([0.0, 0.0, 0.0], pytest.approx([0.4 * 2 * math.pi / demo.ARM_LOOP_SECONDS, 0, 0]))
+    assert demo.arm_loop(1.0)[0] == pytest.approx([0.0, 0.0, 0.0], abs=1e-12)
+    assert demo.arm_loop(0.5)[0] == pytest.approx(list(demo.ARM_TOP), abs=1e-12)
+
+    ns = "/arm_demo"
+    node = f"{ns}/simulated_arm"
+    proc = procs.start("mocap4r2_tools", "simulated_arm", namespace=ns, params={"rate": 50.0})
+    results = ros.subscribe(f"{node}/monitor_results", MonitorResultsStamped)
+    feedback = ros.subscribe(f"{node}/trajectory_feedback", TrajectoryFeedbackStamped)
+    sender = demo.ArmGoals(ros.node, f"{node}/queue_trajectory")
+    wait_for(sender.client.server_is_ready, what="the arm's action server")
+    sender.pump()
+    sender.pump()
+    sender.pump()   # at most two outstanding
+    assert sender.sent == 2
+    wait_for(lambda: sender.finished >= 1, timeout=60, describe=lambda: (sender.accepted, sender.refused, proc.log()))
+    assert sender.refused == 0
+    done = results.wait_for(lambda m: {r.monitor_id: r.is_triggered for r in m.monitor_results}
+                            == {"half": True, "t1_5": True, "top": True})
+    assert done is not None
+    assert any(not r.is_triggered for m in results.snapshot() for r in m.monitor_results)
+    # the end of loop-1 is the start of loop-2: back at zero, the loops chain without a jump
+    end = feedback.wait_for(lambda m: m.data.trajectory_id == "loop-1" and m.data.ratio_of_trajectory == 1.0)
+    assert list(end.data.current_joint_state.position) == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    middle = [m for m in feedback.snapshot() if m.data.trajectory_id == "loop-1"
+              and max(abs(v) for v in m.data.current_joint_state.position) > 0.3]
+    assert middle, "loop-1 never moved the joints"
+    sender.client.destroy()
+    assert proc.alive()

@@ -69,7 +69,8 @@ def test_trajectory_monitor_results_snapshots_and_bad_input(ros, procs, tmp_path
     snapshot = ros.subscribe(f"{ns}/trajectory_monitor/half/ee", PoseStamped, LATCHED)
     proc = procs.start(TOOLS, "trajectory_monitor", namespace=ns,
                        params={"feedback_topic": f"{ns}/feedback", "monitors_file": str(path),
-                               "rigid_bodies_topic": f"{ns}/rigid_bodies", "snapshot_bodies": ["ee"]})
+                               "rigid_bodies_topic": f"{ns}/rigid_bodies", "snapshot_bodies": ["ee"],
+                                   "snapshot_wait": 10.0})
     assert proc.wait_log("3 monitors on /tm/feedback", timeout=30), proc.log()
     log = proc.log()
     assert "unknown trigger type 'SPEED'" in log and "the lengths must match" in log
@@ -118,4 +119,159 @@ def test_trajectory_monitor_results_snapshots_and_bad_input(ros, procs, tmp_path
     assert pose.pose.position.x == pytest.approx(0.2005, abs=1e-7)
     assert proc.wait_log("before the previous one", timeout=10), proc.log()
     assert proc.wait_log("NaN in the joint state", timeout=10), proc.log()
+    assert proc.alive()
+
+
+def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
+    """Monitors from the goals simulated_arm accepts (its ~/accepted_goals), not from a
+    file: results false then true at the right feedback, the snapshot at the trigger, and
+    a goal's bad monitors refused with the reason while its good one is kept."""
+    from builtin_interfaces.msg import Duration
+    from motion_control_interfaces.action import QueueTrajectory
+    from motion_control_interfaces.msg import Monitor, TriggerCondition
+    from rclpy.action import ActionClient
+    from support import wait_for
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    ns = "/tmg"
+    arm = f"{ns}/simulated_arm"
+    monitor = f"{ns}/trajectory_monitor"
+    arm_proc = procs.start(TOOLS, "simulated_arm", namespace=ns, params={"rate": 50.0})
+    mon_proc = procs.start(TOOLS, "trajectory_monitor", namespace=ns,
+                           params={"feedback_topic": f"{arm}/trajectory_feedback",
+                                   "goals_topic": f"{arm}/accepted_goals",
+                                   "rigid_bodies_topic": f"{ns}/rigid_bodies", "snapshot_bodies": ["ee"],
+                                   "snapshot_wait": 10.0})
+    # the mocap system here is the commanded end effector itself, relayed as a rigid body
+    # at the arm's stamp: the snapshot must then be the arm's pose at the trigger exactly
+    bodies = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
+
+    def relay(msg: PoseStamped) -> None:
+        out = RigidBodies()
+        out.header = msg.header
+        body = RigidBody(id=1, name="ee", tracking_valid=True)
+        body.pose = msg.pose
+        out.rigid_bodies.append(body)
+        bodies.publish(out)
+
+    ee = ros.subscribe(f"{arm}/ee_pose", PoseStamped)
+    relay_sub = ros.node.create_subscription(PoseStamped, f"{arm}/ee_pose", relay, RELIABLE)
+    fb = ros.subscribe(f"{arm}/trajectory_feedback", TrajectoryFeedbackStamped)
+    results = ros.subscribe(f"{monitor}/monitor_results", MonitorResultsStamped)
+    snapshot = ros.subscribe(f"{monitor}/half/ee", PoseStamped, LATCHED)
+    assert mon_proc.wait_log("and the monitors of the goals on /tmg/simulated_arm/accepted_goals"), mon_proc.log()
+    wait_matched(bodies)
+    wait_for(lambda: ros.node.count_publishers(f"{arm}/trajectory_feedback") and
+             ros.node.count_subscribers(f"{arm}/accepted_goals") >= 1, what="the monitor node on the arm's topics")
+
+    final = [0.5, -0.3, 0.2]
+    g = QueueTrajectory.Goal(trajectory_id="loop-1")
+    g.trajectory.joint_names = ["joint1", "joint2", "joint3"]
+    for i in range(6):
+        s = i / 5
+        p = JointTrajectoryPoint(positions=[v * s for v in final], velocities=[0.0] * 3)
+        t = 1.5 * s
+        p.time_from_start = Duration(sec=int(t), nanosec=int((t % 1) * 1e9))
+        g.trajectory.points.append(p)
+    cond = TriggerCondition
+    g.monitors = [
+        Monitor(monitor_id="half", trigger_condition=cond(type=cond.RATIO, ratio_of_trajectory=0.5)),
+        Monitor(monitor_id="t06",
+                trigger_condition=cond(type=cond.TIME, time_from_start=Duration(nanosec=600_000_000))),
+        Monitor(monitor_id="end", trigger_condition=cond(type=cond.JOINT_STATE, joint_state_tolerances=[0.01] * 3)),
+    ]
+    g.monitors[2].trigger_condition.joint_state.name = ["joint1", "joint2", "joint3"]
+    g.monitors[2].trigger_condition.joint_state.position = final
+    client = ActionClient(ros.node, QueueTrajectory, f"{arm}/queue_trajectory")
+    assert client.wait_for_server(timeout_sec=30), arm_proc.log()
+    send = client.send_goal_async(g)
+    handle = wait_for(lambda: send.done() and send.result(), what="goal loop-1 answered")
+    assert handle.accepted, arm_proc.log()
+    done = handle.get_result_async()
+    assert wait_for(lambda: done.done() and done.result(), what="loop-1 finished").result.is_finished
+    assert mon_proc.wait_log("goal 'loop-1': 3 of 3 monitors accepted"), mon_proc.log()
+
+    # the result may overtake the last feedback (another topic): wait for the feedback at the end
+    end = fb.wait_for(lambda m: m.data.trajectory_id == "loop-1" and m.data.ratio_of_trajectory == 1.0)
+    last_key = (end.header.stamp.sec, end.header.stamp.nanosec)
+    feedback = {(m.header.stamp.sec, m.header.stamp.nanosec): m.data for m in fb.snapshot()
+                if m.data.trajectory_id == "loop-1"}
+    got = results.wait_for(lambda m: (m.header.stamp.sec, m.header.stamp.nanosec) == last_key)
+    assert {r.monitor_id for r in got.monitor_results} == {"half", "t06", "end"}
+    rows = [(feedback[(m.header.stamp.sec, m.header.stamp.nanosec)], {r.monitor_id: r.is_triggered
+                                                                      for r in m.monitor_results})
+            for m in results.snapshot() if (m.header.stamp.sec, m.header.stamp.nanosec) in feedback]
+    assert len(rows) > 30, f"{len(rows)} results of loop-1"
+
+    def expected(d, mid):
+        if mid == "half":
+            return d.ratio_of_trajectory >= 0.5
+        if mid == "t06":
+            return d.time_from_start.sec + d.time_from_start.nanosec * 1e-9 >= 0.6
+        return all(abs(a - b) <= 0.01 for a, b in zip(d.current_joint_state.position, final))
+
+    for mid in ("half", "t06", "end"):
+        seen = [(expected(d, mid), hit[mid]) for d, hit in rows if mid in hit]
+        assert all(want == hit for want, hit in seen), (mid, seen)
+        assert seen[0][1] is False and seen[-1][1] is True, (mid, seen)
+
+    # the snapshot: the end effector at the first feedback with half the trajectory done
+    first_half = min(k for k, d in feedback.items() if d.ratio_of_trajectory >= 0.5)
+    pose = snapshot.wait_for()
+    assert (pose.header.stamp.sec, pose.header.stamp.nanosec) == first_half
+    commanded = ee.wait_for(lambda m: (m.header.stamp.sec, m.header.stamp.nanosec) == first_half)
+    assert pose.pose.position.x == pytest.approx(commanded.pose.position.x, abs=1e-9)
+    assert pose.pose.position.z == pytest.approx(commanded.pose.position.z, abs=1e-9)
+
+    # a goal with bad monitors, straight on the goals topic: each refused with its reason,
+    # the good one kept, the node alive
+    goals = ros.publisher(f"{arm}/accepted_goals", QueueTrajectory.Goal, LATCHED)
+    bad = QueueTrajectory.Goal(trajectory_id="bad-monitors")
+    bad.monitors = [Monitor(monitor_id="odd", trigger_condition=cond(type=9)),
+                    Monitor(monitor_id="short", trigger_condition=cond(type=cond.JOINT_STATE,
+                                                                        joint_state_tolerances=[0.1])),
+                    Monitor(monitor_id="ok", trigger_condition=cond(type=cond.RATIO, ratio_of_trajectory=0.2))]
+    bad.monitors[1].trigger_condition.joint_state.position = [0.1, 0.2]
+    goals.publish(bad)
+    assert mon_proc.wait_log("goal 'bad-monitors': 1 of 3 monitors accepted"), mon_proc.log()
+    log = mon_proc.log()
+    assert "unknown trigger type 9" in log and "the lengths must match" in log
+    assert mon_proc.alive() and arm_proc.alive()
+    client.destroy()
+    ros.node.destroy_subscription(relay_sub)
+
+
+def test_trajectory_monitor_goal_after_feedback_and_repeated_ids(ros, procs):
+    """A goal that arrives after its trajectory's first feedback adds its monitors from the
+    next feedback on; a monitor_id repeated in a goal and a goal seen twice are refused
+    with the reason."""
+    from motion_control_interfaces.action import QueueTrajectory
+    from motion_control_interfaces.msg import Monitor, TriggerCondition as C
+
+    ns = "/tml"
+    proc = procs.start(TOOLS, "trajectory_monitor", namespace=ns,
+                       params={"feedback_topic": f"{ns}/feedback", "goals_topic": f"{ns}/goals"})
+    results = ros.subscribe(f"{ns}/trajectory_monitor/monitor_results", MonitorResultsStamped)
+    assert proc.wait_log(f"and the monitors of the goals on {ns}/goals"), proc.log()
+    fb = ros.publisher(f"{ns}/feedback", TrajectoryFeedbackStamped, RELIABLE)
+    goals = ros.publisher(f"{ns}/goals", QueueTrajectory.Goal, LATCHED)
+    wait_matched(fb)
+    wait_matched(goals)
+
+    fb.publish(feedback(0, T0))                        # ratio 0.1, before the goal
+    first = results.wait_count(1)[0]
+    assert list(first.monitor_results) == []
+    goal = QueueTrajectory.Goal(trajectory_id="traj-1")
+    goal.monitors = [Monitor(monitor_id="r3", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.3)),
+                     Monitor(monitor_id="r3", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.9))]
+    goals.publish(goal)
+    assert proc.wait_log("goal 'traj-1': 1 of 2 monitors accepted"), proc.log()
+    assert "monitor_id 'r3' is already used" in proc.log()
+    goals.publish(goal)
+    assert proc.wait_log("goal 'traj-1' seen before"), proc.log()
+    for i in range(1, 5):                              # ratios 0.2 .. 0.5
+        fb.publish(feedback(i, T0 + 0.5 * i))
+    got = results.wait_count(5)
+    assert [[(r.monitor_id, r.is_triggered) for r in m.monitor_results] for m in got[1:]] == [
+        [("r3", False)], [("r3", True)], [("r3", True)], [("r3", True)]]
     assert proc.alive()
