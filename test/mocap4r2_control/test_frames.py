@@ -16,6 +16,7 @@ from tf2_msgs.msg import TFMessage
 from mocap4r2_control.tf_out import TF_QOS
 from mocap4r2_drivers.simulated.scene import Scene
 from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 
@@ -46,10 +47,13 @@ def streaming(tmp_path_factory):
 
 
 def record(ros, procs, scene_path, namespace, seconds=3.0, **params):
+    # deep histories on both ends: on a loaded machine this process may fall behind for a
+    # moment, and a reliable writer keeping only 10 samples would then drop frames
+    deep = QoSProfile(depth=1000)
     topics = {
-        "markers": ros.subscribe(f"{namespace}/markers", Markers),
-        "bodies": ros.subscribe(f"{namespace}/rigid_bodies", RigidBodies),
-        "skeletons": ros.subscribe(f"{namespace}/skeletons", Skeletons),
+        "markers": ros.subscribe(f"{namespace}/markers", Markers, deep),
+        "bodies": ros.subscribe(f"{namespace}/rigid_bodies", RigidBodies, deep),
+        "skeletons": ros.subscribe(f"{namespace}/skeletons", Skeletons, deep),
         # tf2_ros's QoS but a deeper history: this process deserializes three other
         # topics in Python and must not lose /tf samples while it catches up
         "tf": ros.subscribe("/tf", TFMessage, QoSProfile(depth=1000, reliability=TF_QOS.reliability,
@@ -57,9 +61,14 @@ def record(ros, procs, scene_path, namespace, seconds=3.0, **params):
         "diagnostics": ros.subscribe("/diagnostics", DiagnosticArray),
     }
     proc = procs.start(*SIM, name="sim", namespace=namespace,
-                       params={"scene": scene_path, "autostart": True, **params})
+                       params={"scene": scene_path, "autostart": True, "qos_depth": 1000, **params})
     topics["bodies"].wait_for(timeout=WAIT)
-    time.sleep(seconds)  # deliberately records for a fixed span: rates and counts are measured over it
+    # a span of stream time, counted in frames received (not wall time: a stalled machine
+    # publishes fewer frames per second, and the counts below must not depend on it)
+    wanted = int(seconds * SCENE["rate"] * (1 - SCENE["dropped_frames"]) * 0.95)
+    wait_for(lambda: all(len(topics[k].snapshot()) >= wanted for k in ("markers", "bodies", "skeletons")),
+             WAIT * 2, lambda: {k: len(topics[k].snapshot()) for k in ("markers", "bodies", "skeletons")},
+             what=f"{wanted} frames on each topic")
     proc.stop()
     return {k: v.snapshot() for k, v in topics.items()}
 
