@@ -5,7 +5,6 @@ publishes ``arm_ee``: untracked before the arm publishes, then following the arm
 kinematics within the marker noise's effect on the fit; a bad ``arms:`` entry is refused."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import yaml
