@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
-
-from bench.listener import FrameListener
+from bench.listener import FrameListener, measure_process
 
 ROOT = Path(__file__).resolve().parents[1]
 # rates rise until one is not sustained at or beyond the reference rate (the target: 1 kHz
@@ -39,22 +35,7 @@ MEASURE_S = 3.0
 def run_once(receiver: FrameListener, mode: str, shape: tuple[int, int, int], rate: float) -> dict:
     mode_arg = "replay" if mode == "mocap4r2" else mode
     cmd = [sys.executable, "-m", "bench.replay_system", mode_arg, *map(str, shape), str(rate)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        ps = psutil.Process(proc.pid)
-        proc.stdout.readline()  # READY: messages prebuilt (reference modes)
-        # start-up, precomputation (mocap4r2 mode) and DDS matching before measuring
-        receiver.wait_first(timeout=60)
-        time.sleep(WARMUP_S)
-        cpu0 = sum(ps.cpu_times()[:2])
-        samples = receiver.record(MEASURE_S)
-        cpu1 = sum(ps.cpu_times()[:2])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    samples, cpu = measure_process(cmd, receiver, WARMUP_S, MEASURE_S, cwd=ROOT, ready_line=True)
     if len(samples) < 10:
         return {"rate": 0.0, "gaps": -1, "cpu_ms": float("nan"), "p50": float("nan"), "p99": float("nan")}
     numbers = [s[2] for s in samples]
@@ -62,7 +43,7 @@ def run_once(receiver: FrameListener, mode: str, shape: tuple[int, int, int], ra
     achieved = (len(samples) - 1) / (samples[-1][0] - samples[0][0])
     lat = sorted((now - stamp) * 1000 for now, stamp, _ in samples)
     frames = numbers[-1] - numbers[0] + 1
-    return {"rate": achieved, "gaps": gaps, "cpu_ms": 1000 * (cpu1 - cpu0) / max(frames, 1),
+    return {"rate": achieved, "gaps": gaps, "cpu_ms": 1000 * cpu / max(frames, 1),
             "p50": statistics.median(lat), "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))]}
 
 

@@ -12,14 +12,11 @@ Prints figures and ratios; asserts nothing about speed.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
-import psutil
-
 from bench.domain import isolate  # noqa: F401  (puts test/fixtures on sys.path)
-from bench.listener import FrameListener
+from bench.listener import FrameListener, measure_process
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENE = ROOT / "config" / "demo_scene.yaml"
@@ -62,21 +59,7 @@ def live(batch_frames: int, receiver: FrameListener) -> dict:
     cmd = [str(executable("mocap4r2_drivers", "simulated_system")), "--ros-args", "-r", "__ns:=/bench",
            "-r", "__node:=scene_bench", "-p", f"scene:={SCENE}", "-p", f"rate:={RATE}", "-p", "autostart:=true",
            "-p", f"batch_frames:={batch_frames}", "-p", "publish_tf:=false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        ps = psutil.Process(proc.pid)
-        if not receiver.wait_first(timeout=60):
-            return {}
-        time.sleep(WARMUP_S)   # benchmark warm-up span, not a wait for a condition
-        cpu0 = sum(ps.cpu_times()[:2])
-        samples = receiver.record(MEASURE_S)
-        cpu1 = sum(ps.cpu_times()[:2])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    samples, cpu = measure_process(cmd, receiver, WARMUP_S, MEASURE_S, cwd=ROOT)
     if len(samples) < 10:
         return {}
     scene = Scene.from_file(SCENE)
@@ -87,7 +70,7 @@ def live(batch_frames: int, receiver: FrameListener) -> dict:
     span = samples[-1][0] - samples[0][0]
     return {"rate": (len(samples) - 1) / span, "received": len(received), "due": len(due), "gaps": gaps,
             "numbers_rate": (numbers[-1] - numbers[0]) / span,
-            "cpu_us": 1e6 * (cpu1 - cpu0) / max(numbers[-1] - numbers[0] + 1, 1)}
+            "cpu_us": 1e6 * cpu / max(numbers[-1] - numbers[0] + 1, 1)}
 
 
 def run() -> None:

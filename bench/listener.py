@@ -5,6 +5,7 @@ would be if it deserialized hundreds of markers per message in Python."""
 from __future__ import annotations
 
 import struct
+import subprocess
 import threading
 import time
 
@@ -76,3 +77,33 @@ class FrameListener:
         self._thread.join(2.0)
         self.node.destroy_node()
         self._rclpy.shutdown(context=self.context)
+
+
+def measure_process(cmd: list[str], receiver: FrameListener, warmup_s: float, measure_s: float,
+                    cwd=None, ready_line: bool = False) -> tuple[list[tuple[float, float, int]], float]:
+    """Run a publishing process ``cmd``: wait for its first frame, let it warm up for
+    ``warmup_s`` (start-up, precomputation and DDS matching are not measured), then
+    record ``measure_s`` of frames. Returns the samples and the CPU seconds the process
+    used while they were recorded; ([], 0.0) when no frame came. ``ready_line``: the
+    process prints one line once its own preparation is done; wait for it first."""
+    import psutil
+
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE if ready_line else subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        ps = psutil.Process(proc.pid)
+        if ready_line:
+            proc.stdout.readline()
+        if not receiver.wait_first(timeout=60):
+            return [], 0.0
+        time.sleep(warmup_s)   # benchmark warm-up span, not a wait for a condition
+        cpu0 = sum(ps.cpu_times()[:2])
+        samples = receiver.record(measure_s)
+        cpu1 = sum(ps.cpu_times()[:2])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return samples, cpu1 - cpu0
