@@ -61,7 +61,9 @@ def record(ros, procs, scene_path, namespace, seconds=3.0, **params):
         "diagnostics": ros.subscribe("/diagnostics", DiagnosticArray),
     }
     proc = procs.start(*SIM, name="sim", namespace=namespace,
-                       params={"scene": scene_path, "autostart": True, "qos_depth": 1000, **params})
+                       params={"scene": scene_path, "autostart": True, "qos_depth": 1000,
+                               # a stalled reader loses no frame: the gaps must be the scene's drops
+                               "max_backlog": 100000, **params})
     topics["bodies"].wait_for(timeout=WAIT)
     # a span of stream time, counted in frames received (not wall time: a stalled machine
     # publishes fewer frames per second, and the counts below must not depend on it)

@@ -27,7 +27,9 @@ from .arms import MAX_LINKS, LinkPosesRefused, SceneArms
 from .scene import Scene, SceneError, default_scene_path
 
 _LOG = logging.getLogger("mocap4r2.simulated")
-LINK_POSES_DEPTH = 10
+# only the newest link poses matter: a deeper queue, worked off late on a loaded machine,
+# would show the arm where it was up to depth / rate seconds ago
+LINK_POSES_DEPTH = 1
 
 
 class SimulatedAdapter(MocapAdapter):
