@@ -38,6 +38,8 @@ from .trajectory.running import RunningATE, RunningRPE
 
 GT_TYPES = ("rigid_bodies", "pose", "odometry")
 EST_TYPES = ("pose", "pose_cov", "odometry", "tf", "rigid_bodies")
+# /tf samples kept for this node while it is busy (tf2's listeners keep 100)
+TF_ESTIMATE_DEPTH = 2000
 
 PARAMETERS = (
     ParameterSpec("gt_topic", "rigid_bodies", "Ground truth topic.", check=topic_check("gt_topic"), read_only=True),
@@ -155,7 +157,10 @@ class TrajectoryErrorNode(ToolNode):
             self.create_subscription(RigidBodies, cfg["est_topic"], lambda m: est_body.feed(m, self._est), qos)
         else:
             self._tf_chain = TfChain(cfg["est_parent_frame"], cfg["est_child_frame"])
-            self.create_subscription(TFMessage, "/tf", self._on_tf, TF_QOS)
+            # tf2's QoS with a deeper history: every estimate is a pose pair, and a
+            # 100-deep queue lost most of a 600-pose burst when this process was slowed
+            self.create_subscription(TFMessage, "/tf", self._on_tf, QoSProfile(
+                depth=TF_ESTIMATE_DEPTH, reliability=TF_QOS.reliability, durability=TF_QOS.durability))
             self.create_subscription(TFMessage, "/tf_static", self._on_tf_static, TF_STATIC_QOS)
 
     # ------------------------------------------------------------------ input

@@ -257,6 +257,7 @@ def test_trajectory_monitor_goal_after_feedback_and_repeated_ids(ros, procs):
     goals = ros.publisher(f"{ns}/goals", QueueTrajectory.Goal, LATCHED)
     wait_matched(fb)
     wait_matched(goals)
+    results.wait_matched()   # the one result of this feedback must not go out before
 
     fb.publish(feedback(0, T0))                        # ratio 0.1, before the goal
     first = results.wait_count(1)[0]
