@@ -39,6 +39,9 @@ def executable(package: str, name: str) -> Path | None:
     return path if path.exists() else None
 
 
+# frames a simulated system keeps for its reader in the demo (1 s at the scenes' 120 Hz)
+DEMO_BACKLOG = 120
+
 def start(cmd: list[str], log_dir: Path, label: str) -> subprocess.Popen:
     log = open(log_dir / f"{label}.log", "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -174,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     scene = args.scene or str(ROOT / "config" / "demo_scene.yaml")
     procs.append(("simulated_system", start(
         [str(sim), "--ros-args", "-r", "__ns:=/sim", "-r", "__node:=simulated_system",
-         "-p", f"scene:={scene}", "-p", "publish_tf:=true", "-p", "frame_id:=world"], log_dir, "simulated_system")))
+         "-p", f"scene:={scene}", "-p", "publish_tf:=true", "-p", "frame_id:=world",
+         # a second of frames for a reader the busy demo machine holds back (a network
+         # buffer holds as much): late frames, not lost ones
+         "-p", f"max_backlog:={DEMO_BACKLOG}"], log_dir, "simulated_system")))
     # the tools as configured for /sim in config/tools.yaml: marker_viz draws the system,
     # robot_ground_truth follows robot1, trajectory_error compares the two (about zero)
     tools_config = str(ROOT / "config" / "tools.yaml")
@@ -229,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             arm_measured = True
             procs.append(("arm_mocap", start(
                 [str(sim), "--ros-args", "-r", "__ns:=/arm_mocap", "-r", "__node:=simulated_system",
-                 "-p", f"scene:={arm_scene}", "-p", "frame_id:=world"], log_dir, "arm_mocap")))
+                 "-p", f"scene:={arm_scene}", "-p", "frame_id:=world", "-p", f"max_backlog:={DEMO_BACKLOG}"],
+                log_dir, "arm_mocap")))
             err_exe = executable("mocap4r2_tools", "trajectory_error")
             if err_exe is not None:
                 procs.append(("arm_trajectory_error", start(
