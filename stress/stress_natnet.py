@@ -131,20 +131,27 @@ def _driver_command_port(pid: int, exclude: set[int]) -> int | None:
     return ports[0] if ports else None
 
 
-def flood(live: Live, datagrams: int) -> list[tuple]:
+def _streaming_driver(live: Live, scene_path, ns: str, reconnect_after: float):
+    """A multicast stand-in and an optitrack_system in ``ns`` streaming its two bodies:
+    (stand_in, command_port, data_port, rigid_bodies collector, driver)."""
     from mocap4r2_interfaces.msg import RigidBodies
 
+    stand_in, command_port, data_port, _ = _start_stand_in(live, scene_path, 0, 0, "--multicast")
+    bodies = live.ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
+    driver = live.procs.start("mocap4r2_drivers", "optitrack_system", name="optitrack", namespace=ns,
+                              params={"autostart": True, "command_port": command_port, "data_port": data_port,
+                                      "connection_type": "multicast", "reconnect_after": reconnect_after})
+    bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=60)
+    return stand_in, command_port, data_port, bodies, driver
+
+
+def flood(live: Live, datagrams: int) -> list[tuple]:
     from mocap4r2_drivers.optitrack import protocol as nn
     from mocap4r2_drivers.optitrack.simulator import SceneStream
 
     scene_path, scene = _scene(live.tmp)
-    stand_in, command_port, data_port, _ = _start_stand_in(live, scene_path, 0, 0, "--multicast")
-    ns = "/stress_natnet_flood"
-    bodies = live.ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
-    driver = live.procs.start("mocap4r2_drivers", "optitrack_system", name="optitrack", namespace=ns,
-                              params={"autostart": True, "command_port": command_port, "data_port": data_port,
-                                      "connection_type": "multicast", "reconnect_after": 1.0})
-    bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=60)
+    stand_in, command_port, data_port, bodies, driver = _streaming_driver(
+        live, scene_path, "/stress_natnet_flood", reconnect_after=1.0)
     log_before = len(driver.log())
     stream = SceneStream(scene)
     version = nn.Version.parse("4.1")
@@ -226,16 +233,9 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
 
 
 def restarts(live: Live, cycles: int) -> list[tuple]:
-    from mocap4r2_interfaces.msg import RigidBodies
-
     scene_path, _ = _scene(live.tmp)
-    stand_in, command_port, data_port, _ = _start_stand_in(live, scene_path, 0, 0, "--multicast")
-    ns = "/stress_natnet_restart"
-    bodies = live.ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
-    driver = live.procs.start("mocap4r2_drivers", "optitrack_system", name="optitrack", namespace=ns,
-                              params={"autostart": True, "command_port": command_port, "data_port": data_port,
-                                      "connection_type": "multicast", "reconnect_after": 0.5})
-    bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=60)
+    stand_in, command_port, data_port, bodies, driver = _streaming_driver(
+        live, scene_path, "/stress_natnet_restart", reconnect_after=0.5)
 
     def restart():
         server, _, _, ready = _start_stand_in(live, scene_path, command_port, data_port, "--multicast")
