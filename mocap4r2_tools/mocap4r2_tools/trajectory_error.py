@@ -15,6 +15,7 @@ starts over.
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, TransformStamped
@@ -156,7 +157,7 @@ class TrajectoryErrorNode(ToolNode):
             est_body = BodyPicker(cfg["est_body"])
             self.create_subscription(RigidBodies, cfg["est_topic"], lambda m: est_body.feed(m, self._est), qos)
         else:
-            self._tf_chain = TfChain(cfg["est_parent_frame"], cfg["est_child_frame"])
+            self._tf_chain = TfChain(cfg["est_parent_frame"], cfg["est_child_frame"], TF_ESTIMATE_DEPTH)
             # tf2's QoS with a deeper history: every estimate is a pose pair, and a
             # 100-deep queue lost most of a 600-pose burst when this process was slowed
             self.create_subscription(TFMessage, "/tf", self._on_tf, QoSProfile(
@@ -184,16 +185,25 @@ class TrajectoryErrorNode(ToolNode):
         self._feed(self.associator.add_est(stamp_to_seconds(header.stamp), *sample))
 
     def _on_tf(self, msg: TFMessage) -> None:
-        for tf in msg.transforms:
-            if self._tf_chain.update(tf, static=False):
-                pose = self._tf_chain.pose()
-                if pose is not None:
-                    self._est_count += 1
-                    self._feed(self.associator.add_est(stamp_to_seconds(tf.header.stamp), *pose))
+        self._on_edges(msg, static=False)
 
     def _on_tf_static(self, msg: TFMessage) -> None:
+        self._on_edges(msg, static=True)
+
+    def _on_edges(self, msg: TFMessage, static: bool) -> None:
+        chain = self._tf_chain
+        dropped = chain.dropped
         for tf in msg.transforms:
-            self._tf_chain.update(tf, static=True)
+            for stamp, position, orientation in chain.update(tf, static):
+                self._est_count += 1
+                self._feed(self.associator.add_est(stamp, position, orientation))
+        if chain.held:
+            self.get_logger().info(f"tf {chain.parent} -> {chain.child} is not complete yet: {chain.held} "
+                                   "estimates held until it is", throttle_duration_sec=5.0)
+        if chain.dropped > dropped:
+            self.get_logger().warning(f"tf {chain.parent} -> {chain.child} still not complete: {chain.dropped} "
+                                      f"estimates lost (at most {chain.max_held} are held)",
+                                      throttle_duration_sec=5.0)
 
     def _feed(self, pairs: list[PosePair]) -> None:
         for pair in pairs:
@@ -273,26 +283,62 @@ class BodyPicker:
 
 
 class TfChain:
-    """The pose of ``child`` in ``parent`` from the latest transforms of each edge."""
+    """The pose of ``child`` in ``parent`` from the latest transforms of each edge.
 
-    def __init__(self, parent: str, child: str):
+    An estimate edge (into ``child``) that arrives while the chain to ``parent`` is not
+    complete yet is held, up to ``max_held``, and given back once another edge completes
+    it: at start-up the latched /tf_static edges (map -> odom) often arrive after the
+    first /tf estimates, and tf2 would still resolve those at their stamps.
+    """
+
+    def __init__(self, parent: str, child: str, max_held: int = 1000):
         self.parent = parent
         self.child = child
+        self.max_held = max_held
         self._edges: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}  # child -> (parent, t, q)
+        self._held: deque[tuple[float, str, np.ndarray, np.ndarray]] = deque(maxlen=max_held)
+        self.dropped = 0   # held estimates pushed out by newer ones before the chain completed
 
-    def update(self, tf: TransformStamped, static: bool) -> bool:
-        """Store an edge; True when it is the edge into the estimate's child frame."""
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def update(self, tf: TransformStamped, static: bool) -> list[tuple[float, np.ndarray, np.ndarray]]:
+        """Store an edge; return the estimates (stamp, position, orientation) it makes
+        known: this one when it is an estimate edge, and any held before."""
         child = tf.child_frame_id.lstrip("/")
         pose = pose_msg_arrays(tf.transform)
         if pose is None:
-            return False
-        self._edges[child] = (tf.header.frame_id.lstrip("/"), *pose)
-        return child == self.child and not static
+            return []
+        parent = tf.header.frame_id.lstrip("/")
+        self._edges[child] = (parent, *pose)
+        estimate = child == self.child and not static
+        if estimate:
+            if len(self._held) == self.max_held:
+                self.dropped += 1
+            self._held.append((stamp_to_seconds(tf.header.stamp), parent, *pose))
+        if not self._held:
+            return []
+        above = self._chain_above(self._held[-1][1])
+        if above is None:
+            return []
+        # the held edges share the chain above them when they share their parent (the
+        # usual case: one odometry frame); one with another parent waits for its own
+        ready, waiting = [], deque(maxlen=self.max_held)
+        for stamp, edge_parent, t, q in self._held:
+            chain = above if edge_parent == self._held[-1][1] else self._chain_above(edge_parent)
+            if chain is None:
+                waiting.append((stamp, edge_parent, t, q))
+                continue
+            ct, cq = chain
+            ready.append((stamp, quat_rotate(cq, t) + ct, quat_multiply(cq, q)))
+        self._held = waiting
+        return ready
 
-    def pose(self) -> tuple[np.ndarray, np.ndarray] | None:
+    def _chain_above(self, frame: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The pose of ``frame`` in ``parent`` (None while an edge is missing)."""
         position = np.zeros(3)
         orientation = np.array([0.0, 0.0, 0.0, 1.0])
-        frame = self.child
         for _ in range(64):  # a tf tree is shallow; this bounds a cycle in bad data
             if frame == self.parent:
                 return position, orientation
@@ -304,7 +350,6 @@ class TfChain:
             orientation = quat_multiply(q, orientation)
             frame = parent
         return None
-
 
 
 def main(args=None) -> int:
