@@ -16,7 +16,7 @@ from lifecycle_msgs.msg import State
 from mocap4r2_interfaces import msg as m
 from mocap4r2_interfaces.srv import SetOrigin
 from std_msgs.msg import Header
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_round_trip
 
 ECHO = Path(__file__).resolve().parents[1] / "fixtures" / "echo_node.py"
 
@@ -123,12 +123,7 @@ def test_message_round_trip_between_processes(ros, echo, name):
     pub = ros.publisher(f"/roundtrip/in/{name}", cls)
 
     # publish until the echo's subscription has matched ours and the message returns
-    def returned():
-        if not received.snapshot():
-            pub.publish(sent)
-        return received.snapshot()
-
-    wait_for(returned, WAIT, interval=0.2, what=f"{name} back from the echo process")
+    wait_round_trip(lambda: pub.publish(sent), received.snapshot, WAIT, what=f"{name} back from the echo process")
     got = received.wait_for(timeout=WAIT)
     assert got == sent
     assert got is not sent
