@@ -465,12 +465,28 @@ def test_node_publishes_the_emulated_system(ros, procs):
     saw_invalid = False
     exact = 0
     used: dict[tuple[int, int], float] = {}
+    # Each model comes on a topic of its own here, and a reliable reader that lost a
+    # sample holds the rest back until the repair (up to a heartbeat period): the node
+    # then stops waiting for that model after ARRIVAL_WINDOW and rightly reports it
+    # untracked, with its last tracked pose, while the reference (which had every pose)
+    # tracks it. The converse never holds: what the node tracks, the reference tracks.
+    last_tracked: list = [None, None]
+    late: set[tuple[int, int]] = set()
     for i, msg in enumerate(received):
         frame = expected[msg.frame_number]
         assert [b.name for b in msg.rigid_bodies] == ["robot", "drone"]
         assert [b.id for b in msg.rigid_bodies] == [7, 9]
         for row, body in enumerate(msg.rigid_bodies):
+            p = body.pose.position
+            pose = (p.x, p.y, p.z, body.pose.orientation.x, body.pose.orientation.y, body.pose.orientation.z,
+                    body.pose.orientation.w)
+            if not body.tracking_valid and frame.bodies.valid[row]:
+                assert pose == (last_tracked[row] or (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)), (msg.frame_number, row)
+                late.add((msg.frame_number, row))
+                continue
             assert body.tracking_valid == bool(frame.bodies.valid[row]), (msg.frame_number, row)
+            if body.tracking_valid:
+                last_tracked[row] = pose
             if body.tracking_valid:
                 p = body.pose.position
                 s = used_stamp(row, msg.frame_number, (p.x, p.y, p.z), frame.bodies.positions[row])
@@ -483,7 +499,8 @@ def test_node_publishes_the_emulated_system(ros, procs):
         assert len(msg.rigid_bodies[0].markers) == 4 or (i < 20 and len(msg.rigid_bodies[0].markers) < 4)
         assert msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 == pytest.approx(msg.frame_number / 50.0)
     assert saw_invalid and exact > 0
-    print(f"{exact} of {len(used)} tracked body poses at exactly the frame time (others: poses lost by DDS)")
+    print(f"{exact} of {len(used)} tracked body poses at exactly the frame time (others: poses lost by DDS); "
+          f"{len(late)} body rows untracked for poses that came late")
     marker_messages = markers.snapshot()
     assert len(marker_messages) > 50
     for i, msg in enumerate(marker_messages):
@@ -493,8 +510,11 @@ def test_node_publishes_the_emulated_system(ros, procs):
         assert len(msg.markers) == len(rows) or i < 20
         for marker in msg.markers:
             row = rows[marker.id]
-            assert marker.occluded == bool(frame.markers.occluded[row])
             body = int(row >= len(ROBOT_LAYOUT))
+            if (msg.frame_number, body) in late:      # its body's poses came late: not seen
+                assert marker.occluded
+                continue
+            assert marker.occluded == bool(frame.markers.occluded[row])
             s = used.get((msg.frame_number, body))
             if marker.occluded or s is None:
                 continue
