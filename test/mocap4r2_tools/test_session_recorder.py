@@ -20,7 +20,7 @@ from mocap4r2_interfaces.msg import Control, ControlAck, RigidBodies
 from std_msgs.msg import Float64MultiArray
 
 from mocap4r2_control.control_plane import ACK_QOS, ControlClient
-from support import INSTALL, ProcessRunner, executable, param_args
+from support import INSTALL, ProcessRunner, executable, param_args, wait_for
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 AUX = ("mocap4r2_control", "auxiliar_system")
@@ -262,8 +262,8 @@ def test_a_system_announced_after_start_joins_the_recording(plane, procs, ros):
     out = plane["tmp"] / "late"
     out.mkdir()
     recorder, late = "/rec4/session_recorder", "/rec4/late"
-    procs.start(*REC, name="session_recorder", namespace="/rec4",
-                params={"output_dir": str(out), "flush_period": 0.2})
+    rec = procs.start(*REC, name="session_recorder", namespace="/rec4",
+                      params={"output_dir": str(out), "flush_period": 0.2})
     client = ControlClient(ros.node)
     try:
         client.wait_for_systems(names=[recorder], timeout=30)
@@ -274,9 +274,12 @@ def test_a_system_announced_after_start_joins_the_recording(plane, procs, ros):
         # autostart: it streams without having seen the START it was addressed by
         procs.start(*SIM, name="late", namespace="/rec4",
                     params={"scene": str(plane["tmp"] / "scene.yaml"), "autostart": True})
-        # the recorder hears the announcement at about the time we see frames; 100 more
-        # frames leave it time to have recorded some
-        frames.wait_count(1, timeout=30)
+        # the recorder subscribes when the announcement reaches it, and its reader is
+        # matched some time after that (later still on a loaded machine): frames count
+        # only from then on
+        assert rec.wait_log(f"{late} joined the recording", timeout=30), rec.log()
+        wait_for(lambda: ros.node.count_subscribers("/rec4/rigid_bodies") >= 2,
+                 what="the recorder's reader of /rec4/rigid_bodies")
         frames.wait_count(len(frames.messages) + 100, timeout=30)
         stop = client.request(Control.STOP, [recorder], "late-01", timeout=20)
         acks = [a for a in stop.acks if a.system == recorder]
