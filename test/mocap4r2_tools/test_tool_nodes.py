@@ -330,6 +330,17 @@ def odom_pose(msg: Odometry):
     return np.array([p.x, p.y, p.z]), Rotation.from_quat([q.x, q.y, q.z, q.w])
 
 
+def assert_odometry_of(received: list, sent: list[float]) -> None:
+    """Odometry for the samples sent after the first (which has no twist yet), in order,
+    each stamped as its mocap sample. A message DDS lost on the way to this process (the
+    publisher keeps a bounded history) may be missing, never one of another stamp."""
+    stamps = [seconds(m.header.stamp) for m in received]
+    indices = [min(range(len(sent)), key=lambda i: abs(sent[i] - t)) for t in stamps]
+    assert all(abs(sent[i] - t) < 1e-9 for i, t in zip(indices, stamps)), (stamps, sent)
+    assert 0 not in indices and indices == sorted(set(indices)) and indices[-1] == len(sent) - 1, indices
+    assert len(indices) >= (len(sent) - 1) // 2, indices
+
+
 def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     ns = "/rg"
     params = {"rigid_bodies_topic": f"{ns}/rigid_bodies", "body": "robot", "root_frame": "world",
@@ -358,7 +369,7 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     first = odom.snapshot()
 
     # the first sample has no twist yet: odometry starts with the second, each stamped as the mocap
-    assert [seconds(m.header.stamp) for m in first] == pytest.approx(sent[1:], abs=1e-9)
+    assert_odometry_of(first, sent)
     for m in first:
         t = seconds(m.header.stamp)
         p, r = odom_pose(m)
@@ -397,7 +408,7 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     # back: the first fresh sample gives /tf only, odometry resumes with the second
     back = [send(i) for i in range(90, 100)]
     odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(back[-1], abs=1e-6), timeout=WAIT)
-    assert [seconds(m.header.stamp) for m in odom.snapshot()] == pytest.approx(back[1:], abs=1e-9)
+    assert_odometry_of(odom.snapshot(), back)
     diag.wait_for(lambda m: any(s.level == DiagnosticStatus.OK and "tracking" in s.message for s in m.status),
                   timeout=WAIT)
 
