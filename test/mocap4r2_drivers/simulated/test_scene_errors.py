@@ -9,6 +9,7 @@ import yaml
 from mocap4r2_drivers.simulated.scene import Scene, SceneError
 
 SIM = ("mocap4r2_drivers", "simulated_system")
+ARM = {"name": "arm", "link_poses_topic": "/simulated_arm/link_poses", "timeout": 0.5}
 
 CASES = [
     ({"rate": "fast"}, "rate"),
@@ -19,11 +20,23 @@ CASES = [
     ({"rigid_bodies": [{"name": "x", "markers": [[0, 0, 0]]}]}, "rigid_bodies[0]"),
     ({"rigid_bodies": [{"name": "x", "trajectory": {"type": "circle", "period": "soon"}}]}, "period"),
     ({"skeletons": [{"name": "w", "template": "cat"}]}, "skeletons[0]"),
+    # arms (link poses from a topic, see simulated/arms.py): what a bad entry is told
+    ({"arms": {"name": "arm"}}, "arms must be a list"),
+    ({"arms": [{"link_poses_topic": "/a"}]}, "arms[0] needs a non-empty name"),
+    ({"arms": [{"name": "arm", "link_poses_topic": "relative/topic"}]}, "link_poses_topic"),
+    ({"arms": [{"name": "arm"}]}, "link_poses_topic"),
+    ({"arms": [{"name": "arm", "link_poses_topic": "/a", "timeout": -1}]}, "timeout"),
+    ({"arms": [{"name": "arm", "link_poses_topic": "/a", "timeout": "soon"}]}, "timeout"),
+    ({"arms": [{"name": "arm", "link_poses_topic": "/a", "rate": 5}]}, "unknown key 'rate'"),
+    ({"arms": [{"name": "a b", "link_poses_topic": "/a"}]}, "name must be"),
+    ({"arms": [dict(ARM), dict(ARM)]}, "arms[1] (arm)"),
+    ({"rigid_bodies": [{"name": "arm_ee"}], "arms": [dict(ARM)]}, "already a body"),
 ]
 
 
 @pytest.mark.parametrize("config,key", CASES)
 def test_scene_errors_name_the_file_and_the_key(tmp_path, config, key):
+    """``key`` is the key at fault, or the words of the reason."""
     path = tmp_path / "my_scene.yaml"
     path.write_text(yaml.safe_dump(config))
     with pytest.raises(SceneError) as caught:
@@ -32,14 +45,21 @@ def test_scene_errors_name_the_file_and_the_key(tmp_path, config, key):
     assert str(path) in message and key in message, message
 
 
-def test_a_system_reports_a_scene_error_without_calling_it_a_connection_failure(ros, procs, tmp_path):
+SYSTEM_CASES = [
+    ({"rate": 100.0, "rigid_bodies": [{"name": "x", "trajectory": {"type": "zigzag"}}]}, ("rigid_bodies[0]", "trajectory")),
+    ({"rate": 100.0, "arms": [{"name": "arm", "link_poses_topic": "no/slash"}]}, ("arms[0]", "link_poses_topic")),
+]
+
+
+@pytest.mark.parametrize("config,words", SYSTEM_CASES)
+def test_a_system_reports_a_scene_error_without_calling_it_a_connection_failure(ros, procs, tmp_path, config, words):
     path = tmp_path / "lab_scene.yaml"
-    path.write_text(yaml.safe_dump({"rate": 100.0, "rigid_bodies": [{"name": "x", "trajectory": {"type": "zigzag"}}]}))
+    path.write_text(yaml.safe_dump(config))
     proc = procs.start(*SIM, name="sim", namespace="/scerr", params={"scene": str(path)})
     ros.wait_state("/scerr/sim", "unconfigured", timeout=30)
     assert not ros.change_state("/scerr/sim", "configure")
-    assert proc.wait_log("configure failed", timeout=10), proc.log()
+    assert proc.wait_log("configure failed", timeout=20), proc.log()
     line = next(l for l in proc.log().splitlines() if "configure failed" in l)
-    assert str(path) in line and "rigid_bodies[0]" in line and "trajectory" in line, line
+    assert str(path) in line and all(w in line for w in words), line
     assert "cannot connect" not in line, line
     assert ros.get_state("/scerr/sim") == "unconfigured" and proc.alive()
