@@ -14,8 +14,11 @@ class Mocap4r2Command(CommandExtension):
     """Discover, start and stop mocap4r2 systems."""
 
     def add_arguments(self, parser, cli_name):
+        # the parser of `ros2 mocap4r2`, kept for main()
         self._parser = parser
         self._handlers = cli.add_verbs(parser)
 
     def main(self, *, parser, args):
-        return cli.run(parser, self._handlers, args)
+        # ros2cli passes the root `ros2` parser here, not the one given to add_arguments:
+        # without a verb, print the help of `ros2 mocap4r2`
+        return cli.run(self._parser, self._handlers, args)

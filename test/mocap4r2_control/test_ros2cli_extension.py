@@ -27,3 +27,12 @@ def test_ros2_mocap4r2_lists_and_starts_a_system(procs, tmp_path):
     out = subprocess.run(["ros2", "mocap4r2", "start", "--systems", "/r2/sim", "--session", "r2"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "START /r2/sim: ok" in out.stdout
+
+
+def test_ros2_mocap4r2_without_a_verb_prints_its_own_help():
+    """ros2cli calls the extension's main() with the root `ros2` parser: the help printed
+    must still be that of `ros2 mocap4r2`, with its verbs."""
+    out = subprocess.run(["ros2", "mocap4r2"], capture_output=True, text=True, timeout=60)
+    assert "usage: ros2 mocap4r2" in out.stdout, out.stdout + out.stderr
+    for verb in ("systems", "start", "stop", "status"):
+        assert verb in out.stdout, out.stdout
