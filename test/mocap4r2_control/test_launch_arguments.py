@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,12 +36,13 @@ def _launch_available() -> bool:
         import launch_ros  # noqa: F401
     except ImportError:
         return False
-    return True
+    # these tests run `ros2 launch` (ros2cli with ros2launch), not only the libraries
+    return shutil.which("ros2") is not None
 
 
 NEEDS_LAUNCH = pytest.mark.skipif(not _launch_available(),
-                                  reason="the `launch` and `launch_ros` packages are not installed here "
-                                         "(they are on a ROS distribution)")
+                                  reason="the `launch` and `launch_ros` packages and `ros2 launch` are not "
+                                         "installed here (they are on a ROS distribution)")
 
 
 # ------------------------------------------------------------------ static reading
