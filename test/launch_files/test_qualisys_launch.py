@@ -8,17 +8,21 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (ProbeCase, clean_shutdown_case, description, include,  # noqa: E402
-                            require_launch_testing, stand_in)
+from launch_harness import (ProbeCase, after_ready, clean_shutdown_case, description,  # noqa: E402
+                            include, require_launch_testing, stand_in)
 
 require_launch_testing()
 
 
 @pytest.mark.launch_test
 def generate_test_description():
+    qtm = stand_in("qtm_simulator", "--port", "42222")
+    # the system configures at once (autostart): start it when the stand-in listens
     return description(
-        stand_in("qtm_simulator", "--port", "42222"),
-        include("mocap4r2_drivers", "qualisys.launch.py", namespace="lt_qtm", autostart="true", port="42222"),
+        qtm,
+        after_ready(qtm, "qtm_simulator",
+                    include("mocap4r2_drivers", "qualisys.launch.py", namespace="lt_qtm", autostart="true",
+                            port="42222")),
     )
 
 

@@ -31,7 +31,9 @@ class TestRunning(ProbeCase):
         self.probe.first_message(Skeletons, "/lt_sim/skeletons")
 
     def test_the_system_announces_itself_active(self):
-        info = self.probe.announcement("/lt_sim/simulated_system")
+        # autostart: unconfigured first, then inactive, then active
+        info = self.probe.announcement("/lt_sim/simulated_system", timeout=45.0,
+                                       accept=lambda i: i.state.label == "active")
         self.assertEqual(info.state.label, "active")
         self.assertEqual(info.type, "sim")
 

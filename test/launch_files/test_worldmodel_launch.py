@@ -30,7 +30,10 @@ class TestRunning(ProbeCase):
 
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        model = self.probe.first_message(ObjectModel, "/worldmodel/objects", timeout=45.0, qos=latched)
+        # the server publishes its (empty) model once at start, before the system streams,
+        # then again on each change: wait for a model that holds bodies
+        model = self.probe.first_message(ObjectModel, "/worldmodel/objects", timeout=45.0, qos=latched,
+                                         accept=lambda m: bool(m.objects))
         self.assertTrue(model.objects)
 
 
