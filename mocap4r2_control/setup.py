@@ -18,7 +18,7 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "auxiliar_system = mocap4r2_control.auxiliar_system:main",
+            "auxiliar_system = mocap4r2_control.executables:auxiliar_system",
             "mocap4r2 = mocap4r2_control.cli:main",
         ],
         # `ros2 mocap4r2 ...` where ros2cli is installed

@@ -24,13 +24,13 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "simulated_system = mocap4r2_drivers.simulated.simulated_system:main",
-            "optitrack_system = mocap4r2_drivers.optitrack.optitrack_system:main",
-            "natnet_simulator = mocap4r2_drivers.optitrack.simulator:main",
-            "qualisys_system = mocap4r2_drivers.qualisys.qualisys_system:main",
-            "qtm_simulator = mocap4r2_drivers.qualisys.simulator:main",
-            "vicon_system = mocap4r2_drivers.vicon.vicon_system:main",
-            "gazebo_system = mocap4r2_drivers.gazebo.gazebo_system:main",
+            "simulated_system = mocap4r2_drivers.executables:simulated_system",
+            "optitrack_system = mocap4r2_drivers.executables:optitrack_system",
+            "natnet_simulator = mocap4r2_drivers.executables:natnet_simulator",
+            "qualisys_system = mocap4r2_drivers.executables:qualisys_system",
+            "qtm_simulator = mocap4r2_drivers.executables:qtm_simulator",
+            "vicon_system = mocap4r2_drivers.executables:vicon_system",
+            "gazebo_system = mocap4r2_drivers.executables:gazebo_system",
         ],
     },
 )

@@ -25,15 +25,15 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "trajectory_error = mocap4r2_tools.trajectory_error:main",
-            "robot_ground_truth = mocap4r2_tools.robot_ground_truth:main",
-            "marker_viz = mocap4r2_tools.marker_viz:main",
-            "px4_bridge = mocap4r2_tools.px4_bridge:main",
-            "worldmodel_server = mocap4r2_tools.worldmodel_server:main",
-            "motion_estimator = mocap4r2_tools.motion_estimator:main",
-            "trajectory_monitor = mocap4r2_tools.trajectory_monitor:main",
-            "simulated_arm = mocap4r2_tools.simulated_arm:main",
-            "session_recorder = mocap4r2_tools.session_recorder:main",
+            "trajectory_error = mocap4r2_tools.executables:trajectory_error",
+            "robot_ground_truth = mocap4r2_tools.executables:robot_ground_truth",
+            "marker_viz = mocap4r2_tools.executables:marker_viz",
+            "px4_bridge = mocap4r2_tools.executables:px4_bridge",
+            "worldmodel_server = mocap4r2_tools.executables:worldmodel_server",
+            "motion_estimator = mocap4r2_tools.executables:motion_estimator",
+            "trajectory_monitor = mocap4r2_tools.executables:trajectory_monitor",
+            "simulated_arm = mocap4r2_tools.executables:simulated_arm",
+            "session_recorder = mocap4r2_tools.executables:session_recorder",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [

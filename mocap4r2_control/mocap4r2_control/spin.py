@@ -8,7 +8,8 @@ How, and why this way:
   signal handler alone does not help either: it runs only when the main thread returns
   to Python, and an executor waiting in rcl for work that never comes (a node without
   timers, or with a 30 s diagnostics timer) would not return until then. So our handler
-  only notes the signal, and the main thread waits on the signal wakeup fd (which the
+  only notes the signal (``stop_signals.py``, installed before the program's imports by
+  its entry point), and the main thread waits on the signal wakeup fd (which the
   interpreter writes whichever thread the kernel delivered the signal to); then it wakes
   the executor, joins it, and runs ``finish(node)`` with the context still alive: it
   stops the reader thread, disconnects, and announces the finalized state before the
@@ -41,7 +42,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import select
 import signal
 import sys
 import threading
@@ -53,13 +53,11 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from . import stop_signals
+
 # how long the executor may take to return its thread after being told to stop (a
 # callback that is running finishes first)
 JOIN_TIMEOUT_S = 2.0
-# the main thread also checks this often whether the spinning thread ended by itself
-# (a fatal error in a callback, the context shut down from elsewhere)
-CHECK_PERIOD_S = 1.0
 
 
 class _Spinner(threading.Thread):
@@ -102,39 +100,6 @@ def make_executor(threads: int = 1):
     return MultiThreadedExecutor(num_threads=threads)
 
 
-class _SignalWaiter:
-    """SIGINT/SIGTERM noted by a handler that never raises, and a wakeup fd to wait on."""
-
-    def __init__(self):
-        self.received: list[int] = []
-        self._read, write = os.pipe()
-        os.set_blocking(self._read, False)
-        os.set_blocking(write, False)
-        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, self._note)
-
-    def _note(self, signum, _frame) -> None:
-        self.received.append(signum)
-
-    def _drain(self) -> None:
-        try:
-            for byte in os.read(self._read, 256):
-                if byte in STOP_SIGNALS:
-                    self.received.append(byte)
-        except BlockingIOError:
-            pass
-
-    def wait(self, spinner: threading.Thread) -> int | None:
-        """Until SIGINT/SIGTERM (returns it) or the spinner ends by itself (None)."""
-        while spinner.is_alive():
-            self._drain()
-            if self.received:
-                return self.received[0]
-            select.select([self._read], [], [], CHECK_PERIOD_S)
-        return self.received[0] if self.received else None
-
-
 def leave_process(code: int) -> None:
     """End the process now, without the interpreter's teardown (see the module docstring)."""
     import atexit
@@ -163,9 +128,10 @@ def run_node(make_node: Callable[[], Node], finish: Callable[[Node], None] | Non
     context, destroy the node, shut rclpy down and end the process with the exit code (0,
     or 1 after a fatal error); with ``exit_process=False`` return the code instead.
     Must be called from the main thread."""
-    # first: a signal during start-up is noted, not raised in the middle of it; the
-    # handler stays to the end, so a second Ctrl-C does not interrupt the release either
-    signals = _SignalWaiter()
+    # first (if the entry point has not already: stop_signals.lazy_main): a signal during
+    # start-up is noted, not raised in the middle of it; the handler stays to the end, so
+    # a second Ctrl-C does not interrupt the release either
+    signals = stop_signals.install()
     exit_with_parent()
     rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     node = None

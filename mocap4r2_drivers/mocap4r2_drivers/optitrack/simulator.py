@@ -38,6 +38,7 @@ import numpy as np
 
 from mocap4r2_control.frame import MocapFrame
 from mocap4r2_control.geometry import AxisChange, quat_multiply, quat_rotate
+from mocap4r2_control.stop_signals import stop_noted
 
 from ..simulated import scene as scene_module
 from . import protocol as nn
@@ -536,6 +537,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    if stop_noted():  # a signal while the scene loaded and the sockets opened
+        stop.set()
     print(server.ready_line(), flush=True)
     try:
         server.serve(stop)

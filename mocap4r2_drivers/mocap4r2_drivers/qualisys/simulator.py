@@ -29,6 +29,7 @@ from scipy.spatial.transform import Rotation
 
 from mocap4r2_control.frame import UNKNOWN_ID, MocapFrame
 from mocap4r2_control.geometry import quat_multiply, quat_rotate
+from mocap4r2_control.stop_signals import stop_noted
 
 from ..simulated.scene import Scene, SceneError, default_scene_path
 from . import protocol as qp
@@ -687,6 +688,8 @@ async def _run(args: argparse.Namespace, scene: Scene) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if stop_noted():  # a signal while the scene loaded and the server started
+        stop.set()
     d = scene.description
     print(f"qtm_simulator ready: RT port {args.host}:{rt_port} (little-endian, base port {rt_port - 1}), "
           f"{len(d.bodies)} bodies, {sum(len(b.marker_names) for b in d.bodies)} labeled markers, "
