@@ -613,10 +613,11 @@ class SkeletonsEncoder:
 
     def __init__(self, cache_size: int = _DEFAULT_CACHE):
         self._cache: _LayoutCache[_SkeletonsLayout] = _LayoutCache(cache_size)
+        self._empty: _LayoutCache[_SkeletonsLayout] = _LayoutCache(cache_size)
 
     @property
     def layouts_built(self) -> int:
-        return self._cache.builds
+        return self._cache.builds + self._empty.builds
 
     def encode(self, sec: int, nanosec: int, frame_id: str, frame_number: int,
                ids: np.ndarray, names: Sequence[str], valid: np.ndarray, segment_offsets: np.ndarray,
@@ -646,6 +647,15 @@ class SkeletonsEncoder:
         buf.u8[layout.segment_valid] = segment_valid
         buf.f64[layout.segment_poses] = segment_poses
         return buf.tobytes()
+
+    def encode_empty(self, sec: int, nanosec: int, frame_id: str, frame_number: int) -> bytes:
+        """A Skeletons message without skeletons: what most systems send every frame, so
+        it only writes the stamp and frame number into its layout (``encode`` with empty
+        arrays gives the same bytes after checking eleven inputs, 25 us a frame)."""
+        layout = self._empty.get((frame_id,), lambda: _SkeletonsLayout.build(
+            _frame_id(frame_id), (), np.zeros(1, dtype=np.int64), ()))
+        _put_header_numbers(layout.buf, layout.header, sec, nanosec, frame_number)
+        return layout.buf.tobytes()
 
 
 class TFMessageEncoder:

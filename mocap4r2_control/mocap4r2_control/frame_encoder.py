@@ -152,11 +152,13 @@ class FrameEncoder:
 
     def _encode_skeletons(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes:
         sk = frame.skeletons
+        if not len(sk):   # most systems stream no skeletons: an empty message each frame
+            return self._skeletons.encode_empty(sec, nanosec, self.frame_id, frame.frame_number)
         seg = sk.segments
         if len(seg):
             good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
             held, _ = self._segment_last.update(self._segment_keys(sk.ids, sk.segment_offsets), poses, good)
-        else:  # most systems stream no skeletons: nothing to hold, an empty message each frame
+        else:  # skeletons without segments: nothing to hold
             good, held = _NO_SEGMENTS
         return self._skeletons.encode(sec, nanosec, self.frame_id, frame.frame_number, sk.ids, sk.names,
                                       sk.valid, sk.segment_offsets, seg.ids, seg.names, seg.parent_ids, good, held)
