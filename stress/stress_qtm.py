@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 import yaml
 
 if __package__ in (None, ""):   # run as a script from stress/: import it as the package it is
@@ -124,7 +126,10 @@ def project_path():
 def sdk_path():
     """(bases, step) of qtm-rt's reading path behind the driver's guard: the same
     framing and packet check, then qtm-rt's packet parser with every component read
-    through qtm-rt's getters."""
+    through qtm-rt's getters. Where the project's reader also reads a 3D or 6D component
+    of the packet, both must give the same records ("converted": compared and equal;
+    "inconsistent": a count or a position differs; a NaN equals any NaN, since qtm-rt's
+    floats pass through Python's double, which sets a signalling NaN's quiet bit)."""
     from qtm_rt.packet import QRTPacket
 
     from mocap4r2_drivers.qualisys import protocol as qp
@@ -132,7 +137,16 @@ def sdk_path():
     bases, _ = _qtm_setup()
     getters = ("get_6d_residual", "get_6d", "get_3d_markers_residual", "get_3d_markers",
                "get_3d_markers_no_label_residual", "get_3d_markers_no_label", "get_skeletons")
+    # qtm-rt getter -> the component the project's reader reads, and what its records hold
+    compared = {"get_3d_markers": (qp.ComponentType.MARKERS_3D, qp.unpack_markers, False),
+                "get_3d_markers_residual": (qp.ComponentType.MARKERS_3D_RESIDUALS, qp.unpack_markers, False),
+                "get_6d": (qp.ComponentType.BODIES_6D, qp.unpack_bodies, True),
+                "get_6d_residual": (qp.ComponentType.BODIES_6D_RESIDUALS, qp.unpack_bodies, True)}
     data = qp.PacketType.DATA
+
+    def positions(items, bodies: bool) -> np.ndarray:
+        points = [item[0] if bodies else item for item in items]
+        return np.array([(p.x, p.y, p.z) for p in points], dtype=np.float32).reshape(-1, 3)
 
     def step(base: int, packet: bytes) -> str:
         framed, problem = qp.PacketReader().split(packet)
@@ -146,12 +160,30 @@ def sdk_path():
         if packet_type != data:
             return "rejected"
         parsed = QRTPacket(payload)
+        results = {}
         try:
             for name in getters:
-                getattr(parsed, name)()
+                results[name] = getattr(parsed, name)()
         except Exception:  # noqa: BLE001 - qtm-rt reading a component past its end: its own bound
             return "rejected"
-        return "accepted"
+        try:
+            components = qp.decode_frame(payload).components
+        except qp.QtmProtocolError:
+            return "accepted"     # stricter than qtm-rt: the driver drops this packet
+        outcome = "accepted"
+        for name, (component, unpack, bodies) in compared.items():
+            theirs = results.get(name)
+            if theirs is None or component not in components:
+                continue
+            try:
+                ours = unpack(component, components[component])
+            except qp.QtmProtocolError:
+                continue          # the driver drops it; qtm-rt's reading is not compared
+            mine = np.asarray(ours["position"], dtype=np.float32).reshape(-1, 3)
+            if not np.array_equal(mine, positions(theirs[1], bodies), equal_nan=True):
+                return "inconsistent"
+            outcome = "converted"
+        return outcome
 
     return bases, step
 
@@ -159,7 +191,7 @@ def sdk_path():
 def fuzz(total: int, budget: float) -> list[tuple]:
     rows = []
     for name, spec in (("QTM project reader", "stress.stress_qtm:project_path"),
-                       ("QTM qtm-rt behind the guard", "stress.stress_qtm:sdk_path")):
+                       ("QTM qtm-rt behind the guard, vs ours", "stress.stress_qtm:sdk_path")):
         rows += run_fuzz(name, spec, total, budget, seed=4).rows(total)
     return rows
 
