@@ -1,6 +1,6 @@
 """`make stress`: run every stress/stress_*.py section and print ONE table of figures
 (figure, value, target, met). Not part of `make test`: the sections load the machine for
-minutes (about 10 in all on 2 cores) and report figures against targets instead of
+minutes (about 5 in all on 2 quiet cores, at most about 10) and report figures against targets instead of
 asserting. `python -m stress control soak` runs only the sections whose names contain
 those words. Exit status 1 when a target is not met or a section fails.
 
