@@ -354,29 +354,30 @@ def main(argv: list[str] | None = None) -> int:
             for name, ok, p in stats["names"]:
                 table.add_row(name, "[green]yes[/]" if ok else "[red]no (last pose)[/]",
                               f"{p.x:+.3f}", f"{p.y:+.3f}", f"{p.z:+.3f}")
+            lines = []   # the caption, a line per source that has reported
             diag = stats["diag"]
             if diag is not None:
                 values = {kv.key: kv.value for kv in diag.values}
-                table.caption = (f"frame {stats['last']}  rate {values.get('rate_hz')} Hz  "
-                                 f"latency {values.get('latency_mean_ms')} ms  "
-                                 f"dropped {values.get('dropped_frames_total')}  status: {diag.message}")
-            err = stats["error"]
-            if err is not None:
-                table.caption += (f"\nrobot_ground_truth vs mocap (trajectory_error): {err.samples} pairs, "
-                                  f"ATE rmse {err.ate_rmse:.2e} m")
+                lines.append(f"frame {stats['last']}  rate {values.get('rate_hz')} Hz  "
+                             f"latency {values.get('latency_mean_ms')} ms  "
+                             f"dropped {values.get('dropped_frames_total')}  status: {diag.message}")
+
+            def ate(what: str, err, scale: float, unit: str, digits: str) -> None:
+                if err is not None:
+                    lines.append(f"{what}: {err.samples} pairs, ATE rmse {err.ate_rmse * scale:{digits}} {unit}")
+
+            ate("robot_ground_truth vs mocap (trajectory_error)", stats["error"], 1.0, "m", ".2e")
             if arm_goals is not None:
                 triggers = ", ".join(f"{m} x{n}" for m, n in sorted(stats["triggers"].items())) or "none yet"
-                table.caption = (table.caption or "") + (
-                    f"\narm: {arm_goals.accepted} loops accepted, {arm_goals.finished} finished; "
-                    f"monitors triggered: {triggers}")
-                arm_err = stats["arm_error"]
-                if arm_err is not None:
-                    table.caption += (f"\ncommanded vs measured end effector (arm_trajectory_error): "
-                                      f"{arm_err.samples} pairs, ATE rmse {arm_err.ate_rmse * 1000:.2f} mm")
+                lines.append(f"arm: {arm_goals.accepted} loops accepted, {arm_goals.finished} finished; "
+                             f"monitors triggered: {triggers}")
+                ate("commanded vs measured end effector (arm_trajectory_error)", stats["arm_error"], 1000.0, "mm",
+                    ".2f")
             model = stats["model"]
             if model is not None:
-                table.caption = (table.caption or "") + "\nworld model: " + ", ".join(
-                    f"{o.info.object_id} {STATES.get(o.state.state, o.state.state)}" for o in model.objects)
+                lines.append("world model: " + ", ".join(
+                    f"{o.info.object_id} {STATES.get(o.state.state, o.state.state)}" for o in model.objects))
+            table.caption = "\n".join(lines) or None
             return table
 
         deadline = time.monotonic() + args.duration
