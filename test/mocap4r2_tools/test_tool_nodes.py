@@ -146,6 +146,30 @@ def est_message(kind: str, t: float, p, q):
     return msg
 
 
+def prime_and_reset(ros, out, gt_pub, est_pub, est_type: str, reset: str) -> None:
+    """Our publishers seeing the node's readers does not mean its readers have matched
+    our publishers yet, and a reliable reader loses what comes before (a clean-clone run
+    paired 100 of 120 estimates). So probe pairs, far before the data, are sent until the
+    node has paired one (both readers deliver); once it has paired the last one sent
+    (each topic arrives in order: nothing of the probes is left to come), it is reset."""
+    sent: list[float] = []
+    p, q = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)
+
+    def paired() -> bool:
+        t = T0 - 100.0 + 0.01 * len(sent)
+        sent.append(t)
+        gt_pub.publish(bodies_msg(t, [("robot", p, q, True)]))
+        est_pub.publish(est_message(est_type, t, p, q))
+        latest = out.snapshot()
+        return bool(latest) and latest[-1].samples > 0
+
+    wait_for(paired, what="a probe pair counted by the node", interval=0.2)
+    out.wait_for(lambda m: abs(seconds(m.header.stamp) - sent[-1]) < 1e-6, timeout=WAIT)
+    assert ros.call(Trigger, reset, Trigger.Request()).success
+    out.clear()
+    out.wait_for(lambda m: m.samples == 0, timeout=WAIT)
+
+
 @pytest.mark.parametrize("est_type", ["odometry", "pose", "pose_cov", "tf"])
 def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
     ns = f"/te_{est_type}"
@@ -174,6 +198,8 @@ def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
     wait_matched(est_pub)
     first = out.wait_for(timeout=WAIT)
     assert first.samples == 0 and not first.aligned and math.isfinite(first.ate_rmse)
+    if est_type != "tf":   # (the tf chain is only complete later, on purpose)
+        prime_and_reset(ros, out, gt_pub, est_pub, est_type, f"{ns}/te/reset")
 
     gt = wavy(600, 100.0)
     est = estimate_of(gt)
