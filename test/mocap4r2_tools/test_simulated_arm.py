@@ -19,7 +19,6 @@ from motion_control_interfaces.msg import (
     TriggerCondition,
 )
 from motion_control_interfaces.srv import GetTrajectoryStatus
-from rclpy.action import ActionClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from support import wait_for
@@ -67,8 +66,7 @@ def test_simulated_arm_goals_queue_status_and_monitors(ros, procs):
     proc = procs.start("mocap4r2_tools", "simulated_arm", namespace=NS, params={"rate": 50.0})
     feedback = ros.subscribe(f"{NODE}/trajectory_feedback", TrajectoryFeedbackStamped)
     results = ros.subscribe(f"{NODE}/monitor_results", MonitorResultsStamped)
-    client = ActionClient(ros.node, QueueTrajectory, f"{NODE}/queue_trajectory")
-    assert client.wait_for_server(timeout_sec=30), proc.log()
+    client = ros.action_client(QueueTrajectory, f"{NODE}/queue_trajectory")
 
     R = GetTrajectoryStatus.Response
     first = wait(client.send_goal_async(goal("A", 1.5, points=6, monitors=[ratio_monitor("half", 0.5)])),
@@ -144,8 +142,7 @@ def test_simulated_arm_ee_pose_is_the_commanded_tip(ros, procs):
     ee = ros.subscribe(f"{node}/ee_pose", PoseStamped)
     links = ros.subscribe(f"{node}/link_poses", PoseArray)
     joints = ros.subscribe(f"{node}/joint_states", JointState)
-    client = ActionClient(ros.node, QueueTrajectory, f"{node}/queue_trajectory")
-    assert client.wait_for_server(timeout_sec=30), proc.log()
+    client = ros.action_client(QueueTrajectory, f"{node}/queue_trajectory")
     handle = wait(client.send_goal_async(goal("move", 1.0, points=5)), what="goal move")
     assert handle.accepted
     assert wait(handle.get_result_async(), what="result move").result.is_finished

@@ -156,7 +156,6 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     from builtin_interfaces.msg import Duration
     from motion_control_interfaces.action import QueueTrajectory
     from motion_control_interfaces.msg import Monitor, TriggerCondition
-    from rclpy.action import ActionClient
     from trajectory_msgs.msg import JointTrajectoryPoint
 
     ns = "/tmg"
@@ -216,8 +215,7 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     ]
     g.monitors[2].trigger_condition.joint_state.name = ["joint1", "joint2", "joint3"]
     g.monitors[2].trigger_condition.joint_state.position = final
-    client = ActionClient(ros.node, QueueTrajectory, f"{arm}/queue_trajectory")
-    assert client.wait_for_server(timeout_sec=30), arm_proc.log()
+    client = ros.action_client(QueueTrajectory, f"{arm}/queue_trajectory")
     send = client.send_goal_async(g)
     handle = wait_for(lambda: send.done() and send.result(), what="goal loop-1 answered")
     assert handle.accepted, arm_proc.log()

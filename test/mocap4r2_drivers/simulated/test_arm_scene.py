@@ -14,7 +14,6 @@ from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseArray
 from mocap4r2_interfaces.msg import RigidBodies, Skeletons
 from motion_control_interfaces.action import QueueTrajectory
-from rclpy.action import ActionClient
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mocap4r2_tools.motion.arm import forward_kinematics
@@ -82,8 +81,7 @@ def test_the_arm_end_effector_is_measured_along_its_forward_kinematics(ros, proc
 
     arm = procs.start("mocap4r2_tools", "simulated_arm", namespace=ARM_NS, params={"rate": 50.0})
     bodies.wait_for(lambda m: arm_ee(m) is not None and arm_ee(m).tracking_valid)
-    client = ActionClient(ros.node, QueueTrajectory, f"{ARM_NODE}/queue_trajectory")
-    assert client.wait_for_server(timeout_sec=30), arm.log()
+    client = ros.action_client(QueueTrajectory, f"{ARM_NODE}/queue_trajectory")
     # the motion's span by capture stamps, not by arrival: on a loaded machine this
     # process may still be reading frames of before the goal when the result comes
     sent_at = time.time()
