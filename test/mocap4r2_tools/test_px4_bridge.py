@@ -150,8 +150,11 @@ def test_nothing_sent_during_tracking_loss_and_reset_counter_after(ros, procs, v
         t += 0.01
         time.sleep(0.01)
     lost_to = t
-    lost = status(lambda s: s.level == DiagnosticStatus.WARN and "tracking lost for" in s.message)
-    assert float(values(lost)["tracking_lost_for"]) > 0
+    # the status the bridge publishes the moment it sees the loss says 0.000 s (a test-load
+    # run took that one); a later one counts the time the loss has lasted
+    lost = status(lambda s: s.level == DiagnosticStatus.WARN and "tracking lost for" in s.message
+                  and float(values(s)["tracking_lost_for"]) > 0)
+    assert float(values(lost)["tracking_lost_for"]) < 30
     for _ in range(50):
         pub.publish(bodies_msg(t, (0.1, 0, 1), (0, 0, 0, 1)))
         t += 0.01
