@@ -146,24 +146,40 @@ def est_message(kind: str, t: float, p, q):
     return msg
 
 
+def probe_until(publish, answered, start: float, what: str, interval: float) -> list[float]:
+    """Probe samples stamped from ``start`` (far before the data) are published every
+    ``interval`` s until ``answered()``; returns their stamps.
+
+    Our writer seeing the node's reader does not mean its reader has matched our writer
+    yet, nor its writers our readers, and a reliable reader loses what comes before: a
+    test's first samples are lost until both sides have matched, which only an answer
+    proves."""
+    stamps: list[float] = []
+
+    def probe() -> bool:
+        stamps.append(start + 0.01 * len(stamps))
+        publish(stamps[-1])
+        return answered()
+
+    wait_for(probe, what=what, interval=interval)
+    return stamps
+
+
 def prime_and_reset(ros, out, gt_pub, est_pub, est_type: str, reset: str) -> None:
-    """Our publishers seeing the node's readers does not mean its readers have matched
-    our publishers yet, and a reliable reader loses what comes before (a clean-clone run
-    paired 100 of 120 estimates). So probe pairs, far before the data, are sent until the
-    node has paired one (both readers deliver); once it has paired the last one sent
-    (each topic arrives in order: nothing of the probes is left to come), it is reset."""
-    sent: list[float] = []
+    """Probe pairs until the node has paired one (both readers deliver; a clean-clone run
+    paired 100 of 120 estimates without); once it has paired the last one sent (each
+    topic arrives in order: nothing of the probes is left to come), it is reset."""
     p, q = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)
 
-    def paired() -> bool:
-        t = T0 - 100.0 + 0.01 * len(sent)
-        sent.append(t)
+    def publish(t: float) -> None:
         gt_pub.publish(bodies_msg(t, [("robot", p, q, True)]))
         est_pub.publish(est_message(est_type, t, p, q))
+
+    def paired() -> bool:
         latest = out.snapshot()
         return bool(latest) and latest[-1].samples > 0
 
-    wait_for(paired, what="a probe pair counted by the node", interval=0.2)
+    sent = probe_until(publish, paired, T0 - 100.0, "a probe pair counted by the node", 0.2)
     out.wait_for(lambda m: abs(seconds(m.header.stamp) - sent[-1]) < 1e-6, timeout=WAIT)
     assert ros.call(Trigger, reset, Trigger.Request()).success
     out.clear()
@@ -390,19 +406,13 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
         time.sleep(0.003)
         return t
 
-    # Our writer matching robot_gt's reader does not mean its reader has matched our
-    # writer yet, nor its odom writer our reader: a make test-load run received none of
-    # the 50 samples' odometry. Probe samples, far before the data, are sent until their
-    # odometry comes back (and their last /tf); one untracked probe then makes the node
-    # start over, as it is at the data's first sample; what the probes left is cleared.
-    probes: list[float] = []
-
-    def answered() -> bool:
-        probes.append(T0 - 50.0 + 0.01 * len(probes))
-        pub.publish(bodies_msg(probes[-1], [("robot", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), True)]))
-        return any(seconds(m.header.stamp) < T0 - 1.0 for m in odom.snapshot())
-
-    wait_for(answered, what="odometry of a probe sample", interval=0.1)
+    # probes until their odometry comes back (a make test-load run received none of the
+    # 50 samples' odometry without), and their last /tf; one untracked probe then makes
+    # the node start over, as it is at the data's first sample; what they left is cleared
+    probes = probe_until(
+        lambda t: pub.publish(bodies_msg(t, [("robot", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), True)])),
+        lambda: any(seconds(m.header.stamp) < T0 - 1.0 for m in odom.snapshot()),
+        T0 - 50.0, "odometry of a probe sample", 0.1)
     odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(probes[-1], abs=1e-6), timeout=WAIT)
     tf.wait_for(lambda m: any(seconds(e.header.stamp) == pytest.approx(probes[-1], abs=1e-6)
                               for e in m.transforms), timeout=WAIT)
