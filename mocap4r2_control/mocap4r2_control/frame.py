@@ -65,6 +65,11 @@ class MarkerArrays:
 
     def check(self, what: str = "markers") -> None:
         n = len(self)
+        # the usual case in one expression (this runs every frame); the detailed check
+        # below only runs to say what is wrong
+        if (len(self.names) == n and self.positions.shape == (n, 3) and self.occluded.shape == (n,)
+                and self.residuals.shape == (n,)):
+            return
         _check_shapes(what, n, names=len(self.names), positions=self.positions.shape,
                       occluded=self.occluded.shape, residuals=self.residuals.shape,
                       expect={"positions": (n, 3), "occluded": (n,), "residuals": (n,)})
@@ -111,15 +116,24 @@ class BodyArrays:
 
     def check(self) -> None:
         n = len(self)
+        offsets = self.marker_offsets
+        # the usual case in one expression (this runs every frame); _shape_error says
+        # what is wrong otherwise
+        if not (len(self.names) == n and self.positions.shape == (n, 3) and self.orientations.shape == (n, 4)
+                and self.valid.shape == (n,) and self.mean_errors.shape == (n,) and offsets.shape == (n + 1,)):
+            self._shape_error()
+        self.markers.check("rigid body markers")
+        # monotonicity is checked where the offsets are used (the CDR encoder)
+        if int(offsets[0]) != 0 or int(offsets[-1]) != len(self.markers):
+            raise ValueError("rigid bodies: marker_offsets do not partition the body markers")
+
+    def _shape_error(self) -> None:
+        n = len(self)
         _check_shapes("rigid bodies", n, names=len(self.names), positions=self.positions.shape,
                       orientations=self.orientations.shape, valid=self.valid.shape,
                       mean_errors=self.mean_errors.shape, marker_offsets=self.marker_offsets.shape,
                       expect={"positions": (n, 3), "orientations": (n, 4), "valid": (n,),
                               "mean_errors": (n,), "marker_offsets": (n + 1,)})
-        self.markers.check("rigid body markers")
-        # monotonicity is checked where the offsets are used (the CDR encoder)
-        if int(self.marker_offsets[0]) != 0 or int(self.marker_offsets[-1]) != len(self.markers):
-            raise ValueError("rigid bodies: marker_offsets do not partition the body markers")
 
 
 @dataclass(slots=True)
@@ -154,6 +168,13 @@ class SkeletonArrays:
         n = len(self)
         m = len(self.segments)
         s = self.segments
+        offsets = self.segment_offsets
+        if (len(self.names) == n and self.valid.shape == (n,) and offsets.shape == (n + 1,) and len(s.names) == m
+                and s.parent_ids.shape == (m,) and s.positions.shape == (m, 3) and s.orientations.shape == (m, 4)
+                and s.valid.shape == (m,)):   # the usual case, in one expression
+            if int(offsets[0]) != 0 or int(offsets[-1]) != m:
+                raise ValueError("skeletons: segment_offsets do not partition the segments")
+            return
         _check_shapes("skeletons", n, names=len(self.names), valid=self.valid.shape,
                       segment_offsets=self.segment_offsets.shape,
                       expect={"valid": (n,), "segment_offsets": (n + 1,)})
@@ -162,8 +183,6 @@ class SkeletonArrays:
                       valid=s.valid.shape,
                       expect={"parent_ids": (m,), "positions": (m, 3), "orientations": (m, 4),
                               "valid": (m,)})
-        if int(self.segment_offsets[0]) != 0 or int(self.segment_offsets[-1]) != m:
-            raise ValueError("skeletons: segment_offsets do not partition the segments")
 
 
 @dataclass(slots=True)
@@ -202,6 +221,7 @@ class AssetNames:
 
 
 def _check_shapes(what: str, n: int, expect: dict[str, tuple[int, ...]], names: int, **shapes) -> None:
+    """Raise ValueError naming the first of ``shapes`` that is not as expected."""
     if names != n:
         raise ValueError(f"{what}: {names} names for {n} ids")
     for key, shape in shapes.items():
