@@ -16,6 +16,7 @@ from scipy.spatial.transform import Rotation
 
 from mocap4r2_control.timebase import time_msg
 from px4_vehicle import Px4VehicleStandIn, free_udp_port
+from support import wait_subscribed
 
 TOOLS = "mocap4r2_tools"
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
@@ -35,14 +36,6 @@ def bodies_msg(t: float, p, q, valid: bool = True, name: str = "drone") -> Rigid
     o.x, o.y, o.z, o.w = (float(v) for v in q)
     msg.rigid_bodies = [other, body]
     return msg
-
-
-def wait_matched(publisher, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while publisher.get_subscription_count() == 0:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"nobody subscribed to {publisher.topic_name} within {timeout} s")
-        time.sleep(0.05)
 
 
 def start_bridge(procs, ns: str, port: int, backend: str, **extra):
@@ -97,7 +90,7 @@ def test_enu_motion_and_yaw_arrive_as_ned_odometry(ros, procs, vehicle, backend)
     ns = f"/px4_ned_{backend}"
     bridge = start_bridge(procs, ns, vehicle.port, backend)
     pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
-    wait_matched(pub)
+    wait_subscribed(pub)
     t = publish_until_connected(pub, vehicle, T0)
     heartbeat_from_bridge = vehicle.wait_for("HEARTBEAT")
     assert heartbeat_from_bridge.autopilot == 8   # MAV_AUTOPILOT_INVALID: a companion, not an autopilot
@@ -140,7 +133,7 @@ def test_nothing_sent_during_tracking_loss_and_reset_counter_after(ros, procs, v
     start_bridge(procs, ns, vehicle.port, backend)
     status = diagnostics_of(ros, ns)
     pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
-    wait_matched(pub)
+    wait_subscribed(pub)
     t = publish_until_connected(pub, vehicle, T0)
     before = vehicle.messages("ODOMETRY")[-1].reset_counter
 
@@ -172,7 +165,7 @@ def test_rate_holds_below_the_mocap_rate(ros, procs, vehicle):
     ns = "/px4_rate"
     start_bridge(procs, ns, vehicle.port, "pymavlink", rate=40.0)
     pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
-    wait_matched(pub)
+    wait_subscribed(pub)
     t = publish_until_connected(pub, vehicle, T0)
     start = t + 1.0
     t = start
@@ -209,7 +202,7 @@ def test_no_vehicle_keeps_the_node_retrying_and_connects_later(ros, procs):
     assert bridge.alive()
     vehicle = Px4VehicleStandIn(port)
     try:
-        wait_matched(pub)
+        wait_subscribed(pub)
         publish_until_connected(pub, vehicle, T0)
         status(lambda s: values(s)["link"] == "connected")
     finally:
@@ -226,7 +219,7 @@ def test_bridge_listening_with_udpin(ros, procs, backend):
     vehicle = Px4VehicleStandIn(port, mode="udpout")
     try:
         pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
-        wait_matched(pub)
+        wait_subscribed(pub)
         publish_until_connected(pub, vehicle, T0)
         m = vehicle.wait_for("ODOMETRY")
         assert (m.x, m.y, m.z) == pytest.approx((0.0, 0.0, -1.0), abs=1e-6)
@@ -239,8 +232,8 @@ def test_velocity_from_an_odometry_topic_goes_out_in_frd(ros, procs, vehicle):
     start_bridge(procs, ns, vehicle.port, "pymavlink", velocity_topic=f"{ns}/odom")
     pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
     odom_pub = ros.publisher(f"{ns}/odom", Odometry, RELIABLE)
-    wait_matched(pub)
-    wait_matched(odom_pub)
+    wait_subscribed(pub)
+    wait_subscribed(odom_pub)
     t = publish_until_connected(pub, vehicle, T0)
     first = t
     for _ in range(60):
@@ -263,7 +256,7 @@ def test_the_other_messages_carry_the_same_ned_pose(ros, procs, vehicle, backend
     ns = f"/px4_{message[:3]}_{backend}"
     bridge = start_bridge(procs, ns, vehicle.port, backend, message=message)
     pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
-    wait_matched(pub)
+    wait_subscribed(pub)
     kind = message.upper()
     yaw0 = Rotation.from_euler("z", 0, degrees=True).as_quat()    # facing the mocap's +x: "east"
     deadline = time.monotonic() + 40

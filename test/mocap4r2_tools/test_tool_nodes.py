@@ -36,7 +36,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC
 from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
 from mocap4r2_tools.trajectory import EvalOptions, Trajectory, evaluate
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
+from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for, wait_subscribed
 
 TOOLS = "mocap4r2_tools"
 RELIABLE = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
@@ -75,8 +75,7 @@ def bodies_msg(t: float, bodies: list[tuple[str, object, object, bool]], frame: 
 
 
 def wait_matched(publisher, timeout: float = WAIT) -> None:
-    wait_for(lambda: publisher.get_subscription_count() > 0, timeout, publisher.get_subscription_count,
-             what=f"a subscriber on {publisher.topic_name}")
+    wait_subscribed(publisher, timeout)
     # our writer has matched; whether the remote reader has matched our writer yet cannot
     # be observed from here, so give it a moment before a burst
     time.sleep(0.2)

@@ -13,7 +13,7 @@ from geometry_msgs.msg import PoseStamped
 from mocap4r2_interfaces.msg import RigidBodies, RigidBody
 from motion_control_interfaces.msg import MonitorResultsStamped, TrajectoryFeedbackStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from support import wait_for, wait_round_trip
+from support import wait_for, wait_round_trip, wait_subscribed
 
 TOOLS = "mocap4r2_tools"
 RELIABLE = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
@@ -30,14 +30,6 @@ def stamp_of(t: float):
 
 def seconds(stamp) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
-
-
-def wait_matched(publisher, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while publisher.get_subscription_count() == 0:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"nobody subscribed to {publisher.topic_name} within {timeout} s")
-        time.sleep(0.05)
 
 
 def feedback(i: int, t: float, positions=None, trajectory_id: str = "traj-1",
@@ -101,8 +93,8 @@ def test_trajectory_monitor_results_snapshots_and_bad_input(ros, procs, tmp_path
 
     bodies = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
     fb = ros.publisher(f"{ns}/feedback", TrajectoryFeedbackStamped, RELIABLE)
-    wait_matched(bodies)
-    wait_matched(fb)
+    wait_subscribed(bodies)
+    wait_subscribed(fb)
     # the results are volatile: those published before the node's writer matched our
     # reader are lost (CI received 5 of 11, a make test-load run none)
     wait_results_flowing(fb, results)
@@ -185,7 +177,7 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     results = ros.subscribe(f"{monitor}/monitor_results", MonitorResultsStamped)
     snapshot = ros.subscribe(f"{monitor}/half/ee", PoseStamped, LATCHED)
     assert mon_proc.wait_log("and the monitors of the goals on /tmg/simulated_arm/accepted_goals"), mon_proc.log()
-    wait_matched(bodies)
+    wait_subscribed(bodies)
     wait_for(lambda: ros.node.count_publishers(f"{arm}/trajectory_feedback") and
              ros.node.count_subscribers(f"{arm}/accepted_goals") >= 1, what="the monitor node on the arm's topics")
     for collector in (ee, fb):   # volatile topics: the first rows must not be lost
@@ -194,7 +186,7 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     # matched this process's readers (feedback is only published during a goal)
     ee.wait_for(timeout=30)
     probes = ros.publisher(f"{arm}/trajectory_feedback", TrajectoryFeedbackStamped, RELIABLE)
-    wait_matched(probes)
+    wait_subscribed(probes)
     wait_results_flowing(probes, results)
 
     final = [0.5, -0.3, 0.2]
@@ -287,8 +279,8 @@ def test_trajectory_monitor_goal_after_feedback_and_repeated_ids(ros, procs):
     assert proc.wait_log(f"and the monitors of the goals on {ns}/goals"), proc.log()
     fb = ros.publisher(f"{ns}/feedback", TrajectoryFeedbackStamped, RELIABLE)
     goals = ros.publisher(f"{ns}/goals", QueueTrajectory.Goal, LATCHED)
-    wait_matched(fb)
-    wait_matched(goals)
+    wait_subscribed(fb)
+    wait_subscribed(goals)
     wait_results_flowing(fb, results)   # the one result of this feedback must not be lost
 
     fb.publish(feedback(0, T0))                        # ratio 0.1, before the goal
