@@ -23,13 +23,12 @@ from mocap4r2_interfaces.msg import RigidBodies
 from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from mocap4r2_control.geometry import pose_msg_arrays
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.timebase import stamp_to_seconds
 
 from .px4.links import BACKENDS, MESSAGES, Connection, LinkWorker, connection_check, make_link
 from .px4.stream import RateLimiter, TrackingGate, build_sample
-from .tool_node import ToolNode, body_row, run_tool, topic_check
+from .tool_node import FollowedBody, ToolNode, run_tool, topic_check
 
 PARAMETERS = (
     ParameterSpec("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system.",
@@ -65,6 +64,11 @@ PARAMETERS = (
     ParameterSpec("qos_reliable", True, "Reliable subscription (false: best effort).", read_only=True),
 )
 
+# why the body is not streamed, as the tracking gate reports it
+LOSS_REASONS = {FollowedBody.MISSING: "not in rigid_bodies",
+                FollowedBody.NOT_TRACKED: "not tracked (tracking_valid false)",
+                FollowedBody.BAD_POSE: "pose not usable (NaN or zero quaternion)"}
+
 ATT_POS_MOCAP_WARNING = ("message att_pos_mocap: PX4's EKF2 ignores ATT_POS_MOCAP; use odometry "
                          "(or vision_position_estimate) for the vehicle to fuse the pose")
 
@@ -76,11 +80,7 @@ class Px4BridgeNode(ToolNode):
         self._apply_config()
         self._limiter = RateLimiter(cfg["rate"])
         self._gate = TrackingGate()
-        self._last_message = 0.0
-        self._last_stamp: float | None = None
-        self._mocap_frame = ""
-        self._known_bodies: list[str] = []
-        self._body_index = 0
+        self._followed = FollowedBody(self.get_logger())
         self._twist = None          # (stamp, (linear, angular), covariance) of the last velocity sample
         self._submitted = 0
         connection = Connection.parse(cfg["connection"])
@@ -138,28 +138,13 @@ class Px4BridgeNode(ToolNode):
 
     def _on_bodies(self, msg: RigidBodies) -> None:
         now = time.monotonic()
-        self._last_message = now
-        self._mocap_frame = msg.header.frame_id
-        bodies = msg.rigid_bodies
-        i = self._body_index = body_row(bodies, self.body, self._body_index)
-        if i < 0:
-            self._known_bodies = [b.name for b in bodies][:50]
-            self._gate.update(False, now, "not in rigid_bodies")
+        reading = self._followed.read(msg, self.body, now)
+        if reading.status == FollowedBody.STALE:
             return
-        body = bodies[i]
-        if not body.tracking_valid:
-            self._gate.update(False, now, "not tracked (tracking_valid false)")
+        if reading.status != FollowedBody.TRACKED:
+            self._gate.update(False, now, LOSS_REASONS[reading.status])
             return
-        pose = pose_msg_arrays(body.pose)
-        if pose is None:
-            self._gate.update(False, now, "pose not usable (NaN or zero quaternion)")
-            return
-        stamp = stamp_to_seconds(msg.header.stamp)
-        if self._last_stamp is not None and stamp <= self._last_stamp:
-            self.get_logger().warning(f"body {self.body!r}: stamp {stamp:.6f} not after the last one, ignored",
-                                      throttle_duration_sec=5.0)
-            return
-        self._last_stamp = stamp
+        stamp = reading.stamp
         if not self._gate.update(True, now):
             return
         if not self._limiter.admit(stamp):
@@ -167,7 +152,7 @@ class Px4BridgeNode(ToolNode):
         twist = covariance = None
         if self._twist is not None and abs(self._twist[0] - stamp) <= self.velocity_max_age:
             _, twist, covariance = self._twist
-        sample = build_sample(stamp, pose[0], pose[1], twist=twist, twist_covariance=covariance,
+        sample = build_sample(stamp, reading.position, reading.quaternion, twist=twist, twist_covariance=covariance,
                               position_stddev=self.position_stddev, orientation_stddev=self.orientation_stddev,
                               reset_counter=self._gate.reset_counter, quality=self._gate.quality())
         self._worker.submit(sample)
@@ -176,7 +161,7 @@ class Px4BridgeNode(ToolNode):
     # ------------------------------------------------------------------ diagnostics
     def _publish_diagnostics(self) -> None:
         now = time.monotonic()
-        if self._gate.state == "tracking" and now - self._last_message > self.timeout:
+        if self._gate.state == "tracking" and now - self._followed.last_message > self.timeout:
             self._gate.silent(now, f"no rigid_bodies message for more than {self.timeout:g} s")
         worker, gate = self._worker, self._gate
         status = DiagnosticStatus()
@@ -195,7 +180,7 @@ class Px4BridgeNode(ToolNode):
             level = DiagnosticStatus.WARN
             text = f"waiting for body {self.body!r}: {gate.reason}; nothing sent"
             if gate.reason == "not in rigid_bodies":
-                text += f" (bodies: {', '.join(self._known_bodies) or 'none'})"
+                text += f" (bodies: {', '.join(self._followed.known_bodies) or 'none'})"
         else:
             level, text = DiagnosticStatus.OK, f"sending {self.message} of {self.body!r} to {worker.vehicle}"
         if self.message == "att_pos_mocap" and level == DiagnosticStatus.OK:
@@ -209,7 +194,7 @@ class Px4BridgeNode(ToolNode):
             "tracking": gate.state, "tracking_lost_for": f"{lost_for:.3f}" if lost_for is not None else "",
             "last_loss_duration": (f"{gate.last_loss_duration:.3f}" if gate.last_loss_duration is not None else ""),
             "tracking_losses": str(gate.losses), "reset_counter": str(gate.reset_counter),
-            "quality": str(gate.quality()), "mocap_frame": self._mocap_frame,
+            "quality": str(gate.quality()), "mocap_frame": self._followed.mocap_frame,
         }
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         array = DiagnosticArray()

@@ -30,13 +30,11 @@ from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.geometry import pose_msg_arrays
 from mocap4r2_control.parameters import ParameterSpec
-from mocap4r2_control.timebase import stamp_to_seconds
 from mocap4r2_control.tf_out import TransformSender
 
 from .motion.estimation import METHODS, make_estimator
-from .tool_node import ToolNode, body_row, frame_check, run_tool, topic_check, vector_check
+from .tool_node import FollowedBody, ToolNode, frame_check, run_tool, topic_check, vector_check
 
 PARAMETERS = (
     ParameterSpec("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system.",
@@ -93,15 +91,11 @@ class RobotGroundTruthNode(ToolNode):
         self.origin = Pose.identity()
         self._estimator = make_estimator(self.twist_method, window_seconds=self.twist_window)
         self._current: Pose | None = None        # base pose in the mocap frame, last tracked sample
-        self._mocap_frame = ""
         self._state = "waiting"                  # waiting | tracking | not_tracked | missing
-        self._last_message = 0.0                 # monotonic time of the last rigid_bodies message
         self._last_tracked = 0.0                 # monotonic time of the last tracked sample
-        self._last_stamp = None
         self._published = 0
         self._lost_events = 0
-        self._body_index = 0
-        self._known_bodies: list[str] = []
+        self._followed = FollowedBody(self.get_logger())   # the body in rigid_bodies
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
                          else ReliabilityPolicy.BEST_EFFORT)
         self.create_subscription(RigidBodies, cfg["rigid_bodies_topic"], self._on_bodies, qos)
@@ -142,33 +136,21 @@ class RobotGroundTruthNode(ToolNode):
     # ------------------------------------------------------------------ input
     def _on_bodies(self, msg: RigidBodies) -> None:
         now = time.monotonic()
-        self._last_message = now
-        self._mocap_frame = msg.header.frame_id
-        bodies = msg.rigid_bodies
-        i = self._body_index = body_row(bodies, self.body, self._body_index)
-        if i < 0:
-            self._known_bodies = [b.name for b in bodies][:50]
-            self._lose("missing")
+        reading = self._followed.read(msg, self.body, now)
+        status = reading.status
+        if status in (FollowedBody.MISSING, FollowedBody.NOT_TRACKED):
+            self._lose("missing" if status == FollowedBody.MISSING else "not_tracked")
             return
-        body = bodies[i]
-        if not body.tracking_valid:
-            self._lose("not_tracked")
-            return
-        pose = pose_msg_arrays(body.pose)
-        if pose is None:
+        if status == FollowedBody.BAD_POSE:
             self.get_logger().warning(f"body {self.body!r}: invalid pose ignored", throttle_duration_sec=5.0)
             return
-        position, quat = pose
-        stamp = stamp_to_seconds(msg.header.stamp)
-        if self._last_stamp is not None and stamp <= self._last_stamp:
-            self.get_logger().warning(f"body {self.body!r}: stamp {stamp:.6f} not after the last one, ignored",
-                                      throttle_duration_sec=5.0)
+        if status != FollowedBody.TRACKED:   # a stamp not after the last one: logged, ignored
             return
-        base = Pose(position, Rotation.from_quat(quat)) * self.offset
+        stamp = reading.stamp
+        base = Pose(reading.position, Rotation.from_quat(reading.quaternion)) * self.offset
         was = self._state
         self._state = "tracking"
         self._last_tracked = now
-        self._last_stamp = stamp
         self._current = base
         if was != "tracking":
             self._estimator.reset()
@@ -228,7 +210,7 @@ class RobotGroundTruthNode(ToolNode):
         if self._state == "waiting":
             return f"waiting for body {self.body!r} on rigid_bodies"
         if self._state == "missing":
-            known = ", ".join(self._known_bodies) or "none"
+            known = ", ".join(self._followed.known_bodies) or "none"
             return f"body {self.body!r} is not in rigid_bodies{ago} (bodies: {known}); nothing published"
         if self._state == "not_tracked":
             return f"body {self.body!r} not tracked (tracking_valid false){ago}; odometry and /tf stopped"
@@ -243,17 +225,17 @@ class RobotGroundTruthNode(ToolNode):
         level = DiagnosticStatus.OK
         if not self.body:
             level = DiagnosticStatus.ERROR
-        elif self._state == "tracking" and now - self._last_message > self.timeout:
+        elif self._state == "tracking" and now - self._followed.last_message > self.timeout:
             level = DiagnosticStatus.ERROR
-            message = (f"no rigid_bodies message for {now - self._last_message:.1f} s: the mocap system is silent; "
-                       "nothing published")
+            message = (f"no rigid_bodies message for {now - self._followed.last_message:.1f} s: the mocap system "
+                       "is silent; nothing published")
         elif self._state in ("waiting", "missing", "not_tracked"):
             silent = now - max(self._last_tracked, self._started)
             level = DiagnosticStatus.ERROR if silent > self.timeout else DiagnosticStatus.WARN
         status.level = level
         status.message = message
         values = {"state": self._state, "root_frame": self.root_frame, "child_frame": self.child_frame,
-                  "mocap_frame": self._mocap_frame, "odometry_published": str(self._published),
+                  "mocap_frame": self._followed.mocap_frame, "odometry_published": str(self._published),
                   "tracking_losses": str(self._lost_events),
                   "origin": " ".join(f"{v:.4f}" for v in np.concatenate((self.origin.t, self.origin.r.as_quat())))}
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]

@@ -1,4 +1,5 @@
-"""What the tool nodes share: declared, described and validated parameters, and main().
+"""What the tool nodes share: declared, described and validated parameters, main(), and
+reading one named body of a RigidBodies stream.
 
 Parameters are :class:`~mocap4r2_control.parameters.ParameterSpec`, declared with the
 same policy as a mocap system's (:mod:`mocap4r2_control.parameters`).
@@ -7,14 +8,18 @@ at once through :meth:`ToolNode.on_parameters_changed`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import numpy as np
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from mocap4r2_control.parameters import (ParameterSpec, check_parameters, declare_parameters, parameter_value,
                                          warn_unknown_parameters)
+from mocap4r2_control.geometry import pose_msg_arrays
 from mocap4r2_control.spin import run_node
+from mocap4r2_control.timebase import stamp_to_seconds
 
 
 class ToolNode(Node):
@@ -59,6 +64,63 @@ def body_row(bodies: Sequence[Any], name: str, hint: int) -> int:
     if 0 <= hint < len(bodies) and bodies[hint].name == name:
         return hint
     return next((row for row, body in enumerate(bodies) if body.name == name), -1)
+
+
+@dataclass
+class BodyReading:
+    """What one RigidBodies message says of a followed body: ``status`` is one of
+    FollowedBody's statuses; position, quaternion (x, y, z, w) and stamp (s) are set
+    when it is TRACKED."""
+
+    status: str
+    position: np.ndarray | None = None
+    quaternion: np.ndarray | None = None
+    stamp: float = 0.0
+
+
+class FollowedBody:
+    """One named body of a RigidBodies stream, read the way every tool that follows a
+    single body (robot_ground_truth, px4_bridge) must read it: found by name (its row
+    of the previous frame tried first), tracked, with a usable pose, and a stamp after
+    the last one used. What the tool does with a body that is missing or lost is its
+    own; the reason comes back as the status. Keeps what diagnostics report: when the
+    last message came, its frame, and the bodies present when the followed one was not."""
+
+    TRACKED = "tracked"
+    MISSING = "missing"               # not in the message
+    NOT_TRACKED = "not_tracked"       # tracking_valid false
+    BAD_POSE = "bad_pose"             # flagged tracked, but NaN or a zero quaternion
+    STALE = "stale_stamp"             # not after the last stamp used: ignored, logged
+
+    def __init__(self, logger: Any):
+        self._logger = logger
+        self._row = 0
+        self.last_message = 0.0       # monotonic time of the last message
+        self.last_stamp: float | None = None
+        self.mocap_frame = ""
+        self.known_bodies: list[str] = []   # at most 50 names, when the body was missing
+
+    def read(self, msg: Any, name: str, now: float) -> BodyReading:
+        self.last_message = now
+        self.mocap_frame = msg.header.frame_id
+        bodies = msg.rigid_bodies
+        row = self._row = body_row(bodies, name, self._row)
+        if row < 0:
+            self.known_bodies = [b.name for b in bodies][:50]
+            return BodyReading(self.MISSING)
+        body = bodies[row]
+        if not body.tracking_valid:
+            return BodyReading(self.NOT_TRACKED)
+        pose = pose_msg_arrays(body.pose)
+        if pose is None:
+            return BodyReading(self.BAD_POSE)
+        stamp = stamp_to_seconds(msg.header.stamp)
+        if self.last_stamp is not None and stamp <= self.last_stamp:
+            self._logger.warning(f"body {name!r}: stamp {stamp:.6f} not after the last one, ignored",
+                                 throttle_duration_sec=5.0)
+            return BodyReading(self.STALE)
+        self.last_stamp = stamp
+        return BodyReading(self.TRACKED, pose[0], pose[1], stamp)
 
 
 def frame_check(name: str, allow_empty: bool = False) -> Callable[[str], str | None]:
