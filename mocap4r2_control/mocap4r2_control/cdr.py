@@ -517,6 +517,21 @@ def _offsets(offsets: np.ndarray, what: str, total: int) -> np.ndarray:
     return offsets
 
 
+def _repeated_shapes(what: str, rows_shape: tuple[int, int], rows: np.ndarray, flags: np.ndarray,
+                     values: np.ndarray) -> None:
+    """repeat(): ``rows`` (n, width), ``flags`` and ``values`` (n,) as in the last encode
+    (numpy would broadcast a single row over all of them without a word)."""
+    count = (rows_shape[0],)
+    if rows.shape != rows_shape or flags.shape != count or values.shape != count:
+        raise ValueError(f"{what}: repeat() takes arrays shaped as in the last encode, {rows_shape} and "
+                         f"{count}, got {rows.shape}, {flags.shape} and {values.shape}")
+
+
+def _repeated_flags(values: np.ndarray) -> np.ndarray:
+    # a bool array goes into the bytes as 0/1 as it is; anything else as its truth
+    return values if values.dtype.kind == "b" else values != 0
+
+
 # ---------------------------------------------------------------------------- encoders
 class MarkersEncoder:
     """mocap4r2_interfaces/msg/Markers as serialized bytes.
@@ -532,6 +547,7 @@ class MarkersEncoder:
         self._cache: _LayoutCache[_MarkersView] = _LayoutCache(cache_size)
         self._growable: _MarkersLayout | None = None
         self._builds = 0
+        self._last: _MarkersView | None = None   # what repeat() writes into
 
     @property
     def layouts_built(self) -> int:
@@ -556,11 +572,33 @@ class MarkersEncoder:
         positions = _floats(positions, "markers: positions", (count, 3))
         occluded = _flags(occluded, "markers: occluded", count)
         residuals = _floats(residuals, "markers: residuals", (count,))
+        self._last = None   # a failure below leaves nothing to repeat
         view = self._cache.get((frame_id, names), lambda: self._view(frame_id, names))
         buf = view.layout.buf
         _put_header_numbers(buf, view.layout.header, sec, nanosec, frame_number)
         buf.u32[view.layout.header.count // 4] = count   # layouts are shared by several counts
         view.markers.write(buf, ids, positions, occluded, residuals)
+        self._last = view
+        return view.message.tobytes()
+
+    def repeat(self, sec: int, nanosec: int, frame_number: int, positions: np.ndarray, occluded: np.ndarray,
+               residuals: np.ndarray) -> bytes:
+        """The message of the last ``encode`` with a new stamp, frame number, positions,
+        occlusion flags and residuals; frame_id, ids and names as then.
+
+        For a stream whose markers stay the same from frame to frame (the usual case):
+        ids, names and count are in the buffer already, so only what changes per frame
+        is checked and written. Arrays of another shape than then are refused."""
+        view = self._last
+        if view is None:
+            raise ValueError("markers: nothing encoded to repeat")
+        fields = view.markers
+        _repeated_shapes("markers", fields.positions.shape, positions, occluded, residuals)
+        buf = view.layout.buf
+        _put_header_numbers(buf, view.layout.header, sec, nanosec, frame_number)
+        buf.f64[fields.positions] = positions
+        buf.u8[fields.occluded] = _repeated_flags(occluded)
+        buf.f32[fields.residuals] = residuals
         return view.message.tobytes()
 
 
@@ -570,6 +608,7 @@ class RigidBodiesEncoder:
 
     def __init__(self, cache_size: int = _DEFAULT_CACHE):
         self._cache: _LayoutCache[_BodiesLayout] = _LayoutCache(cache_size)
+        self._last: _BodiesLayout | None = None   # what repeat() writes into
 
     @property
     def layouts_built(self) -> int:
@@ -593,6 +632,7 @@ class RigidBodiesEncoder:
         marker_positions = _floats(marker_positions, "rigid bodies: marker_positions", (markers, 3))
         marker_occluded = _flags(marker_occluded, "rigid bodies: marker_occluded", markers)
         marker_residuals = _floats(marker_residuals, "rigid bodies: marker_residuals", (markers,))
+        self._last = None   # a failure below leaves nothing to repeat
         layout = self._cache.get(
             (frame_id, names, offsets.dtype.str, offsets.tobytes(), marker_names),
             lambda: _BodiesLayout.build(
@@ -604,6 +644,30 @@ class RigidBodiesEncoder:
         buf.f64[layout.poses] = poses
         buf.f32[layout.errors] = mean_errors
         layout.markers.write(buf, marker_ids, marker_positions, marker_occluded, marker_residuals)
+        self._last = layout
+        return buf.tobytes()
+
+    def repeat(self, sec: int, nanosec: int, frame_number: int, valid: np.ndarray, poses: np.ndarray,
+               mean_errors: np.ndarray, marker_positions: np.ndarray, marker_occluded: np.ndarray,
+               marker_residuals: np.ndarray) -> bytes:
+        """The message of the last ``encode`` with a new stamp, frame number and per-frame
+        values; frame_id, ids, names and each body's markers (ids, names, counts) as then.
+        See :meth:`MarkersEncoder.repeat`."""
+        layout = self._last
+        if layout is None:
+            raise ValueError("rigid bodies: nothing encoded to repeat")
+        _repeated_shapes("rigid bodies", layout.poses.shape, poses, valid, mean_errors)
+        fields = layout.markers
+        _repeated_shapes("rigid bodies: markers", fields.positions.shape, marker_positions, marker_occluded,
+                         marker_residuals)
+        buf = layout.buf
+        _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
+        buf.u8[layout.valid] = _repeated_flags(valid)
+        buf.f64[layout.poses] = poses
+        buf.f32[layout.errors] = mean_errors
+        buf.f64[fields.positions] = marker_positions
+        buf.u8[fields.occluded] = _repeated_flags(marker_occluded)
+        buf.f32[fields.residuals] = marker_residuals
         return buf.tobytes()
 
 
@@ -614,6 +678,7 @@ class SkeletonsEncoder:
     def __init__(self, cache_size: int = _DEFAULT_CACHE):
         self._cache: _LayoutCache[_SkeletonsLayout] = _LayoutCache(cache_size)
         self._empty: _LayoutCache[_SkeletonsLayout] = _LayoutCache(cache_size)
+        self._last: _SkeletonsLayout | None = None   # what repeat() writes into
 
     @property
     def layouts_built(self) -> int:
@@ -634,6 +699,7 @@ class SkeletonsEncoder:
         parent_ids = _int32s(segment_parent_ids, "skeletons: segment_parent_ids", segments)
         segment_valid = _flags(segment_valid, "skeletons: segment_valid", segments)
         segment_poses = _floats(segment_poses, "skeletons: segment_poses", (segments, _POSE_WIDTH))
+        self._last = None   # a failure below leaves nothing to repeat
         layout = self._cache.get(
             (frame_id, names, offsets.dtype.str, offsets.tobytes(), segment_names),
             lambda: _SkeletonsLayout.build(
@@ -645,6 +711,24 @@ class SkeletonsEncoder:
         buf.i32[layout.segment_ids] = segment_ids
         buf.i32[layout.parent_ids] = parent_ids
         buf.u8[layout.segment_valid] = segment_valid
+        buf.f64[layout.segment_poses] = segment_poses
+        self._last = layout
+        return buf.tobytes()
+
+    def repeat(self, sec: int, nanosec: int, frame_number: int, valid: np.ndarray, segment_valid: np.ndarray,
+               segment_poses: np.ndarray) -> bytes:
+        """The message of the last ``encode`` with a new stamp, frame number and per-frame
+        values; frame_id, ids, names and parents as then. See :meth:`MarkersEncoder.repeat`."""
+        layout = self._last
+        if layout is None:
+            raise ValueError("skeletons: nothing encoded to repeat")
+        _repeated_shapes("skeletons", layout.segment_poses.shape, segment_poses, segment_valid, segment_valid)
+        if valid.shape != layout.valid.shape:
+            raise ValueError(f"skeletons: repeat() takes valid shaped {layout.valid.shape}, got {valid.shape}")
+        buf = layout.buf
+        _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
+        buf.u8[layout.valid] = _repeated_flags(valid)
+        buf.u8[layout.segment_valid] = _repeated_flags(segment_valid)
         buf.f64[layout.segment_poses] = segment_poses
         return buf.tobytes()
 

@@ -6,6 +6,12 @@ Two steps per frame, both vectorised:
   2. the CDR encoders (cdr.py) write those arrays straight into message bytes, which
      rclpy publishes as they are. Building or refreshing message objects instead costs
      tens of times more for hundreds of markers (bench/bench_cdr.py).
+
+While a system's assets stay the same (the usual case), both steps shrink to what
+changes per frame: the rule's values and the numbers written into the previous
+message (see FrameEncoder). This runs once per frame at up to 2 kHz, and after the
+reader's wait for the next frame the processor's caches are cold, so every numpy call
+costs two to three times what a tight loop shows: the number of calls is the cost.
 """
 from __future__ import annotations
 
@@ -14,11 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
-from .frame import UNKNOWN_ID, MarkerArrays, MocapFrame
+from .frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
 _ONES3 = np.ones(3)
 _NO_SEGMENTS = (np.zeros(0, dtype=bool), np.zeros((0, 7)))
+# ids, names, positions, occluded, residuals of no markers
+_NO_MARKERS = (np.zeros(0, np.int32), (), np.zeros((0, 3)), np.zeros(0, bool), np.zeros(0, np.float32))
 
 
 def _same_names(names, cached) -> bool:
@@ -51,8 +59,13 @@ class MarkerRule:
         self._ids_bytes: bytes | None = None
         self._labeled = np.zeros(0, dtype=bool)
         self._all_labeled = True
+        # the last apply kept every row as it came (every labeled marker has been seen,
+        # every unlabeled one had a position): markers with the same ids may go
+        # through reapply()
+        self.kept_all = False
 
     def apply(self, arrays: MarkerArrays, keys: np.ndarray) -> PublishedMarkers:
+        self.kept_all = False
         positions = arrays.positions
         # row sums through a matrix product: NaN or inf in a row makes its sum non-finite
         # (inf - inf is NaN), at a fraction of the cost of an axis reduction over 3 columns
@@ -65,16 +78,20 @@ class MarkerRule:
             self._all_labeled = bool(self._labeled.all())
             self._ids_bytes = ids_bytes
         labeled, all_labeled = self._labeled, self._all_labeled
-        measured = finite & ~arrays.occluded
+        measured = finite > arrays.occluded     # finite and not occluded, in one call
         held, seen = self.last.update(keys, positions, measured if all_labeled else measured & labeled)
         occluded = ~measured
         # with every marker labeled (the usual case), the held positions are the output
         out_pos = held if all_labeled else np.where(labeled[:, None], held, positions)
-        residuals = np.where(occluded, np.float32(-1.0), arrays.residuals).astype(np.float32, copy=False)
+        residuals = np.where(measured, arrays.residuals, np.float32(-1.0))
+        if residuals.dtype != np.float32:
+            residuals = residuals.astype(np.float32)
         if all_labeled and self.last.all_seen:  # every marker has a position: all are kept
+            self.kept_all = True
             return PublishedMarkers(arrays.ids, arrays.names, out_pos, occluded, residuals, None)
         keep = seen if all_labeled else np.where(labeled, seen, finite)
         if keep.all():
+            self.kept_all = True
             return PublishedMarkers(arrays.ids, arrays.names, out_pos, occluded, residuals, None)
         rows = np.flatnonzero(keep)
         rows_bytes = rows.tobytes()
@@ -82,6 +99,61 @@ class MarkerRule:
             self._names = tuple(arrays.names[i] for i in rows.tolist())
             self._source, self._rows = arrays.names, rows_bytes
         return PublishedMarkers(arrays.ids[rows], self._names, out_pos[rows], occluded[rows], residuals[rows], rows)
+
+    def reapply(self, arrays: MarkerArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``apply`` for markers with the ids of the last apply, which kept all of them
+        (``kept_all``): positions, occlusion flags and residuals to publish, every row;
+        None when this frame must leave a row out (an unlabeled marker without a finite
+        position), and ``apply`` must run instead. The caller has checked that the ids
+        are the same; this skips everything that follows from them (which are labeled,
+        which were seen, which rows stay)."""
+        positions = arrays.positions
+        finite = np.isfinite(positions @ _ONES3)
+        labeled = self._labeled
+        if not self._all_labeled and not (finite | labeled).all():
+            return None
+        measured = finite > arrays.occluded
+        occluded = ~measured
+        if self._all_labeled:
+            out = self.last.hold(positions, measured)
+        else:   # unlabeled markers are published as measured, never held
+            out = np.where(labeled[:, None], self.last.hold(positions, measured & labeled), positions)
+        residuals = arrays.residuals.copy()
+        residuals[occluded] = -1.0   # half the cost of np.where on a few hundred rows
+        return out, occluded, residuals
+
+
+class _Unchanged:
+    """Whether a collection of the frame (markers, bodies) has the structure of the
+    previous frame's: the same names (adapters pass the same tuple object while the
+    names do not change, which makes this an identity check; frame.py) and the same id
+    and offset arrays. Then the ids, names and counts already in an encoder's buffer
+    are right, and the frame only needs its numbers written (the encoders' repeat())."""
+
+    __slots__ = ("_names", "_arrays")
+
+    def __init__(self):
+        self._names: tuple | None = None
+        self._arrays: tuple = ()
+
+    @staticmethod
+    def _key(arrays: tuple[np.ndarray, ...]) -> tuple:
+        # the dtype is part of the value: equal bytes of another type are other ids
+        return tuple([(a.dtype.char, a.tobytes()) for a in arrays])
+
+    def same(self, names: tuple, arrays: tuple[np.ndarray, ...]) -> bool:
+        # tuple equality compares identical elements by identity first: no string is
+        # compared while the adapter passes the same names tuples
+        return names == self._names and self._key(arrays) == self._arrays
+
+    def remember(self, names: tuple, arrays: tuple[np.ndarray, ...]) -> None:
+        # a copy of any names list: one changed in place must not look the same
+        self._names = tuple(n if type(n) is tuple else tuple(n) for n in names)
+        self._arrays = self._key(arrays)
+
+    def forget(self) -> None:
+        self._names = None
+        self._arrays = ()
 
 
 @dataclass
@@ -95,20 +167,33 @@ class EncodedFrame:
 
 
 class FrameEncoder:
-    """The per-system state of the validity rule and the encoders of its topics."""
+    """The per-system state of the validity rule and the encoders of its topics.
+
+    Two paths per frame. A collection (the frame's markers, the bodies with their
+    markers, the skeletons) whose structure is that of the previous frame
+    (``_Unchanged``), and whose markers were all kept then, has only its numbers recomputed and written into the
+    previous message (the encoders' ``repeat``): the usual case, since a system's assets
+    rarely change while it streams. Anything else goes through the whole rule and
+    ``encode``. Both give the same bytes (test_validity_rule.py compares them;
+    ``repeat_unchanged=False`` takes the whole path every frame)."""
 
     def __init__(self, frame_id: str, tf_prefix: str = "", *, markers: bool = True, rigid_bodies: bool = True,
-                 body_markers: bool = True, skeletons: bool = True, tf: bool = False):
+                 body_markers: bool = True, skeletons: bool = True, tf: bool = False,
+                 repeat_unchanged: bool = True):
         self.frame_id = frame_id
         self.tf_prefix = tf_prefix
         self.enabled = {"markers": markers, "rigid_bodies": rigid_bodies, "skeletons": skeletons, "tf": tf}
         self.body_markers = body_markers
+        self.repeat_unchanged = repeat_unchanged
         self._markers = MarkersEncoder()
         self._bodies = RigidBodiesEncoder()
         self._skeletons = SkeletonsEncoder()
         self._tf = TFMessageEncoder()
         self._frame_markers = MarkerRule()
         self._body_marker_rule = MarkerRule()
+        self._markers_unchanged = _Unchanged()
+        self._bodies_unchanged = _Unchanged()
+        self._skeletons_unchanged = _Unchanged()
         self._body_last = LastGoodValues(7, IDENTITY_POSE)
         self._segment_last = LastGoodValues(7, IDENTITY_POSE)
         self._body_marker_keys = SubKeys()
@@ -119,49 +204,89 @@ class FrameEncoder:
 
     def encode(self, frame: MocapFrame, sec: int, nanosec: int) -> EncodedFrame:
         number = frame.frame_number
-        markers = self._encode_markers(frame, sec, nanosec) if self.enabled["markers"] else None
+        markers = self._encode_markers(frame.markers, sec, nanosec, number) if self.enabled["markers"] else None
         bodies = frame.bodies
         good, poses = good_poses(bodies.positions, bodies.orientations, bodies.valid)
-        held, _ = self._body_last.update(bodies.ids.astype(np.int64), poses, good)
         rigid_bodies = None
         if self.enabled["rigid_bodies"]:
-            mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
-            if self.body_markers and len(bodies.markers):
-                bm = self._body_marker_rule.apply(bodies.markers, self._body_marker_keys(bodies.ids, bodies.marker_offsets))
-                offsets = bodies.marker_offsets
-                if bm.kept is not None:
-                    # recount each body's markers after leaving out the never-seen ones
-                    owner = np.repeat(np.arange(len(bodies)), np.diff(offsets))[bm.kept]
-                    offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
-                    np.cumsum(np.bincount(owner, minlength=len(bodies)), out=offsets[1:])
-            else:
-                bm = PublishedMarkers(np.zeros(0, np.int32), (), np.zeros((0, 3)), np.zeros(0, bool),
-                                      np.zeros(0, np.float32), None)
-                offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
-            rigid_bodies = self._bodies.encode(
-                sec, nanosec, self.frame_id, number, bodies.ids, bodies.names, good, held, mean_errors,
-                offsets, bm.ids, bm.names, bm.positions, bm.occluded, bm.residuals)
+            rigid_bodies, held = self._encode_bodies(bodies, good, poses, sec, nanosec, number)
+        else:
+            held, _ = self._body_last.update(bodies.ids, poses, good)
         skeletons = self._encode_skeletons(frame, sec, nanosec) if self.enabled["skeletons"] else None
         tf = self._encode_tf(frame, good, held, sec, nanosec) if self.enabled["tf"] else None
         return EncodedFrame(markers, rigid_bodies, skeletons, tf, good, held)
 
-    def _encode_markers(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes:
-        m = self._frame_markers.apply(frame.markers, frame.markers.ids.astype(np.int64))
-        return self._markers.encode(sec, nanosec, self.frame_id, frame.frame_number, m.ids, m.names,
+    def _encode_markers(self, arrays: MarkerArrays, sec: int, nanosec: int, number: int) -> bytes:
+        rule, unchanged = self._frame_markers, self._markers_unchanged
+        names, structure = (arrays.names,), (arrays.ids,)
+        if self.repeat_unchanged and rule.kept_all and unchanged.same(names, structure):
+            values = rule.reapply(arrays)
+            if values is not None:
+                return self._markers.repeat(sec, nanosec, number, *values)
+        unchanged.forget()
+        m = rule.apply(arrays, arrays.ids)
+        data = self._markers.encode(sec, nanosec, self.frame_id, number, m.ids, m.names,
                                     m.positions, m.occluded, m.residuals)
+        if rule.kept_all:
+            unchanged.remember(names, structure)
+        return data
+
+    def _encode_bodies(self, bodies: BodyArrays, good: np.ndarray, poses: np.ndarray, sec: int, nanosec: int,
+                       number: int) -> tuple[bytes, np.ndarray]:
+        """rigid_bodies, and the poses held for every body."""
+        rule, unchanged = self._body_marker_rule, self._bodies_unchanged
+        with_markers = self.body_markers and len(bodies.markers) > 0
+        names = (bodies.names, bodies.markers.names)
+        structure = (bodies.ids, bodies.marker_offsets, bodies.markers.ids)
+        if self.repeat_unchanged and (rule.kept_all or not with_markers) and unchanged.same(names, structure):
+            marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKERS[2:5]
+            if marker_values is not None:
+                held = self._body_last.hold(poses, good)
+                mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
+                return self._bodies.repeat(sec, nanosec, number, good, held, mean_errors, *marker_values), held
+        unchanged.forget()
+        held, _ = self._body_last.update(bodies.ids, poses, good)
+        mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
+        offsets = bodies.marker_offsets
+        if with_markers:
+            bm = rule.apply(bodies.markers, self._body_marker_keys(bodies.ids, offsets))
+            if bm.kept is not None:
+                # recount each body's markers after leaving out the never-seen ones
+                owner = np.repeat(np.arange(len(bodies)), np.diff(offsets))[bm.kept]
+                offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
+                np.cumsum(np.bincount(owner, minlength=len(bodies)), out=offsets[1:])
+        else:
+            bm = PublishedMarkers(*_NO_MARKERS, None)
+            offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
+        data = self._bodies.encode(sec, nanosec, self.frame_id, number, bodies.ids, bodies.names, good, held,
+                                   mean_errors, offsets, bm.ids, bm.names, bm.positions, bm.occluded, bm.residuals)
+        if rule.kept_all or not with_markers:
+            unchanged.remember(names, structure)
+        return data, held
 
     def _encode_skeletons(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes:
         sk = frame.skeletons
         if not len(sk):   # most systems stream no skeletons: an empty message each frame
             return self._skeletons.encode_empty(sec, nanosec, self.frame_id, frame.frame_number)
         seg = sk.segments
+        unchanged = self._skeletons_unchanged
+        names = (sk.names, seg.names)
+        structure = (sk.ids, sk.segment_offsets, seg.ids, seg.parent_ids)
+        if self.repeat_unchanged and unchanged.same(names, structure):
+            good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
+            held = self._segment_last.hold(poses, good)
+            return self._skeletons.repeat(sec, nanosec, frame.frame_number, sk.valid, good, held)
+        unchanged.forget()
         if len(seg):
             good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
             held, _ = self._segment_last.update(self._segment_keys(sk.ids, sk.segment_offsets), poses, good)
         else:  # skeletons without segments: nothing to hold
             good, held = _NO_SEGMENTS
-        return self._skeletons.encode(sec, nanosec, self.frame_id, frame.frame_number, sk.ids, sk.names,
+        data = self._skeletons.encode(sec, nanosec, self.frame_id, frame.frame_number, sk.ids, sk.names,
                                       sk.valid, sk.segment_offsets, seg.ids, seg.names, seg.parent_ids, good, held)
+        if len(seg):   # (without segments nothing is held, and encode is cheap)
+            unchanged.remember(names, structure)
+        return data
 
     def _encode_tf(self, frame: MocapFrame, good: np.ndarray, poses: np.ndarray, sec: int,
                    nanosec: int) -> bytes | None:

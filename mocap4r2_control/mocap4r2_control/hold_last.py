@@ -36,17 +36,24 @@ class LastGoodValues:
     max_archived = 100_000
 
     def update(self, keys: np.ndarray, values: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # per frame: one bytes comparison (the keys rarely change while a system streams)
-        keys = keys.astype(np.int64, copy=False)
-        if keys.tobytes() != self._key_bytes:
-            self._remap(keys)
-            self._key_bytes = self.keys.tobytes()
+        # per frame: one bytes comparison of the keys as given (they rarely change while a
+        # system streams); the dtype is part of it, so equal bytes of another type count
+        # as a change, and only a change converts them
+        key_bytes = keys.dtype.char.encode() + keys.tobytes()
+        if key_bytes != self._key_bytes:
+            self._remap(keys.astype(np.int64, copy=False))
+            self._key_bytes = key_bytes
+        return self.hold(values, good), self.seen
+
+    def hold(self, values: np.ndarray, good: np.ndarray) -> np.ndarray:
+        """``update`` for the keys of the last update (the caller knows they are the
+        same): the rows held, without comparing the keys again."""
         # one masked copy, no temporaries (values[good] = values[good] costs three times as much)
         np.copyto(self.values, values, where=good[:, None])
         if not self._all_seen:
             self.seen |= good
             self._all_seen = bool(self.seen.all())
-        return self.values, self.seen
+        return self.values
 
     @property
     def all_seen(self) -> bool:
@@ -82,22 +89,27 @@ def good_poses(positions: np.ndarray, orientations: np.ndarray, valid: np.ndarra
     """Rows usable as a pose: flagged valid, finite, with a non-degenerate quaternion.
 
     Returns (good mask, poses as (n, 7) with normalised quaternions)."""
-    # a row is finite when its sum is (inf - inf is NaN); the norm is NaN or inf when an
-    # orientation component is, so the sum of both covers position and quaternion. Row
-    # sums go through matrix products: numpy's axis reductions over 3 or 4 columns cost
-    # several times more per call, and this runs for bodies and segments every frame.
+    # This runs for bodies and segments every frame, on a few rows: the cost is the
+    # number of numpy calls, so each check is folded into as few as possible. A row is
+    # finite when its sum is (inf - inf is NaN), and the squared norm is NaN or inf when
+    # a quaternion component is NaN or too large to square, so one row sum of the pose
+    # plus the squared norm covers position and quaternion. Row sums go through a matrix
+    # product: numpy's axis reductions over 7 columns cost several times more per call.
     n = positions.shape[0]
-    norms = np.sqrt(np.square(orientations) @ _ONES4)
-    good = valid & np.isfinite(positions @ _ONES3 + norms) & (norms > MIN_QUATERNION_NORM)
     poses = np.empty((n, 7))
     poses[:, :3] = positions
+    quaternions = poses[:, 3:]
+    quaternions[...] = orientations
+    squared_norms = (quaternions * quaternions) @ _ONES4
+    good = valid & np.isfinite(poses @ _ONES7 + squared_norms) & (squared_norms > _MIN_SQUARED_NORM)
     # rows that are not good are never used: dividing them by 1 avoids warnings cheaply
-    np.divide(orientations, np.where(good, norms, 1.0)[:, None], out=poses[:, 3:])
+    quaternions /= np.sqrt(np.where(good, squared_norms, 1.0))[:, None]
     return good, poses
 
 
-_ONES3 = np.ones(3)
 _ONES4 = np.ones(4)
+_ONES7 = np.ones(7)
+_MIN_SQUARED_NORM = MIN_QUATERNION_NORM ** 2
 
 
 class SubKeys:

@@ -10,9 +10,10 @@ import pytest
 from mocap4r2_interfaces.msg import Markers, RigidBodies
 from rclpy.serialization import deserialize_message
 
-from mocap4r2_control.frame import BodyArrays, MarkerArrays, MocapFrame
+from mocap4r2_control.frame import BodyArrays, MarkerArrays, MocapFrame, SegmentArrays, SkeletonArrays
 from mocap4r2_control.frame_encoder import FrameEncoder
-from mocap4r2_control.hold_last import LastGoodValues
+from mocap4r2_control.geometry import MIN_QUATERNION_NORM
+from mocap4r2_control.hold_last import LastGoodValues, good_poses
 
 NAN = float("nan")
 
@@ -76,6 +77,35 @@ def test_zero_quaternion_is_not_a_pose():
     assert msg.rigid_bodies[0].tracking_valid and msg.rigid_bodies[0].pose.orientation.w == 1.0  # normalised
 
 
+def _usable_row(valid, position, quaternion):
+    """The rule of a usable pose, row by row in plain Python floats: flagged valid,
+    every component finite, and a quaternion norm that is finite and above 1e-6 (a
+    component too large to square overflows to inf: not usable)."""
+    squared = math.fsum(c * c for c in quaternion)
+    return (bool(valid) and all(math.isfinite(c) for c in (*position, *quaternion))
+            and math.isfinite(squared) and math.sqrt(squared) > MIN_QUATERNION_NORM)
+
+
+def test_good_poses_agree_with_the_rule_on_hostile_values():
+    rng = np.random.default_rng(7)
+    hostile = [NAN, math.inf, -math.inf, 1e200, -1e200, 1e155, 1e-200, 0.0, 1e-7, 4e-7, 1e-3]
+    for _ in range(3000):
+        n = int(rng.integers(0, 5))
+        positions, quaternions = rng.normal(size=(n, 3)), rng.normal(size=(n, 4))
+        for values in (positions, quaternions):
+            replaced = rng.random(values.shape) < 0.2
+            values[replaced] = rng.choice(hostile, size=int(replaced.sum()))
+        valid = rng.random(n) < 0.8
+        with np.errstate(all="ignore"):
+            good, poses = good_poses(positions, quaternions, valid)
+        expected = [_usable_row(*row) for row in zip(valid, positions.tolist(), quaternions.tolist())]
+        assert good.tolist() == expected, (positions, quaternions, valid)
+        for row in np.flatnonzero(good):
+            assert poses[row, :3].tolist() == positions[row].tolist()
+            norm = math.sqrt(math.fsum(c * c for c in quaternions[row]))
+            assert poses[row, 3:] == pytest.approx(quaternions[row] / norm, rel=1e-12)
+
+
 def test_markers_occluded_unlabeled_and_never_seen():
     fm = Published()
     m = MarkerArrays.build([1, 2, -1, -1], [[1, 0, 0], [NAN] * 3, [5, 5, 5], [NAN] * 3],
@@ -120,3 +150,123 @@ def test_body_markers_never_seen_are_left_out_and_counts_follow():
     msg, _ = fm.bodies(MocapFrame(2, bodies=b))
     got = [[(m.name, m.occluded, m.position.x) for m in body.markers] for body in msg.rigid_bodies]
     assert got == [[("a1", False, 1.0), ("a2", False, 5.0)], [("b1", True, 2.0), ("b2", False, 3.0)]]
+
+
+class _StreamOfStructures:
+    """Frames of a system whose assets change now and then: a structure (ids, names,
+    offsets) is kept for a random run of frames, with new values each frame (NaN,
+    occlusion, tracking loss), the way adapters pass it (the same names tuples while
+    nothing changes; sometimes an equal copy, or a list)."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.structure = None
+
+    def _new_structure(self) -> dict:
+        rng = self.rng
+        body_ids = rng.choice(np.arange(1, 9), size=int(rng.integers(0, 5)), replace=False).astype(np.int32)
+        counts = rng.integers(0, 4, size=len(body_ids))
+        marker_ids = (np.repeat(body_ids.astype(np.int64) * 100, counts)
+                      + np.concatenate([np.arange(c) for c in counts] + [np.zeros(0, int)]))
+        labeled = rng.choice(np.arange(1, 30), size=int(rng.integers(0, 6)), replace=False)
+        frame_ids = np.concatenate([labeled, -np.ones(int(rng.integers(0, 3)), int)]).astype(np.int32)
+        segments = [int(n) for n in rng.integers(1, 4, size=int(rng.integers(0, 3)))]
+        return {
+            "body_ids": body_ids, "body_names": tuple(f"body{i}" for i in body_ids), "counts": counts,
+            "body_marker_ids": marker_ids.astype(np.int32),
+            "body_marker_names": tuple(f"m{i}" for i in marker_ids),
+            "ids": frame_ids, "names": tuple(f"l{i}" if i >= 0 else "" for i in frame_ids),
+            "segments": segments,
+            "skeleton_names": tuple(f"sk{i}" for i in range(len(segments))),
+            "segment_names": tuple(f"seg{j}" for j in range(sum(segments))),
+        }
+
+    def _names(self, names: tuple):
+        roll = self.rng.random()
+        return list(names) if roll < 0.05 else tuple(list(names)) if roll < 0.1 else names
+
+    def _points(self, n: int) -> np.ndarray:
+        values = self.rng.normal(size=(n, 3))
+        values[self.rng.random(n) < 0.1] = NAN
+        return values
+
+    def frame(self, number: int) -> MocapFrame:
+        rng = self.rng
+        if self.structure is None or rng.random() < 0.08:
+            self.structure = self._new_structure()
+        s = self.structure
+        n, m, k = len(s["ids"]), len(s["body_marker_ids"]), len(s["body_ids"])
+        markers = MarkerArrays.build(s["ids"], self._points(n), names=self._names(s["names"]),
+                                     occluded=rng.random(n) < 0.2, residuals=rng.random(n))
+        body_markers = MarkerArrays.build(s["body_marker_ids"], self._points(m),
+                                          names=self._names(s["body_marker_names"]),
+                                          occluded=rng.random(m) < 0.2, residuals=rng.random(m))
+        quats = rng.normal(size=(k, 4))
+        quats[rng.random(k) < 0.1] = 0.0
+        bodies = BodyArrays.build(s["body_ids"], self._names(s["body_names"]), self._points(k), quats,
+                                  valid=rng.random(k) < 0.8, mean_errors=rng.random(k), markers=body_markers,
+                                  marker_counts=s["counts"])
+        total = sum(s["segments"])
+        offsets = np.concatenate([[0], np.cumsum(s["segments"])]).astype(np.int64)
+        parents = np.array([j - 1 if j > offsets[np.searchsorted(offsets, j, side="right") - 1] else -1
+                            for j in range(total)], dtype=np.int32)
+        segments = SegmentArrays(ids=np.arange(total, dtype=np.int32), names=s["segment_names"],
+                                 parent_ids=parents, positions=self._points(total),
+                                 orientations=rng.normal(size=(total, 4)), valid=rng.random(total) < 0.8)
+        skeletons = SkeletonArrays(ids=np.arange(len(s["segments"]), dtype=np.int32), names=s["skeleton_names"],
+                                   valid=rng.random(len(s["segments"])) < 0.9, segment_offsets=offsets,
+                                   segments=segments)
+        return MocapFrame(number, markers=markers, bodies=bodies, skeletons=skeletons)
+
+
+def test_repeating_an_unchanged_structure_gives_the_bytes_of_the_whole_path():
+    """FrameEncoder writes only the numbers of a frame whose structure is the previous
+    frame's (the encoders' repeat()); every frame of a stream whose assets come and go
+    must give the bytes the whole rule and encode give."""
+    repeated = {"markers": 0, "rigid_bodies": 0, "skeletons": 0}
+    for seed in range(6):
+        stream = _StreamOfStructures(seed)
+        fast = FrameEncoder("world", "p/", tf=True)
+        whole = FrameEncoder("world", "p/", tf=True, repeat_unchanged=False)
+        for topic, encoder in (("markers", fast._markers), ("rigid_bodies", fast._bodies),
+                               ("skeletons", fast._skeletons)):
+            def counted(*args, _repeat=encoder.repeat, _topic=topic):
+                repeated[_topic] += 1
+                return _repeat(*args)
+            encoder.repeat = counted
+        for number in range(400):
+            frame = stream.frame(number)
+            frame.check()
+            a, b = fast.encode(frame, 5, number), whole.encode(frame, 5, number)
+            for field in ("markers", "rigid_bodies", "skeletons", "tf"):
+                assert getattr(a, field) == getattr(b, field), (seed, number, field)
+            assert a.body_valid.tolist() == b.body_valid.tolist()
+            assert a.body_poses.tolist() == b.body_poses.tolist()
+    # the comparison covered the repeated path of every topic, many times
+    assert min(repeated.values()) > 500, repeated
+
+
+def test_names_list_changed_in_place_is_not_taken_for_the_same_names():
+    """An adapter that keeps one names list and renames in place: the next frame has the
+    same list object, with other names; they must reach the message."""
+    names = ["a", "b"]
+    encoder = Published()
+    for number, renamed in enumerate(("a", "z", "z")):
+        names[0] = renamed
+        frame = MocapFrame(number, bodies=BodyArrays.build([1, 2], names, np.zeros((2, 3)), [[0, 0, 0, 1]] * 2))
+        frame.bodies.names = names   # the adapter's own list, not a copy
+        msg, _ = encoder.bodies(frame)
+        assert [b.name for b in msg.rigid_bodies] == [renamed, "b"]
+
+
+def test_ids_with_the_same_bytes_in_another_dtype_are_other_ids():
+    """int32 -5 and uint32 4294967291 are the same four bytes: the second is not an int32
+    id at all and must be refused, not repeated as -5."""
+    encoder = Published()
+    names = ("a",)
+    first = BodyArrays.build([-5], names, np.zeros((1, 3)), [[0, 0, 0, 1]])
+    encoder.bodies(MocapFrame(1, bodies=first))
+    second = BodyArrays.build([0], names, np.zeros((1, 3)), [[0, 0, 0, 1]])
+    second.ids = np.array([2**32 - 5], dtype=np.uint32)
+    with pytest.raises(ValueError, match="outside the int32 range"):
+        encoder.bodies(MocapFrame(2, bodies=second))
