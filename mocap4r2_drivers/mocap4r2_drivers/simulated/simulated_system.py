@@ -3,7 +3,10 @@
 It behaves like a real system on a network: frames are due on the wall clock at the
 scene's rate and arrive ``latency`` after capture; frames the scene drops never arrive
 (their numbers are skipped); a reader that falls behind by more than ``max_backlog``
-frames loses the oldest ones, as a full socket buffer would.
+frames loses the oldest ones, as a full socket buffer would. By default that buffer
+holds BACKLOG_SECONDS of frames (at least 8), as a socket's does whatever the rate: a
+fixed 8 frames were 4 ms at 2 kHz, less than the scene's own batch computation stalls
+the reader (64 frames at once), and cost 0.2-1 % of the frames of a node that kept up.
 
 A scene with ``arms:`` also tracks arms whose link poses come from ROS topics
 (geometry_msgs/PoseArray, see simulated/arms.py): the adapter subscribes to them on the
@@ -27,6 +30,9 @@ from .arms import MAX_LINKS, LinkPosesRefused, SceneArms
 from .scene import Scene, SceneError, default_scene_path
 
 _LOG = logging.getLogger("mocap4r2.simulated")
+# what a reader may fall behind by default (see the module docstring)
+BACKLOG_SECONDS = 0.1
+MIN_BACKLOG = 8
 # only the newest link poses matter: a deeper queue, worked off late on a loaded machine,
 # would show the arm where it was up to depth / rate seconds ago
 LINK_POSES_DEPTH = 1
@@ -38,8 +44,9 @@ class SimulatedAdapter(MocapAdapter):
         ParameterSpec("scene", "", "Scene YAML file; empty: the demo scene shipped in config/."),
         ParameterSpec("seed", -1, "Random seed; -1: the scene file's seed.", min_value=-1),
         ParameterSpec("rate", 0.0, "Frame rate in Hz; 0: the scene file's rate.", min_value=0.0, max_value=10000.0),
-        ParameterSpec("max_backlog", 8, "Frames a slow reader may fall behind before frames are lost.",
-                      min_value=1, max_value=100000),
+        ParameterSpec("max_backlog", 0, "Frames a slow reader may fall behind before frames are lost; "
+                      f"0: {BACKLOG_SECONDS} s of frames at the scene's rate, at least {MIN_BACKLOG}.",
+                      min_value=0, max_value=100000),
         ParameterSpec("batch_frames", 0, "Scene frames computed together; 0: from the rate (32 ms of "
                       "frames, at most 64); 1: one at a time (the reference of bench_scene).",
                       min_value=0, max_value=1024),
@@ -50,6 +57,7 @@ class SimulatedAdapter(MocapAdapter):
         self.seed = None if seed < 0 else seed
         self.rate_override = rate
         self.max_backlog = max_backlog
+        self.backlog = max_backlog   # in frames, known once the scene's rate is (connect)
         self.batch_frames = batch_frames
         self.scene: Scene | None = None
         self._start = 0.0
@@ -79,6 +87,7 @@ class SimulatedAdapter(MocapAdapter):
                                "the system node must attach() the adapter first")
         if self.batch_frames > 0:
             scene.batch_size = self.batch_frames
+        self.backlog = self.max_backlog or max(MIN_BACKLOG, round(BACKLOG_SECONDS * scene.rate))
         self.scene = scene
         self.arms = SceneArms(scene) if arms else None
         self._subscribe()
@@ -152,10 +161,10 @@ class SimulatedAdapter(MocapAdapter):
             k = self._next
             now = time.time()
             due_k = int((now - self._start - scene.latency) * scene.rate)
-            if due_k - k > self.max_backlog:
+            if due_k - k > self.backlog:
                 # the reader is too slow: the oldest frames are gone
-                self.lost_frames += due_k - self.max_backlog - k
-                k = due_k - self.max_backlog
+                self.lost_frames += due_k - self.backlog - k
+                k = due_k - self.backlog
             arrive = self._start + k / scene.rate + scene.latency
             if arrive > now:
                 wait = min(arrive - now, deadline - time.monotonic())
