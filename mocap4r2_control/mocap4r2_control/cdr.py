@@ -517,14 +517,16 @@ def _offsets(offsets: np.ndarray, what: str, total: int) -> np.ndarray:
     return offsets
 
 
-def _repeated_shapes(what: str, rows_shape: tuple[int, int], rows: np.ndarray, flags: np.ndarray,
-                     values: np.ndarray) -> None:
-    """repeat(): ``rows`` (n, width), ``flags`` and ``values`` (n,) as in the last encode
+def _repeated_shapes(what: str, rows_shape: tuple[int, int], rows: np.ndarray, *per_row: np.ndarray) -> None:
+    """repeat(): ``rows`` (n, width) and each of ``per_row`` (n,) as in the last encode
     (numpy would broadcast a single row over all of them without a word)."""
     count = (rows_shape[0],)
-    if rows.shape != rows_shape or flags.shape != count or values.shape != count:
+    bad = rows.shape != rows_shape
+    for values in per_row:   # a plain loop: a generator costs more than the check, per frame
+        bad = bad or values.shape != count
+    if bad:
         raise ValueError(f"{what}: repeat() takes arrays shaped as in the last encode, {rows_shape} and "
-                         f"{count}, got {rows.shape}, {flags.shape} and {values.shape}")
+                         f"{count}, got {rows.shape} and {[values.shape for values in per_row]}")
 
 
 def _repeated_flags(values: np.ndarray) -> np.ndarray:
@@ -722,7 +724,7 @@ class SkeletonsEncoder:
         layout = self._last
         if layout is None:
             raise ValueError("skeletons: nothing encoded to repeat")
-        _repeated_shapes("skeletons", layout.segment_poses.shape, segment_poses, segment_valid, segment_valid)
+        _repeated_shapes("skeletons", layout.segment_poses.shape, segment_poses, segment_valid)
         if valid.shape != layout.valid.shape:
             raise ValueError(f"skeletons: repeat() takes valid shaped {layout.valid.shape}, got {valid.shape}")
         buf = layout.buf

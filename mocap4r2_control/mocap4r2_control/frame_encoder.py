@@ -124,8 +124,9 @@ class MarkerRule:
 
 
 class _Unchanged:
-    """Whether a collection of the frame (markers, bodies) has the structure of the
-    previous frame's: the same names (adapters pass the same tuple object while the
+    """Whether a collection of the frame (markers, bodies, skeletons) has the structure of
+    the previous frame's, remembered by FrameEncoder only after a frame whose markers were
+    all kept: the same names (adapters pass the same tuple object while the
     names do not change, which makes this an identity check; frame.py) and the same id
     and offset arrays. Then the ids, names and counts already in an encoder's buffer
     are right, and the frame only needs its numbers written (the encoders' repeat())."""
@@ -170,10 +171,10 @@ class FrameEncoder:
     """The per-system state of the validity rule and the encoders of its topics.
 
     Two paths per frame. A collection (the frame's markers, the bodies with their
-    markers, the skeletons) whose structure is that of the previous frame
-    (``_Unchanged``), and whose markers were all kept then, has only its numbers recomputed and written into the
-    previous message (the encoders' ``repeat``): the usual case, since a system's assets
-    rarely change while it streams. Anything else goes through the whole rule and
+    markers, the skeletons) whose structure is that of the previous frame, and whose
+    markers were all kept then (``_Unchanged`` remembers only such a frame), has only
+    its numbers recomputed and written into the previous message (the encoders'
+    ``repeat``): the usual case, since a system's assets rarely change while it streams. Anything else goes through the whole rule and
     ``encode``. Both give the same bytes (test_validity_rule.py compares them;
     ``repeat_unchanged=False`` takes the whole path every frame)."""
 
@@ -219,7 +220,7 @@ class FrameEncoder:
     def _encode_markers(self, arrays: MarkerArrays, sec: int, nanosec: int, number: int) -> bytes:
         rule, unchanged = self._frame_markers, self._markers_unchanged
         names, structure = (arrays.names,), (arrays.ids,)
-        if self.repeat_unchanged and rule.kept_all and unchanged.same(names, structure):
+        if self.repeat_unchanged and unchanged.same(names, structure):
             values = rule.reapply(arrays)
             if values is not None:
                 return self._markers.repeat(sec, nanosec, number, *values)
@@ -238,15 +239,14 @@ class FrameEncoder:
         with_markers = self.body_markers and len(bodies.markers) > 0
         names = (bodies.names, bodies.markers.names)
         structure = (bodies.ids, bodies.marker_offsets, bodies.markers.ids)
-        if self.repeat_unchanged and (rule.kept_all or not with_markers) and unchanged.same(names, structure):
+        mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
+        if self.repeat_unchanged and unchanged.same(names, structure):
             marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKERS[2:5]
             if marker_values is not None:
                 held = self._body_last.hold(poses, good)
-                mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
                 return self._bodies.repeat(sec, nanosec, number, good, held, mean_errors, *marker_values), held
         unchanged.forget()
         held, _ = self._body_last.update(bodies.ids, poses, good)
-        mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
         offsets = bodies.marker_offsets
         if with_markers:
             bm = rule.apply(bodies.markers, self._body_marker_keys(bodies.ids, offsets))
