@@ -14,16 +14,14 @@ How, and why this way:
   the executor, joins it, and runs ``finish(node)`` with the context still alive: it
   stops the reader thread, disconnects, and announces the finalized state before the
   context goes.
-* **A single-threaded executor unless the node really needs more.** rclpy's
-  ``MultiThreadedExecutor`` (in the releases we use) re-submits a callback that is queued
-  in its pool but not yet started on every pass of its wait loop, so while a callback is
-  pending it spins a core; with one worker thread that is whenever a message arrives
-  while the previous one is being handled, i.e. always at mocap rates. Its pool can
-  also still run callbacks after the node is destroyed ("exception was never retrieved:
-  cannot use Destroyable"). ``SingleThreadedExecutor`` sleeps in rcl until there is
-  work and runs each callback in the spinning thread, which we join before finishing.
-  ``threads > 1`` is for a node with a callback that waits for another callback of its
-  own (a service client answered while a request is being handled).
+* **A single-threaded executor unless the node really needs more** (``executors.py``).
+  ``SingleThreadedExecutor`` sleeps in rcl until there is work and runs each callback in
+  the spinning thread, which we join before finishing. ``threads > 1`` is for a node with
+  a callback that waits for another callback of its own (configure waiting for a first
+  message); it gets our patient multi-threaded executor, since rclpy's own hands queued
+  callbacks back to its pool on every pass and spins a core at mocap rates. rclpy's
+  pool can also still run callbacks after the node is destroyed ("exception was never
+  retrieved: cannot use Destroyable"), so ``finish`` runs after the spinner is joined.
 * **The process ends as soon as everything is released.** Once the node is destroyed
   and the context (so the DDS participant, whose departure the others see at once) is
   gone, the interpreter's own teardown of a process with rclpy, numpy and the message
@@ -48,12 +46,13 @@ import threading
 from typing import Callable
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 
 from . import stop_signals
+from .executors import make_executor
 
 # how long the executor may take to return its thread after being told to stop (a
 # callback that is running finishes first)
@@ -91,13 +90,6 @@ def exit_with_parent() -> None:
         return
     if os.getppid() == 1:  # the parent died before we asked: it will never be signalled
         os.kill(os.getpid(), signal.SIGTERM)
-
-
-def make_executor(threads: int = 1):
-    """The executor for ``threads``: single-threaded for 1 (see the module docstring)."""
-    if threads <= 1:
-        return SingleThreadedExecutor()
-    return MultiThreadedExecutor(num_threads=threads)
 
 
 def leave_process(code: int) -> None:
