@@ -21,11 +21,13 @@ from mocap4r2_control.adapter import AdapterError
 from mocap4r2_control.geometry import quat_rotate
 from gz_bridge_double import BridgeDouble, bridged, pose_publisher_vector, scene_broadcaster_pose_info
 from mocap4r2_drivers.gazebo.convert import (
+    ARRIVAL_WINDOW,
     DEFAULT_LAYOUT,
     DelayLine,
     Emulation,
     MocapEmulator,
     ModelSpec,
+    SYNC_WINDOW,
     parse_layouts,
 )
 from mocap4r2_drivers.gazebo.gazebo_system import GazeboAdapter
@@ -372,47 +374,82 @@ class _Recorder:
         return True
 
 
-def test_adapter_reads_bridge_poses_in_process(ros):
+@pytest.mark.parametrize("held", [None, (0.4, 1.9)], ids=["flowing", "robot_held_1.5s"])
+def test_adapter_reads_bridge_poses_in_process(ros, held):
+    """Every frame has each model's newest pose not after its time, as received when the
+    frame was built. Frames wait for a model whose pose at their time is on its way, and
+    go on without one that has sent nothing for ARRIVAL_WINDOW: on a loaded machine a
+    reliable reader can wait that long for a repair (``held`` makes the robot's topic do
+    so for 1.5 s); the robot is then untracked until its held poses arrive, after which
+    its poses are exact again."""
     values = adapter_values(pose_topics=["/gz0/model/robot/pose", "/gz0/model/drone/pose"],
                             models=["robot", "drone"], noise=0.0, rate=50.0, latency=0.02, connect_timeout=WAIT)
     adapter = GazeboAdapter(values)
     adapter.attach(ros.node)
-    received = {"robot": [], "drone": []}     # pose stamps as the adapter got them
+    received = {"robot": [], "drone": []}     # (stamp, monotonic arrival) of each pose, in arrival order
+    built = {}                                # frame number -> (monotonic time built, poses received by then)
 
     def spy(topic, msg, forward=adapter.input.callback):
+        arrival = time.monotonic()
         for tf in msg.transforms:
-            received.setdefault(tf.child_frame_id, []).append(tf.header.stamp.sec + tf.header.stamp.nanosec * 1e-9)
+            stamp = tf.header.stamp.sec + tf.header.stamp.nanosec * 1e-9
+            received.setdefault(tf.child_frame_id, []).append((stamp, arrival))
         forward(topic, msg)
 
+    def put(frame, now, forward=adapter.delay.put):
+        # frames are built inside the pose callback, so this is what the adapter knew then
+        built[frame.frame_number] = (now, {name: len(poses) for name, poses in received.items()})
+        forward(frame, now)
+
     adapter.input.callback = spy
+    adapter.delay.put = put
     links = lambda t: pose_publisher_vector(WORLD, t, {"robot": robot_pose(t), "ground_plane": ((0, 0, 0), (0, 0, 0, 1))})  # noqa: E731
-    with BridgeDouble(ros, {"/gz0/model/robot/pose": links, "/gz0/model/drone/pose": drone_topic}):
+    wanted = 40 if held is None else 150       # 0.8 s; 3 s, past the end of the hold
+    with BridgeDouble(ros, {"/gz0/model/robot/pose": links, "/gz0/model/drone/pose": drone_topic},
+                      held={"/gz0/model/robot/pose": held} if held else None) as bridge:
         names = adapter.connect()
         assert names.rigid_bodies == ("robot", "drone")
         adapter.start_streaming()
         frames = []
         deadline = time.monotonic() + 30
-        while len(frames) < 40 and time.monotonic() < deadline:
+        while len(frames) < wanted and time.monotonic() < deadline:
             frame = adapter.read_frame(0.2)
             if frame is not None:
                 frames.append(frame)
         status = adapter.status()
         adapter.disconnect()
-    assert len(frames) == 40
+    assert len(frames) == wanted
     numbers = [f.frame_number for f in frames]
-    assert numbers == list(range(numbers[0], numbers[0] + 40))
-    stamps = {name: np.asarray(sorted(v)) for name, v in received.items()}
+    assert numbers == list(range(numbers[0], numbers[0] + wanted))
+    on_time = 0
     for frame in frames:
         t = frame.frame_number / 50.0
-        # each model at the newest pose the adapter received not after t (DDS on a loaded
-        # machine may lose some, and a lost pose cannot be used)
+        when, counts = built[frame.frame_number]
+        horizon = max(s for name in counts for s, _ in received[name][:counts[name]])
         for row, (name, truth) in enumerate((("robot", robot_pose), ("drone", drone_pose))):
-            newest = stamps[name][stamps[name] <= t + 1e-6][-1]
-            np.testing.assert_allclose(frame.bodies.positions[row], truth(newest)[0], atol=1e-9,
-                                       err_msg=f"{name} in frame {frame.frame_number}")
+            known = received[name][:counts[name]]
+            stamps = np.asarray([s for s, _ in known])
+            where = f"{name} in frame {frame.frame_number}, built {when:.3f}: poses up to {stamps.max():.3f}, " \
+                    f"the last arrived at {known[-1][1]:.3f}"
+            if stamps.max() < t - 1e-6:
+                # built before this model's pose at t arrived: only allowed for a model that
+                # looked stopped (convert.py): its stamps a SYNC_WINDOW behind the newest and
+                # nothing from it for ARRIVAL_WINDOW (a reliable reader waiting for a repair)
+                assert stamps.max() < horizon - SYNC_WINDOW and when - known[-1][1] > ARRIVAL_WINDOW, where
+            newest = stamps[stamps <= t + 1e-6]
+            if newest.size == 0 or t - newest[-1] > values["stale_timeout"]:
+                assert not frame.bodies.valid[row], where
+                continue
+            np.testing.assert_allclose(frame.bodies.positions[row], truth(newest[-1])[0], atol=1e-9, err_msg=where)
+            on_time += stamps.max() >= t - 1e-6
         assert frame.latency == pytest.approx(0.02)
         assert frame.capture_time == pytest.approx(t), "stamped on the simulation clock"
+    assert on_time > wanted, "most poses were there when their frame was built"
     assert "ground_plane" in status["ignored_frames"]
+    if held:
+        robot = [bool(f.bodies.valid[0]) for f in frames if f.frame_number / 50.0 < bridge.t0 + held[1] + 0.5]
+        assert not all(robot), "the robot was untracked while its topic was held"
+        assert frames[-1].bodies.valid.all(), "and tracked again once its poses arrived"
 
 
 def test_node_publishes_the_emulated_system(ros, procs):
@@ -498,8 +535,12 @@ def test_node_publishes_the_emulated_system(ros, procs):
         # a marker never seen yet has no position to hold and is left out, at first
         assert len(msg.rigid_bodies[0].markers) == 4 or (i < 20 and len(msg.rigid_bodies[0].markers) < 4)
         assert msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 == pytest.approx(msg.frame_number / 50.0)
-    assert saw_invalid and exact > 0
-    print(f"{exact} of {len(used)} tracked body poses at exactly the frame time (others: poses lost by DDS); "
+    assert saw_invalid
+    # the node keeps up with both topics, so nearly every pose is the one at the frame's
+    # time. Under rclpy's MultiThreadedExecutor (which spun a core: executors.py) 27 of
+    # 147 were, the rest older poses of topics the node had fallen behind on
+    assert exact >= 0.9 * len(used), f"{exact} of {len(used)} tracked body poses at exactly the frame time"
+    print(f"{exact} of {len(used)} tracked body poses at exactly the frame time; "
           f"{len(late)} body rows untracked for poses that came late")
     marker_messages = markers.snapshot()
     assert len(marker_messages) > 50
