@@ -169,12 +169,19 @@ class SkeletonArrays:
         m = len(self.segments)
         s = self.segments
         offsets = self.segment_offsets
-        if (len(self.names) == n and self.valid.shape == (n,) and offsets.shape == (n + 1,) and len(s.names) == m
-                and s.parent_ids.shape == (m,) and s.positions.shape == (m, 3) and s.orientations.shape == (m, 4)
-                and s.valid.shape == (m,)):   # the usual case, in one expression
-            if int(offsets[0]) != 0 or int(offsets[-1]) != m:
-                raise ValueError("skeletons: segment_offsets do not partition the segments")
-            return
+        # the usual case in one expression (this runs every frame); _shape_error says
+        # what is wrong otherwise
+        if not (len(self.names) == n and self.valid.shape == (n,) and offsets.shape == (n + 1,)
+                and len(s.names) == m and s.parent_ids.shape == (m,) and s.positions.shape == (m, 3)
+                and s.orientations.shape == (m, 4) and s.valid.shape == (m,)):
+            self._shape_error()
+        if int(offsets[0]) != 0 or int(offsets[-1]) != m:
+            raise ValueError("skeletons: segment_offsets do not partition the segments")
+
+    def _shape_error(self) -> None:
+        n = len(self)
+        m = len(self.segments)
+        s = self.segments
         _check_shapes("skeletons", n, names=len(self.names), valid=self.valid.shape,
                       segment_offsets=self.segment_offsets.shape,
                       expect={"valid": (n,), "segment_offsets": (n + 1,)})

@@ -174,9 +174,10 @@ class FrameEncoder:
     markers, the skeletons) whose structure is that of the previous frame, and whose
     markers were all kept then (``_Unchanged`` remembers only such a frame), has only
     its numbers recomputed and written into the previous message (the encoders'
-    ``repeat``): the usual case, since a system's assets rarely change while it streams. Anything else goes through the whole rule and
-    ``encode``. Both give the same bytes (test_validity_rule.py compares them;
-    ``repeat_unchanged=False`` takes the whole path every frame)."""
+    ``repeat``): the usual case, since a system's assets rarely change while it
+    streams. Anything else goes through the whole rule and ``encode``. Both give the
+    same bytes (test_validity_rule.py compares them; ``repeat_unchanged=False`` takes
+    the whole path every frame)."""
 
     def __init__(self, frame_id: str, tf_prefix: str = "", *, markers: bool = True, rigid_bodies: bool = True,
                  body_markers: bool = True, skeletons: bool = True, tf: bool = False,
