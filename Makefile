@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test test-load bench stress clean
+.PHONY: setup demo test test-load bench stress lint format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +24,14 @@ bench: setup
 # load and fault figures in one table (about 5 minutes, at most about 10; not part of `make test`)
 stress: setup
 	@$(ENV) python -m stress $(STRESS_ARGS)
+
+# ruff (lint and format check) and mypy, with the settings of pyproject.toml; CI runs it
+# before the tests. `make format` rewrites what `ruff format --check` would refuse.
+lint: setup
+	@$(ENV) ruff check . && ruff format --check . && mypy
+
+format: setup
+	@$(ENV) ruff check --fix . && ruff format .
 
 clean:
 	rm -rf build install log

@@ -4,6 +4,7 @@ Benchmarks print figures, including ratios against a reference measured in the s
 run; they assert nothing about speed (the machines are shared and noisy).
 `python -m bench natnet core` runs only the modules whose names contain those words.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -9,6 +9,7 @@ Prints ``READY`` once a message has arrived on every topic, and, when stopped (S
 SIGTERM), ``RATE <messages per second on all topics since READY>``: the load both it and
 its tool were under.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -41,19 +42,24 @@ def main(argv: list[str]) -> int:
                 if not waiting:
                     counted.update(since=time.monotonic(), messages=0)
                     print("READY", flush=True)
+
         return on_message
 
     for spec in argv:
         topic, type_name, *flags = spec.split(":")
         reliability = ReliabilityPolicy.BEST_EFFORT if "best_effort" in flags else ReliabilityPolicy.RELIABLE
         waiting.add(topic)
-        node.create_subscription(message_type(type_name), topic, callback_for(topic),
-                                 QoSProfile(depth=10, reliability=reliability))
+        node.create_subscription(
+            message_type(type_name), topic, callback_for(topic), QoSProfile(depth=10, reliability=reliability)
+        )
     executor = SingleThreadedExecutor()
     executor.add_node(node)
+
     def report(*_):
         if counted["since"]:
-            print(f"RATE {counted['messages'] / max(time.monotonic() - counted['since'], 1e-9):.1f}", flush=True)
+            print(
+                f"RATE {counted['messages'] / max(time.monotonic() - counted['since'], 1e-9):.1f}", flush=True
+            )
         os._exit(0)
 
     signal.signal(signal.SIGTERM, report)

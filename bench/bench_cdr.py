@@ -10,20 +10,21 @@ Skeletons and the TFMessage of the bodies. Configurations: 10 bodies / 100 marke
 Also the cost of a layout miss: Markers whose unlabeled tail (empty names) changes
 length every frame. Prints microseconds per frame (median of batches) and ratios.
 """
+
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from geometry_msgs.msg import TransformStamped
-from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
 from rclpy.serialization import serialize_message
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
+from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
 
 CONFIGS = [
     ("10 bodies / 100 markers", 10, 10, 0),
@@ -106,17 +107,54 @@ class CdrWay:
     def encode(self, k: int) -> list[bytes]:
         f = self.frame
         out = [
-            self.markers.encode(k, 1000 * k, "world", k, f.marker_ids, f.marker_names, f.marker_positions,
-                                f.marker_occluded, f.marker_residuals),
-            self.bodies.encode(k, 1000 * k, "world", k, f.body_ids, f.body_names, f.body_valid, f.body_poses,
-                               f.body_errors, f.marker_offsets, f.marker_ids, f.marker_names, f.marker_positions,
-                               f.marker_occluded, f.marker_residuals),
+            self.markers.encode(
+                k,
+                1000 * k,
+                "world",
+                k,
+                f.marker_ids,
+                f.marker_names,
+                f.marker_positions,
+                f.marker_occluded,
+                f.marker_residuals,
+            ),
+            self.bodies.encode(
+                k,
+                1000 * k,
+                "world",
+                k,
+                f.body_ids,
+                f.body_names,
+                f.body_valid,
+                f.body_poses,
+                f.body_errors,
+                f.marker_offsets,
+                f.marker_ids,
+                f.marker_names,
+                f.marker_positions,
+                f.marker_occluded,
+                f.marker_residuals,
+            ),
             self.tf.encode(k, 1000 * k, "world", self.children, f.body_poses),
         ]
         if len(f.skeleton_names):
-            out.append(self.skeletons.encode(k, 1000 * k, "world", k, f.skeleton_ids, f.skeleton_names,
-                                             f.skeleton_valid, f.segment_offsets, f.segment_ids, f.segment_names,
-                                             f.segment_parents, f.segment_valid, f.segment_poses))
+            out.append(
+                self.skeletons.encode(
+                    k,
+                    1000 * k,
+                    "world",
+                    k,
+                    f.skeleton_ids,
+                    f.skeleton_names,
+                    f.skeleton_valid,
+                    f.segment_offsets,
+                    f.segment_ids,
+                    f.segment_names,
+                    f.segment_parents,
+                    f.segment_valid,
+                    f.segment_poses,
+                )
+            )
         return out
 
 
@@ -153,12 +191,12 @@ class ObjectsWay:
         bodies.rigid_bodies = [RigidBody(name=n) for n in f.body_names]
         offs = f.marker_offsets.tolist()
         for i, body in enumerate(bodies.rigid_bodies):
-            body.markers = [Marker(name=n) for n in f.marker_names[offs[i]:offs[i + 1]]]
+            body.markers = [Marker(name=n) for n in f.marker_names[offs[i] : offs[i + 1]]]
         skeletons = Skeletons()
         soffs = f.segment_offsets.tolist()
         skeletons.skeletons = [Skeleton(name=n) for n in f.skeleton_names]
         for i, sk in enumerate(skeletons.skeletons):
-            sk.segments = [Segment(name=n) for n in f.segment_names[soffs[i]:soffs[i + 1]]]
+            sk.segments = [Segment(name=n) for n in f.segment_names[soffs[i] : soffs[i + 1]]]
         tf = TFMessage()
         tf.transforms = [TransformStamped(child_frame_id=c) for c in self.children]
         for msg in (markers, bodies, skeletons):
@@ -172,19 +210,28 @@ class ObjectsWay:
             self.msgs = self._fresh()
         markers, bodies, skeletons, tf = self.msgs
         f = self.frame
-        m_rows = list(zip(f.marker_ids.tolist(), f.marker_positions.tolist(), f.marker_occluded.tolist(),
-                          f.marker_residuals.tolist()))
+        m_rows = list(
+            zip(
+                f.marker_ids.tolist(),
+                f.marker_positions.tolist(),
+                f.marker_occluded.tolist(),
+                f.marker_residuals.tolist(),
+            )
+        )
         for msg in (markers, bodies, skeletons):
             msg.header.stamp.sec, msg.header.stamp.nanosec, msg.frame_number = k, 1000 * k, k
         for m, (mid, pos, occ, res) in zip(markers.markers, m_rows):
             _set_marker(m, mid, None, pos, occ, res)
         offs = f.marker_offsets.tolist()
         poses = f.body_poses.tolist()
-        for i, (body, bid, ok, pose, err) in enumerate(zip(bodies.rigid_bodies, f.body_ids.tolist(),
-                                                           f.body_valid.tolist(), poses, f.body_errors.tolist())):
+        for i, (body, bid, ok, pose, err) in enumerate(
+            zip(
+                bodies.rigid_bodies, f.body_ids.tolist(), f.body_valid.tolist(), poses, f.body_errors.tolist()
+            )
+        ):
             body.id, body.tracking_valid, body.mean_error = bid, ok, err
             _set_pose(body.pose, pose)
-            for m, (mid, pos, occ, res) in zip(body.markers, m_rows[offs[i]:offs[i + 1]]):
+            for m, (mid, pos, occ, res) in zip(body.markers, m_rows[offs[i] : offs[i + 1]]):
                 _set_marker(m, mid, None, pos, occ, res)
         for t, pose in zip(tf.transforms, poses):
             t.header.stamp.sec, t.header.stamp.nanosec = k, 1000 * k
@@ -193,12 +240,19 @@ class ObjectsWay:
         out = [serialize_message(markers), serialize_message(bodies), serialize_message(tf)]
         if len(f.skeleton_names):
             soffs = f.segment_offsets.tolist()
-            seg_rows = list(zip(f.segment_ids.tolist(), f.segment_parents.tolist(), f.segment_valid.tolist(),
-                                f.segment_poses.tolist()))
-            for i, (sk, sid, ok) in enumerate(zip(skeletons.skeletons, f.skeleton_ids.tolist(),
-                                                  f.skeleton_valid.tolist())):
+            seg_rows = list(
+                zip(
+                    f.segment_ids.tolist(),
+                    f.segment_parents.tolist(),
+                    f.segment_valid.tolist(),
+                    f.segment_poses.tolist(),
+                )
+            )
+            for i, (sk, sid, ok) in enumerate(
+                zip(skeletons.skeletons, f.skeleton_ids.tolist(), f.skeleton_valid.tolist())
+            ):
                 sk.id, sk.tracking_valid = sid, ok
-                for seg, (segid, parent, s_ok, pose) in zip(sk.segments, seg_rows[soffs[i]:soffs[i + 1]]):
+                for seg, (segid, parent, s_ok, pose) in zip(sk.segments, seg_rows[soffs[i] : soffs[i + 1]]):
                     seg.id, seg.parent_id, seg.tracking_valid = segid, parent, s_ok
                     _set_pose(seg.pose, pose)
             out.append(serialize_message(skeletons))
@@ -211,7 +265,7 @@ def measure(ways: dict[str, Callable[[int], object]]) -> dict[str, tuple[float, 
     are interleaved, so a load change on the (shared) machine hits them all alike."""
     sizes = {}
     for name, fn in ways.items():
-        fn(0)   # first call: layouts, allocations
+        fn(0)  # first call: layouts, allocations
         calls, start = 0, time.perf_counter()
         while time.perf_counter() - start < 0.05:
             calls += 1
@@ -261,14 +315,17 @@ def _markers_layout_changes(frame: Frame) -> tuple[float, float, float]:
             names = names_of(k)
             n = len(names)
             return encoder.encode(k, 0, "world", k, ids[:n], names, pos[:n], occ[:n], res[:n])
+
         return one
 
     counter = iter(range(10**9))
-    times = measure({
-        "hits": run(lambda k: names_by_tail[k % 16]),
-        "spare": run(lambda k: labeled + ("",) * (k % 64)),
-        "miss": run(lambda k: labeled[:-1] + (f"renamed{next(counter)}",) + ("",) * (k % 8)),
-    })
+    times = measure(
+        {
+            "hits": run(lambda k: names_by_tail[k % 16]),
+            "spare": run(lambda k: labeled + ("",) * (k % 64)),
+            "miss": run(lambda k: labeled[:-1] + (f"renamed{next(counter)}",) + ("",) * (k % 8)),
+        }
+    )
     return times["hits"][0], times["spare"][0], times["miss"][0]
 
 
@@ -277,35 +334,83 @@ def run() -> None:
     for title, bodies, per_body, skeletons in CONFIGS:
         frame = make_frame(bodies, per_body, skeletons)
         _check_equal(frame)
-        times = measure({"cdr": CdrWay(frame).encode, "build": ObjectsWay(frame, reuse=False).encode,
-                         "refresh": ObjectsWay(frame, reuse=True).encode})
+        times = measure(
+            {
+                "cdr": CdrWay(frame).encode,
+                "build": ObjectsWay(frame, reuse=False).encode,
+                "refresh": ObjectsWay(frame, reuse=True).encode,
+            }
+        )
         cdr = times["cdr"][0]
         print(f"\n{title} (Markers + RigidBodies + TF{' + Skeletons' if skeletons else ''}):")
-        for key, label in (("cdr", "cdr encoders"), ("build", "(a) build objects + serialize_message"),
-                           ("refresh", "(b) refresh objects + serialize_message")):
+        for key, label in (
+            ("cdr", "cdr encoders"),
+            ("build", "(a) build objects + serialize_message"),
+            ("refresh", "(b) refresh objects + serialize_message"),
+        ):
             median, best = times[key]
             ratio = "" if key == "cdr" else f"   {median / cdr:6.1f}x the cdr time"
             print(f"  {label:40s} {median:9.1f} ({best:.1f}){ratio}")
         way = CdrWay(frame)
         f = frame
         parts = {
-            "Markers": lambda k: way.markers.encode(k, 0, "world", k, f.marker_ids, f.marker_names,
-                                                    f.marker_positions, f.marker_occluded, f.marker_residuals),
+            "Markers": lambda k: way.markers.encode(
+                k,
+                0,
+                "world",
+                k,
+                f.marker_ids,
+                f.marker_names,
+                f.marker_positions,
+                f.marker_occluded,
+                f.marker_residuals,
+            ),
             "RigidBodies": lambda k: way.bodies.encode(
-                k, 0, "world", k, f.body_ids, f.body_names, f.body_valid, f.body_poses, f.body_errors,
-                f.marker_offsets, f.marker_ids, f.marker_names, f.marker_positions, f.marker_occluded,
-                f.marker_residuals),
+                k,
+                0,
+                "world",
+                k,
+                f.body_ids,
+                f.body_names,
+                f.body_valid,
+                f.body_poses,
+                f.body_errors,
+                f.marker_offsets,
+                f.marker_ids,
+                f.marker_names,
+                f.marker_positions,
+                f.marker_occluded,
+                f.marker_residuals,
+            ),
             "TFMessage": lambda k: way.tf.encode(k, 0, "world", way.children, f.body_poses),
         }
         if skeletons:
             parts["Skeletons"] = lambda k: way.skeletons.encode(
-                k, 0, "world", k, f.skeleton_ids, f.skeleton_names, f.skeleton_valid, f.segment_offsets,
-                f.segment_ids, f.segment_names, f.segment_parents, f.segment_valid, f.segment_poses)
-        print("  cdr per message: " + ", ".join(f"{name} {median:.1f} ({best:.1f})"
-                                                for name, (median, best) in measure(parts).items()))
+                k,
+                0,
+                "world",
+                k,
+                f.skeleton_ids,
+                f.skeleton_names,
+                f.skeleton_valid,
+                f.segment_offsets,
+                f.segment_ids,
+                f.segment_names,
+                f.segment_parents,
+                f.segment_valid,
+                f.segment_poses,
+            )
+        print(
+            "  cdr per message: "
+            + ", ".join(
+                f"{name} {median:.1f} ({best:.1f})" for name, (median, best) in measure(parts).items()
+            )
+        )
         hit, spare, miss = _markers_layout_changes(frame)
-        print(f"  Markers + 0..63 unlabeled, count changing every frame: {hit:.1f} (16 counts, cache hits), "
-              f"{spare:.1f} (64 counts, new tuple each frame: spare room)")
+        print(
+            f"  Markers + 0..63 unlabeled, count changing every frame: {hit:.1f} (16 counts, cache hits), "
+            f"{spare:.1f} (64 counts, new tuple each frame: spare room)"
+        )
         print(f"  Markers with a new layout every frame (a name changes): {miss:.1f}")
 
 

@@ -11,6 +11,7 @@ A rate is "sustained" when every frame number arrives and the achieved rate is w
 of the target. Latency is from the frame's stamp (its arrival in the publisher) to its
 receipt by a subscriber in this process (raw CDR, no deserialisation).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,13 @@ def run_once(receiver: FrameListener, mode: str, shape: tuple[int, int, int], ra
     achieved = (len(samples) - 1) / (samples[-1][0] - samples[0][0])
     lat = sorted((now - stamp) * 1000 for now, stamp, _ in samples)
     frames = numbers[-1] - numbers[0] + 1
-    return {"rate": achieved, "gaps": gaps, "cpu_ms": 1000 * cpu / max(frames, 1),
-            "p50": statistics.median(lat), "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))]}
+    return {
+        "rate": achieved,
+        "gaps": gaps,
+        "cpu_ms": 1000 * cpu / max(frames, 1),
+        "p50": statistics.median(lat),
+        "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+    }
 
 
 def run() -> None:
@@ -63,9 +69,12 @@ def run() -> None:
                 for rate in rates:
                     r = run_once(receiver, mode, shape, rate)
                     ok = r["gaps"] == 0 and r["rate"] >= 0.97 * rate
-                    print(f"  {mode:9s} {rate:6.0f} Hz: achieved {r['rate']:7.1f} Hz, gaps {r['gaps']}, "
-                          f"cpu {r['cpu_ms']:.3f} ms/frame, latency p50 {r['p50']:.2f} ms p99 {r['p99']:.2f} ms"
-                          f"{'' if ok else '  (not sustained)'}", flush=True)
+                    print(
+                        f"  {mode:9s} {rate:6.0f} Hz: achieved {r['rate']:7.1f} Hz, gaps {r['gaps']}, "
+                        f"cpu {r['cpu_ms']:.3f} ms/frame, latency p50 {r['p50']:.2f} ms p99 {r['p99']:.2f} ms"
+                        f"{'' if ok else '  (not sustained)'}",
+                        flush=True,
+                    )
                     if rate == reference:
                         at_reference = [r]
                     if ok:
@@ -75,21 +84,28 @@ def run() -> None:
                 if at_reference is not None:
                     for _ in range(REFERENCE_RUNS - 1):
                         at_reference.append(run_once(receiver, mode, shape, reference))
-                    at_reference = {key: statistics.median(r[key] for r in at_reference)
-                                    for key in ("cpu_ms", "p50", "p99")}
-                    print(f"  {mode:9s} {reference:6.0f} Hz, median of {REFERENCE_RUNS} runs: cpu "
-                          f"{at_reference['cpu_ms']:.3f} ms/frame, latency p50 {at_reference['p50']:.2f} ms "
-                          f"p99 {at_reference['p99']:.2f} ms", flush=True)
+                    at_reference = {
+                        key: statistics.median(r[key] for r in at_reference)
+                        for key in ("cpu_ms", "p50", "p99")
+                    }
+                    print(
+                        f"  {mode:9s} {reference:6.0f} Hz, median of {REFERENCE_RUNS} runs: cpu "
+                        f"{at_reference['cpu_ms']:.3f} ms/frame, latency p50 {at_reference['p50']:.2f} ms "
+                        f"p99 {at_reference['p99']:.2f} ms",
+                        flush=True,
+                    )
                 results[mode] = {"best": best, "ref": at_reference}
             ours = results["mocap4r2"]
             print(f"  => mocap4r2 sustains {ours['best']:.0f} Hz (target {reference} Hz)")
             for other in ("raw", "floor", "bare"):
                 ref_o, ref_r = ours["ref"], results[other]["ref"]
                 if ref_o and ref_r:
-                    print(f"     vs {other:5s}: sustained rate ratio {results[other]['best'] / max(ours['best'], 1):.2f} "
-                          f"(theirs/ours), CPU per frame ratio {ref_o['cpu_ms'] / ref_r['cpu_ms']:.2f} (ours/theirs), "
-                          f"latency p50 ratio {ref_o['p50'] / ref_r['p50']:.2f}, p99 ratio {ref_o['p99'] / ref_r['p99']:.2f} "
-                          f"at {reference} Hz (medians)")
+                    print(
+                        f"     vs {other:5s}: sustained rate ratio {results[other]['best'] / max(ours['best'], 1):.2f} "
+                        f"(theirs/ours), CPU per frame ratio {ref_o['cpu_ms'] / ref_r['cpu_ms']:.2f} (ours/theirs), "
+                        f"latency p50 ratio {ref_o['p50'] / ref_r['p50']:.2f}, p99 ratio {ref_o['p99'] / ref_r['p99']:.2f} "
+                        f"at {reference} Hz (medians)"
+                    )
     finally:
         receiver.close()
 

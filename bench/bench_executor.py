@@ -18,6 +18,7 @@ same window, and CPU (user + system of the subscriber, % of one core) with its r
 
     python -m bench executor
 """
+
 from __future__ import annotations
 
 import os
@@ -31,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TOPICS = ("/bench_executor/a", "/bench_executor/b")
 KINDS = ("single", "rclpy_multi", "patient")
-RATES = (250.0, 1000.0)          # per topic, Hz
+RATES = (250.0, 1000.0)  # per topic, Hz
 WINDOW_S = float(os.environ.get("BENCH_EXECUTOR_WINDOW", 5.0))
 WARMUP_S = 1.0
 STARTUP_S = 60.0
@@ -103,18 +104,24 @@ def subscribe(kind: str) -> int:
     group = MutuallyExclusiveCallbackGroup()
     for topic in TOPICS:
         node.create_subscription(UInt32, topic, on_message, _qos(), callback_group=group)
-    executor = {"single": SingleThreadedExecutor, "rclpy_multi": lambda: MultiThreadedExecutor(num_threads=2),
-                "patient": lambda: PatientMultiThreadedExecutor(num_threads=2)}[kind]()
+    executor = {
+        "single": SingleThreadedExecutor,
+        "rclpy_multi": lambda: MultiThreadedExecutor(num_threads=2),
+        "patient": lambda: PatientMultiThreadedExecutor(num_threads=2),
+    }[kind]()
     executor.add_node(node)
 
     def report(*_):
         until = time.monotonic()
-        if counted["since"] is None:   # nothing taken in since the window opened
+        if counted["since"] is None:  # nothing taken in since the window opened
             print(f"RESULT {counted['opens'] or until:.6f} {until:.6f} 0 nan", flush=True)
             os._exit(0)
         elapsed = max(until - counted["since"], 1e-9)
-        print(f"RESULT {counted['since']:.6f} {until:.6f} {counted['messages']} "
-              f"{(cpu() - counted['cpu']) / elapsed:.3f}", flush=True)
+        print(
+            f"RESULT {counted['since']:.6f} {until:.6f} {counted['messages']} "
+            f"{(cpu() - counted['cpu']) / elapsed:.3f}",
+            flush=True,
+        )
         os._exit(0)
 
     signal.signal(signal.SIGTERM, report)
@@ -124,8 +131,10 @@ def subscribe(kind: str) -> int:
 
 def _sent_between(log: Path, since: float, until: float) -> float:
     """Messages the publisher sent between two monotonic times, from its SENT lines."""
-    marks = [(float(t), int(n)) for _, t, n in (line.split() for line in log.read_text().splitlines()
-                                                 if line.startswith("SENT "))]
+    marks = [
+        (float(t), int(n))
+        for _, t, n in (line.split() for line in log.read_text().splitlines() if line.startswith("SENT "))
+    ]
 
     def at(when: float) -> float:
         before = [m for m in marks if m[0] <= when]
@@ -140,8 +149,13 @@ def _sent_between(log: Path, since: float, until: float) -> float:
 
 def _measure(kind: str, log: Path) -> tuple[float, float, float]:
     """(messages sent per second, taken in per second, CPU fraction) over ``kind``'s window."""
-    proc = subprocess.Popen([sys.executable, "-m", "bench.bench_executor", "subscribe", kind], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.bench_executor", "subscribe", kind],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + STARTUP_S
         line = ""
@@ -160,21 +174,27 @@ def _measure(kind: str, log: Path) -> tuple[float, float, float]:
     if not result:
         raise RuntimeError(f"{kind}: no RESULT line")
     since, until, messages, cpu = (float(v) for v in result[-1][1:])
-    time.sleep(0.5)    # the publisher's next SENT line closes the window
+    time.sleep(0.5)  # the publisher's next SENT line closes the window
     elapsed = until - since
     return _sent_between(log, since, until) / elapsed, messages / elapsed, cpu
 
 
 def run() -> None:
     print(f"two topics from another process, one mutually exclusive group, {WINDOW_S:g} s per executor")
-    print(f"{'nominal/s':>9} {'executor':>12} {'sent/s':>7} {'taken in/s':>11} {'taken/sent':>11} "
-          f"{'CPU %':>7} {'CPU / single':>13}")
+    print(
+        f"{'nominal/s':>9} {'executor':>12} {'sent/s':>7} {'taken in/s':>11} {'taken/sent':>11} "
+        f"{'CPU %':>7} {'CPU / single':>13}"
+    )
     for rate in RATES:
         with tempfile.TemporaryDirectory() as tmp:
             log = Path(tmp) / "publisher.log"
             with open(log, "w") as out:
-                publisher = subprocess.Popen([sys.executable, "-m", "bench.bench_executor", "publish", str(rate)],
-                                             cwd=ROOT, stdout=out, stderr=subprocess.DEVNULL)
+                publisher = subprocess.Popen(
+                    [sys.executable, "-m", "bench.bench_executor", "publish", str(rate)],
+                    cwd=ROOT,
+                    stdout=out,
+                    stderr=subprocess.DEVNULL,
+                )
             try:
                 results = {kind: _measure(kind, log) for kind in KINDS}
             finally:
@@ -183,8 +203,11 @@ def run() -> None:
         reference = results["single"][2]
         for kind, (sent, taken, cpu) in results.items():
             ratio = cpu / reference if reference > 0 else float("nan")
-            print(f"{2 * rate:9.0f} {kind:>12} {sent:7.0f} {taken:11.0f} {taken / sent:11.2f} {100 * cpu:7.1f} "
-                  f"{ratio:13.2f}", flush=True)
+            print(
+                f"{2 * rate:9.0f} {kind:>12} {sent:7.0f} {taken:11.0f} {taken / sent:11.2f} {100 * cpu:7.1f} "
+                f"{ratio:13.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

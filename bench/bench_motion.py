@@ -14,6 +14,7 @@ for which estimate(t) ~ truth(t - tau), fitted to first order on noiseless poses
 same settings) and the CPU time per body per frame. The target is kalman
 within 1/3 of finite_difference's RMS error with at most one frame of delay.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,17 +31,46 @@ NOISES = (0.0002, 0.0005, 0.001)
 SECONDS = 4.0
 WARMUP = 0.5
 BODIES = [
-    {"name": "drone", "id": 1, "markers": [[0.10, 0.0, 0.01], [-0.08, 0.07, 0.0], [-0.06, -0.09, 0.0],
-                                          [0.0, 0.03, 0.06]],
-     "trajectory": {"type": "circle", "center": [0.0, 0.0, 1.5], "radius": 1.2, "period": 8.0, "tilt": 0.05}},
-    {"name": "wand", "id": 3, "markers": [[0.0, 0.0, 0.0], [0.25, 0.0, 0.0], [0.5, 0.0, 0.0], [0.35, 0.08, 0.0]],
-     "trajectory": {"type": "random_walk", "center": [-1.0, 1.0, 1.0], "extent": [0.6, 0.6, 0.3], "period": 6.0}},
+    {
+        "name": "drone",
+        "id": 1,
+        "markers": [[0.10, 0.0, 0.01], [-0.08, 0.07, 0.0], [-0.06, -0.09, 0.0], [0.0, 0.03, 0.06]],
+        "trajectory": {
+            "type": "circle",
+            "center": [0.0, 0.0, 1.5],
+            "radius": 1.2,
+            "period": 8.0,
+            "tilt": 0.05,
+        },
+    },
+    {
+        "name": "wand",
+        "id": 3,
+        "markers": [[0.0, 0.0, 0.0], [0.25, 0.0, 0.0], [0.5, 0.0, 0.0], [0.35, 0.08, 0.0]],
+        "trajectory": {
+            "type": "random_walk",
+            "center": [-1.0, 1.0, 1.0],
+            "extent": [0.6, 0.6, 0.3],
+            "period": 6.0,
+        },
+    },
 ]
 
 
 def scene(rate: float, noise: float) -> Scene:
-    return Scene({"seed": 7, "rate": rate, "noise": noise, "occlusion": 0.0, "dropped_frames": 0.01,
-                  "unlabeled_markers": 0, "latency": 0.004, "latency_jitter": 0.0005, "rigid_bodies": BODIES})
+    return Scene(
+        {
+            "seed": 7,
+            "rate": rate,
+            "noise": noise,
+            "occlusion": 0.0,
+            "dropped_frames": 0.01,
+            "unlabeled_markers": 0,
+            "latency": 0.004,
+            "latency_jitter": 0.0005,
+            "rigid_bodies": BODIES,
+        }
+    )
 
 
 def true_twist(sc: Scene, t: float, row: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,8 +104,10 @@ def frames(sc: Scene, seed: int):
             continue
         f = sc.frame(k)
         offsets = f.bodies.marker_offsets
-        poses = [fit_pose(layouts[i], f.bodies.markers.positions[offsets[i]:offsets[i + 1]])
-                 for i in range(len(layouts))]
+        poses = [
+            fit_pose(layouts[i], f.bodies.markers.positions[offsets[i] : offsets[i + 1]])
+            for i in range(len(layouts))
+        ]
         out.append((k, sc.time_of(k) + rng.uniform(-0.0005, 0.0005), poses))
     return out
 
@@ -114,8 +146,10 @@ def clean(sc: Scene, data):
 
 
 def evaluate(sc: Scene, data, method: str, noise: tuple[float, float], noiseless=None):
-    trackers = [BodyTracker(make_estimator(method, position_noise=noise[0], orientation_noise=noise[1]),
-                            timeout=0.5) for _ in BODIES]
+    trackers = [
+        BodyTracker(make_estimator(method, position_noise=noise[0], orientation_noise=noise[1]), timeout=0.5)
+        for _ in BODIES
+    ]
     results = [[] for _ in BODIES]
     cpu = time.process_time()
     for k, stamp, poses in data:
@@ -141,9 +175,13 @@ def evaluate(sc: Scene, data, method: str, noise: tuple[float, float], noiseless
 
 
 def run() -> None:
-    print(f"{SECONDS:.0f} s per configuration, bodies: circle with tilt wobble, random walk; 1 % dropped frames")
-    print(f"{'rate':>5} {'noise':>6} {'method':<18} {'v rms m/s':>10} {'w rms rad/s':>12} {'v/fd':>6} "
-          f"{'w/fd':>6} {'delay fr':>9} {'cpu us':>7} {'cpu/fd':>6}")
+    print(
+        f"{SECONDS:.0f} s per configuration, bodies: circle with tilt wobble, random walk; 1 % dropped frames"
+    )
+    print(
+        f"{'rate':>5} {'noise':>6} {'method':<18} {'v rms m/s':>10} {'w rms rad/s':>12} {'v/fd':>6} "
+        f"{'w/fd':>6} {'delay fr':>9} {'cpu us':>7} {'cpu/fd':>6}"
+    )
     for rate in RATES:
         for noise in NOISES:
             sc = scene(rate, noise)
@@ -155,10 +193,15 @@ def run() -> None:
                 lin, ang, delay, cpu, _ = evaluate(sc, data, method, calibrated, noiseless)
                 if reference is None:
                     reference = (lin, ang, cpu)
-                print(f"{rate:5.0f} {noise * 1000:4.1f}mm {method:<18} {lin:10.4f} {ang:12.4f} "
-                      f"{lin / reference[0]:6.2f} {ang / reference[1]:6.2f} {delay:9.2f} {cpu * 1e6:7.0f} "
-                      f"{cpu / reference[2]:6.2f}", flush=True)
-            print(f"      (fitted pose noise: {calibrated[0] * 1000:.3f} mm, {calibrated[1] * 1000:.2f} mrad)")
+                print(
+                    f"{rate:5.0f} {noise * 1000:4.1f}mm {method:<18} {lin:10.4f} {ang:12.4f} "
+                    f"{lin / reference[0]:6.2f} {ang / reference[1]:6.2f} {delay:9.2f} {cpu * 1e6:7.0f} "
+                    f"{cpu / reference[2]:6.2f}",
+                    flush=True,
+                )
+            print(
+                f"      (fitted pose noise: {calibrated[0] * 1000:.3f} mm, {calibrated[1] * 1000:.2f} mrad)"
+            )
 
 
 if __name__ == "__main__":

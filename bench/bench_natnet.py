@@ -10,6 +10,7 @@
    (>= 97 % of the frames the stand-in sent) is the sustained rate.
 Configurations: 10 bodies / 100 markers and 50 bodies / 500 markers (10 markers each).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,25 +23,38 @@ from pathlib import Path
 
 import yaml
 
+from bench.domain import isolate
 from bench.listener import FrameListener
 from bench.timing import best_microseconds_per_item
-from bench.domain import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
 SECONDS = 3.0
 # rates rise until one is not received in full, so the output shows where it fails
 # (the issue's reference: every frame at 1000 Hz with 50 bodies)
-CONFIGS = [("10 bodies / 100 markers", 10, [250, 500, 1000, 1500, 2000, 3000, 4000, 6000]),
-           ("50 bodies / 500 markers", 50, [120, 360, 500, 1000, 1500, 2000, 3000, 4000])]
+CONFIGS = [
+    ("10 bodies / 100 markers", 10, [250, 500, 1000, 1500, 2000, 3000, 4000, 6000]),
+    ("50 bodies / 500 markers", 50, [120, 360, 500, 1000, 1500, 2000, 3000, 4000]),
+]
 
 
 def _scene(tmp: Path, bodies: int) -> Path:
     path = tmp / f"scene_{bodies}.yaml"
-    path.write_text(yaml.safe_dump({
-        "seed": 1, "rate": 100.0, "latency": 0.002, "latency_jitter": 0.0, "noise": 0.0002, "occlusion": 0.01,
-        "unlabeled_markers": 4, "dropped_frames": 0.0,
-        "generated_bodies": {"count": bodies, "markers_per_body": 10}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "seed": 1,
+                "rate": 100.0,
+                "latency": 0.002,
+                "latency_jitter": 0.0,
+                "noise": 0.0002,
+                "occlusion": 0.01,
+                "unlabeled_markers": 4,
+                "dropped_frames": 0.0,
+                "generated_bodies": {"count": bodies, "markers_per_body": 10},
+            }
+        )
+    )
     return path
 
 
@@ -49,8 +63,22 @@ class StandIn:
         self.log_path = log_path
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
-            [str(INSTALL / "natnet_simulator"), "--scene", str(scene), "--rate", str(rate), "--command-port", "0",
-             "--data-port", "0", "--natnet-version", version], stdout=self.log, stderr=subprocess.STDOUT)
+            [
+                str(INSTALL / "natnet_simulator"),
+                "--scene",
+                str(scene),
+                "--rate",
+                str(rate),
+                "--command-port",
+                "0",
+                "--data-port",
+                "0",
+                "--natnet-version",
+                version,
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             match = re.search(r"command=[\d.]+:(\d+) .*data_port=(\d+)", log_path.read_text())
@@ -106,8 +134,10 @@ def decode_cost(bodies: int, version_text: str) -> str:
         return best_microseconds_per_item(fn, len(packets))
 
     a, c, b = timed(ours), timed(ours_converted), timed(reference)
-    return (f"NatNet {version}, {len(packets[0])} B/frame: ours {a:6.1f} us, natnetsdk {b:7.1f} us -> {b / a:5.1f}x "
-            f"faster; ours decode + MocapFrame {c:6.1f} us ({b / c:4.1f}x)")
+    return (
+        f"NatNet {version}, {len(packets[0])} B/frame: ours {a:6.1f} us, natnetsdk {b:7.1f} us -> {b / a:5.1f}x "
+        f"faster; ours decode + MocapFrame {c:6.1f} us ({b / c:4.1f}x)"
+    )
 
 
 def client_rate(scene: Path, rate: float, tmp: Path) -> str:
@@ -133,8 +163,10 @@ def client_rate(scene: Path, rate: float, tmp: Path) -> str:
     got = len(numbers) / SECONDS
     sent = (numbers[-1] - numbers[0] + 1) / SECONDS if numbers else 0.0
     lost = (numbers[-1] - numbers[0] + 1 - len(numbers)) if numbers else 0
-    return (f"{got:6.0f} frames/s read, stand-in sent {sent:6.0f}/s (asked {rate:4.0f}); lost {lost}; "
-            f"read+decode+convert {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame")
+    return (
+        f"{got:6.0f} frames/s read, stand-in sent {sent:6.0f}/s (asked {rate:4.0f}); lost {lost}; "
+        f"read+decode+convert {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame"
+    )
 
 
 def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
@@ -142,9 +174,25 @@ def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
     sim = StandIn(scene, rate, tmp / "sim_node.log")
     log = open(tmp / "node.log", "w")
     node_proc = subprocess.Popen(
-        [str(INSTALL / "optitrack_system"), "--ros-args", "-r", "__node:=optitrack", "-r", "__ns:=/bench",
-         "-p", f"command_port:={sim.command_port}", "-p", f"data_port:={sim.data_port}", "-p", "autostart:=true",
-         "-p", "qos_depth:=100"], stdout=log, stderr=subprocess.STDOUT)
+        [
+            str(INSTALL / "optitrack_system"),
+            "--ros-args",
+            "-r",
+            "__node:=optitrack",
+            "-r",
+            "__ns:=/bench",
+            "-p",
+            f"command_port:={sim.command_port}",
+            "-p",
+            f"data_port:={sim.data_port}",
+            "-p",
+            "autostart:=true",
+            "-p",
+            "qos_depth:=100",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     listener = FrameListener("/bench")
     try:
         if not listener.wait_first(timeout=30):
@@ -160,8 +208,14 @@ def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
     got = len(window) / SECONDS
     sent = (window[-1] - window[0] + 1) / SECONDS if window else 0.0
     lost = (window[-1] - window[0] + 1 - len(window)) if window else 0
-    return got, sent, (f"{got:6.0f} msgs/s received, stand-in sent {sent:6.0f}/s (asked {rate:4.0f}), "
-                       f"{lost} frame numbers missing")
+    return (
+        got,
+        sent,
+        (
+            f"{got:6.0f} msgs/s received, stand-in sent {sent:6.0f}/s (asked {rate:4.0f}), "
+            f"{lost} frame numbers missing"
+        ),
+    )
 
 
 def run() -> None:
@@ -181,8 +235,10 @@ def run() -> None:
             for rate in rates:
                 got, sent, text = node_rate(scene, rate, tmp)
                 full = bool(sent) and got >= 0.97 * sent
-                print(f"node   {rate:5.0f}  : {text}{'' if full and sent >= 0.9 * rate else '  (not sustained)'}",
-                      flush=True)
+                print(
+                    f"node   {rate:5.0f}  : {text}{'' if full and sent >= 0.9 * rate else '  (not sustained)'}",
+                    flush=True,
+                )
                 if full:
                     kept_up = max(kept_up, got)  # every frame the stand-in managed to send
                     if sent >= 0.9 * rate:
@@ -190,10 +246,13 @@ def run() -> None:
                         continue
                 failed_at = rate
                 break
-            print(f"sustained end-to-end rate (stand-in -> optitrack_system -> subscriber): {sustained:.0f} Hz"
-                  + (f", not {failed_at:.0f} Hz" if failed_at else " (the highest rate tried)")
-                  + f"; the driver received every frame sent up to {kept_up:.0f} frames/s (the three processes "
-                  f"share this machine's {os.cpu_count()} cores)", flush=True)
+            print(
+                f"sustained end-to-end rate (stand-in -> optitrack_system -> subscriber): {sustained:.0f} Hz"
+                + (f", not {failed_at:.0f} Hz" if failed_at else " (the highest rate tried)")
+                + f"; the driver received every frame sent up to {kept_up:.0f} frames/s (the three processes "
+                f"share this machine's {os.cpu_count()} cores)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 3. decoding alone, on packets captured from the stand-in: the adapter's numpy decoder
    against qtm-rt's own getters (the reference), microseconds per frame and ratio.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
+from bench.domain import isolate
 from bench.listener import FrameListener
 from bench.timing import best_microseconds_per_item
-from bench.domain import isolate
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
@@ -32,18 +33,32 @@ SECONDS = 3.0
 
 def _scene(directory: Path, bodies: int) -> Path:
     path = directory / f"bench_{bodies}.yaml"
-    path.write_text(yaml.safe_dump({
-        "seed": 1, "rate": 100.0, "latency": 0.0, "latency_jitter": 0.0, "noise": 0.0003,
-        "occlusion": 0.0, "dropped_frames": 0.0, "unlabeled_markers": 4,
-        "generated_bodies": {"count": bodies, "markers_per_body": 4}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "seed": 1,
+                "rate": 100.0,
+                "latency": 0.0,
+                "latency_jitter": 0.0,
+                "noise": 0.0003,
+                "occlusion": 0.0,
+                "dropped_frames": 0.0,
+                "unlabeled_markers": 4,
+                "generated_bodies": {"count": bodies, "markers_per_body": 4},
+            }
+        )
+    )
     return path
 
 
 class Simulator:
     def __init__(self, scene: Path, rate: float, log: Path):
         self.log = log
-        self.proc = subprocess.Popen([str(INSTALL / "qtm_simulator"), "--scene", str(scene), "--port", "0",
-                                      "--rate", str(rate)], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [str(INSTALL / "qtm_simulator"), "--scene", str(scene), "--port", "0", "--rate", str(rate)],
+            stdout=open(log, "w"),
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             match = re.search(r"RT port 127\.0\.0\.1:(\d+)", log.read_text())
@@ -89,9 +104,11 @@ def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
     finally:
         skipped = sim.stop()
     got = len(numbers) / SECONDS
-    return (f"{got:6.0f} frames/s of {rate:4.0f} ({100 * got / rate:5.1f} %); lost {_lost(numbers)}: "
-            f"{skipped} never sent (stand-in behind real time), {dropped} dropped by a slow reader; "
-            f"read+decode {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame")
+    return (
+        f"{got:6.0f} frames/s of {rate:4.0f} ({100 * got / rate:5.1f} %); lost {_lost(numbers)}: "
+        f"{skipped} never sent (stand-in behind real time), {dropped} dropped by a slow reader; "
+        f"read+decode {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame"
+    )
 
 
 def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> tuple[bool, str]:
@@ -101,16 +118,38 @@ def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> tuple[bool, s
     sim = Simulator(scene, rate, tmp / "sim_node.log")
     log = open(tmp / "node.log", "w")
     node_proc = subprocess.Popen(
-        [str(INSTALL / "qualisys_system"), "--ros-args", "-r", "__node:=qualisys", "-r", "__ns:=/bench",
-         "-p", f"port:={sim.base_port}", "-p", "autostart:=true", "-p", "qos_depth:=100",
-         "-p", "components:=[6dres,3dres,3dnolabelsres]", "-p", "diagnostics_period:=1.0", *extra],
-        stdout=log, stderr=subprocess.STDOUT)
+        [
+            str(INSTALL / "qualisys_system"),
+            "--ros-args",
+            "-r",
+            "__node:=qualisys",
+            "-r",
+            "__ns:=/bench",
+            "-p",
+            f"port:={sim.base_port}",
+            "-p",
+            "autostart:=true",
+            "-p",
+            "qos_depth:=100",
+            "-p",
+            "components:=[6dres,3dres,3dnolabelsres]",
+            "-p",
+            "diagnostics_period:=1.0",
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     listener = FrameListener("/bench")
     reports: list[dict[str, str]] = []
     listener.node.create_subscription(
-        DiagnosticArray, "/diagnostics",
-        lambda m: reports.extend({kv.key: kv.value for kv in st.values}
-                                 for st in m.status if "/bench/qualisys" in st.hardware_id), 10)
+        DiagnosticArray,
+        "/diagnostics",
+        lambda m: reports.extend(
+            {kv.key: kv.value for kv in st.values} for st in m.status if "/bench/qualisys" in st.hardware_id
+        ),
+        10,
+    )
     try:
         if not listener.wait_first(timeout=30):
             return False, "no messages (see the node's log)"
@@ -126,18 +165,20 @@ def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> tuple[bool, s
     node_hz = f"{max(published):6.0f}" if published else "     ?"
     missing = (window[-1] - window[0] + 1 - len(window)) if window else 0
     full = got >= 0.97 * rate and missing == 0
-    return full, (f"{got:6.0f} msgs/s received of {rate:4.0f} ({100 * got / rate:5.1f} %), {missing} frame numbers "
-                  f"missing, node publishing at {node_hz} Hz (its /diagnostics); stand-in skipped {skipped}"
-                  + ("" if full else "  (not sustained)"))
+    return full, (
+        f"{got:6.0f} msgs/s received of {rate:4.0f} ({100 * got / rate:5.1f} %), {missing} frame numbers "
+        f"missing, node publishing at {node_hz} Hz (its /diagnostics); stand-in skipped {skipped}"
+        + ("" if full else "  (not sustained)")
+    )
 
 
 def decode_cost(scene: Path, tmp: Path) -> str:
     import numpy as np
+    from qtm_rt.packet import QRTPacket
 
     from mocap4r2_drivers.qualisys.client import parse_parameters
-    from mocap4r2_drivers.qualisys.simulator import SceneStream, load_scene, parameters_xml
     from mocap4r2_drivers.qualisys.qualisys_system import FrameConverter
-    from qtm_rt.packet import QRTPacket
+    from mocap4r2_drivers.qualisys.simulator import SceneStream, load_scene, parameters_xml
 
     s = load_scene(str(scene), -1, 0.0)
     encoder = SceneStream(s)
@@ -165,7 +206,9 @@ def decode_cost(scene: Path, tmp: Path) -> str:
         return best_microseconds_per_item(fn, len(packets))
 
     a, b = timed(ours), timed(reference)
-    return f"numpy decoder {a:7.1f} us/frame, qtm-rt getters (reference) {b:7.1f} us/frame, ratio {b / a:4.1f}x"
+    return (
+        f"numpy decoder {a:7.1f} us/frame, qtm-rt getters (reference) {b:7.1f} us/frame, ratio {b / a:4.1f}x"
+    )
 
 
 NODE_RATES = (1000.0, 2000.0, 3000.0, 4000.0)
@@ -192,8 +235,17 @@ def run() -> None:
                     break
                 sustained = rate
             print(f"node sustains {sustained:.0f} Hz" + ("" if full else f", not {rate:.0f} Hz"), flush=True)
-            _, text = node_rate(scene, 1000.0, tmp, '-p', 'publish_markers:=false', '-p', 'rigid_body_markers:=false',
-                                '-p', 'publish_skeletons:=false')
+            _, text = node_rate(
+                scene,
+                1000.0,
+                tmp,
+                "-p",
+                "publish_markers:=false",
+                "-p",
+                "rigid_body_markers:=false",
+                "-p",
+                "publish_skeletons:=false",
+            )
             print(f"node    1000 : rigid_bodies only, no markers: {text}", flush=True)
 
 

@@ -15,6 +15,7 @@ Two figures per configuration, measured in the same run:
   writer thread) and by ``rosbags``' own rosbag2 writer (MCAP storage); the ratio of
   their CPU per message is the target (ours / rosbags' <= 1.5).
 """
+
 from __future__ import annotations
 
 import os
@@ -56,20 +57,43 @@ def end_to_end(shape: tuple[int, int, int], rate: float, out: Path, session_id: 
 
     topics = ["/bench/markers", "/bench/rigid_bodies"] + (["/bench/skeletons"] if shape[2] else [])
     recorder = subprocess.Popen(
-        [_installed("mocap4r2_tools", "session_recorder"), "--ros-args", "-r", "__ns:=/bench_recorder",
-         "-p", f"output_dir:={out}", "-p", "extra_topics:=[" + ",".join(topics) + "]",
-         "-p", "report_wait:=0.0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    replay = subprocess.Popen([sys.executable, "-m", "bench.replay_system", "raw", *map(str, shape), str(rate)],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        [
+            _installed("mocap4r2_tools", "session_recorder"),
+            "--ros-args",
+            "-r",
+            "__ns:=/bench_recorder",
+            "-p",
+            f"output_dir:={out}",
+            "-p",
+            "extra_topics:=[" + ",".join(topics) + "]",
+            "-p",
+            "report_wait:=0.0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "bench.replay_system", "raw", *map(str, shape), str(rate)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     session = ControlSession(node_name="bench_recorder_client")
     try:
-        replay.stdout.readline()   # READY: frames prebuilt
+        replay.stdout.readline()  # READY: frames prebuilt
         client = session.client
         client.wait_for_systems(names=[RECORDER], timeout=30)
         node = session.node
         # the recorder subscribes to extra topics once they exist in the graph
-        _wait(lambda: all(any(i.node_name == "session_recorder" for i in node.get_subscriptions_info_by_topic(t))
-                          for t in topics), 30, "the recorder did not subscribe to the replayed topics")
+        _wait(
+            lambda: all(
+                any(i.node_name == "session_recorder" for i in node.get_subscriptions_info_by_topic(t))
+                for t in topics
+            ),
+            30,
+            "the recorder did not subscribe to the replayed topics",
+        )
         ps = psutil.Process(recorder.pid)
         result = client.start(systems=[RECORDER], session_id=session_id, timeout=20)
         if not result.ok:
@@ -129,7 +153,7 @@ def writer_cpu(messages, out: Path) -> tuple[float, float]:
     bag.open()
     put = bag.put
     for topic, _, data, stamp in messages:
-        while not put(topic, data, stamp):   # never drop here: the same work as rosbags
+        while not put(topic, data, stamp):  # never drop here: the same work as rosbags
             bag.queue_drops -= 1
             time.sleep(0.0005)
     bag.close()
@@ -166,11 +190,17 @@ def run() -> None:
             mb = sum(len(m[2]) for m in messages) / 1e6
             ours, theirs = writer_cpu(messages, out)
             n = max(len(messages), 1)
-            print(f"{label}: recorded {recorded} of {published} frame messages published (lost {lost}); "
-                  f"{len(messages)} messages, {mb:.1f} MB in {MEASURE_S:.0f} s; "
-                  f"recorder process {per_msg:.1f} us CPU/message (DDS receive included)", flush=True)
-            print(f"  writer, same bytes: ours {1e6 * ours / n:.1f} us/message, rosbags {1e6 * theirs / n:.1f} "
-                  f"us/message, ratio ours/rosbags {ours / theirs:.2f} (target <= 1.5)", flush=True)
+            print(
+                f"{label}: recorded {recorded} of {published} frame messages published (lost {lost}); "
+                f"{len(messages)} messages, {mb:.1f} MB in {MEASURE_S:.0f} s; "
+                f"recorder process {per_msg:.1f} us CPU/message (DDS receive included)",
+                flush=True,
+            )
+            print(
+                f"  writer, same bytes: ours {1e6 * ours / n:.1f} us/message, rosbags {1e6 * theirs / n:.1f} "
+                f"us/message, ratio ours/rosbags {ours / theirs:.2f} (target <= 1.5)",
+                flush=True,
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

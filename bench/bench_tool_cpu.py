@@ -12,6 +12,7 @@ topics nobody publishes) show what a node costs when idle.
 CPU is user + system time of each process (psutil) over the same window, in % of one
 core. Targets: each tool <= 2x its bare subscriber; an idle node <= 1 % of a core.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,9 @@ class Procs:
         self.items: list[tuple[str, subprocess.Popen]] = []
 
     def start(self, label: str, cmd: list[str], stdout=subprocess.DEVNULL) -> subprocess.Popen:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=stdout, stderr=subprocess.DEVNULL, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=stdout, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+        )
         self.items.append((label, proc))
         return proc
 
@@ -83,13 +85,18 @@ def tool_cmd(tool: str, ns: str, silent: bool = False) -> list[str]:
 def tool_topics(tool: str, ns: str) -> list[str]:
     """The topics the tool subscribes to, for its bare twin."""
     if tool == "marker_viz":
-        return [f"{ns}/markers:mocap4r2_interfaces/msg/Markers", f"{ns}/rigid_bodies:{RB}",
-                f"{ns}/skeletons:mocap4r2_interfaces/msg/Skeletons"]
+        return [
+            f"{ns}/markers:mocap4r2_interfaces/msg/Markers",
+            f"{ns}/rigid_bodies:{RB}",
+            f"{ns}/skeletons:mocap4r2_interfaces/msg/Skeletons",
+        ]
     if tool == "robot_ground_truth":
         return [f"{ns}/rigid_bodies:{RB}"]
     # trajectory_error: best effort, as config/tools.yaml sets it
-    return [f"{ns}/rigid_bodies:{RB}:best_effort",
-            "/robot_ground_truth/odom:nav_msgs/msg/Odometry:best_effort"]
+    return [
+        f"{ns}/rigid_bodies:{RB}:best_effort",
+        "/robot_ground_truth/odom:nav_msgs/msg/Odometry:best_effort",
+    ]
 
 
 TOOLS = ("marker_viz", "robot_ground_truth", "trajectory_error")
@@ -120,15 +127,30 @@ def streaming(rate: float) -> dict[str, float]:
     ns = f"/bench_{uuid.uuid4().hex[:6]}"
     procs = Procs()
     try:
-        sim = procs.start("simulated_system", [
-            exe("mocap4r2_drivers", "simulated_system"), "--ros-args", "-r", f"__ns:={ns}",
-            "-p", f"scene:={SCENE}", "-p", f"rate:={rate}", "-p", "autostart:=true"])
+        sim = procs.start(
+            "simulated_system",
+            [
+                exe("mocap4r2_drivers", "simulated_system"),
+                "--ros-args",
+                "-r",
+                f"__ns:={ns}",
+                "-p",
+                f"scene:={SCENE}",
+                "-p",
+                f"rate:={rate}",
+                "-p",
+                "autostart:=true",
+            ],
+        )
         watched = {"simulated_system": sim}
         bares = {}
         for tool in TOOLS:
             watched[tool] = procs.start(tool, tool_cmd(tool, ns))
-            bare = procs.start(f"bare:{tool}", [sys.executable, "-m", "bench.bare_subscriber",
-                                                *tool_topics(tool, ns)], stdout=subprocess.PIPE)
+            bare = procs.start(
+                f"bare:{tool}",
+                [sys.executable, "-m", "bench.bare_subscriber", *tool_topics(tool, ns)],
+                stdout=subprocess.PIPE,
+            )
             bares[tool] = bare
             watched[f"bare:{tool}"] = bare
         for tool, bare in bares.items():
@@ -141,7 +163,9 @@ def streaming(rate: float) -> dict[str, float]:
     finally:
         procs.stop()
     for tool, bare in bares.items():
-        rates = [float(line.split()[1]) for line in bare.stdout.read().splitlines() if line.startswith("RATE ")]
+        rates = [
+            float(line.split()[1]) for line in bare.stdout.read().splitlines() if line.startswith("RATE ")
+        ]
         cpu[f"rate:{tool}"] = rates[0] if rates else float("nan")
     return cpu
 
@@ -151,10 +175,12 @@ def idle() -> dict[str, float]:
     procs = Procs()
     try:
         watched = {
-            "simulated_system (unconfigured)": procs.start("sim", [
-                exe("mocap4r2_drivers", "simulated_system"), "--ros-args", "-r", f"__ns:={ns}"]),
-            "auxiliar_system": procs.start("aux", [
-                exe("mocap4r2_control", "auxiliar_system"), "--ros-args", "-r", f"__ns:={ns}"]),
+            "simulated_system (unconfigured)": procs.start(
+                "sim", [exe("mocap4r2_drivers", "simulated_system"), "--ros-args", "-r", f"__ns:={ns}"]
+            ),
+            "auxiliar_system": procs.start(
+                "aux", [exe("mocap4r2_control", "auxiliar_system"), "--ros-args", "-r", f"__ns:={ns}"]
+            ),
         }
         for tool in TOOLS:
             watched[f"{tool} (no data)"] = procs.start(tool, tool_cmd(tool, ns))
@@ -178,8 +204,10 @@ def idle() -> dict[str, float]:
 
 def run() -> None:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    print(f"CPU in % of one core over {WINDOW_S:.0f} s (after {WARMUP_S:.0f} s of warm-up); "
-          f"targets: tool <= {TARGET_RATIO:g}x its bare subscriber, idle node <= {TARGET_IDLE:g} %")
+    print(
+        f"CPU in % of one core over {WINDOW_S:.0f} s (after {WARMUP_S:.0f} s of warm-up); "
+        f"targets: tool <= {TARGET_RATIO:g}x its bare subscriber, idle node <= {TARGET_IDLE:g} %"
+    )
     print("(msg/s: messages per second the bare subscriber received on all its topics)")
     print(f"{'rate':>7}  {'process':32s} {'CPU %':>7} {'bare %':>7} {'ratio':>6}  {'target':6s} {'msg/s':>7}")
     for rate in RATES:
@@ -189,8 +217,10 @@ def run() -> None:
             bare = cpu[f"bare:{tool}"]
             ratio = cpu[tool] / bare if bare > 0 else float("inf")
             verdict = "met" if ratio <= TARGET_RATIO else "MISSED"
-            print(f"{rate:5.0f} Hz  {tool:32s} {cpu[tool]:7.1f} {bare:7.1f} {ratio:6.2f}  {verdict:6s} "
-                  f"{cpu[f'rate:{tool}']:7.0f}")
+            print(
+                f"{rate:5.0f} Hz  {tool:32s} {cpu[tool]:7.1f} {bare:7.1f} {ratio:6.2f}  {verdict:6s} "
+                f"{cpu[f'rate:{tool}']:7.0f}"
+            )
     for label, value in idle().items():
         verdict = "met" if value <= TARGET_IDLE else "MISSED"
         print(f"{'idle':>7}  {label:32s} {value:7.2f} {'':7s} {'':6s}  {verdict}")

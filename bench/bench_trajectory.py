@@ -11,6 +11,7 @@ its Python API (each file read once, which favours evo over running evo_ape and 
 evo is timed at EVAL_SIZES_EVO only (a million poses take evo many minutes); ours also
 at a million. MOCAP4R2_BENCH_EVO_1M=1 adds evo at a million (slow).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,8 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -95,7 +96,7 @@ def _evo(arrays):
     from evo.core.trajectory import PoseTrajectory3D
 
     t, p, q = arrays
-    return PoseTrajectory3D(p, np.roll(q, 1, axis=1), t)   # evo wants w, x, y, z
+    return PoseTrajectory3D(p, np.roll(q, 1, axis=1), t)  # evo wants w, x, y, z
 
 
 def evo_ate(gt_arrays, est_arrays) -> float:
@@ -134,14 +135,19 @@ def evo_files(gt_path: Path, est_path: Path) -> float:
 def ours_command(gt_path: Path, est_path: Path, out: Path) -> dict:
     """The whole `mocap4r2 eval --gt --est --json FILE` (defaults: nearest within 10 ms,
     se3, RPE 1 frame), as a user runs it, minus the interpreter start."""
-    with contextlib.redirect_stdout(io.StringIO()):   # the summary table it prints
-        code = eval_command.main(["--gt", str(gt_path), "--est", str(est_path), "--json", str(out),
-                                  "--progress", "never"])
+    with contextlib.redirect_stdout(io.StringIO()):  # the summary table it prints
+        code = eval_command.main(
+            ["--gt", str(gt_path), "--est", str(est_path), "--json", str(out), "--progress", "never"]
+        )
     if code != 0:
         raise RuntimeError(f"mocap4r2 eval exited with {code}")
     data = json.loads(out.read_text())
-    return {"ate": data["ate_rmse"], "rpe_trans": data["rpe_trans"]["rmse"], "rpe_rot": data["rpe_rot"]["rmse"],
-            "pairs": data["samples"]}
+    return {
+        "ate": data["ate_rmse"],
+        "rpe_trans": data["rpe_trans"]["rmse"],
+        "rpe_rot": data["rpe_rot"]["rmse"],
+        "pairs": data["samples"],
+    }
 
 
 def evo_command(gt_path: Path, est_path: Path) -> dict:
@@ -157,8 +163,10 @@ def evo_command(gt_path: Path, est_path: Path) -> dict:
     ape = metrics.APE(metrics.PoseRelation.translation_part)
     ape.process_data((ref, est))
     out = {"ate": ape.get_statistic(metrics.StatisticsType.rmse), "pairs": est.num_poses}
-    for key, relation in (("rpe_trans", metrics.PoseRelation.translation_part),
-                          ("rpe_rot", metrics.PoseRelation.rotation_angle_rad)):
+    for key, relation in (
+        ("rpe_trans", metrics.PoseRelation.translation_part),
+        ("rpe_rot", metrics.PoseRelation.rotation_angle_rad),
+    ):
         rpe = metrics.RPE(relation, 1, metrics.Unit.frames, all_pairs=False)
         rpe.process_data((ref, est))
         out[key] = rpe.get_statistic(metrics.StatisticsType.rmse)
@@ -166,9 +174,13 @@ def evo_command(gt_path: Path, est_path: Path) -> dict:
 
 
 def eval_command_vs_evo() -> None:
-    print("`mocap4r2 eval` from TUM files (read both, associate, se3 align, ATE, RPE 1 frame trans+rot), "
-          "CPU seconds:")
-    evo_sizes = set(EVAL_SIZES_EVO) | ({1_000_000} if os.environ.get("MOCAP4R2_BENCH_EVO_1M") == "1" else set())
+    print(
+        "`mocap4r2 eval` from TUM files (read both, associate, se3 align, ATE, RPE 1 frame trans+rot), "
+        "CPU seconds:"
+    )
+    evo_sizes = set(EVAL_SIZES_EVO) | (
+        {1_000_000} if os.environ.get("MOCAP4R2_BENCH_EVO_1M") == "1" else set()
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for n in EVAL_SIZES:
             gt_arrays, est_arrays = make_arrays(n)
@@ -178,16 +190,23 @@ def eval_command_vs_evo() -> None:
             size = (gt_path.stat().st_size + est_path.stat().st_size) / 1e6
             t_read, _ = cpu_timed(lambda: (read_tum(gt_path), read_tum(est_path)))
             t_ours, a = cpu_timed(lambda: ours_command(gt_path, est_path, out))
-            print(f"  {n:>9,} poses ({size:.0f} MB)  ours {t_ours:6.2f} s (of which reading {t_read:.2f} s)",
-                  flush=True)
+            print(
+                f"  {n:>9,} poses ({size:.0f} MB)  ours {t_ours:6.2f} s (of which reading {t_read:.2f} s)",
+                flush=True,
+            )
             if n not in evo_sizes:
-                print(f"  {n:>9,} poses  evo not run at this size (many minutes; MOCAP4R2_BENCH_EVO_1M=1 runs it)",
-                      flush=True)
+                print(
+                    f"  {n:>9,} poses  evo not run at this size (many minutes; MOCAP4R2_BENCH_EVO_1M=1 runs it)",
+                    flush=True,
+                )
                 continue
             t_evo, b = cpu_timed(lambda: evo_command(gt_path, est_path))
             diff = max(abs(a[k] - b[k]) for k in ("ate", "rpe_trans", "rpe_rot"))
-            print(f"  {n:>9,} poses  evo  {t_evo:6.2f} s -> ours {t_evo / t_ours:5.1f}x faster "
-                  f"(pairs {a['pairs']} / {b['pairs']}, max |diff| of ATE/RPE rmse {diff:.1e})", flush=True)
+            print(
+                f"  {n:>9,} poses  evo  {t_evo:6.2f} s -> ours {t_evo / t_ours:5.1f}x faster "
+                f"(pairs {a['pairs']} / {b['pairs']}, max |diff| of ATE/RPE rmse {diff:.1e})",
+                flush=True,
+            )
 
 
 # ------------------------------------------------------------------ the node's update
@@ -209,37 +228,55 @@ def node_update_cost(pairs: int = 20_000, gt_per_pair: int = 10) -> dict[str, fl
             got += stream.add_est(te[i] - 0.0001, pe[i], qe[i])
             for pair in got:
                 ate.add(pair.gt_position, pair.gt_orientation, pair.est_position, pair.est_orientation)
-                rpe.add(pair.stamp, pair.gt_position, pair.gt_orientation, pair.est_position, pair.est_orientation)
+                rpe.add(
+                    pair.stamp, pair.gt_position, pair.gt_orientation, pair.est_position, pair.est_orientation
+                )
                 made += 1
             pair_cost += time.perf_counter() - start
     snap_time, _ = timed(lambda: [ate.snapshot() for _ in range(100)])
-    return {"gt_us": 1e6 * gt_cost / len(t), "pair_us": 1e6 * pair_cost / max(made, 1),
-            "snapshot_us": 1e4 * snap_time, "pairs": made}
+    return {
+        "gt_us": 1e6 * gt_cost / len(t),
+        "pair_us": 1e6 * pair_cost / max(made, 1),
+        "snapshot_us": 1e4 * snap_time,
+        "pairs": made,
+    }
 
 
 def run() -> None:
     eval_command_vs_evo()
-    print("end to end from arrays: build trajectories, associate (nearest), se3 align, ATE; RPE 1 frame (trans+rot)")
+    print(
+        "end to end from arrays: build trajectories, associate (nearest), se3 align, ATE; RPE 1 frame (trans+rot)"
+    )
     for n in SIZES:
         gt_arrays, est_arrays = make_arrays(n)
         t_ours_ate, rmse_ours = timed(lambda: ours_ate(gt_arrays, est_arrays))
         t_ours_rpe, rpe_ours = timed(lambda: ours_rpe(gt_arrays, est_arrays))
         print(f"  {n:>9,} pose pairs  ours: ATE {t_ours_ate:6.2f} s, RPE {t_ours_rpe:6.2f} s", flush=True)
         t_evo_ate, rmse_evo = timed(lambda: evo_ate(gt_arrays, est_arrays))
-        print(f"  {n:>9,} pose pairs  evo:  ATE {t_evo_ate:6.2f} s   -> ours {t_evo_ate / t_ours_ate:5.1f}x faster "
-              f"(ATE rmse ours {rmse_ours:.9f}, evo {rmse_evo:.9f}, |diff| {abs(rmse_ours - rmse_evo):.1e})",
-              flush=True)
+        print(
+            f"  {n:>9,} pose pairs  evo:  ATE {t_evo_ate:6.2f} s   -> ours {t_evo_ate / t_ours_ate:5.1f}x faster "
+            f"(ATE rmse ours {rmse_ours:.9f}, evo {rmse_evo:.9f}, |diff| {abs(rmse_ours - rmse_evo):.1e})",
+            flush=True,
+        )
         if n <= EVO_RPE_MAX:
             t_evo_rpe, rpe_evo = timed(lambda: evo_rpe(gt_arrays, est_arrays))
             diff = max(abs(a - b) for a, b in zip(rpe_ours, rpe_evo))
-            print(f"  {n:>9,} pose pairs  evo:  RPE {t_evo_rpe:6.2f} s   -> ours {t_evo_rpe / t_ours_rpe:5.1f}x faster "
-                  f"(max |diff| of trans/rot rmse {diff:.1e})", flush=True)
+            print(
+                f"  {n:>9,} pose pairs  evo:  RPE {t_evo_rpe:6.2f} s   -> ours {t_evo_rpe / t_ours_rpe:5.1f}x faster "
+                f"(max |diff| of trans/rot rmse {diff:.1e})",
+                flush=True,
+            )
             total = (t_evo_ate + t_evo_rpe) / (t_ours_ate + t_ours_rpe)
-            print(f"  {n:>9,} pose pairs  ATE+RPE end to end: ours {t_ours_ate + t_ours_rpe:.2f} s, "
-                  f"evo {t_evo_ate + t_evo_rpe:.2f} s -> {total:.1f}x", flush=True)
+            print(
+                f"  {n:>9,} pose pairs  ATE+RPE end to end: ours {t_ours_ate + t_ours_rpe:.2f} s, "
+                f"evo {t_evo_ate + t_evo_rpe:.2f} s -> {total:.1f}x",
+                flush=True,
+            )
         else:
-            print(f"  {n:>9,} pose pairs  evo:  RPE not run (minutes); ours ATE+RPE {t_ours_ate + t_ours_rpe:.2f} s",
-                  flush=True)
+            print(
+                f"  {n:>9,} pose pairs  evo:  RPE not run (minutes); ours ATE+RPE {t_ours_ate + t_ours_rpe:.2f} s",
+                flush=True,
+            )
 
     print("end to end from TUM files (read both, associate, se3 align, ATE):")
     with tempfile.TemporaryDirectory() as tmp:
@@ -250,15 +287,23 @@ def run() -> None:
             write_tum(est_path, Trajectory.build(*est_arrays))
             t_ours, a = timed(lambda: ours_files(gt_path, est_path))
             t_evo, b = timed(lambda: evo_files(gt_path, est_path))
-            print(f"  {n:>9,} poses  ours {t_ours:6.2f} s, evo {t_evo:6.2f} s -> {t_evo / t_ours:5.1f}x "
-                  f"(|diff| {abs(a - b):.1e})", flush=True)
+            print(
+                f"  {n:>9,} poses  ours {t_ours:6.2f} s, evo {t_evo:6.2f} s -> {t_evo / t_ours:5.1f}x "
+                f"(|diff| {abs(a - b):.1e})",
+                flush=True,
+            )
 
     cost = node_update_cost()
     print(f"online node core ({cost['pairs']:,} pairs, 1 kHz ground truth, 100 Hz estimate):")
-    print(f"  per ground-truth sample {cost['gt_us']:.1f} us, per pose pair (association + ATE + RPE sums) "
-          f"{cost['pair_us']:.1f} us, per published snapshot {cost['snapshot_us']:.0f} us", flush=True)
+    print(
+        f"  per ground-truth sample {cost['gt_us']:.1f} us, per pose pair (association + ATE + RPE sums) "
+        f"{cost['pair_us']:.1f} us, per published snapshot {cost['snapshot_us']:.0f} us",
+        flush=True,
+    )
     budget = cost["gt_us"] * 1000 + cost["pair_us"] * 100
-    print(f"  -> {budget / 1e4:.2f} % of one core for 1 kHz ground truth with a 100 Hz estimate, memory bounded")
+    print(
+        f"  -> {budget / 1e4:.2f} % of one core for 1 kHz ground truth with a 100 Hz estimate, memory bounded"
+    )
 
 
 if __name__ == "__main__":

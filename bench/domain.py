@@ -1,6 +1,7 @@
 """Benchmarks claim a DDS domain of their own with the test suite's helper
 (test/fixtures/isolation.py), so a benchmark and a test run on one machine never see
 each other's nodes. Neither ships in a package."""
+
 from __future__ import annotations
 
 import sys

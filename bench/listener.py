@@ -2,6 +2,7 @@
 up with kHz streams. It takes messages serialized (raw=True) and reads only the header
 stamp and frame number from the CDR bytes, so the receiver is never the bottleneck it
 would be if it deserialized hundreds of markers per message in Python."""
+
 from __future__ import annotations
 
 import struct
@@ -25,9 +26,10 @@ class FrameListener:
 
     def __init__(self, namespace: str = "/bench", other_topics: tuple[str, ...] = ("markers", "skeletons")):
         import rclpy
-        from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
         self._rclpy = rclpy
         self.context = rclpy.Context()
@@ -38,7 +40,9 @@ class FrameListener:
         self.recording = False
         self.samples: list[tuple[float, float, int]] = []
         self.seen = 0
-        self.node.create_subscription(RigidBodies, f"{namespace}/rigid_bodies", self._on_bodies, qos, raw=True)
+        self.node.create_subscription(
+            RigidBodies, f"{namespace}/rigid_bodies", self._on_bodies, qos, raw=True
+        )
         for topic in other_topics:
             self.node.create_subscription(types[topic], f"{namespace}/{topic}", lambda _: None, qos, raw=True)
         self.executor = SingleThreadedExecutor(context=self.context)
@@ -79,8 +83,14 @@ class FrameListener:
         self._rclpy.shutdown(context=self.context)
 
 
-def measure_process(cmd: list[str], receiver: FrameListener, warmup_s: float, measure_s: float,
-                    cwd=None, ready_line: bool = False) -> tuple[list[tuple[float, float, int]], float]:
+def measure_process(
+    cmd: list[str],
+    receiver: FrameListener,
+    warmup_s: float,
+    measure_s: float,
+    cwd=None,
+    ready_line: bool = False,
+) -> tuple[list[tuple[float, float, int]], float]:
     """Run a publishing process ``cmd``: wait for its first frame, let it warm up for
     ``warmup_s`` (start-up, precomputation and DDS matching are not measured), then
     record ``measure_s`` of frames. Returns the samples and the CPU seconds the process
@@ -88,15 +98,20 @@ def measure_process(cmd: list[str], receiver: FrameListener, warmup_s: float, me
     process prints one line once its own preparation is done; wait for it first."""
     import psutil
 
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE if ready_line else subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.PIPE if ready_line else subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         ps = psutil.Process(proc.pid)
         if ready_line:
             proc.stdout.readline()
         if not receiver.wait_first(timeout=60):
             return [], 0.0
-        time.sleep(warmup_s)   # benchmark warm-up span, not a wait for a condition
+        time.sleep(warmup_s)  # benchmark warm-up span, not a wait for a condition
         cpu0 = sum(ps.cpu_times()[:2])
         samples = receiver.record(measure_s)
         cpu1 = sum(ps.cpu_times()[:2])

@@ -10,6 +10,7 @@ do per frame but publish, the least any rclpy publisher can do.
 
     python -m bench.replay_system {replay,bare,floor,raw} BODIES MARKERS_PER_BODY SKELETONS RATE
 """
+
 from __future__ import annotations
 
 import struct
@@ -20,20 +21,28 @@ import time
 import numpy as np
 
 from mocap4r2_control.adapter import MocapAdapter
-from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_drivers.simulated.scene import Scene
 
 FRAMES = 240  # distinct frames cycled through
 
 
 def bench_scene(bodies: int, markers_per_body: int, skeletons: int, rate: float) -> Scene:
-    return Scene({
-        "seed": 1, "rate": rate, "latency": 0.0, "latency_jitter": 0.0, "noise": 0.0005, "occlusion": 0.01,
-        "dropped_frames": 0.0, "unlabeled_markers": 0,
-        "generated_bodies": {"count": bodies, "markers_per_body": markers_per_body},
-        "skeletons": [{"name": f"human{i}", "id": i + 1} for i in range(skeletons)],
-    })
+    return Scene(
+        {
+            "seed": 1,
+            "rate": rate,
+            "latency": 0.0,
+            "latency_jitter": 0.0,
+            "noise": 0.0005,
+            "occlusion": 0.01,
+            "dropped_frames": 0.0,
+            "unlabeled_markers": 0,
+            "generated_bodies": {"count": bodies, "markers_per_body": markers_per_body},
+            "skeletons": [{"name": f"human{i}", "id": i + 1} for i in range(skeletons)],
+        }
+    )
 
 
 class Pacer:
@@ -61,8 +70,10 @@ class Pacer:
 class ReplayAdapter(MocapAdapter):
     system_type = "bench"
     parameters = (
-        ParameterSpec("bodies", 10, "bodies"), ParameterSpec("markers_per_body", 10, "markers per body"),
-        ParameterSpec("skeletons", 0, "skeletons"), ParameterSpec("rate", 1000.0, "Hz"),
+        ParameterSpec("bodies", 10, "bodies"),
+        ParameterSpec("markers_per_body", 10, "markers per body"),
+        ParameterSpec("skeletons", 0, "skeletons"),
+        ParameterSpec("rate", 1000.0, "Hz"),
     )
 
     def __init__(self, bodies: int, markers: int, skeletons: int, rate: float):
@@ -107,35 +118,61 @@ def run_replay(argv: list[str]) -> int:
     # the system announces 'active' once they are ready; READY goes out before that
     print("READY", flush=True)
     bodies, markers, skeletons, rate = int(argv[0]), int(argv[1]), int(argv[2]), float(argv[3])
-    return run_system(ReplayAdapter, "bench_system", [
-        "bench", "--ros-args", "-r", "__ns:=/bench", "-p", f"bodies:={bodies}", "-p", f"markers_per_body:={markers}",
-        "-p", f"skeletons:={skeletons}", "-p", f"rate:={rate}", "-p", "autostart:=true", "-p", "qos_depth:=100"])
+    return run_system(
+        ReplayAdapter,
+        "bench_system",
+        [
+            "bench",
+            "--ros-args",
+            "-r",
+            "__ns:=/bench",
+            "-p",
+            f"bodies:={bodies}",
+            "-p",
+            f"markers_per_body:={markers}",
+            "-p",
+            f"skeletons:={skeletons}",
+            "-p",
+            f"rate:={rate}",
+            "-p",
+            "autostart:=true",
+            "-p",
+            "qos_depth:=100",
+        ],
+    )
 
 
 def run_bare(argv: list[str], mode: str) -> int:
     import rclpy
     from geometry_msgs.msg import Point, Pose, Quaternion
-    from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     from mocap4r2_control.timebase import time_msg
+    from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
 
     bodies, markers, skeletons, rate = int(argv[0]), int(argv[1]), int(argv[2]), float(argv[3])
     adapter = ReplayAdapter(bodies, markers, skeletons, rate)
     rclpy.init()
     node = rclpy.create_node("bench_system", namespace="/bench")
     qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-    pubs = [node.create_publisher(t, n, qos) for t, n in
-            ((Markers, "markers"), (RigidBodies, "rigid_bodies"), (Skeletons, "skeletons"))]
+    pubs = [
+        node.create_publisher(t, n, qos)
+        for t, n in ((Markers, "markers"), (RigidBodies, "rigid_bodies"), (Skeletons, "skeletons"))
+    ]
 
     def marker_list(arrays) -> list:
         pos = np.nan_to_num(arrays.positions).tolist()
-        return [Marker(id=i, name=n, position=Point(x=p[0], y=p[1], z=p[2]), occluded=o, residual=r)
-                for i, n, p, o, r in zip(arrays.ids.tolist(), arrays.names, pos, arrays.occluded.tolist(),
-                                         arrays.residuals.tolist())]
+        return [
+            Marker(id=i, name=n, position=Point(x=p[0], y=p[1], z=p[2]), occluded=o, residual=r)
+            for i, n, p, o, r in zip(
+                arrays.ids.tolist(), arrays.names, pos, arrays.occluded.tolist(), arrays.residuals.tolist()
+            )
+        ]
 
     def pose(p, q) -> Pose:
-        return Pose(position=Point(x=p[0], y=p[1], z=p[2]), orientation=Quaternion(x=q[0], y=q[1], z=q[2], w=q[3]))
+        return Pose(
+            position=Point(x=p[0], y=p[1], z=p[2]), orientation=Quaternion(x=q[0], y=q[1], z=q[2], w=q[3])
+        )
 
     def build(frame):
         header_frame = "world"
@@ -144,22 +181,41 @@ def run_bare(argv: list[str], mode: str) -> int:
         bpos = np.nan_to_num(b.positions).tolist()
         bq = np.nan_to_num(b.orientations, nan=0.0).tolist()
         body_markers = marker_list(b.markers)
-        rb = RigidBodies(frame_number=frame.frame_number, rigid_bodies=[
-            RigidBody(id=i, name=n, tracking_valid=v, pose=pose(p, q), mean_error=e,
-                      markers=body_markers[off[j]:off[j + 1]])
-            for j, (i, n, v, p, q, e) in enumerate(zip(b.ids.tolist(), b.names, b.valid.tolist(), bpos, bq,
-                                                        b.mean_errors.tolist()))])
+        rb = RigidBodies(
+            frame_number=frame.frame_number,
+            rigid_bodies=[
+                RigidBody(
+                    id=i,
+                    name=n,
+                    tracking_valid=v,
+                    pose=pose(p, q),
+                    mean_error=e,
+                    markers=body_markers[off[j] : off[j + 1]],
+                )
+                for j, (i, n, v, p, q, e) in enumerate(
+                    zip(b.ids.tolist(), b.names, b.valid.tolist(), bpos, bq, b.mean_errors.tolist())
+                )
+            ],
+        )
         mk = Markers(frame_number=frame.frame_number, markers=marker_list(frame.markers))
         s = frame.skeletons
         seg = s.segments
         spos = np.nan_to_num(seg.positions).tolist()
         sq = np.nan_to_num(seg.orientations).tolist()
-        segs = [Segment(id=i, name=n, parent_id=pa, tracking_valid=v, pose=pose(p, q)) for i, n, pa, v, p, q in
-                zip(seg.ids.tolist(), seg.names, seg.parent_ids.tolist(), seg.valid.tolist(), spos, sq)]
+        segs = [
+            Segment(id=i, name=n, parent_id=pa, tracking_valid=v, pose=pose(p, q))
+            for i, n, pa, v, p, q in zip(
+                seg.ids.tolist(), seg.names, seg.parent_ids.tolist(), seg.valid.tolist(), spos, sq
+            )
+        ]
         so = s.segment_offsets
-        sk = Skeletons(frame_number=frame.frame_number, skeletons=[
-            Skeleton(id=i, name=n, tracking_valid=v, segments=segs[so[j]:so[j + 1]])
-            for j, (i, n, v) in enumerate(zip(s.ids.tolist(), s.names, s.valid.tolist()))])
+        sk = Skeletons(
+            frame_number=frame.frame_number,
+            skeletons=[
+                Skeleton(id=i, name=n, tracking_valid=v, segments=segs[so[j] : so[j + 1]])
+                for j, (i, n, v) in enumerate(zip(s.ids.tolist(), s.names, s.valid.tolist()))
+            ],
+        )
         for msg in (mk, rb, sk):
             msg.header.frame_id = header_frame
         return mk, rb, sk

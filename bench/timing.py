@@ -1,8 +1,9 @@
 """Timing for the decoder micro-benchmarks."""
+
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def best_microseconds_per_item(fn: Callable[[], None], items: int, repeats: int = 5) -> float:

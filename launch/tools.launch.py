@@ -14,13 +14,15 @@ goes on without it (it must never fail halfway, after the tools have started).
 recorder:=true also starts session_recorder with config/recorder.yaml (recorder_params:=...),
 which records every capture session started on the control plane.
 """
+
 import os
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, SetEnvironmentVariable
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 # launch/ and config/ are installed side by side (and sit side by side in the source tree)
 CONFIG = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "config")
@@ -33,6 +35,7 @@ TOOLS = (  # (on/off argument, executable = node name = key in the parameters fi
 
 def rviz_installed() -> bool:
     from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
     try:
         get_package_share_directory("rviz2")
     except PackageNotFoundError:
@@ -45,8 +48,14 @@ def _rviz(context):
         return []
     if not rviz_installed():
         return [LogInfo(msg="rviz2 is not installed: RViz is skipped (the tools run without it)")]
-    return [Node(package="rviz2", executable="rviz2", name="rviz2",
-                 arguments=["-d", os.path.join(CONFIG, "mocap4r2.rviz")])]
+    return [
+        Node(
+            package="rviz2",
+            executable="rviz2",
+            name="rviz2",
+            arguments=["-d", os.path.join(CONFIG, "mocap4r2.rviz")],
+        )
+    ]
 
 
 def generate_launch_description():
@@ -54,21 +63,50 @@ def generate_launch_description():
     actions = [
         # each node leaves (SIGTERM) if the launch process dies without stopping it
         SetEnvironmentVariable("MOCAP4R2_EXIT_WITH_PARENT", "1"),
-        DeclareLaunchArgument("tools_params", default_value=os.path.join(CONFIG, "tools.yaml"),
-                              description="Parameters of the tools (YAML keyed by node name)"),
-        DeclareLaunchArgument("rviz", default_value="false",
-                              description="Start RViz with config/mocap4r2.rviz (where rviz2 is installed)"),
+        DeclareLaunchArgument(
+            "tools_params",
+            default_value=os.path.join(CONFIG, "tools.yaml"),
+            description="Parameters of the tools (YAML keyed by node name)",
+        ),
+        DeclareLaunchArgument(
+            "rviz",
+            default_value="false",
+            description="Start RViz with config/mocap4r2.rviz (where rviz2 is installed)",
+        ),
     ]
     for switch, executable in TOOLS:
         actions.append(DeclareLaunchArgument(switch, default_value="true", description=f"Start {executable}"))
-        actions.append(Node(package="mocap4r2_tools", executable=executable, name=executable, parameters=[params],
-                            output="screen", condition=IfCondition(LaunchConfiguration(switch))))
-    actions.append(DeclareLaunchArgument("recorder", default_value="false",
-                                         description="Start session_recorder (records capture sessions)"))
-    actions.append(DeclareLaunchArgument("recorder_params", default_value=os.path.join(CONFIG, "recorder.yaml"),
-                                         description="Parameters of session_recorder"))
-    actions.append(Node(package="mocap4r2_tools", executable="session_recorder", name="session_recorder",
-                        parameters=[LaunchConfiguration("recorder_params")], output="screen",
-                        condition=IfCondition(LaunchConfiguration("recorder"))))
+        actions.append(
+            Node(
+                package="mocap4r2_tools",
+                executable=executable,
+                name=executable,
+                parameters=[params],
+                output="screen",
+                condition=IfCondition(LaunchConfiguration(switch)),
+            )
+        )
+    actions.append(
+        DeclareLaunchArgument(
+            "recorder", default_value="false", description="Start session_recorder (records capture sessions)"
+        )
+    )
+    actions.append(
+        DeclareLaunchArgument(
+            "recorder_params",
+            default_value=os.path.join(CONFIG, "recorder.yaml"),
+            description="Parameters of session_recorder",
+        )
+    )
+    actions.append(
+        Node(
+            package="mocap4r2_tools",
+            executable="session_recorder",
+            name="session_recorder",
+            parameters=[LaunchConfiguration("recorder_params")],
+            output="screen",
+            condition=IfCondition(LaunchConfiguration("recorder")),
+        )
+    )
     actions.append(OpaqueFunction(function=_rviz))
     return LaunchDescription(actions)

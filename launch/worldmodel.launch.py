@@ -6,22 +6,38 @@
 Parameters (systems, object identities, timeout, verify_distance) come from
 config/worldmodel.yaml; topics and services are under <worldmodel_namespace>/worldmodel/.
 """
+
 import os
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 CONFIG = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "config")
 
 
 def generate_launch_description():
-    return LaunchDescription([
-        DeclareLaunchArgument("worldmodel_params", default_value=os.path.join(CONFIG, "worldmodel.yaml"),
-                              description="Parameters of worldmodel_server (YAML keyed by node name)"),
-        DeclareLaunchArgument("worldmodel_namespace", default_value="", description="Namespace of the node (and of worldmodel/)"),
-        Node(package="mocap4r2_tools", executable="worldmodel_server", name="worldmodel_server",
-             namespace=LaunchConfiguration("worldmodel_namespace"), parameters=[LaunchConfiguration("worldmodel_params")],
-             output="screen"),
-    ])
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(
+                "worldmodel_params",
+                default_value=os.path.join(CONFIG, "worldmodel.yaml"),
+                description="Parameters of worldmodel_server (YAML keyed by node name)",
+            ),
+            DeclareLaunchArgument(
+                "worldmodel_namespace",
+                default_value="",
+                description="Namespace of the node (and of worldmodel/)",
+            ),
+            Node(
+                package="mocap4r2_tools",
+                executable="worldmodel_server",
+                name="worldmodel_server",
+                namespace=LaunchConfiguration("worldmodel_namespace"),
+                parameters=[LaunchConfiguration("worldmodel_params")],
+                output="screen",
+            ),
+        ]
+    )

@@ -15,7 +15,10 @@ setup(
         # the systems' files of the repository's top-level launch/ and config/ (the tools'
         # files are installed by mocap4r2_tools)
         (f"share/{PACKAGE}/launch", [f"../launch/{name}.launch.py" for name in SYSTEMS + ("demo_bringup",)]),
-        (f"share/{PACKAGE}/config", [f"../config/{name}.yaml" for name in SYSTEMS + ("demo_scene", "arm_scene")]),
+        (
+            f"share/{PACKAGE}/config",
+            [f"../config/{name}.yaml" for name in SYSTEMS + ("demo_scene", "arm_scene")],
+        ),
         ("bin", sorted(glob("bin/*"))),
     ],
     install_requires=["setuptools"],

@@ -4,8 +4,14 @@ from setuptools import find_packages, setup
 
 PACKAGE = "mocap4r2_tools"
 LAUNCH_FILES = ("tools", "px4_bridge", "worldmodel")
-CONFIG_FILES = ("tools.yaml", "mocap4r2.rviz", "px4_bridge.yaml", "worldmodel.yaml", "recorder.yaml",
-                "motion_tools.yaml")
+CONFIG_FILES = (
+    "tools.yaml",
+    "mocap4r2.rviz",
+    "px4_bridge.yaml",
+    "worldmodel.yaml",
+    "recorder.yaml",
+    "motion_tools.yaml",
+)
 
 setup(
     name=PACKAGE,

@@ -16,6 +16,7 @@ arm_trajectory_error compares the commanded end-effector path (/simulated_arm/ee
 with the measured one. The summary prints that ATE: millimetres (marker noise and the
 measurement's lag), not zero.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STATES = {0: "UNKNOWN", 1: "PENDING", 2: "ACTIVE", 3: "INACTIVE", -1: "CONFIRMED", -2: "DISCARDED", -3: "APPROACHING"}
+STATES = {
+    0: "UNKNOWN",
+    1: "PENDING",
+    2: "ACTIVE",
+    3: "INACTIVE",
+    -1: "CONFIRMED",
+    -2: "DISCARDED",
+    -3: "APPROACHING",
+}
 INSTALL = ROOT / "install"
 
 
@@ -41,6 +50,7 @@ def executable(package: str, name: str) -> Path | None:
 
 # frames a simulated system keeps for its reader in the demo (1 s at the scenes' 120 Hz)
 DEMO_BACKLOG = 120
+
 
 def start(cmd: list[str], log_dir: Path, label: str) -> subprocess.Popen:
     log = open(log_dir / f"{label}.log", "w")
@@ -63,7 +73,7 @@ def vehicle_answers(connection: str, timeout: float = 1.5) -> str | None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                conn.mav.heartbeat_send(18, 8, 0, 0, 4)   # onboard controller, no autopilot, active
+                conn.mav.heartbeat_send(18, 8, 0, 0, 4)  # onboard controller, no autopilot, active
             except OSError:
                 pass
             msg = conn.recv_match(type="HEARTBEAT", blocking=True, timeout=0.3)
@@ -77,7 +87,7 @@ def vehicle_answers(connection: str, timeout: float = 1.5) -> str | None:
 ARM_JOINTS = ("joint1", "joint2", "joint3")
 ARM_LOOP_SECONDS = 6.0
 ARM_LOOP_POINTS = 13
-ARM_TOP = (0.0, -0.35, 0.5)   # the joints half way round a loop (the JOINT_STATE monitor)
+ARM_TOP = (0.0, -0.35, 0.5)  # the joints half way round a loop (the JOINT_STATE monitor)
 
 
 def arm_loop(s: float) -> tuple[list[float], list[float]]:
@@ -97,13 +107,14 @@ class ArmGoals:
 
     def __init__(self, node, action: str = "/simulated_arm/queue_trajectory"):
         from rclpy.action import ActionClient
+
         from motion_control_interfaces.action import QueueTrajectory
 
         self._goal_type = QueueTrajectory.Goal
         self.client = ActionClient(node, QueueTrajectory, action)
         self.sent = self.accepted = self.finished = self.refused = 0
         self._outstanding = 0
-        self._lock = threading.Lock()   # the answers come on the executor's thread
+        self._lock = threading.Lock()  # the answers come on the executor's thread
 
     def pump(self) -> None:
         with self._lock:
@@ -115,8 +126,10 @@ class ArmGoals:
 
     def _goal(self, trajectory_id: str):
         from builtin_interfaces.msg import Duration
-        from motion_control_interfaces.msg import Monitor, TriggerCondition as C
         from trajectory_msgs.msg import JointTrajectoryPoint
+
+        from motion_control_interfaces.msg import Monitor
+        from motion_control_interfaces.msg import TriggerCondition as C
 
         goal = self._goal_type(trajectory_id=trajectory_id)
         goal.trajectory.joint_names = list(ARM_JOINTS)
@@ -124,15 +137,24 @@ class ArmGoals:
             s = i / (ARM_LOOP_POINTS - 1)
             positions, velocities = arm_loop(s)
             t = s * ARM_LOOP_SECONDS
-            goal.trajectory.points.append(JointTrajectoryPoint(
-                positions=positions, velocities=velocities,
-                time_from_start=Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9)) % 1_000_000_000)))
-        top = Monitor(monitor_id="top", trigger_condition=C(type=C.JOINT_STATE, joint_state_tolerances=[0.02] * 3))
+            goal.trajectory.points.append(
+                JointTrajectoryPoint(
+                    positions=positions,
+                    velocities=velocities,
+                    time_from_start=Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9)) % 1_000_000_000),
+                )
+            )
+        top = Monitor(
+            monitor_id="top", trigger_condition=C(type=C.JOINT_STATE, joint_state_tolerances=[0.02] * 3)
+        )
         top.trigger_condition.joint_state.name = list(ARM_JOINTS)
         top.trigger_condition.joint_state.position = list(ARM_TOP)
         t1_5 = C(type=C.TIME, time_from_start=Duration(sec=1, nanosec=500_000_000))
-        goal.monitors = [Monitor(monitor_id="half", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.5)),
-                         Monitor(monitor_id="t1_5", trigger_condition=t1_5), top]
+        goal.monitors = [
+            Monitor(monitor_id="half", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.5)),
+            Monitor(monitor_id="t1_5", trigger_condition=t1_5),
+            top,
+        ]
         return goal
 
     def _on_response(self, future) -> None:
@@ -153,9 +175,15 @@ class ArmGoals:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=float(os.environ.get("DEMO_DURATION", 15)),
-                        help="seconds of live view (default 15; Ctrl-C ends earlier)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=float(os.environ.get("DEMO_DURATION", 15)),
+        help="seconds of live view (default 15; Ctrl-C ends earlier)",
+    )
     parser.add_argument("--scene", default="", help="scene YAML (default: config/demo_scene.yaml)")
     parser.add_argument("--domain", type=int, default=None, help="ROS_DOMAIN_ID to use (default: yours)")
     args = parser.parse_args(argv)
@@ -175,27 +203,57 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     procs: list[tuple[str, subprocess.Popen]] = []
     scene = args.scene or str(ROOT / "config" / "demo_scene.yaml")
-    procs.append(("simulated_system", start(
-        [str(sim), "--ros-args", "-r", "__ns:=/sim", "-r", "__node:=simulated_system",
-         "-p", f"scene:={scene}", "-p", "publish_tf:=true", "-p", "frame_id:=world",
-         # a second of frames for a reader the busy demo machine holds back (a network
-         # buffer holds as much): late frames, not lost ones
-         "-p", f"max_backlog:={DEMO_BACKLOG}"], log_dir, "simulated_system")))
+    procs.append(
+        (
+            "simulated_system",
+            start(
+                [
+                    str(sim),
+                    "--ros-args",
+                    "-r",
+                    "__ns:=/sim",
+                    "-r",
+                    "__node:=simulated_system",
+                    "-p",
+                    f"scene:={scene}",
+                    "-p",
+                    "publish_tf:=true",
+                    "-p",
+                    "frame_id:=world",
+                    # a second of frames for a reader the busy demo machine holds back (a network
+                    # buffer holds as much): late frames, not lost ones
+                    "-p",
+                    f"max_backlog:={DEMO_BACKLOG}",
+                ],
+                log_dir,
+                "simulated_system",
+            ),
+        )
+    )
     # the tools as configured for /sim in config/tools.yaml: marker_viz draws the system,
     # robot_ground_truth follows robot1, trajectory_error compares the two (about zero)
     tools_config = str(ROOT / "config" / "tools.yaml")
     for tool in ("marker_viz", "robot_ground_truth", "trajectory_error"):
         exe = executable("mocap4r2_tools", tool)
         if exe is not None:
-            procs.append((tool, start([str(exe), "--ros-args", "--params-file", tools_config], log_dir, tool)))
+            procs.append(
+                (tool, start([str(exe), "--ros-args", "--params-file", tools_config], log_dir, tool))
+            )
     # the bridges, where their parts are there: the world model needs only its package;
     # the PX4 bridge needs a vehicle (a flight controller or PX4 SITL) answering
     bridges: list[str] = []
     wm = executable("mocap4r2_tools", "worldmodel_server")
     if wm is not None:
-        procs.append(("worldmodel_server", start(
-            [str(wm), "--ros-args", "--params-file", str(ROOT / "config" / "worldmodel.yaml")], log_dir,
-            "worldmodel_server")))
+        procs.append(
+            (
+                "worldmodel_server",
+                start(
+                    [str(wm), "--ros-args", "--params-file", str(ROOT / "config" / "worldmodel.yaml")],
+                    log_dir,
+                    "worldmodel_server",
+                ),
+            )
+        )
         bridges.append("worldmodel_server: the bodies as a hector world model on /worldmodel/objects")
     else:
         bridges.append("worldmodel_server: not installed (run `make setup`), not started")
@@ -205,12 +263,30 @@ def main(argv: list[str] | None = None) -> int:
     if px4 is None:
         bridges.append("px4_bridge: not installed, not started")
     elif vehicle is None:
-        bridges.append(f"px4_bridge: no vehicle answers at {px4_connection} (start PX4 SITL or set "
-                       "DEMO_PX4_CONNECTION), not started")
+        bridges.append(
+            f"px4_bridge: no vehicle answers at {px4_connection} (start PX4 SITL or set "
+            "DEMO_PX4_CONNECTION), not started"
+        )
     else:
-        procs.append(("px4_bridge", start(
-            [str(px4), "--ros-args", "--params-file", str(ROOT / "config" / "px4_bridge.yaml"),
-             "-p", "body:=drone1", "-p", f"connection:={px4_connection}"], log_dir, "px4_bridge")))
+        procs.append(
+            (
+                "px4_bridge",
+                start(
+                    [
+                        str(px4),
+                        "--ros-args",
+                        "--params-file",
+                        str(ROOT / "config" / "px4_bridge.yaml"),
+                        "-p",
+                        "body:=drone1",
+                        "-p",
+                        f"connection:={px4_connection}",
+                    ],
+                    log_dir,
+                    "px4_bridge",
+                ),
+            )
+        )
         bridges.append(f"px4_bridge: drone1 -> {px4_connection} ({vehicle})")
 
     # the motion tools: the arm, the monitors of its goals, a second simulated mocap
@@ -223,27 +299,83 @@ def main(argv: list[str] | None = None) -> int:
     if arm is None:
         motion.append("simulated_arm: not installed (run `make setup`), not started")
     else:
-        procs.append(("simulated_arm", start(
-            [str(arm), "--ros-args", "-r", "__node:=simulated_arm", "--params-file", motion_config], log_dir,
-            "simulated_arm")))
+        procs.append(
+            (
+                "simulated_arm",
+                start(
+                    [str(arm), "--ros-args", "-r", "__node:=simulated_arm", "--params-file", motion_config],
+                    log_dir,
+                    "simulated_arm",
+                ),
+            )
+        )
         monitor = executable("mocap4r2_tools", "trajectory_monitor")
         if monitor is not None:
-            procs.append(("trajectory_monitor", start(
-                [str(monitor), "--ros-args", "-r", "__node:=trajectory_monitor", "--params-file", motion_config],
-                log_dir, "trajectory_monitor")))
+            procs.append(
+                (
+                    "trajectory_monitor",
+                    start(
+                        [
+                            str(monitor),
+                            "--ros-args",
+                            "-r",
+                            "__node:=trajectory_monitor",
+                            "--params-file",
+                            motion_config,
+                        ],
+                        log_dir,
+                        "trajectory_monitor",
+                    ),
+                )
+            )
         if arm_scene.exists():
             arm_measured = True
-            procs.append(("arm_mocap", start(
-                [str(sim), "--ros-args", "-r", "__ns:=/arm_mocap", "-r", "__node:=simulated_system",
-                 "-p", f"scene:={arm_scene}", "-p", "frame_id:=world", "-p", f"max_backlog:={DEMO_BACKLOG}"],
-                log_dir, "arm_mocap")))
+            procs.append(
+                (
+                    "arm_mocap",
+                    start(
+                        [
+                            str(sim),
+                            "--ros-args",
+                            "-r",
+                            "__ns:=/arm_mocap",
+                            "-r",
+                            "__node:=simulated_system",
+                            "-p",
+                            f"scene:={arm_scene}",
+                            "-p",
+                            "frame_id:=world",
+                            "-p",
+                            f"max_backlog:={DEMO_BACKLOG}",
+                        ],
+                        log_dir,
+                        "arm_mocap",
+                    ),
+                )
+            )
             err_exe = executable("mocap4r2_tools", "trajectory_error")
             if err_exe is not None:
-                procs.append(("arm_trajectory_error", start(
-                    [str(err_exe), "--ros-args", "-r", "__node:=arm_trajectory_error", "--params-file",
-                     motion_config], log_dir, "arm_trajectory_error")))
-            motion.append("arm: /simulated_arm executes looping goals, /arm_mocap measures its end effector "
-                          "(arm_ee), arm_trajectory_error compares commanded and measured")
+                procs.append(
+                    (
+                        "arm_trajectory_error",
+                        start(
+                            [
+                                str(err_exe),
+                                "--ros-args",
+                                "-r",
+                                "__node:=arm_trajectory_error",
+                                "--params-file",
+                                motion_config,
+                            ],
+                            log_dir,
+                            "arm_trajectory_error",
+                        ),
+                    )
+                )
+            motion.append(
+                "arm: /simulated_arm executes looping goals, /arm_mocap measures its end effector "
+                "(arm_ee), arm_trajectory_error compares commanded and measured"
+            )
         else:
             motion.append(f"arm: {arm_scene} is missing: the arm runs unmeasured (no /arm_mocap, no error)")
 
@@ -252,20 +384,49 @@ def main(argv: list[str] | None = None) -> int:
     recordings.mkdir()
     recorder = executable("mocap4r2_tools", "session_recorder")
     if recorder is not None:
-        procs.append(("session_recorder", start(
-            [str(recorder), "--ros-args", "--params-file", str(ROOT / "config" / "recorder.yaml"),
-             "-p", f"output_dir:={recordings}"], log_dir, "session_recorder")))
-    session_members = (["/sim/simulated_system"] + (["/arm_mocap/simulated_system"] if arm_measured else [])
-                       + (["/session_recorder"] if recorder is not None else []))
+        procs.append(
+            (
+                "session_recorder",
+                start(
+                    [
+                        str(recorder),
+                        "--ros-args",
+                        "--params-file",
+                        str(ROOT / "config" / "recorder.yaml"),
+                        "-p",
+                        f"output_dir:={recordings}",
+                    ],
+                    log_dir,
+                    "session_recorder",
+                ),
+            )
+        )
+    session_members = (
+        ["/sim/simulated_system"]
+        + (["/arm_mocap/simulated_system"] if arm_measured else [])
+        + (["/session_recorder"] if recorder is not None else [])
+    )
 
     from diagnostic_msgs.msg import DiagnosticArray
-    from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
 
     from mocap4r2_control.control_plane import ControlSession
+    from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
 
-    stats = {"frames": 0, "first": None, "last": None, "tracked": 0, "bodies": 0, "diag": None, "names": [],
-             "error": None, "model": None, "arm_error": None, "triggers": {}, "last_results": {},
-             "snapshot": None}
+    stats = {
+        "frames": 0,
+        "first": None,
+        "last": None,
+        "tracked": 0,
+        "bodies": 0,
+        "diag": None,
+        "names": [],
+        "error": None,
+        "model": None,
+        "arm_error": None,
+        "triggers": {},
+        "last_results": {},
+        "snapshot": None,
+    }
 
     def on_arm_error(msg: TrajectoryError) -> None:
         stats["arm_error"] = msg
@@ -307,37 +468,60 @@ def main(argv: list[str] | None = None) -> int:
         session.node.create_subscription(TrajectoryError, "/trajectory_error", on_error, 10)
         session.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
         if wm is not None:
-            from hector_worldmodel_msgs.msg import ObjectModel
             from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-            session.node.create_subscription(ObjectModel, "/worldmodel/objects", on_model, QoSProfile(
-                depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            from hector_worldmodel_msgs.msg import ObjectModel
+
+            session.node.create_subscription(
+                ObjectModel,
+                "/worldmodel/objects",
+                on_model,
+                QoSProfile(
+                    depth=1,
+                    reliability=ReliabilityPolicy.RELIABLE,
+                    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                ),
+            )
         arm_goals = None
         if arm is not None:
             from geometry_msgs.msg import PoseStamped
-            from motion_control_interfaces.msg import MonitorResultsStamped
             from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
+            from motion_control_interfaces.msg import MonitorResultsStamped
+
             arm_goals = ArmGoals(session.node)
-            session.node.create_subscription(MonitorResultsStamped, "/trajectory_monitor/monitor_results",
-                                             on_monitor_results, 50)
-            session.node.create_subscription(PoseStamped, "/trajectory_monitor/half/arm_ee", on_snapshot, QoSProfile(
-                depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            session.node.create_subscription(
+                MonitorResultsStamped, "/trajectory_monitor/monitor_results", on_monitor_results, 50
+            )
+            session.node.create_subscription(
+                PoseStamped,
+                "/trajectory_monitor/half/arm_ee",
+                on_snapshot,
+                QoSProfile(
+                    depth=1,
+                    reliability=ReliabilityPolicy.RELIABLE,
+                    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                ),
+            )
             session.node.create_subscription(TrajectoryError, "/arm_trajectory_error", on_arm_error, 10)
         for line in motion:
             console.print(f"motion {line}")
         for line in bridges:
             console.print(f"bridge {line}")
-        console.print(f"[bold]mocap4r2 demo[/] (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, "
-                      f"logs in {log_dir})")
+        console.print(
+            f"[bold]mocap4r2 demo[/] (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, "
+            f"logs in {log_dir})"
+        )
         systems = session.client.wait_for_systems(names=session_members, timeout=20)
         if "/sim/simulated_system" not in systems:
             console.print("[red]the simulated system did not announce itself[/]")
             return 1
         if arm_measured and "/arm_mocap/simulated_system" not in systems:
             # the arm's measurement is an extra: the demo goes on without it
-            console.print(f"[yellow]/arm_mocap did not announce itself (see {log_dir}/arm_mocap.log): "
-                          "the arm runs unmeasured[/]")
+            console.print(
+                f"[yellow]/arm_mocap did not announce itself (see {log_dir}/arm_mocap.log): "
+                "the arm runs unmeasured[/]"
+            )
             session_members.remove("/arm_mocap/simulated_system")
         console.print(f"systems: {', '.join(f'{n} ({i.type}, {i.state.label})' for n, i in systems.items())}")
         session_id = time.strftime("demo-%H%M%S")
@@ -352,31 +536,52 @@ def main(argv: list[str] | None = None) -> int:
             for col in ("body", "tracked", "x", "y", "z"):
                 table.add_column(col)
             for name, ok, p in stats["names"]:
-                table.add_row(name, "[green]yes[/]" if ok else "[red]no (last pose)[/]",
-                              f"{p.x:+.3f}", f"{p.y:+.3f}", f"{p.z:+.3f}")
-            lines = []   # the caption, a line per source that has reported
+                table.add_row(
+                    name,
+                    "[green]yes[/]" if ok else "[red]no (last pose)[/]",
+                    f"{p.x:+.3f}",
+                    f"{p.y:+.3f}",
+                    f"{p.z:+.3f}",
+                )
+            lines = []  # the caption, a line per source that has reported
             diag = stats["diag"]
             if diag is not None:
                 values = {kv.key: kv.value for kv in diag.values}
-                lines.append(f"frame {stats['last']}  rate {values.get('rate_hz')} Hz  "
-                             f"latency {values.get('latency_mean_ms')} ms  "
-                             f"dropped {values.get('dropped_frames_total')}  status: {diag.message}")
+                lines.append(
+                    f"frame {stats['last']}  rate {values.get('rate_hz')} Hz  "
+                    f"latency {values.get('latency_mean_ms')} ms  "
+                    f"dropped {values.get('dropped_frames_total')}  status: {diag.message}"
+                )
 
             def ate(what: str, err, scale: float, unit: str, digits: str) -> None:
                 if err is not None:
-                    lines.append(f"{what}: {err.samples} pairs, ATE rmse {err.ate_rmse * scale:{digits}} {unit}")
+                    lines.append(
+                        f"{what}: {err.samples} pairs, ATE rmse {err.ate_rmse * scale:{digits}} {unit}"
+                    )
 
             ate("robot_ground_truth vs mocap (trajectory_error)", stats["error"], 1.0, "m", ".2e")
             if arm_goals is not None:
                 triggers = ", ".join(f"{m} x{n}" for m, n in sorted(stats["triggers"].items())) or "none yet"
-                lines.append(f"arm: {arm_goals.accepted} loops accepted, {arm_goals.finished} finished; "
-                             f"monitors triggered: {triggers}")
-                ate("commanded vs measured end effector (arm_trajectory_error)", stats["arm_error"], 1000.0, "mm",
-                    ".2f")
+                lines.append(
+                    f"arm: {arm_goals.accepted} loops accepted, {arm_goals.finished} finished; "
+                    f"monitors triggered: {triggers}"
+                )
+                ate(
+                    "commanded vs measured end effector (arm_trajectory_error)",
+                    stats["arm_error"],
+                    1000.0,
+                    "mm",
+                    ".2f",
+                )
             model = stats["model"]
             if model is not None:
-                lines.append("world model: " + ", ".join(
-                    f"{o.info.object_id} {STATES.get(o.state.state, o.state.state)}" for o in model.objects))
+                lines.append(
+                    "world model: "
+                    + ", ".join(
+                        f"{o.info.object_id} {STATES.get(o.state.state, o.state.state)}"
+                        for o in model.objects
+                    )
+                )
             table.caption = "\n".join(lines) or None
             return table
 
@@ -394,40 +599,56 @@ def main(argv: list[str] | None = None) -> int:
         for ack in result.acks:
             console.print(f"STOP {ack.system}: {'ok' if ack.success else 'FAILED'} {ack.message}")
         diag = {kv.key: kv.value for kv in stats["diag"].values} if stats["diag"] is not None else {}
-        console.print(f"[bold]summary[/]: the system published {diag.get('frames_total', '?')} frames "
-                      f"({diag.get('dropped_frames_total', '?')} dropped by the simulated mocap system), "
-                      f"{stats['bodies']} rigid bodies; this viewer received {stats['frames']}; "
-                      f"tools running: {', '.join(n for n, _ in procs[1:]) or 'none'}")
+        console.print(
+            f"[bold]summary[/]: the system published {diag.get('frames_total', '?')} frames "
+            f"({diag.get('dropped_frames_total', '?')} dropped by the simulated mocap system), "
+            f"{stats['bodies']} rigid bodies; this viewer received {stats['frames']}; "
+            f"tools running: {', '.join(n for n, _ in procs[1:]) or 'none'}"
+        )
         err = stats["error"]
         if err is not None:
-            console.print(f"trajectory_error: {err.samples} pose pairs, ATE rmse {err.ate_rmse:.3e} m, "
-                          f"RPE {err.rpe_trans_rmse:.3e} m / {err.rpe_rot_rmse:.3e} rad (aligned: {err.aligned})")
+            console.print(
+                f"trajectory_error: {err.samples} pose pairs, ATE rmse {err.ate_rmse:.3e} m, "
+                f"RPE {err.rpe_trans_rmse:.3e} m / {err.rpe_rot_rmse:.3e} rad (aligned: {err.aligned})"
+            )
         if arm_goals is not None:
             triggers = ", ".join(f"{m} x{n}" for m, n in sorted(stats["triggers"].items())) or "none"
-            console.print(f"arm: {arm_goals.sent} looping trajectories sent, {arm_goals.accepted} accepted, "
-                          f"{arm_goals.finished} finished; trajectory_monitor triggers: {triggers}")
+            console.print(
+                f"arm: {arm_goals.sent} looping trajectories sent, {arm_goals.accepted} accepted, "
+                f"{arm_goals.finished} finished; trajectory_monitor triggers: {triggers}"
+            )
             snap = stats["snapshot"]
             if snap is not None:
                 p = snap.pose.position
-                console.print(f"arm: measured end effector at the last 'half' trigger: "
-                              f"({p.x:+.4f}, {p.y:+.4f}, {p.z:+.4f}) m")
+                console.print(
+                    f"arm: measured end effector at the last 'half' trigger: "
+                    f"({p.x:+.4f}, {p.y:+.4f}, {p.z:+.4f}) m"
+                )
             arm_err = stats["arm_error"]
             if arm_err is not None:
-                console.print(f"arm_trajectory_error (commanded vs measured end effector): {arm_err.samples} pose "
-                              f"pairs, ATE rmse {arm_err.ate_rmse * 1000:.2f} mm, max {arm_err.ate_max * 1000:.2f} mm")
+                console.print(
+                    f"arm_trajectory_error (commanded vs measured end effector): {arm_err.samples} pose "
+                    f"pairs, ATE rmse {arm_err.ate_rmse * 1000:.2f} mm, max {arm_err.ate_max * 1000:.2f} mm"
+                )
                 if not 0.0 < arm_err.ate_rmse < 0.02:
                     # marker noise and the measurement's lag make it millimetres: zero means the
                     # measurement is not independent of the command; centimetres, a wrong frame or
                     # body, or a machine so loaded that the measurement lags far behind
-                    console.print(f"[yellow]arm: an ATE of {arm_err.ate_rmse * 1000:.2f} mm is not the millimetres "
-                                  f"expected (a heavily loaded machine delays the measurement); see "
-                                  f"{log_dir}/arm_mocap.log and arm_trajectory_error.log[/]")
+                    console.print(
+                        f"[yellow]arm: an ATE of {arm_err.ate_rmse * 1000:.2f} mm is not the millimetres "
+                        f"expected (a heavily loaded machine delays the measurement); see "
+                        f"{log_dir}/arm_mocap.log and arm_trajectory_error.log[/]"
+                    )
             elif arm_measured:
-                console.print(f"arm_trajectory_error: no result (was arm_ee tracked by /arm_mocap?); see "
-                              f"{log_dir}/arm_mocap.log and arm_trajectory_error.log")
+                console.print(
+                    f"arm_trajectory_error: no result (was arm_ee tracked by /arm_mocap?); see "
+                    f"{log_dir}/arm_mocap.log and arm_trajectory_error.log"
+                )
         if recorder is not None:
-            console.print(f"recorded: {recordings / session_id}  (try: mocap4r2 sessions {recordings}; "
-                          f"mocap4r2 export {recordings / session_id} --format c3d)")
+            console.print(
+                f"recorded: {recordings / session_id}  (try: mocap4r2 sessions {recordings}; "
+                f"mocap4r2 export {recordings / session_id} --format c3d)"
+            )
         code = 0 if stats["frames"] > 0 and result.ok else 1
     finally:
         session.close()

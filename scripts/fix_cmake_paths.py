@@ -5,6 +5,7 @@ interpreter's include directory and numpy's, which do not exist here, and CMake 
 targets with missing include directories. We rewrite them to this interpreter's paths.
 Idempotent: a second run finds nothing to change.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import numpy
 
-BUILDER = re.compile(r"/opt/python/cp3\d+-cp3\d+/(include/python3\.\d+|lib/python3\.\d+/site-packages/numpy/_core/include)")
+BUILDER = re.compile(
+    r"/opt/python/cp3\d+-cp3\d+/(include/python3\.\d+|lib/python3\.\d+/site-packages/numpy/_core/include)"
+)
 
 
 def replacement(match: re.Match[str]) -> str:

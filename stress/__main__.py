@@ -7,6 +7,7 @@ those words. Exit status 1 when a target is not met or a section fails.
 A section is a module ``stress/stress_<name>.py`` with ``run() -> list[Row]``
 (stress.common.Row); nothing else needs to change to add one.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -18,7 +19,6 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from bench.domain import isolate
-
     from stress.common import Row
 
     # a domain of our own: the load neither sees nor disturbs other runs on the machine
@@ -38,9 +38,9 @@ def main(argv: list[str]) -> int:
         elapsed = time.perf_counter() - start
         # a section may give plain (figure, value, target, met) tuples
         section = [row if isinstance(row, Row) else Row(*row) for row in section]
-        for row in section:   # numpy's bool is not True: the count of targets met asks "is True"
+        for row in section:  # numpy's bool is not True: the count of targets met asks "is True"
             row.met = None if row.met is None else bool(row.met)
-        for row in section:   # as soon as known: a later section that hangs does not lose them
+        for row in section:  # as soon as known: a later section that hangs does not lose them
             print(f"    {row.figure} | {row.value} | {row.target} | {row.met}", flush=True)
         rows += section
         rows.append(Row(f"{name}: duration s", f"{elapsed:.0f}"))
@@ -54,7 +54,9 @@ def print_table(rows) -> None:
         return f"{value:.4g}" if isinstance(value, float) else str(value)
 
     cells = [("figure", "value", "target", "met")] + [
-        (r.figure, text(r.value), r.target, "-" if r.met is None else ("yes" if r.met else "NO")) for r in rows]
+        (r.figure, text(r.value), r.target, "-" if r.met is None else ("yes" if r.met else "NO"))
+        for r in rows
+    ]
     widths = [max(len(c[i]) for c in cells) for i in range(4)]
     line = "+".join("-" * (w + 2) for w in widths)
     print()

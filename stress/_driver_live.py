@@ -1,14 +1,15 @@
 """What the NatNet and QTM stress sections share besides fuzzing (stress/_fuzz.py): live
 processes (stand-ins and drivers) with a DDS subscriber, kill/restart cycles and process
 figures."""
+
 from __future__ import annotations
 
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -72,10 +73,12 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str):
         raise TimeoutError(str(exc)) from None
 
 
-def restart_cycles(vendor: str, bodies, driver, server, restart: Callable[[], tuple], cycles: int) -> list[tuple]:
+def restart_cycles(
+    vendor: str, bodies, driver, server, restart: Callable[[], tuple], cycles: int
+) -> list[tuple]:
     """Kill the vendor's server ``cycles`` times under a live driver and restart it
     (``restart() -> (server process, time it said ready)``); the rows of restart_rows."""
-    time.sleep(1.0)   # steady state before counting threads and memory
+    time.sleep(1.0)  # steady state before counting threads and memory
     threads_before, rss_before = proc_threads(driver.pid), proc_rss_mib(driver.pid)
     recoveries, failures = [], 0
     for _ in range(cycles):
@@ -89,25 +92,49 @@ def restart_cycles(vendor: str, bodies, driver, server, restart: Callable[[], tu
             recoveries.append(max(bodies.times[0] - ready, 0.0))
         except TimeoutError:
             failures += 1
-    time.sleep(1.0)   # let a leaking driver show its leak before counting again
+    time.sleep(1.0)  # let a leaking driver show its leak before counting again
     threads_after, rss_after = proc_threads(driver.pid), proc_rss_mib(driver.pid)
     driver.stop()
     server.stop()
-    return restart_rows(vendor, recoveries, (threads_before, threads_after), (rss_before, rss_after), failures,
-                        cycles)
+    return restart_rows(
+        vendor, recoveries, (threads_before, threads_after), (rss_before, rss_after), failures, cycles
+    )
 
 
-def restart_rows(vendor: str, recoveries: list[float], threads: tuple[int, int], rss: tuple[float, float],
-                 failures: int, cycles: int) -> list[tuple]:
+def restart_rows(
+    vendor: str,
+    recoveries: list[float],
+    threads: tuple[int, int],
+    rss: tuple[float, float],
+    failures: int,
+    cycles: int,
+) -> list[tuple]:
     got = np.asarray(recoveries) if recoveries else np.asarray([float("inf")])
     p50, worst = float(np.median(got)), float(got.max())
     return [
-        (f"{vendor}: server kill/restart cycles recovered", f"{len(recoveries)}/{cycles}", f"{cycles}/{cycles}",
-         len(recoveries) == cycles and failures == 0),
-        (f"{vendor}: recovery p50 (s, first frame after the restarted server is ready)", round(p50, 3),
-         "<= 2", p50 <= 2.0),
+        (
+            f"{vendor}: server kill/restart cycles recovered",
+            f"{len(recoveries)}/{cycles}",
+            f"{cycles}/{cycles}",
+            len(recoveries) == cycles and failures == 0,
+        ),
+        (
+            f"{vendor}: recovery p50 (s, first frame after the restarted server is ready)",
+            round(p50, 3),
+            "<= 2",
+            p50 <= 2.0,
+        ),
         (f"{vendor}: recovery max (s)", round(worst, 3), "<= 2", worst <= 2.0),
-        (f"{vendor}: driver threads before/after", f"{threads[0]}/{threads[1]}", "equal", threads[0] == threads[1]),
-        (f"{vendor}: driver RSS before/after (MiB)", f"{rss[0]:.1f}/{rss[1]:.1f}", "growth < 10 %",
-         rss[1] <= rss[0] * 1.10),
+        (
+            f"{vendor}: driver threads before/after",
+            f"{threads[0]}/{threads[1]}",
+            "equal",
+            threads[0] == threads[1],
+        ),
+        (
+            f"{vendor}: driver RSS before/after (MiB)",
+            f"{rss[0]:.1f}/{rss[1]:.1f}",
+            "growth < 10 %",
+            rss[1] <= rss[0] * 1.10,
+        ),
     ]

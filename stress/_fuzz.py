@@ -26,6 +26,7 @@ frame and its consistency check (a path may run that costly part on a sample of 
 packets whose structure the mutation left alone; the table says how many); any exception
 ``step`` raises is a crash.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,25 +36,47 @@ import queue
 import resource
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_SECONDS = 1.0
 BATCH = 2048
-CHUNK = 8 * BATCH          # packets a worker takes at a time: worker w reads chunks w, w+W, ...
+CHUNK = 8 * BATCH  # packets a worker takes at a time: worker w reads chunks w, w+W, ...
 # int32 values that break length and count fields: zero, one, negative, huge, 16-bit edges
-BOUNDARY = np.array([0, 1, 2, -1, -2, 0x7FFFFFFF, -0x80000000, 0xFFFF, 0x10000, 0x7FFF, 0x8000, 255, 256,
-                     1 << 20, 1 << 24], dtype=np.int64).astype(np.uint32)
+BOUNDARY = np.array(
+    [0, 1, 2, -1, -2, 0x7FFFFFFF, -0x80000000, 0xFFFF, 0x10000, 0x7FFF, 0x8000, 255, 256, 1 << 20, 1 << 24],
+    dtype=np.int64,
+).astype(np.uint32)
 
 # shared state of one worker (int64 slots)
-_HEARTBEAT, _READING, _PHASE, _STOP, _PACKETS, _REJECTED, _ACCEPTED, _CONVERTED, _INCONSISTENT, _CRASHES, \
-    _SLOWEST_NS, _SLOWEST_AT, _RSS_KIB, _CPU_MS, _SLOTS = range(15)
+(
+    _HEARTBEAT,
+    _READING,
+    _PHASE,
+    _STOP,
+    _PACKETS,
+    _REJECTED,
+    _ACCEPTED,
+    _CONVERTED,
+    _INCONSISTENT,
+    _CRASHES,
+    _SLOWEST_NS,
+    _SLOWEST_AT,
+    _RSS_KIB,
+    _CPU_MS,
+    _SLOTS,
+) = range(15)
 _STARTING, _RUNNING, _DONE = 0, 1, 2
-_OUTCOME = {"rejected": _REJECTED, "accepted": _ACCEPTED, "converted": _CONVERTED, "inconsistent": _INCONSISTENT}
+_OUTCOME = {
+    "rejected": _REJECTED,
+    "accepted": _ACCEPTED,
+    "converted": _CONVERTED,
+    "inconsistent": _INCONSISTENT,
+}
 
 
 # ---------------------------------------------------------------------- the corpus
@@ -61,17 +84,18 @@ def _base_table(bases: list[bytes]) -> tuple[np.ndarray, np.ndarray, int]:
     width = max(len(b) for b in bases) + 64
     table = np.zeros((len(bases), width), np.uint8)
     for i, b in enumerate(bases):
-        table[i, :len(b)] = np.frombuffer(b, np.uint8)
+        table[i, : len(b)] = np.frombuffer(b, np.uint8)
     return table, np.array([len(b) for b in bases], dtype=np.int64), width
 
 
-def mutate_batch(table: np.ndarray, lengths: np.ndarray, width: int, seed: int, batch: int, n: int = BATCH
-                 ) -> list[tuple[int, bytes]]:
+def mutate_batch(
+    table: np.ndarray, lengths: np.ndarray, width: int, seed: int, batch: int, n: int = BATCH
+) -> list[tuple[int, bytes]]:
     """Batch ``batch`` of the sequence ``seed``: ``n`` (base index, mutant) pairs."""
     rng = np.random.default_rng((seed, batch))
     rows_n = np.arange(n)
     which = rng.integers(0, len(table), n)
-    rows = table[which]                      # fancy indexing: a copy
+    rows = table[which]  # fancy indexing: a copy
     length = lengths[which].copy()
     # where: half anywhere in the packet, half in its first 64 bytes (headers, counts, sizes)
     span = np.maximum(np.where(rng.random(n) < 0.5, length, np.minimum(length, 64)), 1)
@@ -97,9 +121,14 @@ def mutate_batch(table: np.ndarray, lengths: np.ndarray, width: int, seed: int, 
         old = rows[field_rows[:, None], cols].astype(np.uint32)
         value = old[:, 0] | old[:, 1] << 8 | old[:, 2] << 16 | old[:, 3] << 24
         nudge = rng.random(len(field_rows)) < 0.5
-        value = np.where(nudge, value + rng.integers(-16, 17, len(field_rows)).astype(np.uint32),
-                         BOUNDARY[rng.integers(0, len(BOUNDARY), len(field_rows))]).astype(np.uint32)
-        rows[field_rows[:, None], cols] = (value[:, None] >> (8 * np.arange(4, dtype=np.uint32))).astype(np.uint8)
+        value = np.where(
+            nudge,
+            value + rng.integers(-16, 17, len(field_rows)).astype(np.uint32),
+            BOUNDARY[rng.integers(0, len(BOUNDARY), len(field_rows))],
+        ).astype(np.uint32)
+        rows[field_rows[:, None], cols] = (value[:, None] >> (8 * np.arange(4, dtype=np.uint32))).astype(
+            np.uint8
+        )
     # then the length: 8 % truncated, 4 % grown with noise, 5 % bytes deleted, 5 % inserted
     cut = rng.random(n)
     length = np.where(cut < 0.08, (rng.random(n) * length).astype(np.int64), length)
@@ -113,12 +142,12 @@ def mutate_batch(table: np.ndarray, lengths: np.ndarray, width: int, seed: int, 
     insert = rng.integers(0, 256, 16, dtype=np.uint8).tobytes()
     out = []
     for r in range(n):
-        packet = rows[r, :length[r]].tobytes()
+        packet = rows[r, : length[r]].tobytes()
         c = cut[r]
         if 0.08 <= c < 0.13:
-            packet = packet[:edit_at[r]] + packet[edit_at[r] + edit_size[r]:]
+            packet = packet[: edit_at[r]] + packet[edit_at[r] + edit_size[r] :]
         elif 0.13 <= c < 0.18:
-            packet = packet[:edit_at[r]] + insert[:edit_size[r]] + packet[edit_at[r]:]
+            packet = packet[: edit_at[r]] + insert[: edit_size[r]] + packet[edit_at[r] :]
         out.append((int(which[r]), packet))
     return out
 
@@ -129,7 +158,7 @@ def mutants(bases: list[bytes], seed: int, first: int, stop: int) -> Iterator[tu
     index = first
     while index < stop:
         batch, skip = divmod(index, BATCH)
-        for base, packet in mutate_batch(table, lengths, width, seed, batch)[skip:skip + stop - index]:
+        for base, packet in mutate_batch(table, lengths, width, seed, batch)[skip : skip + stop - index]:
             yield index, base, packet
             index += 1
 
@@ -163,8 +192,8 @@ def load_path(spec: str) -> tuple[list[bytes], Callable[[int, bytes], str]]:
 def _worker(spec: str, seed: int, worker: int, workers: int, start: int, total: int, state, errors) -> None:
     import warnings
 
-    warnings.simplefilter("ignore")   # NaN casts of mutated floats are expected, not news
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # a reader that aborts leaves no core file behind
+    warnings.simplefilter("ignore")  # NaN casts of mutated floats are expected, not news
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a reader that aborts leaves no core file behind
     slots = np.frombuffer(state, dtype=np.int64)
     bases, step = load_path(spec)
     clock = time.perf_counter_ns
@@ -173,12 +202,12 @@ def _worker(spec: str, seed: int, worker: int, workers: int, start: int, total: 
     for first, stop in chunk_indices(worker, workers, start, total):
         for index, base, packet in mutants(bases, seed, first, stop):
             if not index & 1023:
-                _usage(slots)       # kept current: a worker killed later still has its figures
+                _usage(slots)  # kept current: a worker killed later still has its figures
                 if slots[_STOP]:
                     stopped = True
                     break
             slots[_HEARTBEAT] = index
-            slots[_READING] = 1     # between packets (mutating the next batch) is not a hang
+            slots[_READING] = 1  # between packets (mutating the next batch) is not a hang
             t = clock()
             try:
                 slots[_OUTCOME[step(base, packet)]] += 1
@@ -211,18 +240,18 @@ class FuzzResult:
     workers: int
     packets: int = 0
     rejected: int = 0
-    accepted: int = 0           # of which converted
+    accepted: int = 0  # of which converted
     converted: int = 0
     inconsistent: int = 0
     crashes: int = 0
     hangs: int = 0
-    stalls: int = 0              # slow once, not the second time: the machine, not the reader
+    stalls: int = 0  # slow once, not the second time: the machine, not the reader
     slowest: float = 0.0
     slowest_at: int = -1
     peak_rss_mib: float = 0.0
     seconds: float = 0.0
-    cpu_seconds: float = 0.0     # the workers' CPU time: the rate a loaded machine does not change
-    problems: list[str] = field(default_factory=list)   # first crashes and hangs, with packet indices
+    cpu_seconds: float = 0.0  # the workers' CPU time: the rate a loaded machine does not change
+    problems: list[str] = field(default_factory=list)  # first crashes and hangs, with packet indices
 
     def rows(self, target_packets: int) -> list[tuple]:
         rate = self.packets / self.seconds if self.seconds else 0.0
@@ -230,19 +259,36 @@ class FuzzResult:
         first = f" (first: {self.problems[0][:80]})" if self.problems else ""
         per_cpu = self.packets / self.cpu_seconds if self.cpu_seconds else 0.0
         return [
-            (f"{label}: mutated packets (accepted {self.accepted}, {self.converted} of them converted and "
-             f"checked; rejected {self.rejected}; {rate:,.0f}/s,"
-             f" {self.workers} workers, {self.seconds:.0f} s)", self.packets, f">= {target_packets}",
-             self.packets >= target_packets),
-            (f"{label}: packets per CPU second of a worker ({target_packets:,} would take "
-             f"{target_packets / max(per_cpu, 1e-9) / self.workers:.0f} s on {self.workers} idle cores)",
-             round(per_cpu), "-", None),
+            (
+                f"{label}: mutated packets (accepted {self.accepted}, {self.converted} of them converted and "
+                f"checked; rejected {self.rejected}; {rate:,.0f}/s,"
+                f" {self.workers} workers, {self.seconds:.0f} s)",
+                self.packets,
+                f">= {target_packets}",
+                self.packets >= target_packets,
+            ),
+            (
+                f"{label}: packets per CPU second of a worker ({target_packets:,} would take "
+                f"{target_packets / max(per_cpu, 1e-9) / self.workers:.0f} s on {self.workers} idle cores)",
+                round(per_cpu),
+                "-",
+                None,
+            ),
             (f"{label}: crashes{first if self.crashes else ''}", self.crashes, "0", self.crashes == 0),
-            (f"{label}: hangs > {HANG_SECONDS:g} s, repeatable (slowest passing {self.slowest * 1e3:.1f} ms; "
-             f"{self.stalls} machine stalls not repeated)", self.hangs, "0", self.hangs == 0),
+            (
+                f"{label}: hangs > {HANG_SECONDS:g} s, repeatable (slowest passing {self.slowest * 1e3:.1f} ms; "
+                f"{self.stalls} machine stalls not repeated)",
+                self.hangs,
+                "0",
+                self.hangs == 0,
+            ),
             (f"{label}: inconsistent frames passed", self.inconsistent, "0", self.inconsistent == 0),
-            (f"{label}: peak RSS of a fuzzing worker (MiB)", round(self.peak_rss_mib, 1), "< 1024",
-             self.peak_rss_mib < 1024),
+            (
+                f"{label}: peak RSS of a fuzzing worker (MiB)",
+                round(self.peak_rss_mib, 1),
+                "< 1024",
+                self.peak_rss_mib < 1024,
+            ),
         ]
 
 
@@ -254,17 +300,20 @@ class _Slot:
         self.index = index
         self.state = ctx.RawArray("q", _SLOTS)
         self.slots = np.frombuffer(self.state, dtype=np.int64)
-        self.carried = np.zeros(_SLOTS, dtype=np.int64)   # counts of earlier processes of this slot
+        self.carried = np.zeros(_SLOTS, dtype=np.int64)  # counts of earlier processes of this slot
         self.process = None
-        self.retrying: int | None = None     # the packet restarted on after a stall
+        self.retrying: int | None = None  # the packet restarted on after a stall
         self.seen = -1
         self.since = 0.0
 
     def start(self, spec, seed, workers, start, total, errors) -> None:
         self.slots[:] = 0
         self.slots[_HEARTBEAT] = start - 1
-        self.process = self.ctx.Process(target=_worker, args=(spec, seed, self.index, workers, start, total,
-                                                              self.state, errors), daemon=True)
+        self.process = self.ctx.Process(
+            target=_worker,
+            args=(spec, seed, self.index, workers, start, total, self.state, errors),
+            daemon=True,
+        )
         self.process.start()
         self.seen, self.since = -2, time.monotonic()
 
@@ -273,7 +322,10 @@ class _Slot:
         for k in (_PACKETS, _REJECTED, _ACCEPTED, _CONVERTED, _INCONSISTENT, _CRASHES, _CPU_MS):
             self.carried[k] += self.slots[k]
         if self.slots[_SLOWEST_NS] > self.carried[_SLOWEST_NS]:
-            self.carried[_SLOWEST_NS], self.carried[_SLOWEST_AT] = self.slots[_SLOWEST_NS], self.slots[_SLOWEST_AT]
+            self.carried[_SLOWEST_NS], self.carried[_SLOWEST_AT] = (
+                self.slots[_SLOWEST_NS],
+                self.slots[_SLOWEST_AT],
+            )
         self.carried[_RSS_KIB] = max(self.carried[_RSS_KIB], self.slots[_RSS_KIB])
         self.slots[:] = 0
 
@@ -281,7 +333,9 @@ class _Slot:
         return int(self.carried[k] + self.slots[k])
 
 
-def run_fuzz(name: str, spec: str, total: int, budget: float, seed: int, workers: int | None = None) -> FuzzResult:
+def run_fuzz(
+    name: str, spec: str, total: int, budget: float, seed: int, workers: int | None = None
+) -> FuzzResult:
     """Read packets 0..total-1 of sequence ``seed`` through the path ``spec`` in
     ``workers`` processes (default: one per core, at most 2), for at most ``budget`` s."""
     workers = workers or max(1, min(2, os.cpu_count() or 1))
@@ -317,7 +371,7 @@ def run_fuzz(name: str, spec: str, total: int, budget: float, seed: int, workers
             beat = int(s.slots[_HEARTBEAT])
             phase = int(s.slots[_PHASE])
             if phase == _DONE:
-                if s.retrying is not None:   # the stalled packet was its last one, and it passed
+                if s.retrying is not None:  # the stalled packet was its last one, and it passed
                     result.stalls += 1
                     s.retrying = None
                 s.process.join(10)
@@ -325,21 +379,25 @@ def run_fuzz(name: str, spec: str, total: int, budget: float, seed: int, workers
                 s.process = None
                 continue
             if not s.process.is_alive() and phase != _RUNNING:
-                raise RuntimeError(f"{name}: fuzzing worker {s.index} failed to start (exit code "
-                                   f"{s.process.exitcode}; its error is printed above)")
+                raise RuntimeError(
+                    f"{name}: fuzzing worker {s.index} failed to start (exit code "
+                    f"{s.process.exitcode}; its error is printed above)"
+                )
             if not s.process.is_alive():
                 # died without an exception reaching Python: a crash on the packet it read
                 died += 1
-                result.problems.append(f"packet {beat} (seed {seed}): worker died, exit code {s.process.exitcode}")
+                result.problems.append(
+                    f"packet {beat} (seed {seed}): worker died, exit code {s.process.exitcode}"
+                )
                 restart(s, beat + 1)
                 continue
             if phase != _RUNNING:
-                if now - s.since > 120:     # a worker that cannot even start: say so, do not wait forever
+                if now - s.since > 120:  # a worker that cannot even start: say so, do not wait forever
                     raise RuntimeError(f"{name}: fuzzing worker {s.index} did not start in 120 s")
                 continue
             if beat != s.seen or not s.slots[_READING]:
                 if s.retrying is not None and beat > s.retrying:
-                    result.stalls += 1      # the packet passed the second time
+                    result.stalls += 1  # the packet passed the second time
                     s.retrying = None
                 s.seen, s.since = beat, now
                 continue
@@ -352,7 +410,7 @@ def run_fuzz(name: str, spec: str, total: int, budget: float, seed: int, workers
                 else:
                     s.retrying = beat
                     restart(s, beat)
-            elif now - s.since > 10 * HANG_SECONDS:   # stopping: do not wait on a hung packet
+            elif now - s.since > 10 * HANG_SECONDS:  # stopping: do not wait on a hung packet
                 restart(s, total)
     result.seconds = time.monotonic() - start
     while True:
@@ -369,7 +427,10 @@ def run_fuzz(name: str, spec: str, total: int, budget: float, seed: int, workers
     result.inconsistent = sum(s.total(_INCONSISTENT) for s in slots)
     result.crashes = died + sum(s.total(_CRASHES) for s in slots)
     slowest = max(slots, key=lambda s: s.carried[_SLOWEST_NS])
-    result.slowest, result.slowest_at = float(slowest.carried[_SLOWEST_NS]) / 1e9, int(slowest.carried[_SLOWEST_AT])
+    result.slowest, result.slowest_at = (
+        float(slowest.carried[_SLOWEST_NS]) / 1e9,
+        int(slowest.carried[_SLOWEST_AT]),
+    )
     result.cpu_seconds = sum(s.total(_CPU_MS) for s in slots) / 1000.0
-    result.peak_rss_mib = float(max(s.carried[_RSS_KIB] for s in slots)) / 1024.0   # a float, not numpy's
+    result.peak_rss_mib = float(max(s.carried[_RSS_KIB] for s in slots)) / 1024.0  # a float, not numpy's
     return result

@@ -4,6 +4,7 @@ ROS harness (the test suite's, test/fixtures/support.py), and small statistics.
 A section is a module ``stress/stress_<name>.py`` with ``run() -> list[Row]``; adding one
 is the whole job of adding a section (``stress/__main__.py`` finds it by name).
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,10 +43,19 @@ def write_scene(directory: Path, rate: float, bodies: int = 1, skeletons: int = 
     import yaml
 
     scene = {
-        "seed": 7, "rate": rate, "latency": 0.0, "latency_jitter": 0.0, "noise": 0.0002,
-        "rigid_bodies": [{"name": f"body{i}", "id": i + 1,
-                          "trajectory": {"type": "circle", "radius": 0.5 + 0.1 * i, "period": 4.0}}
-                         for i in range(bodies)],
+        "seed": 7,
+        "rate": rate,
+        "latency": 0.0,
+        "latency_jitter": 0.0,
+        "noise": 0.0002,
+        "rigid_bodies": [
+            {
+                "name": f"body{i}",
+                "id": i + 1,
+                "trajectory": {"type": "circle", "radius": 0.5 + 0.1 * i, "period": 4.0},
+            }
+            for i in range(bodies)
+        ],
         "skeletons": [{"name": f"human{i}", "id": i + 1} for i in range(skeletons)],
     }
     path = directory / "stress_scene.yaml"

@@ -7,6 +7,7 @@ Requests are mostly STOP with some START (3 %) (a START of an active system is a
 bursts), addressed to all systems (empty list), to one, or to two. Every burst also
 repeats 20 ids of the previous burst, which must not be answered again.
 """
+
 from __future__ import annotations
 
 import collections
@@ -22,42 +23,63 @@ REPEATS_PER_BURST = 20
 
 
 def run() -> list[Row]:
-    from mocap4r2_interfaces.msg import Control, ControlAck
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     from mocap4r2_control.control_plane import CONTROL_QOS, ControlClient
     from mocap4r2_control.timebase import time_msg
+    from mocap4r2_interfaces.msg import Control, ControlAck
 
     procs = runner("control")
     ros = harness()
     rng = random.Random(5)
     try:
         scene = write_scene(procs.tmp_path, rate=100.0)
-        procs.start("mocap4r2_drivers", "simulated_system", name="sim", namespace="/stress_cp/a",
-                    params={"scene": scene, "read_timeout": 0.02})
-        procs.start("mocap4r2_drivers", "simulated_system", name="sim", namespace="/stress_cp/b",
-                    params={"scene": scene, "read_timeout": 0.02})
-        procs.start("mocap4r2_control", "auxiliar_system", name="aux", namespace="/stress_cp",
-                    params={"type": "emg"})
+        procs.start(
+            "mocap4r2_drivers",
+            "simulated_system",
+            name="sim",
+            namespace="/stress_cp/a",
+            params={"scene": scene, "read_timeout": 0.02},
+        )
+        procs.start(
+            "mocap4r2_drivers",
+            "simulated_system",
+            name="sim",
+            namespace="/stress_cp/b",
+            params={"scene": scene, "read_timeout": 0.02},
+        )
+        procs.start(
+            "mocap4r2_control", "auxiliar_system", name="aux", namespace="/stress_cp", params={"type": "emg"}
+        )
         client = ControlClient(ros.node)
         client.wait_for_systems(names=SYSTEMS, timeout=60)
-        acks = ros.subscribe("/mocap4r2/control_ack", ControlAck,
-                             QoSProfile(depth=20_000, reliability=ReliabilityPolicy.RELIABLE))
+        acks = ros.subscribe(
+            "/mocap4r2/control_ack",
+            ControlAck,
+            QoSProfile(depth=20_000, reliability=ReliabilityPolicy.RELIABLE),
+        )
         pub = ros.publisher("/mocap4r2/control", Control, CONTROL_QOS)
         deadline = time.monotonic() + 60
         while pub.get_subscription_count() < len(SYSTEMS) and time.monotonic() < deadline:
             time.sleep(0.05)
 
         def send(request_id: str, command: int, systems: list[str]) -> None:
-            pub.publish(Control(command=command, request_id=request_id, requester="/stress", systems=systems,
-                                stamp=time_msg()))
+            pub.publish(
+                Control(
+                    command=command,
+                    request_id=request_id,
+                    requester="/stress",
+                    systems=systems,
+                    stamp=time_msg(),
+                )
+            )
 
-        wanted: set[tuple[str, str]] = set()   # valid (request, system) pairs
+        wanted: set[tuple[str, str]] = set()  # valid (request, system) pairs
         repeated: set[str] = set()
         sent_at: dict[str, float] = {}
         previous: list[tuple[str, int, list[str]]] = []
         unanswered_bursts = 0
-        seen = 0   # acks looked at so far
+        seen = 0  # acks looked at so far
         start = time.perf_counter()
         for b in range(BURSTS):
             burst = []

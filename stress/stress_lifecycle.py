@@ -5,6 +5,7 @@ Valid and invalid requests are mixed: each must be answered, succeed exactly whe
 lifecycle allows it from the current state, and leave the node in the state the model
 predicts; at the end the node is alive with at most one reader thread.
 """
+
 from __future__ import annotations
 
 import random
@@ -64,8 +65,13 @@ def run() -> list[Row]:
     rng = random.Random(10)
     try:
         scene = write_scene(procs.tmp_path, rate=200.0, bodies=2, skeletons=1)
-        proc = procs.start("mocap4r2_drivers", "simulated_system", name="sim", namespace="/stress_lc",
-                           params={"scene": scene})
+        proc = procs.start(
+            "mocap4r2_drivers",
+            "simulated_system",
+            name="sim",
+            namespace="/stress_lc",
+            params={"scene": scene},
+        )
         ros.wait_state(NODE, "unconfigured", timeout=60)
         lifecycle = Lifecycle(ros, NODE)
         state = "unconfigured"
@@ -93,7 +99,7 @@ def run() -> list[Row]:
                 actual = None
             if actual != state:
                 wrong_state += 1
-                state = actual or state   # follow the node, so one error is counted once
+                state = actual or state  # follow the node, so one error is counted once
         elapsed = time.perf_counter() - start
         readers = sum(1 for name in proc.threads() if name == "mocap4r2-reader") if proc.alive() else -1
         return [
@@ -101,8 +107,12 @@ def run() -> list[Row]:
             Row("lifecycle: transitions unanswered", unanswered, "0", unanswered == 0),
             Row("lifecycle: answers contrary to the lifecycle", wrong_result, "0", wrong_result == 0),
             Row("lifecycle: state differs from the model", wrong_state, "0", wrong_state == 0),
-            Row("lifecycle: node alive, reader threads", f"{proc.alive()}, {readers}", "True, <= 1",
-                proc.alive() and 0 <= readers <= 1),
+            Row(
+                "lifecycle: node alive, reader threads",
+                f"{proc.alive()}, {readers}",
+                "True, <= 1",
+                proc.alive() and 0 <= readers <= 1,
+            ),
             Row("lifecycle: ms per transition (with get_state)", 1000 * elapsed / TRANSITIONS),
         ]
     finally:

@@ -11,6 +11,7 @@ optitrack_system as processes, the decoder in this process).
 
 Sizes: STRESS_NATNET_PACKETS (1 000 000), STRESS_FUZZ_SECONDS (time budget per fuzzing
 path, 150), STRESS_FLOOD_DATAGRAMS (100 000), STRESS_RESTARTS (20)."""
+
 from __future__ import annotations
 
 import socket
@@ -21,20 +22,32 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-if __package__ in (None, ""):   # run as a script from stress/: import it as the package it is
+if __package__ in (None, ""):  # run as a script from stress/: import it as the package it is
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stress._driver_live import Live, env_float, env_int, restart_cycles, wait_for  # noqa: E402
 from stress._fuzz import run_fuzz  # noqa: E402
 
 SCENE = {
-    "seed": 8, "rate": 100.0, "latency": 0.003, "latency_jitter": 0.0, "noise": 0.0003, "occlusion": 0.05,
-    "unlabeled_markers": 3, "dropped_frames": 0.0,
+    "seed": 8,
+    "rate": 100.0,
+    "latency": 0.003,
+    "latency_jitter": 0.0,
+    "noise": 0.0003,
+    "occlusion": 0.05,
+    "unlabeled_markers": 3,
+    "dropped_frames": 0.0,
     "rigid_bodies": [
-        {"name": "drone1", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1}},
+        {
+            "name": "drone1",
+            "id": 1,
+            "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1},
+        },
         {"name": "robot1", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0}},
     ],
-    "skeletons": [{"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}],
+    "skeletons": [
+        {"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}
+    ],
 }
 
 
@@ -71,8 +84,12 @@ def natnet_path():
     reference = [nn.decode_frame(nn.unpack(b)[1], v) for b, v in zip(bases, base_version)]
 
     def structure(frame):
-        return (frame.rigid_bodies["id"].tobytes(), frame.labeled_markers["id"].tobytes(),
-                tuple((s.id, s.bones["id"].tobytes()) for s in frame.skeletons), len(frame.marker_sets))
+        return (
+            frame.rigid_bodies["id"].tobytes(),
+            frame.labeled_markers["id"].tobytes(),
+            tuple((s.id, s.bones["id"].tobytes()) for s in frame.skeletons),
+            len(frame.marker_sets),
+        )
 
     shapes = [structure(f) for f in reference]
     frame_id = nn.MessageId.FRAMEOFDATA
@@ -93,7 +110,7 @@ def natnet_path():
             return "accepted"
         try:
             mocap = converter.convert(frame)
-        except (ValueError, IndexError):   # the adapter drops such a frame (counted)
+        except (ValueError, IndexError):  # the adapter drops such a frame (counted)
             return "rejected"
         try:
             mocap.check()
@@ -113,9 +130,21 @@ def fuzz(total: int, budget: float) -> list[tuple]:
 def _start_stand_in(live: Live, scene_path, command_port: int, data_port: int, *extra: str):
     import re
 
-    proc = live.procs.start("mocap4r2_drivers", "natnet_simulator", ros=False, name="natnet_simulator",
-                            args=["--scene", str(scene_path), "--command-port", str(command_port),
-                                  "--data-port", str(data_port), *extra])
+    proc = live.procs.start(
+        "mocap4r2_drivers",
+        "natnet_simulator",
+        ros=False,
+        name="natnet_simulator",
+        args=[
+            "--scene",
+            str(scene_path),
+            "--command-port",
+            str(command_port),
+            "--data-port",
+            str(data_port),
+            *extra,
+        ],
+    )
     if not proc.wait_log("natnet_simulator ready", 60):
         raise RuntimeError(f"natnet_simulator did not start: {proc.log()[-2000:]}")
     ready = time.monotonic()
@@ -126,8 +155,11 @@ def _start_stand_in(live: Live, scene_path, command_port: int, data_port: int, *
 def _driver_command_port(pid: int, exclude: set[int]) -> int | None:
     import psutil
 
-    ports = [c.laddr.port for c in psutil.Process(pid).net_connections(kind="udp4")
-             if c.laddr.ip == "127.0.0.1" and c.laddr.port not in exclude]
+    ports = [
+        c.laddr.port
+        for c in psutil.Process(pid).net_connections(kind="udp4")
+        if c.laddr.ip == "127.0.0.1" and c.laddr.port not in exclude
+    ]
     return ports[0] if ports else None
 
 
@@ -138,9 +170,19 @@ def _streaming_driver(live: Live, scene_path, ns: str, reconnect_after: float):
 
     stand_in, command_port, data_port, _ = _start_stand_in(live, scene_path, 0, 0, "--multicast")
     bodies = live.ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
-    driver = live.procs.start("mocap4r2_drivers", "optitrack_system", name="optitrack", namespace=ns,
-                              params={"autostart": True, "command_port": command_port, "data_port": data_port,
-                                      "connection_type": "multicast", "reconnect_after": reconnect_after})
+    driver = live.procs.start(
+        "mocap4r2_drivers",
+        "optitrack_system",
+        name="optitrack",
+        namespace=ns,
+        params={
+            "autostart": True,
+            "command_port": command_port,
+            "data_port": data_port,
+            "connection_type": "multicast",
+            "reconnect_after": reconnect_after,
+        },
+    )
     bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=60)
     return stand_in, command_port, data_port, bodies, driver
 
@@ -151,7 +193,8 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
 
     scene_path, scene = _scene(live.tmp)
     stand_in, command_port, data_port, bodies, driver = _streaming_driver(
-        live, scene_path, "/stress_natnet_flood", reconnect_after=1.0)
+        live, scene_path, "/stress_natnet_flood", reconnect_after=1.0
+    )
     log_before = len(driver.log())
     stream = SceneStream(scene)
     version = nn.Version.parse("4.1")
@@ -174,20 +217,20 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
         kind = i % 6
         if kind == 0:
             packet = rng.integers(0, 256, int(rng.integers(0, 600)), dtype=np.uint8).tobytes()
-        elif kind == 1:    # a well-formed frame with a random number
-            good[4:8] = int(rng.integers(0, 2 ** 31)).to_bytes(4, "little")
+        elif kind == 1:  # a well-formed frame with a random number
+            good[4:8] = int(rng.integers(0, 2**31)).to_bytes(4, "little")
             packet = bytes(good)
-        elif kind == 2:    # flipped bytes
+        elif kind == 2:  # flipped bytes
             mutant = bytearray(good)
             for at in rng.integers(4, len(mutant), 4):
                 mutant[int(at)] = int(rng.integers(0, 256))
             packet = bytes(mutant)
-        elif kind == 3:    # from a stranger: models renaming a body, frames
+        elif kind == 3:  # from a stranger: models renaming a body, frames
             stranger.sendto(spoofed_models, group)
             if own:
                 stranger.sendto(spoofed_models, ("127.0.0.1", own))
             continue
-        elif kind == 4 and own:   # unsolicited responses and server info at the command socket
+        elif kind == 4 and own:  # unsolicited responses and server info at the command socket
             local.sendto(nn.encode_response("x" * 100), ("127.0.0.1", own))
             continue
         else:
@@ -197,7 +240,7 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
         except OSError:
             pass
         if i % 2000 == 0:
-            time.sleep(0.001)   # let the receivers breathe: a flood, not a benchmark of the kernel buffer
+            time.sleep(0.001)  # let the receivers breathe: a flood, not a benchmark of the kernel buffer
     flood_seconds = time.monotonic() - start
     local.close()
     stranger.close()
@@ -224,22 +267,39 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
     driver.stop()
     stand_in.stop()
     return [
-        (f"NatNet flood: datagrams at a live optitrack_system ({flood_seconds:.1f} s; {len(messages)} frames "
-         "published meanwhile and after)", datagrams, f">= {datagrams}", True),
-        ("NatNet flood: frames published wrongly (not the server's, or not advancing)", wrong, "0", wrong == 0),
+        (
+            f"NatNet flood: datagrams at a live optitrack_system ({flood_seconds:.1f} s; {len(messages)} frames "
+            "published meanwhile and after)",
+            datagrams,
+            f">= {datagrams}",
+            True,
+        ),
+        (
+            "NatNet flood: frames published wrongly (not the server's, or not advancing)",
+            wrong,
+            "0",
+            wrong == 0,
+        ),
         ("NatNet flood: driver alive afterwards", alive, "True", alive),
-        ("NatNet flood: driver log written during the flood (bytes)", log_growth, "< 20000", log_growth < 20000),
+        (
+            "NatNet flood: driver log written during the flood (bytes)",
+            log_growth,
+            "< 20000",
+            log_growth < 20000,
+        ),
     ]
 
 
 def restarts(live: Live, cycles: int) -> list[tuple]:
     scene_path, _ = _scene(live.tmp)
     stand_in, command_port, data_port, bodies, driver = _streaming_driver(
-        live, scene_path, "/stress_natnet_restart", reconnect_after=0.5)
+        live, scene_path, "/stress_natnet_restart", reconnect_after=0.5
+    )
 
     def restart():
         server, _, _, ready = _start_stand_in(live, scene_path, command_port, data_port, "--multicast")
         return server, ready
+
     return restart_cycles("NatNet", bodies, driver, stand_in, restart, cycles)
 
 

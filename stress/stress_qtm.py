@@ -10,6 +10,7 @@ processes, the readers in this process).
 
 Sizes: STRESS_QTM_PACKETS (1 000 000), STRESS_FUZZ_SECONDS (time budget per fuzzing path,
 150), STRESS_RESTARTS (20)."""
+
 from __future__ import annotations
 
 import re
@@ -19,22 +20,33 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 import yaml
 
-if __package__ in (None, ""):   # run as a script from stress/: import it as the package it is
+if __package__ in (None, ""):  # run as a script from stress/: import it as the package it is
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stress._driver_live import Live, env_float, env_int, restart_cycles  # noqa: E402
 from stress._fuzz import run_fuzz  # noqa: E402
 
 SCENE = {
-    "seed": 9, "rate": 100.0, "latency": 0.003, "noise": 0.0003, "occlusion": 0.03, "dropped_frames": 0.0,
+    "seed": 9,
+    "rate": 100.0,
+    "latency": 0.003,
+    "noise": 0.0003,
+    "occlusion": 0.03,
+    "dropped_frames": 0.0,
     "unlabeled_markers": 2,
     "rigid_bodies": [
-        {"name": "drone", "id": 1, "trajectory": {"type": "circle", "center": [0, 0, 1.5], "radius": 1.0,
-                                                  "period": 4.0}},
-        {"name": "cart", "id": 2, "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0}},
+        {
+            "name": "drone",
+            "id": 1,
+            "trajectory": {"type": "circle", "center": [0, 0, 1.5], "radius": 1.0, "period": 4.0},
+        },
+        {
+            "name": "cart",
+            "id": 2,
+            "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0},
+        },
     ],
     "skeletons": [{"name": "walker", "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0}}],
 }
@@ -56,8 +68,9 @@ def _qtm_setup():
     _, scene = _scene(Path(tempfile.mkdtemp(prefix="mocap4r2-stress-")))
     stream = SceneStream(scene)
     # three moments with every component the driver asks for, two with the plain ones
-    bases = [stream.packet(k, COMPONENTS) for k in (0, 40, 90)] + \
-        [stream.packet(k, ["6d", "3d", "3dnolabels"]) for k in (5, 50)]
+    bases = [stream.packet(k, COMPONENTS) for k in (0, 40, 90)] + [
+        stream.packet(k, ["6d", "3d", "3dnolabels"]) for k in (5, 50)
+    ]
     parameters = parse_parameters(parameters_xml(scene, ["general", "3d", "6d", "skeleton:global"], "1.25"))
     return bases, parameters
 
@@ -92,7 +105,7 @@ def project_path():
                 elif t == skeleton:
                     out += [r["id"].tobytes() for r in qp.unpack_skeletons(v)]
         except qp.QtmProtocolError:
-            return None     # the conversion decides (it may not read that component)
+            return None  # the conversion decides (it may not read that component)
         return tuple(out)
 
     shapes = [structure(qp.PacketReader().split(b)[0][0][1]) for b in bases]
@@ -112,7 +125,7 @@ def project_path():
             if structure(payload) == shapes[base] and zlib.crc32(packet) % 10:
                 return "accepted"
             frame = converter.decode(payload)
-        except errors:   # the adapter drops and counts these
+        except errors:  # the adapter drops and counts these
             return "rejected"
         try:
             frame.check()
@@ -135,13 +148,22 @@ def sdk_path():
     from mocap4r2_drivers.qualisys import protocol as qp
 
     bases, _ = _qtm_setup()
-    getters = ("get_6d_residual", "get_6d", "get_3d_markers_residual", "get_3d_markers",
-               "get_3d_markers_no_label_residual", "get_3d_markers_no_label", "get_skeletons")
+    getters = (
+        "get_6d_residual",
+        "get_6d",
+        "get_3d_markers_residual",
+        "get_3d_markers",
+        "get_3d_markers_no_label_residual",
+        "get_3d_markers_no_label",
+        "get_skeletons",
+    )
     # qtm-rt getter -> the component the project's reader reads, and what its records hold
-    compared = {"get_3d_markers": (qp.ComponentType.MARKERS_3D, qp.unpack_markers, False),
-                "get_3d_markers_residual": (qp.ComponentType.MARKERS_3D_RESIDUALS, qp.unpack_markers, False),
-                "get_6d": (qp.ComponentType.BODIES_6D, qp.unpack_bodies, True),
-                "get_6d_residual": (qp.ComponentType.BODIES_6D_RESIDUALS, qp.unpack_bodies, True)}
+    compared = {
+        "get_3d_markers": (qp.ComponentType.MARKERS_3D, qp.unpack_markers, False),
+        "get_3d_markers_residual": (qp.ComponentType.MARKERS_3D_RESIDUALS, qp.unpack_markers, False),
+        "get_6d": (qp.ComponentType.BODIES_6D, qp.unpack_bodies, True),
+        "get_6d_residual": (qp.ComponentType.BODIES_6D_RESIDUALS, qp.unpack_bodies, True),
+    }
     data = qp.PacketType.DATA
 
     def positions(items, bodies: bool) -> np.ndarray:
@@ -154,7 +176,7 @@ def sdk_path():
             return "rejected"
         packet_type, payload = framed[0]
         try:
-            qp.check_packet(packet_type, payload)     # the guard in front of qtm-rt
+            qp.check_packet(packet_type, payload)  # the guard in front of qtm-rt
         except qp.QtmProtocolError:
             return "rejected"
         if packet_type != data:
@@ -169,7 +191,7 @@ def sdk_path():
         try:
             components = qp.decode_frame(payload).components
         except qp.QtmProtocolError:
-            return "accepted"     # stricter than qtm-rt: the driver drops this packet
+            return "accepted"  # stricter than qtm-rt: the driver drops this packet
         outcome = "accepted"
         for name, (component, unpack, bodies) in compared.items():
             theirs = results.get(name)
@@ -178,7 +200,7 @@ def sdk_path():
             try:
                 ours = unpack(component, components[component])
             except qp.QtmProtocolError:
-                continue          # the driver drops it; qtm-rt's reading is not compared
+                continue  # the driver drops it; qtm-rt's reading is not compared
             mine = np.asarray(ours["position"], dtype=np.float32).reshape(-1, 3)
             if not np.array_equal(mine, positions(theirs[1], bodies), equal_nan=True):
                 return "inconsistent"
@@ -190,15 +212,22 @@ def sdk_path():
 
 def fuzz(total: int, budget: float) -> list[tuple]:
     rows = []
-    for name, spec in (("QTM project reader", "stress.stress_qtm:project_path"),
-                       ("QTM qtm-rt behind the guard, vs ours", "stress.stress_qtm:sdk_path")):
+    for name, spec in (
+        ("QTM project reader", "stress.stress_qtm:project_path"),
+        ("QTM qtm-rt behind the guard, vs ours", "stress.stress_qtm:sdk_path"),
+    ):
         rows += run_fuzz(name, spec, total, budget, seed=4).rows(total)
     return rows
 
 
 def _start_qtm(live: Live, scene_path, base_port: int):
-    proc = live.procs.start("mocap4r2_drivers", "qtm_simulator", ros=False, name="qtm_simulator",
-                            args=["--scene", str(scene_path), "--port", str(base_port)])
+    proc = live.procs.start(
+        "mocap4r2_drivers",
+        "qtm_simulator",
+        ros=False,
+        name="qtm_simulator",
+        args=["--scene", str(scene_path), "--port", str(base_port)],
+    )
     if not proc.wait_log("qtm_simulator ready", 60):
         raise RuntimeError(f"qtm_simulator did not start: {proc.log()[-2000:]}")
     ready = time.monotonic()
@@ -213,13 +242,19 @@ def restarts(live: Live, cycles: int) -> list[tuple]:
     qtm, base, _ = _start_qtm(live, scene_path, 0)
     ns = "/stress_qtm_restart"
     bodies = live.ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
-    driver = live.procs.start("mocap4r2_drivers", "qualisys_system", name="qualisys", namespace=ns,
-                              params={"autostart": True, "port": base, "reconnect_period": 0.2})
+    driver = live.procs.start(
+        "mocap4r2_drivers",
+        "qualisys_system",
+        name="qualisys",
+        namespace=ns,
+        params={"autostart": True, "port": base, "reconnect_period": 0.2},
+    )
     bodies.wait_for(timeout=60)
 
     def restart():
         server, _, ready = _start_qtm(live, scene_path, base)
         return server, ready
+
     return restart_cycles("QTM", bodies, driver, qtm, restart, cycles)
 
 

@@ -6,6 +6,7 @@ when allocators and DDS histories fill), in KiB per 100 000 frames: a leak of ev
 bytes per frame shows as a steady slope; the target is no growth beyond measurement
 noise.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,9 +29,13 @@ def run() -> list[Row]:
     listener = FrameListener("/stress_soak", other_topics=("markers",))
     try:
         scene = write_scene(procs.tmp_path, rate=RATE, bodies=1)
-        proc = procs.start("mocap4r2_drivers", "simulated_system", name="sim", namespace="/stress_soak",
-                           params={"scene": scene, "autostart": True, "publish_skeletons": False,
-                                   "qos_depth": 100})
+        proc = procs.start(
+            "mocap4r2_drivers",
+            "simulated_system",
+            name="sim",
+            namespace="/stress_soak",
+            params={"scene": scene, "autostart": True, "publish_skeletons": False, "qos_depth": 100},
+        )
         if not listener.wait_first(timeout=60):
             return [Row("soak: frames received", 0, f">= {FRAMES}", False)]
         system = psutil.Process(proc.pid)
@@ -58,17 +63,25 @@ def run() -> list[Row]:
         received = len(listener.samples)
         published = last_number - (first or 0) + 1 if first is not None else 0
         warm = [i for i, f in enumerate(frames) if f >= 0.2 * max(frames[-1] if frames else 0, 1)]
-        kib_per_100k = 1e5 * slope([frames[i] for i in warm], [rss[i] for i in warm]) if len(warm) > 2 else float("nan")
+        kib_per_100k = (
+            1e5 * slope([frames[i] for i in warm], [rss[i] for i in warm]) if len(warm) > 2 else float("nan")
+        )
         growth = (rss[-1] - rss[warm[0]]) / 1024.0 if warm else float("nan")
         alive = proc.alive()
         return [
             Row("soak: frames published (frame numbers)", published, f">= {FRAMES}", published >= FRAMES),
             Row("soak: frames received by a Python subscriber (context)", received),
             Row("soak: achieved rate Hz (nominal 2000)", published / elapsed if elapsed else 0.0),
-            Row("soak: system RSS at start / end MiB",
-                f"{rss[0] / 1024:.1f} / {rss[-1] / 1024:.1f}" if rss else "-"),
-            Row("soak: RSS slope after warm-up, KiB per 100 k frames", kib_per_100k,
-                f"< {SLOPE_TARGET_KIB:.0f}", kib_per_100k < SLOPE_TARGET_KIB),
+            Row(
+                "soak: system RSS at start / end MiB",
+                f"{rss[0] / 1024:.1f} / {rss[-1] / 1024:.1f}" if rss else "-",
+            ),
+            Row(
+                "soak: RSS slope after warm-up, KiB per 100 k frames",
+                kib_per_100k,
+                f"< {SLOPE_TARGET_KIB:.0f}",
+                kib_per_100k < SLOPE_TARGET_KIB,
+            ),
             Row("soak: RSS growth after warm-up MiB", growth),
             Row("soak: system alive", alive, "True", alive),
         ]

@@ -4,6 +4,7 @@ Every pytest run claims its own ROS_DOMAIN_ID (a lock file per id under /tmp) an
 discovery on localhost, so two runs on one machine never see each other's nodes. This
 happens at import time, before any test imports rclpy.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,7 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "0")
 os.environ["PYTHONUNBUFFERED"] = "1"
 
-from support import RosHarness, ProcessRunner  # noqa: E402
+from support import ProcessRunner, RosHarness  # noqa: E402
 
 
 def pytest_report_header(config):

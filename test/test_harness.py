@@ -3,6 +3,7 @@
 A test that compares sequences (frame numbers, stamps) needs the harness to keep each
 subscription's messages in the order they arrived; a test late in the session needs the
 harness to still hear, whatever earlier tests destroyed."""
+
 from __future__ import annotations
 
 import sys
@@ -11,7 +12,6 @@ import time
 
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import UInt64
-
 from support import RosHarness, wait_for
 
 RELIABLE = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
@@ -56,8 +56,12 @@ def check_order(ros: RosHarness) -> None:
             if k % 500 == 0:
                 time.sleep(0.01)
         for c in collectors:
-            wait_for(lambda c=c: len(c.snapshot()) == count, 60, what=f"{count} messages",
-                     describe=lambda c=c: f"{len(c.snapshot())} received")
+            wait_for(
+                lambda c=c: len(c.snapshot()) == count,
+                60,
+                what=f"{count} messages",
+                describe=lambda c=c: f"{len(c.snapshot())} received",
+            )
     finally:
         busy.set()
         spinner.join()

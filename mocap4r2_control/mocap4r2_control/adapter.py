@@ -9,10 +9,12 @@ Adapters declare their own parameters as :class:`~mocap4r2_control.parameters.Pa
 them (with descriptions), validates every value, and passes the current values to
 ``from_parameters`` when it configures.
 """
+
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from .frame import AssetNames, MocapFrame
 from .parameters import ParameterSpec
@@ -41,7 +43,7 @@ class MocapAdapter(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> "MocapAdapter":
+    def from_parameters(cls, values: Mapping[str, Any]) -> MocapAdapter:
         """Build an adapter from the current values of ``parameters``."""
 
     @abc.abstractmethod

@@ -7,17 +7,19 @@ lifecycle state (active = recording) or expose std_srvs/Trigger services that th
 calls on START and STOP (parameters ``start_service`` / ``stop_service``); the ack then
 reports whether the recorder really started.
 """
+
 from __future__ import annotations
 
 import threading
 
 import rclpy
 from lifecycle_msgs.msg import State
-from mocap4r2_interfaces.msg import MocapSystemInfo
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from std_srvs.srv import Trigger
+
+from mocap4r2_interfaces.msg import MocapSystemInfo
 
 from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome
 from .parameters import warn_unknown_parameters
@@ -44,15 +46,20 @@ class AuxiliarSystem(LifecycleNode):
                 self.declare_parameter(name, default, ParameterDescriptor(description=description))
             except Exception as exc:  # wrong type from the command line or a launch file
                 self.get_logger().error(f"parameter {name}: {exc}; using the default {default!r}")
-                self.declare_parameter(name, default, ParameterDescriptor(description=description),
-                                       ignore_override=True)
+                self.declare_parameter(
+                    name, default, ParameterDescriptor(description=description), ignore_override=True
+                )
         warn_unknown_parameters(self)
         self.add_on_set_parameters_callback(self._check_parameters)
         problem = self._topics_problem(self._value("topics"), self._value("topic_types"))
         if problem:
             self.get_logger().error(f"{problem}; announcing no topics")
-            self.set_parameters([rclpy.parameter.Parameter("topics", value=[""]),
-                                 rclpy.parameter.Parameter("topic_types", value=[""])])
+            self.set_parameters(
+                [
+                    rclpy.parameter.Parameter("topics", value=[""]),
+                    rclpy.parameter.Parameter("topic_types", value=[""]),
+                ]
+            )
         self._state_id = State.PRIMARY_STATE_UNCONFIGURED
         self._lock = threading.RLock()
         self._clients_group = ReentrantCallbackGroup()
@@ -78,8 +85,10 @@ class AuxiliarSystem(LifecycleNode):
     def _check_parameters(self, params) -> SetParametersResult:
         values = {p.name: p.value for p in params}
         if "topics" in values or "topic_types" in values:
-            problem = self._topics_problem(values.get("topics", self._value("topics")),
-                                           values.get("topic_types", self._value("topic_types")))
+            problem = self._topics_problem(
+                values.get("topics", self._value("topics")),
+                values.get("topic_types", self._value("topic_types")),
+            )
             if problem:
                 return SetParametersResult(successful=False, reason=problem)
         return SetParametersResult(successful=True)
@@ -171,7 +180,6 @@ class AuxiliarSystem(LifecycleNode):
         outcome = self._on_start("")
         if not outcome.success:
             self.get_logger().error(f"autostart: {outcome.message}")
-
 
     def finish(self) -> None:
         """Leave for good: tell the control plane this recorder is gone."""

@@ -31,13 +31,15 @@ Callers: pass the same names tuple object from frame to frame when the names do 
 change (an identity check then replaces hashing); lists work but are hashed every call.
 An encoder is not thread-safe: use one per publishing thread.
 """
+
 from __future__ import annotations
 
 import math
 import operator
 from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Generic, Hashable, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -50,8 +52,8 @@ _INT32 = (-(2**31), 2**31 - 1)
 _UINT32 = (0, 2**32 - 1)
 _UINT64 = (0, 2**64 - 1)
 _INT32_DTYPE = np.dtype("<i4")
-_POSE_WIDTH = 7       # x, y, z, qx, qy, qz, qw: geometry_msgs/Pose and Transform alike
-_DEFAULT_CACHE = 32   # layouts kept per encoder (names sets or counts that alternate)
+_POSE_WIDTH = 7  # x, y, z, qx, qy, qz, qw: geometry_msgs/Pose and Transform alike
+_DEFAULT_CACHE = 32  # layouts kept per encoder (names sets or counts that alternate)
 
 
 def _align(offset, size: int):
@@ -70,9 +72,9 @@ class _Buffer:
         padded = _align(data_size, 8)
         raw = np.zeros(padded + 16, dtype=np.uint8)
         shift = (-(raw.ctypes.data + 4)) % 8
-        self.message = raw[shift:shift + 4 + data_size]
+        self.message = raw[shift : shift + 4 + data_size]
         self.message[:4] = np.frombuffer(ENCAPSULATION, dtype=np.uint8)
-        data = raw[shift + 4:shift + 4 + padded]
+        data = raw[shift + 4 : shift + 4 + padded]
         self.u8 = data
         self.i32 = data.view("<i4")
         self.u32 = data.view("<u4")
@@ -80,7 +82,7 @@ class _Buffer:
         self.f64 = data.view("<f8")
         self.u64 = data.view("<u8")
 
-    def put_strings(self, length_offsets: np.ndarray, strings: "_Strings") -> None:
+    def put_strings(self, length_offsets: np.ndarray, strings: _Strings) -> None:
         """Each string's uint32 length at ``length_offsets``, its bytes and NUL right after."""
         if not len(length_offsets):
             return
@@ -97,12 +99,12 @@ class _Buffer:
 class _Strings:
     """Strings as serialized: UTF-8 bytes each followed by a NUL, concatenated."""
 
-    raw: np.ndarray     # uint8, all strings with their NULs
-    sizes: np.ndarray   # int64 byte count of each string including its NUL
+    raw: np.ndarray  # uint8, all strings with their NULs
+    sizes: np.ndarray  # int64 byte count of each string including its NUL
     starts: np.ndarray  # int64 index of each string's first byte in raw
 
     @classmethod
-    def encode(cls, strings: Sequence[str], what: str) -> "_Strings":
+    def encode(cls, strings: Sequence[str], what: str) -> _Strings:
         count = len(strings)
         if count == 0:
             empty = np.zeros(0, dtype=np.int64)
@@ -161,12 +163,12 @@ class _Header:
     """std_msgs/Header + uint64 frame_number + the count of the one sequence that follows."""
 
     frame_id: _Strings
-    frame_number: int   # byte offset
-    count: int          # byte offset of the sequence count
-    first: int          # byte offset of the first element
+    frame_number: int  # byte offset
+    count: int  # byte offset of the sequence count
+    first: int  # byte offset of the first element
 
     @classmethod
-    def layout(cls, frame_id: str) -> "_Header":
+    def layout(cls, frame_id: str) -> _Header:
         text = _string(frame_id, "frame_id")
         # sec @0, nanosec @4, frame_id length @8, its bytes @12
         number = _align(12 + int(text.sizes[0]), 8)
@@ -193,13 +195,13 @@ def _marker_spans(residues: np.ndarray, names: _Strings) -> np.ndarray:
 class _MarkerFields:
     """Indices of a run of Marker fields in the typed views of a buffer."""
 
-    ids: np.ndarray        # i32
+    ids: np.ndarray  # i32
     positions: np.ndarray  # f64, (m, 3)
-    occluded: np.ndarray   # u8
+    occluded: np.ndarray  # u8
     residuals: np.ndarray  # f32
 
     @classmethod
-    def place(cls, buf: _Buffer, starts: np.ndarray, names: _Strings) -> "_MarkerFields":
+    def place(cls, buf: _Buffer, starts: np.ndarray, names: _Strings) -> _MarkerFields:
         buf.put_strings(starts + 4, names)
         point = _align(starts + 8 + names.sizes, 8)
         return cls(starts // 4, _fields(point, 3, 8), point + 24, (point + 28) // 4)
@@ -221,17 +223,17 @@ class _MarkersLayout:
     buf: _Buffer
     header: _Header
     markers: _MarkerFields
-    ends: np.ndarray          # byte offset just after each element
+    ends: np.ndarray  # byte offset just after each element
     frame_id: str
     head: tuple[str, ...]
-    tail: str | None          # the repeated last name, None without elements
+    tail: str | None  # the repeated last name, None without elements
 
     @classmethod
-    def build(cls, frame_id: str, names: tuple[str, ...], min_spare: int = 0) -> "_MarkersLayout":
+    def build(cls, frame_id: str, names: tuple[str, ...], min_spare: int = 0) -> _MarkersLayout:
         """Layout for ``names`` and at least ``min_spare`` (at least as many as there are
         already: room grows geometrically) more copies of the last name."""
         head_len = len(names)
-        while head_len and names[head_len - 1] == names[-1]:   # the run of equal names at the end
+        while head_len and names[head_len - 1] == names[-1]:  # the run of equal names at the end
             head_len -= 1
         tail = names[-1] if names else None
         if names:
@@ -260,12 +262,19 @@ class _MarkersLayout:
         rest = names[head:]
         return (not rest or rest.count(self.tail) == len(rest)) and names[:head] == self.head
 
-    def first(self, count: int) -> "_MarkersView":
+    def first(self, count: int) -> _MarkersView:
         fields = self.markers
         end = int(self.ends[count - 1]) if count else self.header.first
-        return _MarkersView(self, _MarkerFields(fields.ids[:count], fields.positions[:count],
-                                                       fields.occluded[:count], fields.residuals[:count]),
-                            self.buf.message[:4 + end])
+        return _MarkersView(
+            self,
+            _MarkerFields(
+                fields.ids[:count],
+                fields.positions[:count],
+                fields.occluded[:count],
+                fields.residuals[:count],
+            ),
+            self.buf.message[: 4 + end],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,15 +291,16 @@ class _MarkersView:
 class _BodiesLayout:
     buf: _Buffer
     header: _Header
-    ids: np.ndarray      # i32
-    valid: np.ndarray    # u8
-    poses: np.ndarray    # f64, (n, 7)
-    errors: np.ndarray   # f32
+    ids: np.ndarray  # i32
+    valid: np.ndarray  # u8
+    poses: np.ndarray  # f64, (n, 7)
+    errors: np.ndarray  # f32
     markers: _MarkerFields
 
     @classmethod
-    def build(cls, frame_id: str, names: Sequence[str], offsets: np.ndarray,
-              marker_names: Sequence[str]) -> "_BodiesLayout":
+    def build(
+        cls, frame_id: str, names: Sequence[str], offsets: np.ndarray, marker_names: Sequence[str]
+    ) -> _BodiesLayout:
         header = _Header.layout(frame_id)
         body_names = _Strings.encode(names, "rigid bodies")
         marker_strings = _Strings.encode(marker_names, "rigid body markers")
@@ -315,8 +325,15 @@ class _BodiesLayout:
         buf.u32[(pose + 60) // 4] = np.diff(offsets)
         marker_starts = _element_starts(pose + 64, offsets, marker_spans)
         markers = _MarkerFields.place(buf, marker_starts, marker_strings)
-        return cls(buf, header, starts // 4, starts + 8 + body_names.sizes, _fields(pose, _POSE_WIDTH, 8),
-                   (pose + 56) // 4, markers)
+        return cls(
+            buf,
+            header,
+            starts // 4,
+            starts + 8 + body_names.sizes,
+            _fields(pose, _POSE_WIDTH, 8),
+            (pose + 56) // 4,
+            markers,
+        )
 
 
 # ---------------------------------------------------------------------------- skeletons
@@ -329,16 +346,17 @@ def _segment_spans(residues: np.ndarray, names: _Strings) -> np.ndarray:
 class _SkeletonsLayout:
     buf: _Buffer
     header: _Header
-    ids: np.ndarray           # i32
-    valid: np.ndarray         # u8
-    segment_ids: np.ndarray   # i32
-    parent_ids: np.ndarray    # i32
+    ids: np.ndarray  # i32
+    valid: np.ndarray  # u8
+    segment_ids: np.ndarray  # i32
+    parent_ids: np.ndarray  # i32
     segment_valid: np.ndarray  # u8
     segment_poses: np.ndarray  # f64, (m, 7)
 
     @classmethod
-    def build(cls, frame_id: str, names: Sequence[str], offsets: np.ndarray,
-              segment_names: Sequence[str]) -> "_SkeletonsLayout":
+    def build(
+        cls, frame_id: str, names: Sequence[str], offsets: np.ndarray, segment_names: Sequence[str]
+    ) -> _SkeletonsLayout:
         header = _Header.layout(frame_id)
         skeleton_names = _Strings.encode(names, "skeletons")
         segment_strings = _Strings.encode(segment_names, "segments")
@@ -356,7 +374,7 @@ class _SkeletonsLayout:
         at = header.first
         for i in range(count):
             starts[i] = at
-            run = _align(at + 9 + sizes[i], 4) + 4   # int32 id, string name, bool, uint32 count
+            run = _align(at + 9 + sizes[i], 4) + 4  # int32 id, string name, bool, uint32 count
             runs[i] = run
             a, b = offs[i], offs[i + 1]
             at = run if a == b else run + int(spans_at[run % 8][a]) + int(csum0[b] - csum0[a + 1])
@@ -370,20 +388,28 @@ class _SkeletonsLayout:
         buf.put_strings(starts + 4, skeleton_names)
         buf.u32[(runs - 4) // 4] = np.diff(offsets)
         buf.put_strings(seg_starts + 4, segment_strings)
-        return cls(buf, header, starts // 4, starts + 8 + skeleton_names.sizes, seg_starts // 4,
-                   parent // 4, parent + 4, _fields(pose, _POSE_WIDTH, 8))
+        return cls(
+            buf,
+            header,
+            starts // 4,
+            starts + 8 + skeleton_names.sizes,
+            seg_starts // 4,
+            parent // 4,
+            parent + 4,
+            _fields(pose, _POSE_WIDTH, 8),
+        )
 
 
 # ---------------------------------------------------------------------------- tf
 @dataclass(frozen=True, slots=True)
 class _TFLayout:
     buf: _Buffer
-    sec: np.ndarray       # i32
-    nanosec: np.ndarray   # u32
-    poses: np.ndarray     # f64, (n, 7): Transform is Vector3 + Quaternion, like Pose
+    sec: np.ndarray  # i32
+    nanosec: np.ndarray  # u32
+    poses: np.ndarray  # f64, (n, 7): Transform is Vector3 + Quaternion, like Pose
 
     @classmethod
-    def build(cls, frame_id: str, child_frame_ids: Sequence[str]) -> "_TFLayout":
+    def build(cls, frame_id: str, child_frame_ids: Sequence[str]) -> _TFLayout:
         parent = _string(frame_id, "frame_id")
         children = _Strings.encode(child_frame_ids, "child_frame_ids")
         count = len(child_frame_ids)
@@ -400,8 +426,11 @@ class _TFLayout:
         buf = _Buffer(4 + int(spans.sum()))
         buf.u32[0] = count
         if count:
-            parents = _Strings(np.tile(parent.raw, count), np.full(count, parent_size, dtype=np.int64),
-                               np.arange(count, dtype=np.int64) * parent_size)
+            parents = _Strings(
+                np.tile(parent.raw, count),
+                np.full(count, parent_size, dtype=np.int64),
+                np.arange(count, dtype=np.int64) * parent_size,
+            )
             buf.put_strings(starts + 8, parents)
         buf.put_strings(child, children)
         return cls(buf, starts // 4, starts // 4 + 1, _fields(pose, _POSE_WIDTH, 8))
@@ -432,7 +461,7 @@ class _LayoutCache(Generic[L]):
         key = tuple(p if isinstance(p, (str, bytes, tuple)) else tuple(p) for p in parts)
         try:
             layout = self._layouts.get(key)
-        except TypeError:   # unhashable, so not str: let the layout say what is wrong
+        except TypeError:  # unhashable, so not str: let the layout say what is wrong
             layout = None
         if layout is None:
             layout = build()
@@ -522,11 +551,13 @@ def _repeated_shapes(what: str, rows_shape: tuple[int, int], rows: np.ndarray, *
     (numpy would broadcast a single row over all of them without a word)."""
     count = (rows_shape[0],)
     bad = rows.shape != rows_shape
-    for values in per_row:   # a plain loop: a generator costs more than the check, per frame
+    for values in per_row:  # a plain loop: a generator costs more than the check, per frame
         bad = bad or values.shape != count
     if bad:
-        raise ValueError(f"{what}: repeat() takes arrays shaped as in the last encode, {rows_shape} and "
-                         f"{count}, got {rows.shape} and {[values.shape for values in per_row]}")
+        raise ValueError(
+            f"{what}: repeat() takes arrays shaped as in the last encode, {rows_shape} and "
+            f"{count}, got {rows.shape} and {[values.shape for values in per_row]}"
+        )
 
 
 def _repeated_flags(values: np.ndarray) -> np.ndarray:
@@ -549,7 +580,7 @@ class MarkersEncoder:
         self._cache: _LayoutCache[_MarkersView] = _LayoutCache(cache_size)
         self._growable: _MarkersLayout | None = None
         self._builds = 0
-        self._last: _MarkersView | None = None   # what repeat() writes into
+        self._last: _MarkersView | None = None  # what repeat() writes into
 
     @property
     def layouts_built(self) -> int:
@@ -564,9 +595,18 @@ class MarkersEncoder:
             self._builds += 1
         return growable.first(len(names))
 
-    def encode(self, sec: int, nanosec: int, frame_id: str, frame_number: int,
-               ids: np.ndarray, names: Sequence[str], positions: np.ndarray, occluded: np.ndarray,
-               residuals: np.ndarray) -> bytes:
+    def encode(
+        self,
+        sec: int,
+        nanosec: int,
+        frame_id: str,
+        frame_number: int,
+        ids: np.ndarray,
+        names: Sequence[str],
+        positions: np.ndarray,
+        occluded: np.ndarray,
+        residuals: np.ndarray,
+    ) -> bytes:
         frame_id = _frame_id(frame_id)
         names = _names(names, "markers: names")
         count = len(names)
@@ -574,17 +614,24 @@ class MarkersEncoder:
         positions = _floats(positions, "markers: positions", (count, 3))
         occluded = _flags(occluded, "markers: occluded", count)
         residuals = _floats(residuals, "markers: residuals", (count,))
-        self._last = None   # a failure below leaves nothing to repeat
+        self._last = None  # a failure below leaves nothing to repeat
         view = self._cache.get((frame_id, names), lambda: self._view(frame_id, names))
         buf = view.layout.buf
         _put_header_numbers(buf, view.layout.header, sec, nanosec, frame_number)
-        buf.u32[view.layout.header.count // 4] = count   # layouts are shared by several counts
+        buf.u32[view.layout.header.count // 4] = count  # layouts are shared by several counts
         view.markers.write(buf, ids, positions, occluded, residuals)
         self._last = view
         return view.message.tobytes()
 
-    def repeat(self, sec: int, nanosec: int, frame_number: int, positions: np.ndarray, occluded: np.ndarray,
-               residuals: np.ndarray) -> bytes:
+    def repeat(
+        self,
+        sec: int,
+        nanosec: int,
+        frame_number: int,
+        positions: np.ndarray,
+        occluded: np.ndarray,
+        residuals: np.ndarray,
+    ) -> bytes:
         """The message of the last ``encode`` with a new stamp, frame number, positions,
         occlusion flags and residuals; frame_id, ids and names as then.
 
@@ -610,17 +657,30 @@ class RigidBodiesEncoder:
 
     def __init__(self, cache_size: int = _DEFAULT_CACHE):
         self._cache: _LayoutCache[_BodiesLayout] = _LayoutCache(cache_size)
-        self._last: _BodiesLayout | None = None   # what repeat() writes into
+        self._last: _BodiesLayout | None = None  # what repeat() writes into
 
     @property
     def layouts_built(self) -> int:
         return self._cache.builds
 
-    def encode(self, sec: int, nanosec: int, frame_id: str, frame_number: int,
-               ids: np.ndarray, names: Sequence[str], valid: np.ndarray, poses: np.ndarray,
-               mean_errors: np.ndarray, marker_offsets: np.ndarray,
-               marker_ids: np.ndarray, marker_names: Sequence[str], marker_positions: np.ndarray,
-               marker_occluded: np.ndarray, marker_residuals: np.ndarray) -> bytes:
+    def encode(
+        self,
+        sec: int,
+        nanosec: int,
+        frame_id: str,
+        frame_number: int,
+        ids: np.ndarray,
+        names: Sequence[str],
+        valid: np.ndarray,
+        poses: np.ndarray,
+        mean_errors: np.ndarray,
+        marker_offsets: np.ndarray,
+        marker_ids: np.ndarray,
+        marker_names: Sequence[str],
+        marker_positions: np.ndarray,
+        marker_occluded: np.ndarray,
+        marker_residuals: np.ndarray,
+    ) -> bytes:
         frame_id = _frame_id(frame_id)
         names = _names(names, "rigid bodies: names")
         marker_names = _names(marker_names, "rigid bodies: marker_names")
@@ -634,11 +694,13 @@ class RigidBodiesEncoder:
         marker_positions = _floats(marker_positions, "rigid bodies: marker_positions", (markers, 3))
         marker_occluded = _flags(marker_occluded, "rigid bodies: marker_occluded", markers)
         marker_residuals = _floats(marker_residuals, "rigid bodies: marker_residuals", (markers,))
-        self._last = None   # a failure below leaves nothing to repeat
+        self._last = None  # a failure below leaves nothing to repeat
         layout = self._cache.get(
             (frame_id, names, offsets.dtype.str, offsets.tobytes(), marker_names),
             lambda: _BodiesLayout.build(
-                frame_id, names, _offsets(offsets, "rigid bodies: marker_offsets", markers), marker_names))
+                frame_id, names, _offsets(offsets, "rigid bodies: marker_offsets", markers), marker_names
+            ),
+        )
         buf = layout.buf
         _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
         buf.i32[layout.ids] = ids
@@ -649,9 +711,18 @@ class RigidBodiesEncoder:
         self._last = layout
         return buf.tobytes()
 
-    def repeat(self, sec: int, nanosec: int, frame_number: int, valid: np.ndarray, poses: np.ndarray,
-               mean_errors: np.ndarray, marker_positions: np.ndarray, marker_occluded: np.ndarray,
-               marker_residuals: np.ndarray) -> bytes:
+    def repeat(
+        self,
+        sec: int,
+        nanosec: int,
+        frame_number: int,
+        valid: np.ndarray,
+        poses: np.ndarray,
+        mean_errors: np.ndarray,
+        marker_positions: np.ndarray,
+        marker_occluded: np.ndarray,
+        marker_residuals: np.ndarray,
+    ) -> bytes:
         """The message of the last ``encode`` with a new stamp, frame number and per-frame
         values; frame_id, ids, names and each body's markers (ids, names, counts) as then.
         See :meth:`MarkersEncoder.repeat`."""
@@ -660,8 +731,13 @@ class RigidBodiesEncoder:
             raise ValueError("rigid bodies: nothing encoded to repeat")
         _repeated_shapes("rigid bodies", layout.poses.shape, poses, valid, mean_errors)
         fields = layout.markers
-        _repeated_shapes("rigid bodies: markers", fields.positions.shape, marker_positions, marker_occluded,
-                         marker_residuals)
+        _repeated_shapes(
+            "rigid bodies: markers",
+            fields.positions.shape,
+            marker_positions,
+            marker_occluded,
+            marker_residuals,
+        )
         buf = layout.buf
         _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
         buf.u8[layout.valid] = _repeated_flags(valid)
@@ -680,16 +756,28 @@ class SkeletonsEncoder:
     def __init__(self, cache_size: int = _DEFAULT_CACHE):
         self._cache: _LayoutCache[_SkeletonsLayout] = _LayoutCache(cache_size)
         self._empty: _LayoutCache[_SkeletonsLayout] = _LayoutCache(cache_size)
-        self._last: _SkeletonsLayout | None = None   # what repeat() writes into
+        self._last: _SkeletonsLayout | None = None  # what repeat() writes into
 
     @property
     def layouts_built(self) -> int:
         return self._cache.builds + self._empty.builds
 
-    def encode(self, sec: int, nanosec: int, frame_id: str, frame_number: int,
-               ids: np.ndarray, names: Sequence[str], valid: np.ndarray, segment_offsets: np.ndarray,
-               segment_ids: np.ndarray, segment_names: Sequence[str], segment_parent_ids: np.ndarray,
-               segment_valid: np.ndarray, segment_poses: np.ndarray) -> bytes:
+    def encode(
+        self,
+        sec: int,
+        nanosec: int,
+        frame_id: str,
+        frame_number: int,
+        ids: np.ndarray,
+        names: Sequence[str],
+        valid: np.ndarray,
+        segment_offsets: np.ndarray,
+        segment_ids: np.ndarray,
+        segment_names: Sequence[str],
+        segment_parent_ids: np.ndarray,
+        segment_valid: np.ndarray,
+        segment_poses: np.ndarray,
+    ) -> bytes:
         frame_id = _frame_id(frame_id)
         names = _names(names, "skeletons: names")
         segment_names = _names(segment_names, "skeletons: segment_names")
@@ -701,11 +789,13 @@ class SkeletonsEncoder:
         parent_ids = _int32s(segment_parent_ids, "skeletons: segment_parent_ids", segments)
         segment_valid = _flags(segment_valid, "skeletons: segment_valid", segments)
         segment_poses = _floats(segment_poses, "skeletons: segment_poses", (segments, _POSE_WIDTH))
-        self._last = None   # a failure below leaves nothing to repeat
+        self._last = None  # a failure below leaves nothing to repeat
         layout = self._cache.get(
             (frame_id, names, offsets.dtype.str, offsets.tobytes(), segment_names),
             lambda: _SkeletonsLayout.build(
-                frame_id, names, _offsets(offsets, "skeletons: segment_offsets", segments), segment_names))
+                frame_id, names, _offsets(offsets, "skeletons: segment_offsets", segments), segment_names
+            ),
+        )
         buf = layout.buf
         _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
         buf.i32[layout.ids] = ids
@@ -717,8 +807,15 @@ class SkeletonsEncoder:
         self._last = layout
         return buf.tobytes()
 
-    def repeat(self, sec: int, nanosec: int, frame_number: int, valid: np.ndarray, segment_valid: np.ndarray,
-               segment_poses: np.ndarray) -> bytes:
+    def repeat(
+        self,
+        sec: int,
+        nanosec: int,
+        frame_number: int,
+        valid: np.ndarray,
+        segment_valid: np.ndarray,
+        segment_poses: np.ndarray,
+    ) -> bytes:
         """The message of the last ``encode`` with a new stamp, frame number and per-frame
         values; frame_id, ids, names and parents as then. See :meth:`MarkersEncoder.repeat`."""
         layout = self._last
@@ -726,7 +823,9 @@ class SkeletonsEncoder:
             raise ValueError("skeletons: nothing encoded to repeat")
         _repeated_shapes("skeletons", layout.segment_poses.shape, segment_poses, segment_valid)
         if valid.shape != layout.valid.shape:
-            raise ValueError(f"skeletons: repeat() takes valid shaped {layout.valid.shape}, got {valid.shape}")
+            raise ValueError(
+                f"skeletons: repeat() takes valid shaped {layout.valid.shape}, got {valid.shape}"
+            )
         buf = layout.buf
         _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
         buf.u8[layout.valid] = _repeated_flags(valid)
@@ -738,8 +837,10 @@ class SkeletonsEncoder:
         """A Skeletons message without skeletons: what most systems send every frame, so
         it only writes the stamp and frame number into its layout (``encode`` with empty
         arrays gives the same bytes after checking eleven inputs, 25 us a frame)."""
-        layout = self._empty.get((frame_id,), lambda: _SkeletonsLayout.build(
-            _frame_id(frame_id), (), np.zeros(1, dtype=np.int64), ()))
+        layout = self._empty.get(
+            (frame_id,),
+            lambda: _SkeletonsLayout.build(_frame_id(frame_id), (), np.zeros(1, dtype=np.int64), ()),
+        )
         _put_header_numbers(layout.buf, layout.header, sec, nanosec, frame_number)
         return layout.buf.tobytes()
 
@@ -755,16 +856,18 @@ class TFMessageEncoder:
     def layouts_built(self) -> int:
         return self._cache.builds
 
-    def encode(self, sec: int, nanosec: int, frame_id: str, child_frame_ids: Sequence[str],
-               poses: np.ndarray) -> bytes:
+    def encode(
+        self, sec: int, nanosec: int, frame_id: str, child_frame_ids: Sequence[str], poses: np.ndarray
+    ) -> bytes:
         frame_id = _frame_id(frame_id)
         child_frame_ids = _names(child_frame_ids, "tf: child_frame_ids")
         count = len(child_frame_ids)
         poses = _floats(poses, "tf: poses", (count, _POSE_WIDTH))
         sec = _scalar(sec, "sec", _INT32)
         nanosec = _scalar(nanosec, "nanosec", _UINT32)
-        layout = self._cache.get((frame_id, child_frame_ids),
-                                 lambda: _TFLayout.build(frame_id, child_frame_ids))
+        layout = self._cache.get(
+            (frame_id, child_frame_ids), lambda: _TFLayout.build(frame_id, child_frame_ids)
+        )
         buf = layout.buf
         buf.i32[layout.sec] = sec
         buf.u32[layout.nanosec] = nanosec

@@ -4,12 +4,14 @@ Verbs: systems, start, stop, status, tui, plus verbs other packages register und
 entry point group ``mocap4r2.commands`` (mocap4r2_tools adds ``eval``). A registered
 verb is a class with ``help``, ``add_arguments(parser)`` and ``main(args) -> int``.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -35,16 +37,26 @@ def _systems_table(systems: dict[str, Any], diagnostics: dict[str, Any] | None =
         for column in ("measured (Hz)", "dropped", "status"):
             table.add_column(column)
     for name, info in systems.items():
-        row = [name, info.type, info.state.label, f"{info.frame_rate:g}", info.frame_id or "-",
-               info.session_id or "-", str(len(info.topics))]
+        row = [
+            name,
+            info.type,
+            info.state.label,
+            f"{info.frame_rate:g}",
+            info.frame_id or "-",
+            info.session_id or "-",
+            str(len(info.topics)),
+        ]
         if diagnostics is not None:
             status = diagnostics.get(name)
             if status is None:
                 row += ["-", "-", "no diagnostics"]
             else:
                 values = {kv.key: kv.value for kv in status.values}
-                row += [values.get("rate_hz", "-"), values.get("dropped_frames_total", "-"),
-                        _level_text(status.level) + " " + status.message]
+                row += [
+                    values.get("rate_hz", "-"),
+                    values.get("dropped_frames_total", "-"),
+                    _level_text(status.level) + " " + status.message,
+                ]
         table.add_row(*row)
     return table
 
@@ -63,7 +75,9 @@ def _print_result(result) -> int:
         return 2
     for ack in sorted(result.acks, key=lambda a: a.system):
         mark = "[green]ok[/]" if ack.success else "[red]FAILED[/]"
-        console.print(f"{verb} {ack.system}: {mark} {ack.message} (at {ack.stamp.sec}.{ack.stamp.nanosec:09d})")
+        console.print(
+            f"{verb} {ack.system}: {mark} {ack.message} (at {ack.stamp.sec}.{ack.stamp.nanosec:09d})"
+        )
     for name in result.missing:
         console.print(f"{verb} {name}: [red]no answer[/] within the timeout")
     return 0 if result.ok else 1
@@ -83,8 +97,9 @@ def cmd_systems(args: argparse.Namespace) -> int:
 def _control(args: argparse.Namespace, start: bool) -> int:
     with _session(args) as client:
         # all systems (no --systems): listen the whole --wait so none is missed
-        known = client.wait_for_systems(names=args.systems, count=1, timeout=args.wait,
-                                        min_wait=0.0 if args.systems else args.wait)
+        known = client.wait_for_systems(
+            names=args.systems, count=1, timeout=args.wait, min_wait=0.0 if args.systems else args.wait
+        )
         unknown = [s for s in args.systems if s not in known]
         for name in unknown:
             console.print(f"[yellow]{name} has not announced itself; sending anyway[/]")
@@ -136,9 +151,13 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- parser
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wait", type=float, default=2.0,
-                        help="seconds to listen for systems' announcements (default 2); with --systems, "
-                             "the longest to wait for those")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=2.0,
+        help="seconds to listen for systems' announcements (default 2); with --systems, "
+        "the longest to wait for those",
+    )
 
 
 def add_verbs(parser: argparse.ArgumentParser) -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -149,12 +168,19 @@ def add_verbs(parser: argparse.ArgumentParser) -> dict[str, Callable[[argparse.N
     _add_common(p)
     handlers["systems"] = cmd_systems
 
-    for name, handler, what in (("start", cmd_start, "bring systems to active (configuring them first)"),
-                                ("stop", cmd_stop, "bring systems to inactive")):
+    for name, handler, what in (
+        ("start", cmd_start, "bring systems to active (configuring them first)"),
+        ("stop", cmd_stop, "bring systems to inactive"),
+    ):
         p = verbs.add_parser(name, help=what)
         p.add_argument("--session", default="", help="capture session id (e.g. a trial name)")
-        p.add_argument("--systems", nargs="*", default=[], metavar="NODE",
-                       help="fully qualified node names of the systems (default: all)")
+        p.add_argument(
+            "--systems",
+            nargs="*",
+            default=[],
+            metavar="NODE",
+            help="fully qualified node names of the systems (default: all)",
+        )
         p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for every answer")
         _add_common(p)
         handlers[name] = handler
@@ -199,7 +225,9 @@ def run(parser: argparse.ArgumentParser, handlers, args: argparse.Namespace) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mocap4r2", description="Discover, start and stop mocap4r2 systems.")
+    parser = argparse.ArgumentParser(
+        prog="mocap4r2", description="Discover, start and stop mocap4r2 systems."
+    )
     handlers = add_verbs(parser)
     args = parser.parse_args(argv)
     return run(parser, handlers, args)

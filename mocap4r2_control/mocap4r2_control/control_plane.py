@@ -5,20 +5,22 @@ AuxiliarSystem): it announces the system and answers START/STOP requests address
 it, once per request id. ``ControlClient`` is the requester side used by the CLI, the
 TUI, the demo and tests.
 """
+
 from __future__ import annotations
 
 import collections
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from lifecycle_msgs.msg import State
-from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo
 
 from .timebase import time_msg
 
@@ -27,22 +29,37 @@ CONTROL_TOPIC = "/mocap4r2/control"
 ACK_TOPIC = "/mocap4r2/control_ack"
 
 # Every system keeps its last announcement for late joiners.
-SYSTEMS_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+SYSTEMS_QOS = QoSProfile(
+    depth=1,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
 # A listener's history is shared by every system (the topic has no key), so it must be
 # deep enough for all of their replays at once; depth 1 would keep only one system.
-SYSTEMS_LISTENER_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
-                                  reliability=ReliabilityPolicy.RELIABLE,
-                                  durability=DurabilityPolicy.TRANSIENT_LOCAL)
+SYSTEMS_LISTENER_QOS = QoSProfile(
+    depth=1000,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
 # Requests are not replayed to late joiners: an old START must not start a system that
 # comes up later. The history is the request queue of a system (and the requester's send
 # queue): a burst of 1000 requests must fit while a system is busy configuring, so it is
 # deeper than that; what still overflows is counted from the publishers' sequence numbers.
-CONTROL_QOS = QoSProfile(depth=2048, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.VOLATILE)
+CONTROL_QOS = QoSProfile(
+    depth=2048,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
 # every system answers every request of a burst: a requester may receive systems x burst acks
-ACK_QOS = QoSProfile(depth=4096, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
-                     durability=DurabilityPolicy.VOLATILE)
+ACK_QOS = QoSProfile(
+    depth=4096,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
 
 # Limits of a request's fields: over them a request is refused with the reason (and the
 # field is neither echoed nor logged), so one request cannot cost megabytes in acks,
@@ -83,9 +100,15 @@ class ControlPlaneMember:
     handled in the executor thread that delivers them.
     """
 
-    def __init__(self, node: Node, start: Callable[[str], Outcome], stop: Callable[[], Outcome],
-                 describe: Callable[[], MocapSystemInfo], remember_seconds: float = REMEMBER_SECONDS,
-                 max_remembered: int = MAX_REMEMBERED):
+    def __init__(
+        self,
+        node: Node,
+        start: Callable[[str], Outcome],
+        stop: Callable[[], Outcome],
+        describe: Callable[[], MocapSystemInfo],
+        remember_seconds: float = REMEMBER_SECONDS,
+        max_remembered: int = MAX_REMEMBERED,
+    ):
         self.node = node
         self.system = node.get_fully_qualified_name()
         self._start = start
@@ -99,8 +122,8 @@ class ControlPlaneMember:
         # last publication sequence number per requester (a gap is a request the queue lost)
         self._last_sequence: collections.OrderedDict[bytes, int] = collections.OrderedDict()
         self._logged: set[str] = set()
-        self.lost = 0        # requests that never reached this system (queue overflow)
-        self.refused = 0     # requests refused for a limit (sizes, too many remembered ids)
+        self.lost = 0  # requests that never reached this system (queue overflow)
+        self.refused = 0  # requests refused for a limit (sizes, too many remembered ids)
         self.session_id = ""
         self._info_pub = node.create_publisher(MocapSystemInfo, SYSTEMS_TOPIC, SYSTEMS_QOS)
         self._ack_pub = node.create_publisher(ControlAck, ACK_TOPIC, ACK_QOS)
@@ -157,12 +180,17 @@ class ControlPlaneMember:
             self._last_sequence.popitem(last=False)
         if last is not None and sequence > last + 1:
             self.lost += sequence - last - 1
-            self._log_once("lost", f"{sequence - last - 1} control requests were lost before this system could "
-                                   f"read them (its queue holds {CONTROL_QOS.depth})")
+            self._log_once(
+                "lost",
+                f"{sequence - last - 1} control requests were lost before this system could "
+                f"read them (its queue holds {CONTROL_QOS.depth})",
+            )
 
     def _limit_problem(self, msg: Control) -> str | None:
         if len(msg.session_id.encode()) > MAX_SESSION_ID_BYTES:
-            return f"session_id is {len(msg.session_id.encode())} bytes, at most {MAX_SESSION_ID_BYTES} allowed"
+            return (
+                f"session_id is {len(msg.session_id.encode())} bytes, at most {MAX_SESSION_ID_BYTES} allowed"
+            )
         if len(msg.systems) > MAX_SYSTEMS:
             return f"systems lists {len(msg.systems)} entries, at most {MAX_SYSTEMS} allowed"
         return None
@@ -189,14 +217,19 @@ class ControlPlaneMember:
             return
         log = self.node.get_logger()
         if not msg.request_id:
-            log.warning(f"ignoring a control request from {_short(msg.requester) or 'unknown'} without request_id "
-                        "(an answer could not be matched to it)")
+            log.warning(
+                f"ignoring a control request from {_short(msg.requester) or 'unknown'} without request_id "
+                "(an answer could not be matched to it)"
+            )
             return
         if len(msg.request_id.encode()) > MAX_REQUEST_ID_BYTES:
             # an answer would have to echo it: ignored, counted
             self.refused += 1
-            self._log_once("request_id", f"ignoring control requests whose request_id is over "
-                                         f"{MAX_REQUEST_ID_BYTES} bytes ({len(msg.request_id.encode())} bytes)")
+            self._log_once(
+                "request_id",
+                f"ignoring control requests whose request_id is over "
+                f"{MAX_REQUEST_ID_BYTES} bytes ({len(msg.request_id.encode())} bytes)",
+            )
             return
         seen = self._remember(msg.request_id)
         if seen == "repeat":
@@ -204,25 +237,39 @@ class ControlPlaneMember:
             return
         if seen == "full":
             self.refused += 1
-            self._log_once("full", f"{self._max_remembered} request ids answered in the last "
-                                   f"{self._remember_seconds:.0f} s; refusing more")
-            self._ack(msg, Outcome(False, f"too many requests: {self._max_remembered} in "
-                                          f"{self._remember_seconds:.0f} s"), echo_session=False)
+            self._log_once(
+                "full",
+                f"{self._max_remembered} request ids answered in the last "
+                f"{self._remember_seconds:.0f} s; refusing more",
+            )
+            self._ack(
+                msg,
+                Outcome(
+                    False, f"too many requests: {self._max_remembered} in {self._remember_seconds:.0f} s"
+                ),
+                echo_session=False,
+            )
             return
         problem = self._limit_problem(msg)
         if problem is not None:
             self.refused += 1
-            self._log_once("limits", f"refusing request {msg.request_id} from {_short(msg.requester)}: {problem}")
+            self._log_once(
+                "limits", f"refusing request {msg.request_id} from {_short(msg.requester)}: {problem}"
+            )
             self._ack(msg, Outcome(False, problem), echo_session=False)
             return
         command = COMMAND_NAMES.get(msg.command)
         if command is None:
             log.warning(f"request {msg.request_id}: unknown command {msg.command}")
-            self._ack(msg, Outcome(False, f"unknown command {msg.command} (START={Control.START}, "
-                                          f"STOP={Control.STOP})"))
+            self._ack(
+                msg,
+                Outcome(False, f"unknown command {msg.command} (START={Control.START}, STOP={Control.STOP})"),
+            )
             return
-        log.info(f"{command} requested by {_short(msg.requester) or 'unknown'} (request {msg.request_id}, "
-                 f"session {msg.session_id!r})")
+        log.info(
+            f"{command} requested by {_short(msg.requester) or 'unknown'} (request {msg.request_id}, "
+            f"session {msg.session_id!r})"
+        )
         if msg.command == Control.START:
             # set before starting, so the 'active' announcement already names the session
             previous, self.session_id = self.session_id, msg.session_id
@@ -289,8 +336,9 @@ class ControlClient:
         self._system_seen: dict[str, float] = {}
         self._acks: dict[str, list[ControlAck]] = collections.defaultdict(list)
         self._control_pub = node.create_publisher(Control, CONTROL_TOPIC, CONTROL_QOS)
-        self._systems_sub = node.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_info,
-                                                     SYSTEMS_LISTENER_QOS)
+        self._systems_sub = node.create_subscription(
+            MocapSystemInfo, SYSTEMS_TOPIC, self._on_info, SYSTEMS_LISTENER_QOS
+        )
         self._ack_sub = node.create_subscription(ControlAck, ACK_TOPIC, self._on_ack, ACK_QOS)
 
     def _on_info(self, info: MocapSystemInfo) -> None:
@@ -310,11 +358,20 @@ class ControlClient:
         if wait > 0:
             time.sleep(wait)
         with self._lock:
-            return {k: v for k, v in sorted(self._systems.items())
-                    if include_finalized or v.state.id != State.PRIMARY_STATE_FINALIZED}
+            return {
+                k: v
+                for k, v in sorted(self._systems.items())
+                if include_finalized or v.state.id != State.PRIMARY_STATE_FINALIZED
+            }
 
-    def wait_for_systems(self, names: Iterable[str] = (), count: int = 1, timeout: float = 5.0,
-                         settle: float = 1.0, min_wait: float = 0.0) -> dict[str, MocapSystemInfo]:
+    def wait_for_systems(
+        self,
+        names: Iterable[str] = (),
+        count: int = 1,
+        timeout: float = 5.0,
+        settle: float = 1.0,
+        min_wait: float = 0.0,
+    ) -> dict[str, MocapSystemInfo]:
         """Wait until the named systems (or at least ``count`` systems) are known, then
         until no new system has appeared for ``settle`` seconds (discovery delivers the
         late-joiner replay of each system separately), and at least ``min_wait`` seconds
@@ -336,9 +393,15 @@ class ControlClient:
         return self.systems()
 
     # ---------------------------------------------------------------- requests
-    def request(self, command: int, systems: Iterable[str] = (), session_id: str = "",
-                timeout: float = 10.0, expected: Iterable[str] | None = None,
-                request_id: str | None = None) -> ControlResult:
+    def request(
+        self,
+        command: int,
+        systems: Iterable[str] = (),
+        session_id: str = "",
+        timeout: float = 10.0,
+        expected: Iterable[str] | None = None,
+        request_id: str | None = None,
+    ) -> ControlResult:
         """Publish one request and wait for the acks of ``expected`` systems (default:
         the addressed ones, or every known non-finalized system when none is named)."""
         systems = list(systems)
@@ -366,7 +429,9 @@ class ControlClient:
             acks = list(self._acks.get(msg.request_id, []))
         return ControlResult(request_id=msg.request_id, command=command, acks=acks, expected=expected)
 
-    def start(self, systems: Iterable[str] = (), session_id: str = "", timeout: float = 10.0) -> ControlResult:
+    def start(
+        self, systems: Iterable[str] = (), session_id: str = "", timeout: float = 10.0
+    ) -> ControlResult:
         return self.request(Control.START, systems, session_id, timeout)
 
     def stop(self, systems: Iterable[str] = (), session_id: str = "", timeout: float = 10.0) -> ControlResult:

@@ -4,6 +4,7 @@ The reader thread calls ``record`` once per frame (cheap: counters and one vecto
 the executor calls ``report`` periodically, which turns the window since the previous
 report into a diagnostic_msgs/DiagnosticStatus with OK / WARN / ERROR.
 """
+
 from __future__ import annotations
 
 import threading
@@ -19,10 +20,10 @@ OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.E
 
 @dataclass
 class Thresholds:
-    no_frame_error_s: float = 1.0      # active and silent this long: ERROR
-    min_rate_ratio: float = 0.8        # measured/nominal below this: WARN
-    max_drop_ratio: float = 0.01       # dropped/expected above this: WARN
-    min_tracking_ratio: float = 0.5    # a body tracked in fewer frames than this: WARN
+    no_frame_error_s: float = 1.0  # active and silent this long: ERROR
+    min_rate_ratio: float = 0.8  # measured/nominal below this: WARN
+    max_drop_ratio: float = 0.01  # dropped/expected above this: WARN
+    min_tracking_ratio: float = 0.5  # a body tracked in fewer frames than this: WARN
 
 
 @dataclass
@@ -63,8 +64,14 @@ class FrameStatistics:
             self._window = _Window()
             self.last_frame_number = None
 
-    def record(self, frame_number: int, latency: float, body_ids: np.ndarray, body_names: tuple[str, ...],
-               body_valid: np.ndarray) -> None:
+    def record(
+        self,
+        frame_number: int,
+        latency: float,
+        body_ids: np.ndarray,
+        body_names: tuple[str, ...],
+        body_valid: np.ndarray,
+    ) -> None:
         now = time.monotonic()
         with self._lock:
             w = self._window
@@ -100,18 +107,35 @@ class FrameStatistics:
                 self.read_errors += 1
             self.last_error = message
 
-    def report(self, name: str, hardware_id: str, active: bool, state_label: str, nominal_rate: float,
-               extra: dict[str, str] | None = None) -> DiagnosticStatus:
+    def report(
+        self,
+        name: str,
+        hardware_id: str,
+        active: bool,
+        state_label: str,
+        nominal_rate: float,
+        extra: dict[str, str] | None = None,
+    ) -> DiagnosticStatus:
         now = time.monotonic()
         th = self.thresholds
         with self._lock:
             w = self._window
-            self._window = _Window(body_ids=w.body_ids, body_ids_key=w.body_ids_key, body_names=w.body_names,
-                                   body_valid=np.zeros_like(w.body_valid))
+            self._window = _Window(
+                body_ids=w.body_ids,
+                body_ids_key=w.body_ids_key,
+                body_names=w.body_names,
+                body_valid=np.zeros_like(w.body_valid),
+            )
             elapsed = max(now - w.started, 1e-9)
             last_frame_time = self.last_frame_time
             active_since = self.active_since
-            totals = (self.total_frames, self.total_dropped, self.bad_frames, self.read_errors, self.last_error)
+            totals = (
+                self.total_frames,
+                self.total_dropped,
+                self.bad_frames,
+                self.read_errors,
+                self.last_error,
+            )
         rate = w.frames / elapsed
         level, problems = OK, []
         if not active:
@@ -134,7 +158,9 @@ class FrameStatistics:
                 lost = [n for n, r in zip(w.body_names, ratios.tolist()) if r < th.min_tracking_ratio]
                 if lost:
                     level = max(level, WARN)
-                    problems.append("poorly tracked: " + ", ".join(lost[:5]) + ("..." if len(lost) > 5 else ""))
+                    problems.append(
+                        "poorly tracked: " + ", ".join(lost[:5]) + ("..." if len(lost) > 5 else "")
+                    )
             summary = "; ".join(problems) if problems else f"streaming at {rate:.1f} Hz"
         status = DiagnosticStatus()
         status.level = level

@@ -19,10 +19,11 @@ the pool once: a task handed back while it still waits for a worker makes the lo
 (at most ``QUEUED_WAIT``) until some queued task has started, instead of submitting it
 again.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from rclpy.executors import (
     ConditionReachedException,
@@ -43,9 +44,9 @@ class PatientMultiThreadedExecutor(MultiThreadedExecutor):
 
     def __init__(self, num_threads: int | None = None, *, context=None):
         super().__init__(num_threads=num_threads, context=context)
-        self._queued: set = set()               # tasks submitted to the pool, not yet started
-        self._running: set = set()              # tasks started by a worker, not yet returned
-        self._started = threading.Condition()   # notified whenever a queued task starts
+        self._queued: set = set()  # tasks submitted to the pool, not yet started
+        self._running: set = set()  # tasks started by a worker, not yet returned
+        self._started = threading.Condition()  # notified whenever a queued task starts
 
     def _spin_once_impl(self, timeout_sec=None, wait_condition: Callable[[], bool] = lambda: False) -> None:
         try:
@@ -58,7 +59,7 @@ class PatientMultiThreadedExecutor(MultiThreadedExecutor):
                 self._started.wait(QUEUED_WAIT)
                 return
             if handler in self._running:
-                return    # started, not yet marked executing: it is the worker's
+                return  # started, not yet marked executing: it is the worker's
             self._queued.add(handler)
         self._executor.submit(self._start, handler)
         self._futures.append(handler)

@@ -16,6 +16,7 @@ Conventions (those of mocap4r2_interfaces):
 Adapters that reuse the same ``names`` tuple object from frame to frame let the
 publisher skip refreshing name strings (an identity check, not a comparison).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,15 +52,18 @@ class MarkerArrays:
         return int(self.ids.shape[0])
 
     @classmethod
-    def build(cls, ids, positions, names=None, occluded=None, residuals=None) -> "MarkerArrays":
+    def build(cls, ids, positions, names=None, occluded=None, residuals=None) -> MarkerArrays:
         ids = _ids(ids)
         n = ids.shape[0]
         return cls(
             ids=ids,
             names=tuple(names) if names is not None else ("",) * n,
             positions=_vec(positions, 3),
-            occluded=np.zeros(n, dtype=bool) if occluded is None else np.asarray(occluded, dtype=bool).reshape(-1),
-            residuals=np.full(n, -1.0, dtype=np.float32) if residuals is None
+            occluded=np.zeros(n, dtype=bool)
+            if occluded is None
+            else np.asarray(occluded, dtype=bool).reshape(-1),
+            residuals=np.full(n, -1.0, dtype=np.float32)
+            if residuals is None
             else np.asarray(residuals, dtype=np.float32).reshape(-1),
         )
 
@@ -67,12 +71,22 @@ class MarkerArrays:
         n = len(self)
         # the usual case in one expression (this runs every frame); the detailed check
         # below only runs to say what is wrong
-        if (len(self.names) == n and self.positions.shape == (n, 3) and self.occluded.shape == (n,)
-                and self.residuals.shape == (n,)):
+        if (
+            len(self.names) == n
+            and self.positions.shape == (n, 3)
+            and self.occluded.shape == (n,)
+            and self.residuals.shape == (n,)
+        ):
             return
-        _check_shapes(what, n, names=len(self.names), positions=self.positions.shape,
-                      occluded=self.occluded.shape, residuals=self.residuals.shape,
-                      expect={"positions": (n, 3), "occluded": (n,), "residuals": (n,)})
+        _check_shapes(
+            what,
+            n,
+            names=len(self.names),
+            positions=self.positions.shape,
+            occluded=self.occluded.shape,
+            residuals=self.residuals.shape,
+            expect={"positions": (n, 3), "occluded": (n,), "residuals": (n,)},
+        )
 
 
 @dataclass(slots=True)
@@ -94,12 +108,25 @@ class BodyArrays:
         return int(self.ids.shape[0])
 
     @classmethod
-    def build(cls, ids, names, positions, orientations, valid=None, mean_errors=None,
-              markers: MarkerArrays | None = None, marker_counts=None) -> "BodyArrays":
+    def build(
+        cls,
+        ids,
+        names,
+        positions,
+        orientations,
+        valid=None,
+        mean_errors=None,
+        markers: MarkerArrays | None = None,
+        marker_counts=None,
+    ) -> BodyArrays:
         ids = _ids(ids)
         n = ids.shape[0]
         markers = markers if markers is not None else MarkerArrays()
-        counts = np.zeros(n, dtype=np.int64) if marker_counts is None else np.asarray(marker_counts, dtype=np.int64)
+        counts = (
+            np.zeros(n, dtype=np.int64)
+            if marker_counts is None
+            else np.asarray(marker_counts, dtype=np.int64)
+        )
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         return cls(
@@ -108,7 +135,8 @@ class BodyArrays:
             positions=_vec(positions, 3),
             orientations=_vec(orientations, 4),
             valid=np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool).reshape(-1),
-            mean_errors=np.full(n, -1.0, dtype=np.float32) if mean_errors is None
+            mean_errors=np.full(n, -1.0, dtype=np.float32)
+            if mean_errors is None
             else np.asarray(mean_errors, dtype=np.float32).reshape(-1),
             marker_offsets=offsets,
             markers=markers,
@@ -119,8 +147,14 @@ class BodyArrays:
         offsets = self.marker_offsets
         # the usual case in one expression (this runs every frame); _shape_error says
         # what is wrong otherwise
-        if not (len(self.names) == n and self.positions.shape == (n, 3) and self.orientations.shape == (n, 4)
-                and self.valid.shape == (n,) and self.mean_errors.shape == (n,) and offsets.shape == (n + 1,)):
+        if not (
+            len(self.names) == n
+            and self.positions.shape == (n, 3)
+            and self.orientations.shape == (n, 4)
+            and self.valid.shape == (n,)
+            and self.mean_errors.shape == (n,)
+            and offsets.shape == (n + 1,)
+        ):
             self._shape_error()
         self.markers.check("rigid body markers")
         # monotonicity is checked where the offsets are used (the CDR encoder)
@@ -129,11 +163,23 @@ class BodyArrays:
 
     def _shape_error(self) -> None:
         n = len(self)
-        _check_shapes("rigid bodies", n, names=len(self.names), positions=self.positions.shape,
-                      orientations=self.orientations.shape, valid=self.valid.shape,
-                      mean_errors=self.mean_errors.shape, marker_offsets=self.marker_offsets.shape,
-                      expect={"positions": (n, 3), "orientations": (n, 4), "valid": (n,),
-                              "mean_errors": (n,), "marker_offsets": (n + 1,)})
+        _check_shapes(
+            "rigid bodies",
+            n,
+            names=len(self.names),
+            positions=self.positions.shape,
+            orientations=self.orientations.shape,
+            valid=self.valid.shape,
+            mean_errors=self.mean_errors.shape,
+            marker_offsets=self.marker_offsets.shape,
+            expect={
+                "positions": (n, 3),
+                "orientations": (n, 4),
+                "valid": (n,),
+                "mean_errors": (n,),
+                "marker_offsets": (n + 1,),
+            },
+        )
 
 
 @dataclass(slots=True)
@@ -171,9 +217,16 @@ class SkeletonArrays:
         offsets = self.segment_offsets
         # the usual case in one expression (this runs every frame); _shape_error says
         # what is wrong otherwise
-        if not (len(self.names) == n and self.valid.shape == (n,) and offsets.shape == (n + 1,)
-                and len(s.names) == m and s.parent_ids.shape == (m,) and s.positions.shape == (m, 3)
-                and s.orientations.shape == (m, 4) and s.valid.shape == (m,)):
+        if not (
+            len(self.names) == n
+            and self.valid.shape == (n,)
+            and offsets.shape == (n + 1,)
+            and len(s.names) == m
+            and s.parent_ids.shape == (m,)
+            and s.positions.shape == (m, 3)
+            and s.orientations.shape == (m, 4)
+            and s.valid.shape == (m,)
+        ):
             self._shape_error()
         if int(offsets[0]) != 0 or int(offsets[-1]) != m:
             raise ValueError("skeletons: segment_offsets do not partition the segments")
@@ -182,14 +235,24 @@ class SkeletonArrays:
         n = len(self)
         m = len(self.segments)
         s = self.segments
-        _check_shapes("skeletons", n, names=len(self.names), valid=self.valid.shape,
-                      segment_offsets=self.segment_offsets.shape,
-                      expect={"valid": (n,), "segment_offsets": (n + 1,)})
-        _check_shapes("segments", m, names=len(s.names), parent_ids=s.parent_ids.shape,
-                      positions=s.positions.shape, orientations=s.orientations.shape,
-                      valid=s.valid.shape,
-                      expect={"parent_ids": (m,), "positions": (m, 3), "orientations": (m, 4),
-                              "valid": (m,)})
+        _check_shapes(
+            "skeletons",
+            n,
+            names=len(self.names),
+            valid=self.valid.shape,
+            segment_offsets=self.segment_offsets.shape,
+            expect={"valid": (n,), "segment_offsets": (n + 1,)},
+        )
+        _check_shapes(
+            "segments",
+            m,
+            names=len(s.names),
+            parent_ids=s.parent_ids.shape,
+            positions=s.positions.shape,
+            orientations=s.orientations.shape,
+            valid=s.valid.shape,
+            expect={"parent_ids": (m,), "positions": (m, 3), "orientations": (m, 4), "valid": (m,)},
+        )
 
 
 @dataclass(slots=True)
@@ -200,6 +263,11 @@ class MocapFrame:
     time) when its system reports an absolute capture timestamp it can map, otherwise
     ``latency`` (seconds from exposure to arrival at the adapter); the node then stamps
     the frame ``arrival - latency``.
+
+    ``system_time`` is the capture instant on the mocap system's own clock, in seconds
+    (NatNet's mid-exposure timestamp, QTM's timestamp, a frame number times the frame
+    period, VRPN's message time), or None for a system without a clock of its own. It is
+    on an arbitrary origin and rate: the node's clock model maps it to the host clock.
     """
 
     frame_number: int
@@ -208,6 +276,7 @@ class MocapFrame:
     skeletons: SkeletonArrays = field(default_factory=SkeletonArrays)
     capture_time: float | None = None
     latency: float = 0.0
+    system_time: float | None = None
 
     def check(self) -> None:
         """Raise ValueError when the arrays are inconsistent (an adapter bug)."""

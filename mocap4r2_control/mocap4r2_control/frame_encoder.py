@@ -13,6 +13,7 @@ message (see FrameEncoder). This runs once per frame at up to 2 kHz, and after t
 reader's wait for the next frame the processor's caches are cold, so every numpy call
 costs two to three times what a tight loop shows: the number of calls is the cost.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ class PublishedMarkers:
     positions: np.ndarray
     occluded: np.ndarray
     residuals: np.ndarray
-    kept: np.ndarray | None   # rows of the input kept (None: all)
+    kept: np.ndarray | None  # rows of the input kept (None: all)
 
 
 class MarkerRule:
@@ -78,7 +79,7 @@ class MarkerRule:
             self._all_labeled = bool(self._labeled.all())
             self._ids_bytes = ids_bytes
         labeled, all_labeled = self._labeled, self._all_labeled
-        measured = finite > arrays.occluded     # finite and not occluded, in one call
+        measured = finite > arrays.occluded  # finite and not occluded, in one call
         held, seen = self.last.update(keys, positions, measured if all_labeled else measured & labeled)
         occluded = ~measured
         # with every marker labeled (the usual case), the held positions are the output
@@ -98,7 +99,9 @@ class MarkerRule:
         if rows_bytes != self._rows or not _same_names(arrays.names, self._source):
             self._names = tuple(arrays.names[i] for i in rows.tolist())
             self._source, self._rows = arrays.names, rows_bytes
-        return PublishedMarkers(arrays.ids[rows], self._names, out_pos[rows], occluded[rows], residuals[rows], rows)
+        return PublishedMarkers(
+            arrays.ids[rows], self._names, out_pos[rows], occluded[rows], residuals[rows], rows
+        )
 
     def reapply(self, arrays: MarkerArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """``apply`` for markers with the ids of the last apply, which kept all of them
@@ -116,10 +119,10 @@ class MarkerRule:
         occluded = ~measured
         if self._all_labeled:
             out = self.last.hold(positions, measured)
-        else:   # unlabeled markers are published as measured, never held
+        else:  # unlabeled markers are published as measured, never held
             out = np.where(labeled[:, None], self.last.hold(positions, measured & labeled), positions)
         residuals = arrays.residuals.copy()
-        residuals[occluded] = -1.0   # half the cost of np.where on a few hundred rows
+        residuals[occluded] = -1.0  # half the cost of np.where on a few hundred rows
         return out, occluded, residuals
 
 
@@ -163,8 +166,8 @@ class EncodedFrame:
     rigid_bodies: bytes | None
     skeletons: bytes | None
     tf: bytes | None
-    body_valid: np.ndarray      # the validity published for each body row
-    body_poses: np.ndarray      # (n, 7) poses published
+    body_valid: np.ndarray  # the validity published for each body row
+    body_poses: np.ndarray  # (n, 7) poses published
 
 
 class FrameEncoder:
@@ -179,9 +182,18 @@ class FrameEncoder:
     same bytes (test_validity_rule.py compares them; ``repeat_unchanged=False`` takes
     the whole path every frame)."""
 
-    def __init__(self, frame_id: str, tf_prefix: str = "", *, markers: bool = True, rigid_bodies: bool = True,
-                 body_markers: bool = True, skeletons: bool = True, tf: bool = False,
-                 repeat_unchanged: bool = True):
+    def __init__(
+        self,
+        frame_id: str,
+        tf_prefix: str = "",
+        *,
+        markers: bool = True,
+        rigid_bodies: bool = True,
+        body_markers: bool = True,
+        skeletons: bool = True,
+        tf: bool = False,
+        repeat_unchanged: bool = True,
+    ):
         self.frame_id = frame_id
         self.tf_prefix = tf_prefix
         self.enabled = {"markers": markers, "rigid_bodies": rigid_bodies, "skeletons": skeletons, "tf": tf}
@@ -206,7 +218,9 @@ class FrameEncoder:
 
     def encode(self, frame: MocapFrame, sec: int, nanosec: int) -> EncodedFrame:
         number = frame.frame_number
-        markers = self._encode_markers(frame.markers, sec, nanosec, number) if self.enabled["markers"] else None
+        markers = (
+            self._encode_markers(frame.markers, sec, nanosec, number) if self.enabled["markers"] else None
+        )
         bodies = frame.bodies
         good, poses = good_poses(bodies.positions, bodies.orientations, bodies.valid)
         rigid_bodies = None
@@ -227,14 +241,16 @@ class FrameEncoder:
                 return self._markers.repeat(sec, nanosec, number, *values)
         unchanged.forget()
         m = rule.apply(arrays, arrays.ids)
-        data = self._markers.encode(sec, nanosec, self.frame_id, number, m.ids, m.names,
-                                    m.positions, m.occluded, m.residuals)
+        data = self._markers.encode(
+            sec, nanosec, self.frame_id, number, m.ids, m.names, m.positions, m.occluded, m.residuals
+        )
         if rule.kept_all:
             unchanged.remember(names, structure)
         return data
 
-    def _encode_bodies(self, bodies: BodyArrays, good: np.ndarray, poses: np.ndarray, sec: int, nanosec: int,
-                       number: int) -> tuple[bytes, np.ndarray]:
+    def _encode_bodies(
+        self, bodies: BodyArrays, good: np.ndarray, poses: np.ndarray, sec: int, nanosec: int, number: int
+    ) -> tuple[bytes, np.ndarray]:
         """rigid_bodies, and the poses held for every body."""
         rule, unchanged = self._body_marker_rule, self._bodies_unchanged
         with_markers = self.body_markers and len(bodies.markers) > 0
@@ -245,7 +261,9 @@ class FrameEncoder:
             marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKERS[2:5]
             if marker_values is not None:
                 held = self._body_last.hold(poses, good)
-                return self._bodies.repeat(sec, nanosec, number, good, held, mean_errors, *marker_values), held
+                return self._bodies.repeat(
+                    sec, nanosec, number, good, held, mean_errors, *marker_values
+                ), held
         unchanged.forget()
         held, _ = self._body_last.update(bodies.ids, poses, good)
         offsets = bodies.marker_offsets
@@ -259,15 +277,30 @@ class FrameEncoder:
         else:
             bm = PublishedMarkers(*_NO_MARKERS, None)
             offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
-        data = self._bodies.encode(sec, nanosec, self.frame_id, number, bodies.ids, bodies.names, good, held,
-                                   mean_errors, offsets, bm.ids, bm.names, bm.positions, bm.occluded, bm.residuals)
+        data = self._bodies.encode(
+            sec,
+            nanosec,
+            self.frame_id,
+            number,
+            bodies.ids,
+            bodies.names,
+            good,
+            held,
+            mean_errors,
+            offsets,
+            bm.ids,
+            bm.names,
+            bm.positions,
+            bm.occluded,
+            bm.residuals,
+        )
         if rule.kept_all or not with_markers:
             unchanged.remember(names, structure)
         return data, held
 
     def _encode_skeletons(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes:
         sk = frame.skeletons
-        if not len(sk):   # most systems stream no skeletons: an empty message each frame
+        if not len(sk):  # most systems stream no skeletons: an empty message each frame
             return self._skeletons.encode_empty(sec, nanosec, self.frame_id, frame.frame_number)
         seg = sk.segments
         unchanged = self._skeletons_unchanged
@@ -283,14 +316,28 @@ class FrameEncoder:
             held, _ = self._segment_last.update(self._segment_keys(sk.ids, sk.segment_offsets), poses, good)
         else:  # skeletons without segments: nothing to hold
             good, held = _NO_SEGMENTS
-        data = self._skeletons.encode(sec, nanosec, self.frame_id, frame.frame_number, sk.ids, sk.names,
-                                      sk.valid, sk.segment_offsets, seg.ids, seg.names, seg.parent_ids, good, held)
-        if len(seg):   # (without segments nothing is held, and encode is cheap)
+        data = self._skeletons.encode(
+            sec,
+            nanosec,
+            self.frame_id,
+            frame.frame_number,
+            sk.ids,
+            sk.names,
+            sk.valid,
+            sk.segment_offsets,
+            seg.ids,
+            seg.names,
+            seg.parent_ids,
+            good,
+            held,
+        )
+        if len(seg):  # (without segments nothing is held, and encode is cheap)
             unchanged.remember(names, structure)
         return data
 
-    def _encode_tf(self, frame: MocapFrame, good: np.ndarray, poses: np.ndarray, sec: int,
-                   nanosec: int) -> bytes | None:
+    def _encode_tf(
+        self, frame: MocapFrame, good: np.ndarray, poses: np.ndarray, sec: int, nanosec: int
+    ) -> bytes | None:
         """frame_id -> tf_prefix + name for every body tracked in this frame."""
         rows = np.flatnonzero(good)
         if rows.size == 0:

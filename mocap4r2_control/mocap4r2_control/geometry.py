@@ -4,6 +4,7 @@ Quaternions are ``x, y, z, w`` rows (geometry_msgs order). All functions accept
 arrays of shape (..., 4) / (..., 3) and broadcast. Only what the drivers need on
 their hot paths lives here; anything heavier uses scipy.spatial.transform.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,10 +64,30 @@ def _candidate_map() -> tuple[np.ndarray, np.ndarray]:
     diagonal holds 4 * q_b ** 2 and every row is proportional to the quaternion."""
     # (constant, {matrix entry "ij": coefficient}) per row and component
     table = (
-        ((1, {"00": 1, "11": -1, "22": -1}), (0, {"01": 1, "10": 1}), (0, {"02": 1, "20": 1}), (0, {"21": 1, "12": -1})),
-        ((0, {"01": 1, "10": 1}), (1, {"00": -1, "11": 1, "22": -1}), (0, {"12": 1, "21": 1}), (0, {"02": 1, "20": -1})),
-        ((0, {"02": 1, "20": 1}), (0, {"12": 1, "21": 1}), (1, {"00": -1, "11": -1, "22": 1}), (0, {"10": 1, "01": -1})),
-        ((0, {"21": 1, "12": -1}), (0, {"02": 1, "20": -1}), (0, {"10": 1, "01": -1}), (1, {"00": 1, "11": 1, "22": 1})),
+        (
+            (1, {"00": 1, "11": -1, "22": -1}),
+            (0, {"01": 1, "10": 1}),
+            (0, {"02": 1, "20": 1}),
+            (0, {"21": 1, "12": -1}),
+        ),
+        (
+            (0, {"01": 1, "10": 1}),
+            (1, {"00": -1, "11": 1, "22": -1}),
+            (0, {"12": 1, "21": 1}),
+            (0, {"02": 1, "20": -1}),
+        ),
+        (
+            (0, {"02": 1, "20": 1}),
+            (0, {"12": 1, "21": 1}),
+            (1, {"00": -1, "11": -1, "22": 1}),
+            (0, {"10": 1, "01": -1}),
+        ),
+        (
+            (0, {"21": 1, "12": -1}),
+            (0, {"02": 1, "20": -1}),
+            (0, {"10": 1, "01": -1}),
+            (1, {"00": 1, "11": 1, "22": 1}),
+        ),
     )
     linear = np.zeros((9, 16))
     constant = np.zeros(16)
@@ -109,7 +130,7 @@ def quat_from_matrix(m: np.ndarray) -> np.ndarray:
 UP_AXIS_CONVENTIONS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
     "+Z": ((0, 1, 2), (1, 1, 1)),
     "-Z": ((0, 1, 2), (1, -1, -1)),
-    "+Y": ((0, 2, 1), (1, -1, 1)),     # (x, y, z) -> (x, -z, y): +90 degrees about X
+    "+Y": ((0, 2, 1), (1, -1, 1)),  # (x, y, z) -> (x, -z, y): +90 degrees about X
     "-Y": ((0, 2, 1), (1, 1, -1)),
     "+X": ((1, 2, 0), (1, 1, 1)),
     "-X": ((1, 2, 0), (1, -1, -1)),
@@ -138,7 +159,7 @@ class AxisChange:
         """Body orientations (..., 4), x y z w, conjugated by the change."""
         return np.asarray(q)[..., self._q_index] * self._q_sign
 
-    def inverse(self) -> "AxisChange":
+    def inverse(self) -> AxisChange:
         """The change back from Z-up to this convention (A transposed)."""
         index = [0, 0, 0]
         sign = [1, 1, 1]

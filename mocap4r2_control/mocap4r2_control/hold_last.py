@@ -5,6 +5,7 @@ good value and ``tracking_valid: false`` (``occluded: true``), never zeros or Na
 Values are remembered per stable key (an id from the mocap system), so the rule holds
 when entries appear, disappear or change order between frames.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ class LastGoodValues:
         self.width = width
         self.initial = np.zeros(width) if initial is None else np.asarray(initial, dtype=float)
         self.keys = np.zeros(0, dtype=np.int64)
-        self._key_bytes = b""   # the keys as bytes: comparing them is the per-frame check
+        self._key_bytes = b""  # the keys as bytes: comparing them is the per-frame check
         self.values = np.zeros((0, width))
         self.seen = np.zeros(0, dtype=bool)
         # once every key has been seen, ``seen`` cannot change until the keys do: the
@@ -85,7 +86,9 @@ class LastGoodValues:
 IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
 
 
-def good_poses(positions: np.ndarray, orientations: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def good_poses(
+    positions: np.ndarray, orientations: np.ndarray, valid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows usable as a pose: flagged valid, finite, with a non-degenerate quaternion.
 
     Returns (good mask, poses as (n, 7) with normalised quaternions)."""
@@ -109,7 +112,7 @@ def good_poses(positions: np.ndarray, orientations: np.ndarray, valid: np.ndarra
 
 _ONES4 = np.ones(4)
 _ONES7 = np.ones(7)
-_MIN_SQUARED_NORM = MIN_QUATERNION_NORM ** 2
+_MIN_SQUARED_NORM = MIN_QUATERNION_NORM**2
 
 
 class SubKeys:
@@ -121,7 +124,10 @@ class SubKeys:
         self._keys = np.zeros(0, dtype=np.int64)
 
     def __call__(self, owner_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        source = (owner_ids.astype(np.int64, copy=False).tobytes(), offsets.astype(np.int64, copy=False).tobytes())
+        source = (
+            owner_ids.astype(np.int64, copy=False).tobytes(),
+            offsets.astype(np.int64, copy=False).tobytes(),
+        )
         if source != self._source:
             self._keys = sub_keys(owner_ids, offsets)
             self._source = source

@@ -7,12 +7,14 @@ reason and replaced by the default, so a typo in a params file never kills a nod
 :func:`check_parameters` refuses a bad value set at runtime with the reason, which
 ``ros2 param set`` prints.
 """
+
 from __future__ import annotations
 
 import array
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the spec itself is ROS-free, so adapters can be tested without rclpy
     from rcl_interfaces.msg import SetParametersResult
@@ -46,8 +48,11 @@ class ParameterSpec:
         elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             return f"{self.name} must be {expected.__name__}, got {type(value).__name__} {value!r}"
         # NaN compares false with every bound, so a range check alone lets it through
-        if isinstance(value, float) and not math.isfinite(value) and (
-                self.min_value is not None or self.max_value is not None):
+        if (
+            isinstance(value, float)
+            and not math.isfinite(value)
+            and (self.min_value is not None or self.max_value is not None)
+        ):
             return f"{self.name} must be a finite number, got {value!r}"
         if self.choices is not None and value not in self.choices:
             return f"{self.name} must be one of {list(self.choices)}, got {value!r}"
@@ -61,11 +66,11 @@ class ParameterSpec:
 
 
 def plain_value(value: Any) -> Any:
-    """rclpy gives numeric arrays as array.array; the specs expect lists."""
+    """Rclpy gives numeric arrays as array.array; the specs expect lists."""
     return list(value) if isinstance(value, array.array) else value
 
 
-def declare_parameters(node: "Node", specs: Sequence[ParameterSpec]) -> dict[str, ParameterSpec]:
+def declare_parameters(node: Node, specs: Sequence[ParameterSpec]) -> dict[str, ParameterSpec]:
     """Declare ``specs`` on ``node`` (descriptions included); a bad start-up value is
     logged and replaced by the default. Returns the specs by name."""
     from rcl_interfaces.msg import ParameterDescriptor
@@ -97,7 +102,7 @@ def declare_parameters(node: "Node", specs: Sequence[ParameterSpec]) -> dict[str
     return declared
 
 
-def warn_unknown_parameters(node: "Node") -> list[str]:
+def warn_unknown_parameters(node: Node) -> list[str]:
     """Warn once, at start-up, about each value given to ``node`` (params file, launch
     file, ``-p``) that names no declared parameter: a misspelt key would otherwise leave
     the default in force without a word. Call after every parameter is declared.
@@ -106,16 +111,20 @@ def warn_unknown_parameters(node: "Node") -> list[str]:
     accessor; without it nothing is reported. QoS overrides are declared later, by the
     publishers that use them, so they are not checked here."""
     overrides = getattr(node, "_parameter_overrides", None) or {}
-    unknown = sorted(name for name in overrides
-                     if not name.startswith("qos_overrides.") and not node.has_parameter(name))
+    unknown = sorted(
+        name for name in overrides if not name.startswith("qos_overrides.") and not node.has_parameter(name)
+    )
     for name in unknown:
-        node.get_logger().warning(f"unknown parameter {name!r} for node {node.get_fully_qualified_name()} "
-                                  "is ignored (misspelt, or meant for another node?)")
+        node.get_logger().warning(
+            f"unknown parameter {name!r} for node {node.get_fully_qualified_name()} "
+            "is ignored (misspelt, or meant for another node?)"
+        )
     return unknown
 
 
-def check_parameters(specs: Mapping[str, ParameterSpec], params: "Sequence[Parameter]",
-                     log: Any) -> "SetParametersResult":
+def check_parameters(
+    specs: Mapping[str, ParameterSpec], params: Sequence[Parameter], log: Any
+) -> SetParametersResult:
     """The answer to a runtime change: refused with the first problem, else accepted."""
     from rcl_interfaces.msg import SetParametersResult
 
@@ -130,7 +139,7 @@ def check_parameters(specs: Mapping[str, ParameterSpec], params: "Sequence[Param
     return SetParametersResult(successful=True)
 
 
-def parameter_value(node: "Node", spec: ParameterSpec) -> Any:
+def parameter_value(node: Node, spec: ParameterSpec) -> Any:
     """The current value of a declared spec (the default for an unset empty list)."""
     from rclpy.exceptions import ParameterUninitializedException
 

@@ -3,6 +3,7 @@
 Loaded by ros2cli through the ``ros2cli.command`` entry point, so it only runs where
 ros2cli is installed; the verbs and their handlers are those of ``mocap4r2_control.cli``.
 """
+
 from __future__ import annotations
 
 from ros2cli.command import CommandExtension  # type: ignore[import-not-found]

@@ -4,6 +4,7 @@ Protocol modules (NatNet, QTM RT, ...) must not import rclpy, so they log throug
 Python's logging under the "mocap4r2" namespace; a system node forwards that namespace
 to its own rclpy logger, so the messages reach /rosout and the console like the rest.
 """
+
 from __future__ import annotations
 
 import logging

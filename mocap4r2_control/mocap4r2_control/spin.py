@@ -36,6 +36,7 @@ How, and why this way:
   files set ``MOCAP4R2_EXIT_WITH_PARENT=1``; a node that finds it asks the kernel for a
   SIGTERM when its parent dies (Linux ``PR_SET_PDEATHSIG``), and leaves cleanly on it.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -43,7 +44,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
@@ -114,8 +115,13 @@ def leave_process(code: int) -> None:
     os._exit(code)
 
 
-def run_node(make_node: Callable[[], Node], finish: Callable[[Node], None] | None = None,
-             args: list[str] | None = None, threads: int = 1, exit_process: bool = True) -> int:
+def run_node(
+    make_node: Callable[[], Node],
+    finish: Callable[[Node], None] | None = None,
+    args: list[str] | None = None,
+    threads: int = 1,
+    exit_process: bool = True,
+) -> int:
     """main() of a node: spin until Ctrl-C/SIGTERM, then ``finish(node)`` with a live
     context, destroy the node, shut rclpy down and end the process with the exit code (0,
     or 1 after a fatal error); with ``exit_process=False`` return the code instead.

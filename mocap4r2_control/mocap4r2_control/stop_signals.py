@@ -20,6 +20,7 @@ What is left is the interpreter's own start-up (about 0.1 s: ``site`` and the en
 wrapper's ``importlib.metadata``), before any code of ours runs; a signal then gets
 Python's default behaviour.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -27,7 +28,7 @@ import os
 import select
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # how often a waiting main thread also checks whether what it waits for ended by itself

@@ -6,30 +6,39 @@ thread, deactivate joins it, cleanup disconnects, shutdown releases everything f
 state), stamps, publishing of markers / rigid_bodies / skeletons with one header and
 frame number per frame, /tf, /diagnostics and the control plane.
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State
-from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
+from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
+
 from .adapter import ConfigurationError, MocapAdapter
 from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome
-from .timebase import split_seconds, time_msg
 from .diagnostics import FrameStatistics, Thresholds
 from .frame import AssetNames, MocapFrame
 from .frame_encoder import FrameEncoder
-from .parameters import ParameterSpec, check_parameters, declare_parameters, parameter_value, warn_unknown_parameters
+from .parameters import (
+    ParameterSpec,
+    check_parameters,
+    declare_parameters,
+    parameter_value,
+    warn_unknown_parameters,
+)
 from .ros_logging import forward_python_logging
 from .spin import run_node
 from .tf_out import TransformSender
+from .timebase import split_seconds, time_msg
 
 
 def _valid_frame_id(value: str) -> str | None:
@@ -45,27 +54,49 @@ def _valid_prefix(value: str) -> str | None:
 
 
 BASE_PARAMETERS: tuple[ParameterSpec, ...] = (
-    ParameterSpec("frame_id", "world", "Frame of the published data (header.frame_id and /tf parent).",
-                  check=_valid_frame_id),
-    ParameterSpec("publish_tf", False, "Publish frame_id -> tf_prefix + body name on /tf for every tracked body."),
+    ParameterSpec(
+        "frame_id",
+        "world",
+        "Frame of the published data (header.frame_id and /tf parent).",
+        check=_valid_frame_id,
+    ),
+    ParameterSpec(
+        "publish_tf", False, "Publish frame_id -> tf_prefix + body name on /tf for every tracked body."
+    ),
     ParameterSpec("tf_prefix", "", "Prefix of the /tf child frame of each body.", check=_valid_prefix),
     ParameterSpec("publish_markers", True, "Publish the markers topic."),
     ParameterSpec("publish_rigid_bodies", True, "Publish the rigid_bodies topic."),
     ParameterSpec("publish_skeletons", True, "Publish the skeletons topic."),
     ParameterSpec("rigid_body_markers", True, "Include each body's markers in rigid_bodies."),
     ParameterSpec("autostart", False, "Configure and activate at start-up, without a lifecycle manager."),
-    ParameterSpec("read_timeout", 0.1, "Longest a read may block, s (bounds the reaction to deactivate).",
-                  min_value=0.001, max_value=5.0),
-    ParameterSpec("diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0),
-    ParameterSpec("no_frame_error", 1.0, "Seconds without a frame, while active, that make diagnostics ERROR.",
-                  min_value=0.01, max_value=600.0),
-    ParameterSpec("qos_reliable", True, "Reliable data topics (false: best effort, for lossy Wi-Fi consumers)."),
+    ParameterSpec(
+        "read_timeout",
+        0.1,
+        "Longest a read may block, s (bounds the reaction to deactivate).",
+        min_value=0.001,
+        max_value=5.0,
+    ),
+    ParameterSpec(
+        "diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0
+    ),
+    ParameterSpec(
+        "no_frame_error",
+        1.0,
+        "Seconds without a frame, while active, that make diagnostics ERROR.",
+        min_value=0.01,
+        max_value=600.0,
+    ),
+    ParameterSpec(
+        "qos_reliable", True, "Reliable data topics (false: best effort, for lossy Wi-Fi consumers)."
+    ),
     ParameterSpec("qos_depth", 10, "History depth of the data topics.", min_value=1, max_value=10000),
 )
 
-DATA_TOPICS = (("markers", Markers, "mocap4r2_interfaces/msg/Markers"),
-               ("rigid_bodies", RigidBodies, "mocap4r2_interfaces/msg/RigidBodies"),
-               ("skeletons", Skeletons, "mocap4r2_interfaces/msg/Skeletons"))
+DATA_TOPICS = (
+    ("markers", Markers, "mocap4r2_interfaces/msg/Markers"),
+    ("rigid_bodies", RigidBodies, "mocap4r2_interfaces/msg/RigidBodies"),
+    ("skeletons", Skeletons, "mocap4r2_interfaces/msg/Skeletons"),
+)
 
 
 class MocapSystemNode(LifecycleNode):
@@ -94,7 +125,9 @@ class MocapSystemNode(LifecycleNode):
         self._transition_lock = threading.RLock()
 
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._diagnostics_timer = self.create_timer(self.value("diagnostics_period"), self._publish_diagnostics)
+        self._diagnostics_timer = self.create_timer(
+            self.value("diagnostics_period"), self._publish_diagnostics
+        )
         self.control = ControlPlaneMember(self, self._start_requested, self._stop_requested, self._describe)
         self.control.announce()
         if self.value("autostart"):
@@ -142,11 +175,16 @@ class MocapSystemNode(LifecycleNode):
             self.adapter = adapter
             self.asset_names = names if isinstance(names, AssetNames) else AssetNames()
             self._create_outputs()
-            log.info(f"configured: {len(self.asset_names.rigid_bodies)} rigid bodies, "
-                     f"{len(self.asset_names.markers)} markers, {len(self.asset_names.skeletons)} skeletons"
-                     + (f" ({', '.join(self.asset_names.rigid_bodies[:8])}"
-                        f"{'...' if len(self.asset_names.rigid_bodies) > 8 else ''})"
-                        if self.asset_names.rigid_bodies else ""))
+            log.info(
+                f"configured: {len(self.asset_names.rigid_bodies)} rigid bodies, "
+                f"{len(self.asset_names.markers)} markers, {len(self.asset_names.skeletons)} skeletons"
+                + (
+                    f" ({', '.join(self.asset_names.rigid_bodies[:8])}"
+                    f"{'...' if len(self.asset_names.rigid_bodies) > 8 else ''})"
+                    if self.asset_names.rigid_bodies
+                    else ""
+                )
+            )
             self._announce_state(State.PRIMARY_STATE_INACTIVE)
             return TransitionCallbackReturn.SUCCESS
 
@@ -215,16 +253,23 @@ class MocapSystemNode(LifecycleNode):
 
     def _create_outputs(self) -> None:
         cfg = self._config
-        qos = QoSProfile(depth=cfg["qos_depth"], reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
-                         else ReliabilityPolicy.BEST_EFFORT)
+        qos = QoSProfile(
+            depth=cfg["qos_depth"],
+            reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
+        )
         for topic, msg_type, _ in DATA_TOPICS:
             if cfg[f"publish_{topic}"]:
                 self._data_publishers[topic] = self.create_publisher(msg_type, topic, qos)
         self._tf = TransformSender(self) if cfg["publish_tf"] else None
         self._encoder = FrameEncoder(
-            cfg["frame_id"], cfg["tf_prefix"], markers=cfg["publish_markers"],
-            rigid_bodies=cfg["publish_rigid_bodies"], body_markers=cfg["rigid_body_markers"],
-            skeletons=cfg["publish_skeletons"], tf=cfg["publish_tf"])
+            cfg["frame_id"],
+            cfg["tf_prefix"],
+            markers=cfg["publish_markers"],
+            rigid_bodies=cfg["publish_rigid_bodies"],
+            body_markers=cfg["rigid_body_markers"],
+            skeletons=cfg["publish_skeletons"],
+            tf=cfg["publish_tf"],
+        )
         self.stats.thresholds = Thresholds(no_frame_error_s=cfg["no_frame_error"])
 
     def _destroy_outputs(self) -> None:
@@ -243,7 +288,11 @@ class MocapSystemNode(LifecycleNode):
         timeout = self._config["read_timeout"]
         # stamps are on the node's clock: system time, or simulation time with use_sim_time
         clock = self.get_clock()
-        now = (lambda: clock.now().nanoseconds * 1e-9) if self.get_parameter("use_sim_time").value else time.time
+        now = (
+            (lambda: clock.now().nanoseconds * 1e-9)
+            if self.get_parameter("use_sim_time").value
+            else time.time
+        )
         log = self.get_logger()
         failing_since: float | None = None
         while not self._stop_reading.is_set():
@@ -275,14 +324,18 @@ class MocapSystemNode(LifecycleNode):
         capture = frame.capture_time if frame.capture_time is not None else arrival - frame.latency
         encoded = self._encoder.encode(frame, *split_seconds(capture))
         pubs = self._data_publishers
-        for topic, data in (("markers", encoded.markers), ("rigid_bodies", encoded.rigid_bodies),
-                            ("skeletons", encoded.skeletons)):
+        for topic, data in (
+            ("markers", encoded.markers),
+            ("rigid_bodies", encoded.rigid_bodies),
+            ("skeletons", encoded.skeletons),
+        ):
             if data is not None:
                 pubs[topic].publish(data)  # serialized CDR, published as is
         if encoded.tf is not None and self._tf is not None:
             self._tf.send_serialized(encoded.tf)
-        self.stats.record(frame.frame_number, arrival - capture, frame.bodies.ids, frame.bodies.names,
-                          encoded.body_valid)
+        self.stats.record(
+            frame.frame_number, arrival - capture, frame.bodies.ids, frame.bodies.names, encoded.body_valid
+        )
 
     # ================================================================ control plane
     @property
@@ -418,8 +471,9 @@ def _quietly(call, logger=None) -> None:
             logger.warning(f"{getattr(call, '__name__', 'release')} failed: {exc}")
 
 
-def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None,
-               threads: int = 1) -> int:
+def run_system(
+    adapter_class: type[MocapAdapter], node_name: str, args: list[str] | None = None, threads: int = 1
+) -> int:
     """The whole main() of a system executable: spin until Ctrl-C or SIGTERM, then
     release the system (reader thread, connection) whatever state it is in and tell the
     control plane it is finalized. One executor thread by default: frames are published
@@ -428,5 +482,6 @@ def run_system(adapter_class: type[MocapAdapter], node_name: str, args: list[str
     anyway. An adapter fed by subscriptions on this node that must receive while a
     transition waits (configure waiting for the first message) needs ``threads=2`` and
     its subscriptions in a callback group of their own."""
-    return run_node(lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args,
-                    threads=threads)
+    return run_node(
+        lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args, threads=threads
+    )

@@ -5,9 +5,10 @@ tf2_ros; there we publish tf2_msgs/TFMessage on /tf with the QoS of tf2_ros's
 DynamicBroadcasterQoS (reliable, volatile, keep last 100), which is what every tf
 listener subscribes with.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from geometry_msgs.msg import TransformStamped
 from rclpy.node import Node
@@ -58,7 +59,9 @@ class TransformSender:
     def send_serialized(self, data: bytes) -> None:
         """Publish an already serialized TFMessage (see cdr.TFMessageEncoder) through
         tf2_ros's own /tf publisher, or ours."""
-        publisher = self._publisher if self._publisher is not None else getattr(self._broadcaster, "pub_tf", None)
+        publisher = (
+            self._publisher if self._publisher is not None else getattr(self._broadcaster, "pub_tf", None)
+        )
         if publisher is not None:
             publisher.publish(data)
         else:  # a tf2_ros without the attribute: go through message objects

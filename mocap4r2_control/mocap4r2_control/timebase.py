@@ -4,6 +4,7 @@ Frames, acks, announcements and every tool convert stamps; doing it in one place
 the rounding identical everywhere (a nanosecond field never reaches 1e9). The module
 imports no ROS package at load time, so rclpy-free cores (offline evaluation) use it too.
 """
+
 from __future__ import annotations
 
 import time
@@ -19,9 +20,10 @@ def split_seconds(seconds: float) -> tuple[int, int]:
     return sec, min(int((seconds - sec) * 1e9), 999_999_999)
 
 
-def time_msg(seconds: float | None = None) -> "Time":
+def time_msg(seconds: float | None = None) -> Time:
     """builtin_interfaces/Time of ``seconds`` (wall time now when None)."""
     from builtin_interfaces.msg import Time  # here, so the module stays importable without ROS
+
     sec, nanosec = split_seconds(time.time() if seconds is None else seconds)
     return Time(sec=sec, nanosec=nanosec)
 

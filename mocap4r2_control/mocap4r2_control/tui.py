@@ -5,6 +5,7 @@ from each system's rigid_bodies topic) from a ControlSession; ``MocapTui`` is th
 app drawing it. Keys: s start all, x stop all, enter start/stop the selected system,
 q quit.
 """
+
 from __future__ import annotations
 
 import threading
@@ -13,10 +14,11 @@ from dataclasses import dataclass, field
 
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State
-from mocap4r2_interfaces.msg import RigidBodies
 from rclpy.qos import qos_profile_sensor_data
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Footer, Header, Static
+
+from mocap4r2_interfaces.msg import RigidBodies
 
 from .control_plane import ControlResult, ControlSession
 
@@ -38,7 +40,7 @@ class SystemRow:
     bodies_total: int = 0
     last_frame: int = -1
     active: bool = False
-    recording: str = ""   # a recorder's current file, size and rate (from its /diagnostics)
+    recording: str = ""  # a recorder's current file, size and rate (from its /diagnostics)
 
 
 @dataclass
@@ -68,8 +70,11 @@ class LiveView:
                 for topic, type_name in zip(info.topics, info.topic_types):
                     if type_name == RIGID_BODIES_TYPE and topic not in self._body_subs:
                         self._body_subs[topic] = self.session.node.create_subscription(
-                            RigidBodies, topic, lambda msg, n=name: self._on_bodies(n, msg),
-                            qos_profile_sensor_data)
+                            RigidBodies,
+                            topic,
+                            lambda msg, n=name: self._on_bodies(n, msg),
+                            qos_profile_sensor_data,
+                        )
             return [self.rows[k] for k in sorted(self.rows)]
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
@@ -86,16 +91,20 @@ class LiveView:
                 # a recorder (type "recorder") reports the file it writes while recording
                 if "path" in values and "messages_per_s" in values:
                     size = int(values.get("size_bytes", "0") or 0)
-                    row.recording = (f"{values['path']} ({size / 1e6:.1f} MB, "
-                                     f"{float(values['messages_per_s']):.0f} msg/s)")
+                    row.recording = (
+                        f"{values['path']} ({size / 1e6:.1f} MB, {float(values['messages_per_s']):.0f} msg/s)"
+                    )
                 else:
                     row.recording = ""
 
     def recordings(self) -> list[str]:
         """One line per recorder that is recording now."""
         with self._lock:
-            return [f"recording: {row.recording}" for _, row in sorted(self.rows.items())
-                    if row.recording and row.active]
+            return [
+                f"recording: {row.recording}"
+                for _, row in sorted(self.rows.items())
+                if row.recording and row.active
+            ]
 
     def _on_bodies(self, system: str, msg: RigidBodies) -> None:
         with self._lock:
@@ -140,8 +149,18 @@ class MocapTui(App):
 
     def on_mount(self) -> None:
         table = self.query_one("#systems", DataTable)
-        for column in ("system", "type", "state", "session", "nominal Hz", "measured Hz", "bodies tracked",
-                       "frame", "dropped", "status"):
+        for column in (
+            "system",
+            "type",
+            "state",
+            "session",
+            "nominal Hz",
+            "measured Hz",
+            "bodies tracked",
+            "frame",
+            "dropped",
+            "status",
+        ):
             table.add_column(column, key=column)
         self.set_interval(self.refresh_period, self.redraw)
         self.redraw()
@@ -152,15 +171,25 @@ class MocapTui(App):
         cursor = table.cursor_row
         table.clear()
         for row in rows:
-            table.add_row(row.name, row.type, row.state, row.session or "-", f"{row.nominal_rate:g}",
-                          row.measured_rate, f"{row.bodies_tracked}/{row.bodies_total}",
-                          str(row.last_frame) if row.last_frame >= 0 else "-", row.dropped,
-                          f"{LEVELS.get(row.level, '-')} {row.message}", key=row.name)
+            table.add_row(
+                row.name,
+                row.type,
+                row.state,
+                row.session or "-",
+                f"{row.nominal_rate:g}",
+                row.measured_rate,
+                f"{row.bodies_tracked}/{row.bodies_total}",
+                str(row.last_frame) if row.last_frame >= 0 else "-",
+                row.dropped,
+                f"{LEVELS.get(row.level, '-')} {row.message}",
+                key=row.name,
+            )
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1))
         lines = self.view.recordings() + self.view.log
-        self.query_one("#log", Static).update("\n".join(lines) or
-                                              "s: start all  x: stop all  enter: start/stop selected  q: quit")
+        self.query_one("#log", Static).update(
+            "\n".join(lines) or "s: start all  x: stop all  enter: start/stop selected  q: quit"
+        )
 
     def _selected(self) -> SystemRow | None:
         table = self.query_one("#systems", DataTable)

@@ -1,6 +1,7 @@
 """What every vendor folder shares: address checks, ids from names, and the counters a
 client keeps for /diagnostics. Geometry and time helpers live in mocap4r2_control
 (:mod:`~mocap4r2_control.geometry`, :mod:`~mocap4r2_control.timebase`)."""
+
 from __future__ import annotations
 
 import zlib
@@ -16,8 +17,10 @@ def ipv4_problem(text: str, what: str, allow_auto: bool = False, multicast: bool
         return None
     parts = str(text).split(".")
     if len(parts) != 4 or not all(p.isdigit() and int(p) <= 255 for p in parts):
-        return (f"{what} must be an IPv4 address like 192.168.1.10{' or auto' if allow_auto else ''}, "
-                f"got {text!r}")
+        return (
+            f"{what} must be an IPv4 address like 192.168.1.10{' or auto' if allow_auto else ''}, "
+            f"got {text!r}"
+        )
     if multicast and not 224 <= int(parts[0]) <= 239:
         return f"{what} {text} is not a multicast group address (224.0.0.0-239.255.255.255)"
     return None
@@ -40,15 +43,15 @@ class ClientStats:
     """Counters of a vendor client, reported in /diagnostics by its adapter. Each client
     fills the counters that mean something for its transport and leaves the others 0."""
 
-    frames: int = 0              # frames handed to the adapter
-    decode_errors: int = 0       # packets that could not be decoded (dropped, counted)
-    foreign_packets: int = 0     # packets from an address other than the server's
-    dropped: int = 0             # frames lost because the reader fell behind
+    frames: int = 0  # frames handed to the adapter
+    decode_errors: int = 0  # packets that could not be decoded (dropped, counted)
+    foreign_packets: int = 0  # packets from an address other than the server's
+    dropped: int = 0  # frames lost because the reader fell behind
     connects: int = 0
     disconnects: int = 0
     reconnects: int = 0
-    model_requests: int = 0      # asset (model definition) requests sent
-    model_updates: int = 0       # asset definitions received that changed the names
+    model_requests: int = 0  # asset (model definition) requests sent
+    model_updates: int = 0  # asset definitions received that changed the names
     last_error: str = ""
     rejected: dict[str, int] = field(default_factory=dict)  # bad input dropped, by kind (logged once each)
-    events: dict[str, int] = field(default_factory=dict)   # server events by name
+    events: dict[str, int] = field(default_factory=dict)  # server events by name

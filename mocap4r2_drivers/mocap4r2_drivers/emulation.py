@@ -10,6 +10,7 @@ per body (their mean over the seen markers, -1 when none is seen).
 Random draws come from the caller's generator in a fixed order (noise, then occlusion),
 so a frame stays a pure function of the generator's seed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,27 +22,54 @@ from mocap4r2_control.geometry import quat_rotate
 
 @dataclass
 class MarkerObservation:
-    positions: np.ndarray     # (m, 3) world positions with noise, NaN where occluded
-    noise: np.ndarray         # (m, 3) the noise added
-    occluded: np.ndarray      # (m,) bool
-    residuals: np.ndarray     # (m,) float32, -1 where occluded
-    visible: np.ndarray       # (n,) markers seen per body
-    valid: np.ndarray         # (n,) bool: seen at all and 3 or more markers seen
-    mean_errors: np.ndarray   # (n,) float32
+    positions: np.ndarray  # (m, 3) world positions with noise, NaN where occluded
+    noise: np.ndarray  # (m, 3) the noise added
+    occluded: np.ndarray  # (m,) bool
+    residuals: np.ndarray  # (m,) float32, -1 where occluded
+    visible: np.ndarray  # (n,) markers seen per body
+    valid: np.ndarray  # (n,) bool: seen at all and 3 or more markers seen
+    mean_errors: np.ndarray  # (n,) float32
 
 
-def observe_markers(rng: np.random.Generator, layout: np.ndarray, marker_body: np.ndarray,
-                    positions: np.ndarray, orientations: np.ndarray, noise: float,
-                    occlusion: float | np.ndarray, hidden: np.ndarray) -> MarkerObservation:
+def observe_markers(
+    rng: np.random.Generator,
+    layout: np.ndarray,
+    marker_body: np.ndarray,
+    positions: np.ndarray,
+    orientations: np.ndarray,
+    noise: float,
+    occlusion: float | np.ndarray,
+    hidden: np.ndarray,
+) -> MarkerObservation:
     """One frame's markers of ``n`` bodies (``positions`` (n, 3), ``orientations`` (n, 4)
     x y z w); ``layout`` (m, 3) in the body frames, ``marker_body`` (m,) the body of each
     marker; ``occlusion`` a probability, per marker or for all; ``hidden`` (n,) bodies no
     camera can see in this frame."""
     offsets, draws = draw_marker_randomness(rng, layout.shape[0], noise)
-    seen = observe_markers_batch(layout, marker_body, positions[None], orientations[None],
-                                 offsets[None], draws[None], occlusion, np.asarray(hidden)[None])
-    return MarkerObservation(*(a[0] for a in (seen.positions, seen.noise, seen.occluded, seen.residuals,
-                                               seen.visible, seen.valid, seen.mean_errors)))
+    seen = observe_markers_batch(
+        layout,
+        marker_body,
+        positions[None],
+        orientations[None],
+        offsets[None],
+        draws[None],
+        occlusion,
+        np.asarray(hidden)[None],
+    )
+    return MarkerObservation(
+        *(
+            a[0]
+            for a in (
+                seen.positions,
+                seen.noise,
+                seen.occluded,
+                seen.residuals,
+                seen.visible,
+                seen.valid,
+                seen.mean_errors,
+            )
+        )
+    )
 
 
 def draw_marker_randomness(rng: np.random.Generator, m: int, noise: float) -> tuple[np.ndarray, np.ndarray]:
@@ -51,9 +79,16 @@ def draw_marker_randomness(rng: np.random.Generator, m: int, noise: float) -> tu
     return offsets, rng.random(m)
 
 
-def observe_markers_batch(layout: np.ndarray, marker_body: np.ndarray, positions: np.ndarray,
-                          orientations: np.ndarray, offsets: np.ndarray, draws: np.ndarray,
-                          occlusion: float | np.ndarray, hidden: np.ndarray) -> MarkerObservation:
+def observe_markers_batch(
+    layout: np.ndarray,
+    marker_body: np.ndarray,
+    positions: np.ndarray,
+    orientations: np.ndarray,
+    offsets: np.ndarray,
+    draws: np.ndarray,
+    occlusion: float | np.ndarray,
+    hidden: np.ndarray,
+) -> MarkerObservation:
     """:func:`observe_markers` for ``B`` frames at once, the draws made beforehand (see
     :func:`draw_marker_randomness`): ``positions`` (B, n, 3), ``orientations`` (B, n, 4),
     ``offsets`` (B, m, 3), ``draws`` (B, m), ``hidden`` (B, n). Every output gains the

@@ -8,6 +8,7 @@ be a bag). Prints a summary, or one JSON object (``--json``), and writes plots (
     mocap4r2 eval --bag run1 --gt-topic /sim/rigid_bodies --body robot1 \\
                   --est-topic /odom --align posyaw --rpe-delta 1 --rpe-unit m --plot out/
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,29 +40,59 @@ class EvalCommand:
         src.add_argument("--gt", type=Path, help="ground truth: TUM file (or a bag, with --gt-topic)")
         src.add_argument("--est", type=Path, help="estimate: TUM file (or a bag, with --est-topic)")
         src.add_argument("--bag", type=Path, help="rosbag2 bag (directory, .db3 or .mcap) for the topics")
-        src.add_argument("--gt-topic", help="ground truth topic (PoseStamped, Odometry, TF, RigidBodies, ...)")
+        src.add_argument(
+            "--gt-topic", help="ground truth topic (PoseStamped, Odometry, TF, RigidBodies, ...)"
+        )
         src.add_argument("--est-topic", help="estimate topic")
         src.add_argument("--body", help="rigid body name when --gt-topic carries RigidBodies")
         src.add_argument("--est-body", help="rigid body name when --est-topic carries RigidBodies")
-        src.add_argument("--gt-frames", nargs=2, metavar=("PARENT", "CHILD"), help="TF edge of the ground truth")
+        src.add_argument(
+            "--gt-frames", nargs=2, metavar=("PARENT", "CHILD"), help="TF edge of the ground truth"
+        )
         src.add_argument("--est-frames", nargs=2, metavar=("PARENT", "CHILD"), help="TF edge of the estimate")
         ev = parser.add_argument_group("evaluation")
-        ev.add_argument("--association", choices=association.METHODS, default="nearest",
-                        help="nearest pose, or ground truth interpolated at the estimate stamps (default nearest)")
-        ev.add_argument("--max-diff", type=float, default=0.01, help="max stamp difference in s (default 0.01)")
-        ev.add_argument("--offset", type=float, default=0.0, help="s added to the estimate stamps (default 0)")
+        ev.add_argument(
+            "--association",
+            choices=association.METHODS,
+            default="nearest",
+            help="nearest pose, or ground truth interpolated at the estimate stamps (default nearest)",
+        )
+        ev.add_argument(
+            "--max-diff", type=float, default=0.01, help="max stamp difference in s (default 0.01)"
+        )
+        ev.add_argument(
+            "--offset", type=float, default=0.0, help="s added to the estimate stamps (default 0)"
+        )
         ev.add_argument("--align", choices=alignment.METHODS, default="se3", help="alignment (default se3)")
-        ev.add_argument("--align-first", type=int, default=0, metavar="N",
-                        help="align on the first N pose pairs only (default: all)")
+        ev.add_argument(
+            "--align-first",
+            type=int,
+            default=0,
+            metavar="N",
+            help="align on the first N pose pairs only (default: all)",
+        )
         ev.add_argument("--rpe-delta", type=float, default=1.0, help="RPE step (default 1)")
-        ev.add_argument("--rpe-unit", choices=metrics.RPE_UNITS, default="frames", help="RPE step unit (default frames)")
-        ev.add_argument("--rpe-all-pairs", action="store_true", help="RPE over all pairs instead of consecutive ones")
+        ev.add_argument(
+            "--rpe-unit", choices=metrics.RPE_UNITS, default="frames", help="RPE step unit (default frames)"
+        )
+        ev.add_argument(
+            "--rpe-all-pairs", action="store_true", help="RPE over all pairs instead of consecutive ones"
+        )
         out = parser.add_argument_group("output")
-        out.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                         help="write the result as one JSON object (to stdout without FILE)")
+        out.add_argument(
+            "--json",
+            nargs="?",
+            const="-",
+            metavar="FILE",
+            help="write the result as one JSON object (to stdout without FILE)",
+        )
         out.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots into DIR")
-        out.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                         help="progress bar on long inputs (auto: when stderr is a terminal)")
+        out.add_argument(
+            "--progress",
+            choices=("auto", "always", "never"),
+            default="auto",
+            help="progress bar on long inputs (auto: when stderr is a terminal)",
+        )
 
     def main(self, args: argparse.Namespace) -> int:
         try:
@@ -78,15 +109,33 @@ class EvalCommand:
 
     # ------------------------------------------------------------------ steps
     def _run(self, args: argparse.Namespace) -> int:
-        options = EvalOptions(association=args.association, max_diff=args.max_diff, offset=args.offset,
-                              align=args.align, align_first_n=args.align_first, rpe_delta=args.rpe_delta,
-                              rpe_unit=args.rpe_unit, rpe_all_pairs=args.rpe_all_pairs)
+        options = EvalOptions(
+            association=args.association,
+            max_diff=args.max_diff,
+            offset=args.offset,
+            align=args.align,
+            align_first_n=args.align_first,
+            rpe_delta=args.rpe_delta,
+            rpe_unit=args.rpe_unit,
+            rpe_all_pairs=args.rpe_all_pairs,
+        )
         _check_options(options)
         progress = _progress(args)
         with progress if progress is not None else nullcontext():
-            gt = _load(args.gt, args.bag, args.gt_topic, args.body, args.gt_frames, "ground truth", "gt", progress)
-            est = _load(args.est, args.bag, args.est_topic, args.est_body, args.est_frames, "estimate", "est", progress)
-            for note in gt.notes + est.notes:   # what the readers sorted or tolerated
+            gt = _load(
+                args.gt, args.bag, args.gt_topic, args.body, args.gt_frames, "ground truth", "gt", progress
+            )
+            est = _load(
+                args.est,
+                args.bag,
+                args.est_topic,
+                args.est_body,
+                args.est_frames,
+                "estimate",
+                "est",
+                progress,
+            )
+            for note in gt.notes + est.notes:  # what the readers sorted or tolerated
                 print(f"mocap4r2 eval: warning: {note}", file=sys.stderr)
             task = progress.add_task("evaluating", total=None) if progress is not None else None
             result = evaluate(gt, est, options)
@@ -117,8 +166,16 @@ def _check_options(options: EvalOptions) -> None:
         raise TrajectoryInputError(f"--rpe-delta in frames must be a whole number, not {options.rpe_delta}")
 
 
-def _load(path: Path | None, bag: Path | None, topic: str | None, body: str | None, frames, what: str,
-          flag: str, progress) -> Trajectory:
+def _load(
+    path: Path | None,
+    bag: Path | None,
+    topic: str | None,
+    body: str | None,
+    frames,
+    what: str,
+    flag: str,
+    progress,
+) -> Trajectory:
     source = path or bag
     if source is None:
         raise TrajectoryInputError(f"no {what}: give --{flag} FILE, or --bag BAG with --{flag}-topic")
@@ -136,8 +193,10 @@ def _load(path: Path | None, bag: Path | None, topic: str | None, body: str | No
 
         def callback(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
-    return read_bag(source, topic, body=body, frames=tuple(frames) if frames else None, progress=callback,
-                    name=what)
+
+    return read_bag(
+        source, topic, body=body, frames=tuple(frames) if frames else None, progress=callback, name=what
+    )
 
 
 def _progress(args: argparse.Namespace):
@@ -150,8 +209,13 @@ def _progress(args: argparse.Namespace):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True, force_terminal=args.progress == "always" or None))
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True, force_terminal=args.progress == "always" or None),
+    )
 
 
 def _large_input(args: argparse.Namespace) -> bool:
@@ -182,8 +246,12 @@ def _print_summary(result, gt: Trajectory, est: Trajectory) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     command = EvalCommand()
-    parser = argparse.ArgumentParser(prog="mocap4r2 eval", description=command.help,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="mocap4r2 eval",
+        description=command.help,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     command.add_arguments(parser)
     return parser
 

@@ -3,6 +3,7 @@
 Each notes SIGINT/SIGTERM before its module, with rclpy, numpy and scipy, is imported, so
 a stop asked for while the program loads is kept (mocap4r2_control/stop_signals.py says
 why). Only the standard library may be imported here."""
+
 from mocap4r2_control.stop_signals import lazy_main
 
 trajectory_error = lazy_main("mocap4r2_tools.trajectory_error")

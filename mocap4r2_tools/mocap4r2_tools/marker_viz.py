@@ -12,35 +12,52 @@ The latest message of each source is drawn at most ``rate`` times per second:
 Every visual has a stable namespace ``<system>/<kind>`` and id, and a lifetime, so the
 display of a system that stops fades out instead of freezing.
 """
+
 from __future__ import annotations
 
 import numpy as np
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point
-from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
-from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
 from mocap4r2_control.geometry import pose_msg_arrays, quat_rotate
+from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
 
 from .tool_node import ToolNode, run_tool, topic_check
 
 PARAMETERS = (
-    ParameterSpec("systems", [], "Namespaces of systems to draw (e.g. ['/sim']), besides the discovered ones.",
-                  read_only=True),
+    ParameterSpec(
+        "systems",
+        [],
+        "Namespaces of systems to draw (e.g. ['/sim']), besides the discovered ones.",
+        read_only=True,
+    ),
     ParameterSpec("discover", True, "Also draw every system announced on /mocap4r2/systems.", read_only=True),
-    ParameterSpec("output_topic", "~/markers", "visualization_msgs/MarkerArray output topic.",
-                  check=topic_check("output_topic"), read_only=True),
+    ParameterSpec(
+        "output_topic",
+        "~/markers",
+        "visualization_msgs/MarkerArray output topic.",
+        check=topic_check("output_topic"),
+        read_only=True,
+    ),
     ParameterSpec("rate", 30.0, "Largest number of MarkerArrays per second.", min_value=0.1, max_value=500.0),
     ParameterSpec("marker_size", 0.03, "Marker sphere diameter, m.", min_value=0.001, max_value=1.0),
     ParameterSpec("axis_length", 0.15, "Length of a rigid body's axes, m.", min_value=0.001, max_value=10.0),
-    ParameterSpec("line_width", 0.01, "Width of axes and skeleton lines, m.", min_value=0.0001, max_value=1.0),
+    ParameterSpec(
+        "line_width", 0.01, "Width of axes and skeleton lines, m.", min_value=0.0001, max_value=1.0
+    ),
     ParameterSpec("text_size", 0.08, "Height of the body names, m.", min_value=0.001, max_value=2.0),
-    ParameterSpec("lifetime", 1.0, "Seconds a drawn item stays without an update (0: forever).",
-                  min_value=0.0, max_value=3600.0),
+    ParameterSpec(
+        "lifetime",
+        1.0,
+        "Seconds a drawn item stays without an update (0: forever).",
+        min_value=0.0,
+        max_value=3600.0,
+    ),
     ParameterSpec("show_markers", True, "Draw markers."),
     ParameterSpec("show_bodies", True, "Draw rigid bodies."),
     ParameterSpec("show_skeletons", True, "Draw skeletons."),
@@ -58,32 +75,40 @@ UNTRACKED = _color(0.55, 0.55, 0.55, 0.6)
 AXES = (_color(0.9, 0.1, 0.1), _color(0.1, 0.8, 0.1), _color(0.1, 0.3, 1.0))
 SKELETON = _color(1.0, 0.55, 0.1)
 TEXT = _color(1.0, 1.0, 1.0)
-_KINDS = {"mocap4r2_interfaces/msg/Markers": ("markers", Markers),
-          "mocap4r2_interfaces/msg/RigidBodies": ("rigid_bodies", RigidBodies),
-          "mocap4r2_interfaces/msg/Skeletons": ("skeletons", Skeletons)}
+_KINDS = {
+    "mocap4r2_interfaces/msg/Markers": ("markers", Markers),
+    "mocap4r2_interfaces/msg/RigidBodies": ("rigid_bodies", RigidBodies),
+    "mocap4r2_interfaces/msg/Skeletons": ("skeletons", Skeletons),
+}
 
 
 class MarkerVizNode(ToolNode):
     def __init__(self, **kwargs):
         super().__init__("marker_viz", PARAMETERS, **kwargs)
         cfg = self.values()
-        self._latest: dict[str, object] = {}    # topic -> latest message
+        self._latest: dict[str, object] = {}  # topic -> latest message
         self._dirty = False
         self._subscribed: set[str] = set()
         self._qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
         self._pub = self.create_publisher(MarkerArray, cfg["output_topic"], 10)
         for ns in cfg["systems"]:
             base = ns.rstrip("/")
-            for suffix, kind in (("markers", Markers), ("rigid_bodies", RigidBodies), ("skeletons", Skeletons)):
+            for suffix, kind in (
+                ("markers", Markers),
+                ("rigid_bodies", RigidBodies),
+                ("skeletons", Skeletons),
+            ):
                 self._subscribe(f"{base}/{suffix}", kind)
         if cfg["discover"]:
             self.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_system, SYSTEMS_LISTENER_QOS)
         self._timer = self.create_timer(1.0 / cfg["rate"], self._publish)
         self.published = 0
         self.mark_ready()
-        self.get_logger().info(f"drawing {', '.join(cfg['systems']) or 'no fixed system'}"
-                               + (" and every announced system" if cfg["discover"] else "")
-                               + f" on {self.resolve_topic_name(cfg['output_topic'])}")
+        self.get_logger().info(
+            f"drawing {', '.join(cfg['systems']) or 'no fixed system'}"
+            + (" and every announced system" if cfg["discover"] else "")
+            + f" on {self.resolve_topic_name(cfg['output_topic'])}"
+        )
 
     def on_parameters_changed(self, names: set[str]) -> None:
         if "rate" in names:
@@ -160,8 +185,11 @@ def _point(x: float, y: float, z: float) -> Point:
 
 
 def draw_markers(msg: Markers, system: str, cfg: dict) -> list[Marker]:
-    groups = {"labeled_markers": ([], LABELED), "unlabeled_markers": ([], UNLABELED),
-              "occluded_markers": ([], OCCLUDED)}
+    groups = {
+        "labeled_markers": ([], LABELED),
+        "unlabeled_markers": ([], UNLABELED),
+        "occluded_markers": ([], OCCLUDED),
+    }
     for marker in msg.markers:
         if marker.occluded:
             key = "occluded_markers"

@@ -15,18 +15,19 @@ dropped frames give the right dt; a frame where the body is not tracked is not a
 measurement (a predicted estimate with a grown covariance is published); after
 ``timeout`` s of capture time without a tracked pose nothing is published for the body.
 """
+
 from __future__ import annotations
 
 import re
 
 from geometry_msgs.msg import AccelWithCovarianceStamped
-from mocap4r2_interfaces.msg import RigidBodies
 from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from mocap4r2_control.geometry import pose_msg_arrays
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.timebase import stamp_to_seconds
+from mocap4r2_interfaces.msg import RigidBodies
 
 from .motion.estimation import METHODS, BodyTracker, Estimate, EstimatorError, FrameClock, make_estimator
 from .tool_node import ToolNode, run_tool, topic_check
@@ -41,27 +42,65 @@ def _names_check(value: list) -> str | None:
 
 
 PARAMETERS = (
-    ParameterSpec("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system.",
-                  check=topic_check("rigid_bodies_topic"), read_only=True),
+    ParameterSpec(
+        "rigid_bodies_topic",
+        "rigid_bodies",
+        "RigidBodies topic of the mocap system.",
+        check=topic_check("rigid_bodies_topic"),
+        read_only=True,
+    ),
     ParameterSpec("bodies", [], "Names of the bodies to estimate; empty: every body.", check=_names_check),
     ParameterSpec("method", "kalman", "Estimator.", choices=METHODS),
-    ParameterSpec("position_noise", 0.0005, "Std dev of a body position measurement, m.",
-                  min_value=1e-7, max_value=1.0),
-    ParameterSpec("orientation_noise", 0.005, "Std dev of a body orientation measurement, rad.",
-                  min_value=1e-7, max_value=1.0),
-    ParameterSpec("window", 0.0, "finite_difference: seconds back to the older pose (0: the previous one).",
-                  min_value=0.0, max_value=5.0),
+    ParameterSpec(
+        "position_noise", 0.0005, "Std dev of a body position measurement, m.", min_value=1e-7, max_value=1.0
+    ),
+    ParameterSpec(
+        "orientation_noise",
+        0.005,
+        "Std dev of a body orientation measurement, rad.",
+        min_value=1e-7,
+        max_value=1.0,
+    ),
+    ParameterSpec(
+        "window",
+        0.0,
+        "finite_difference: seconds back to the older pose (0: the previous one).",
+        min_value=0.0,
+        max_value=5.0,
+    ),
     ParameterSpec("sg_window", 15, "savitzky_golay: poses in the window.", min_value=3, max_value=512),
-    ParameterSpec("sg_order", 2, "savitzky_golay: polynomial order (window >= order + 2).", min_value=1,
-                  max_value=5),
-    ParameterSpec("linear_jerk", 10.0, "kalman: spectral density of the white jerk, (m/s^3)^2/Hz.",
-                  min_value=1e-6, max_value=1e9),
-    ParameterSpec("angular_jerk", 10.0, "kalman: spectral density of the angular jerk, (rad/s^3)^2/Hz.",
-                  min_value=1e-6, max_value=1e9),
-    ParameterSpec("timeout", 0.5, "Seconds without a tracked pose after which a body's estimate stops.",
-                  min_value=0.001, max_value=600.0),
-    ParameterSpec("frame_rate", 0.0, "Nominal frame rate of the mocap system, Hz (dt = frame number gap / rate); "
-                  "0: learned from the stamps and frame numbers.", min_value=0.0, max_value=100000.0),
+    ParameterSpec(
+        "sg_order", 2, "savitzky_golay: polynomial order (window >= order + 2).", min_value=1, max_value=5
+    ),
+    ParameterSpec(
+        "linear_jerk",
+        10.0,
+        "kalman: spectral density of the white jerk, (m/s^3)^2/Hz.",
+        min_value=1e-6,
+        max_value=1e9,
+    ),
+    ParameterSpec(
+        "angular_jerk",
+        10.0,
+        "kalman: spectral density of the angular jerk, (rad/s^3)^2/Hz.",
+        min_value=1e-6,
+        max_value=1e9,
+    ),
+    ParameterSpec(
+        "timeout",
+        0.5,
+        "Seconds without a tracked pose after which a body's estimate stops.",
+        min_value=0.001,
+        max_value=600.0,
+    ),
+    ParameterSpec(
+        "frame_rate",
+        0.0,
+        "Nominal frame rate of the mocap system, Hz (dt = frame number gap / rate); "
+        "0: learned from the stamps and frame numbers.",
+        min_value=0.0,
+        max_value=100000.0,
+    ),
     ParameterSpec("publish_accel", True, "Also publish ~/<body>/accel."),
     ParameterSpec("qos_reliable", True, "Reliable subscription (false: best effort).", read_only=True),
 )
@@ -80,13 +119,16 @@ class MotionEstimatorNode(ToolNode):
         self._bodies: dict[str, tuple[BodyTracker, object, object]] = {}
         self._ignored: set[str] = set()
         self._configure()
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
-                         else ReliabilityPolicy.BEST_EFFORT)
+        qos = QoSProfile(
+            depth=100,
+            reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
+        )
         self.create_subscription(RigidBodies, cfg["rigid_bodies_topic"], self._on_bodies, qos)
         self.mark_ready()
         which = ", ".join(self.selection) if self.selection else "every body"
         self.get_logger().info(
-            f"estimating {which} on {self.resolve_topic_name(cfg['rigid_bodies_topic'])} with {self.method}")
+            f"estimating {which} on {self.resolve_topic_name(cfg['rigid_bodies_topic'])} with {self.method}"
+        )
 
     def _configure(self) -> None:
         cfg = self.values()
@@ -96,9 +138,14 @@ class MotionEstimatorNode(ToolNode):
         self.publish_accel = cfg["publish_accel"]
         self.frame_rate = cfg["frame_rate"]
         self._estimator_args = dict(
-            position_noise=cfg["position_noise"], orientation_noise=cfg["orientation_noise"],
-            window_seconds=cfg["window"], sg_window=cfg["sg_window"], sg_order=cfg["sg_order"],
-            linear_jerk=cfg["linear_jerk"], angular_jerk=cfg["angular_jerk"])
+            position_noise=cfg["position_noise"],
+            orientation_noise=cfg["orientation_noise"],
+            window_seconds=cfg["window"],
+            sg_window=cfg["sg_window"],
+            sg_order=cfg["sg_order"],
+            linear_jerk=cfg["linear_jerk"],
+            angular_jerk=cfg["angular_jerk"],
+        )
         try:
             make_estimator(self.method, **self._estimator_args)
         except EstimatorError as exc:
@@ -115,8 +162,11 @@ class MotionEstimatorNode(ToolNode):
 
     def _tracker(self) -> BodyTracker:
         period = 1.0 / self.frame_rate if self.frame_rate > 0 else None
-        return BodyTracker(make_estimator(self.method, **self._estimator_args), timeout=self.timeout,
-                           clock=FrameClock(period=period))
+        return BodyTracker(
+            make_estimator(self.method, **self._estimator_args),
+            timeout=self.timeout,
+            clock=FrameClock(period=period),
+        )
 
     def _entry(self, name: str):
         entry = self._bodies.get(name)
@@ -127,8 +177,11 @@ class MotionEstimatorNode(ToolNode):
                     self.get_logger().error(f"more than {MAX_BODIES} bodies: {name!r} is not estimated")
                 return None
             token = topic_token(name)
-            entry = (self._tracker(), self.create_publisher(Odometry, f"~/{token}/odom", 10),
-                     self.create_publisher(AccelWithCovarianceStamped, f"~/{token}/accel", 10))
+            entry = (
+                self._tracker(),
+                self.create_publisher(Odometry, f"~/{token}/odom", 10),
+                self.create_publisher(AccelWithCovarianceStamped, f"~/{token}/accel", 10),
+            )
             self._bodies[name] = entry
             self.get_logger().info(f"body {name!r}: ~/{token}/odom and ~/{token}/accel")
         return entry
@@ -144,8 +197,11 @@ class MotionEstimatorNode(ToolNode):
             tracker, odom_pub, accel_pub = entry
             pose = pose_msg_arrays(body.pose) if body.tracking_valid else None
             if body.tracking_valid and pose is None:
-                self.get_logger().warning(f"body {body.name!r}: tracked with an unusable pose (NaN or zero "
-                                          "quaternion); used as an untracked frame", throttle_duration_sec=5.0)
+                self.get_logger().warning(
+                    f"body {body.name!r}: tracked with an unusable pose (NaN or zero "
+                    "quaternion); used as an untracked frame",
+                    throttle_duration_sec=5.0,
+                )
             position, orientation = pose if pose is not None else (None, None)
             estimate = tracker.on_frame(msg.frame_number, stamp, pose is not None, position, orientation)
             if estimate is not None:

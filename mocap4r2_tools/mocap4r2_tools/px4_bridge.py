@@ -14,63 +14,131 @@ or ATT_POS_MOCAP (which PX4's EKF2 ignores: a warning says so).
   not answer within ``connect_timeout`` leaves the node running and retrying, and
   /diagnostics says why.
 """
+
 from __future__ import annotations
 
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from mocap4r2_interfaces.msg import RigidBodies
 from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.timebase import stamp_to_seconds
+from mocap4r2_interfaces.msg import RigidBodies
 
 from .px4.links import BACKENDS, MESSAGES, Connection, LinkWorker, connection_check, make_link
 from .px4.stream import RateLimiter, TrackingGate, build_sample
 from .tool_node import FollowedBody, ToolNode, run_tool, topic_check
 
 PARAMETERS = (
-    ParameterSpec("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system.",
-                  check=topic_check("rigid_bodies_topic"), read_only=True),
+    ParameterSpec(
+        "rigid_bodies_topic",
+        "rigid_bodies",
+        "RigidBodies topic of the mocap system.",
+        check=topic_check("rigid_bodies_topic"),
+        read_only=True,
+    ),
     ParameterSpec("body", "", "Name of the rigid body on the vehicle."),
-    ParameterSpec("connection", "udpout:127.0.0.1:14540",
-                  "MAVLink URL: udpout:HOST:PORT, udpin:HOST:PORT or serial:DEVICE[:BAUD].",
-                  check=connection_check, read_only=True),
-    ParameterSpec("backend", "pymavlink", "MAVLink transport: pymavlink or mavsdk (MAVSDK's Mocap plugin).",
-                  choices=BACKENDS, read_only=True),
-    ParameterSpec("message", "odometry",
-                  "odometry (ODOMETRY), vision_position_estimate or att_pos_mocap (ignored by EKF2).",
-                  choices=MESSAGES),
-    ParameterSpec("rate", 50.0, "Messages per second at most (EKF2 wants 30..100).", min_value=10.0,
-                  max_value=200.0),
-    ParameterSpec("connect_timeout", 5.0, "Seconds to wait for the vehicle's HEARTBEAT before retrying.",
-                  min_value=0.2, max_value=120.0, read_only=True),
-    ParameterSpec("velocity_topic", "", "nav_msgs/Odometry with the body's body-frame twist "
-                  "(e.g. a motion estimator's odom); empty: velocity unknown (NaN).", read_only=True),
-    ParameterSpec("velocity_max_age", 0.1, "Largest stamp difference, s, between pose and velocity sample.",
-                  min_value=0.0, max_value=5.0),
-    ParameterSpec("position_stddev", 0.005, "Position standard deviation sent as covariance, m (0: unknown).",
-                  min_value=0.0, max_value=10.0),
-    ParameterSpec("orientation_stddev", 0.01, "Orientation standard deviation sent as covariance, rad "
-                  "(0: unknown).", min_value=0.0, max_value=3.2),
-    ParameterSpec("system_id", 1, "MAVLink system id of the bridge (the vehicle's, as for a companion computer).",
-                  min_value=1, max_value=255, read_only=True),
-    ParameterSpec("component_id", 197, "MAVLink component id (197: MAV_COMP_ID_VISUAL_INERTIAL_ODOMETRY).",
-                  min_value=1, max_value=255, read_only=True),
-    ParameterSpec("timeout", 0.5, "Seconds without rigid_bodies after which the body counts as lost.",
-                  min_value=0.01, max_value=600.0),
-    ParameterSpec("diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0),
+    ParameterSpec(
+        "connection",
+        "udpout:127.0.0.1:14540",
+        "MAVLink URL: udpout:HOST:PORT, udpin:HOST:PORT or serial:DEVICE[:BAUD].",
+        check=connection_check,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "backend",
+        "pymavlink",
+        "MAVLink transport: pymavlink or mavsdk (MAVSDK's Mocap plugin).",
+        choices=BACKENDS,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "message",
+        "odometry",
+        "odometry (ODOMETRY), vision_position_estimate or att_pos_mocap (ignored by EKF2).",
+        choices=MESSAGES,
+    ),
+    ParameterSpec(
+        "rate", 50.0, "Messages per second at most (EKF2 wants 30..100).", min_value=10.0, max_value=200.0
+    ),
+    ParameterSpec(
+        "connect_timeout",
+        5.0,
+        "Seconds to wait for the vehicle's HEARTBEAT before retrying.",
+        min_value=0.2,
+        max_value=120.0,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "velocity_topic",
+        "",
+        "nav_msgs/Odometry with the body's body-frame twist "
+        "(e.g. a motion estimator's odom); empty: velocity unknown (NaN).",
+        read_only=True,
+    ),
+    ParameterSpec(
+        "velocity_max_age",
+        0.1,
+        "Largest stamp difference, s, between pose and velocity sample.",
+        min_value=0.0,
+        max_value=5.0,
+    ),
+    ParameterSpec(
+        "position_stddev",
+        0.005,
+        "Position standard deviation sent as covariance, m (0: unknown).",
+        min_value=0.0,
+        max_value=10.0,
+    ),
+    ParameterSpec(
+        "orientation_stddev",
+        0.01,
+        "Orientation standard deviation sent as covariance, rad (0: unknown).",
+        min_value=0.0,
+        max_value=3.2,
+    ),
+    ParameterSpec(
+        "system_id",
+        1,
+        "MAVLink system id of the bridge (the vehicle's, as for a companion computer).",
+        min_value=1,
+        max_value=255,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "component_id",
+        197,
+        "MAVLink component id (197: MAV_COMP_ID_VISUAL_INERTIAL_ODOMETRY).",
+        min_value=1,
+        max_value=255,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "timeout",
+        0.5,
+        "Seconds without rigid_bodies after which the body counts as lost.",
+        min_value=0.01,
+        max_value=600.0,
+    ),
+    ParameterSpec(
+        "diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0
+    ),
     ParameterSpec("qos_reliable", True, "Reliable subscription (false: best effort).", read_only=True),
 )
 
 # why the body is not streamed, as the tracking gate reports it
-LOSS_REASONS = {FollowedBody.MISSING: "not in rigid_bodies",
-                FollowedBody.NOT_TRACKED: "not tracked (tracking_valid false)",
-                FollowedBody.BAD_POSE: "pose not usable (NaN or zero quaternion)"}
+LOSS_REASONS = {
+    FollowedBody.MISSING: "not in rigid_bodies",
+    FollowedBody.NOT_TRACKED: "not tracked (tracking_valid false)",
+    FollowedBody.BAD_POSE: "pose not usable (NaN or zero quaternion)",
+}
 
-ATT_POS_MOCAP_WARNING = ("message att_pos_mocap: PX4's EKF2 ignores ATT_POS_MOCAP; use odometry "
-                         "(or vision_position_estimate) for the vehicle to fuse the pose")
+ATT_POS_MOCAP_WARNING = (
+    "message att_pos_mocap: PX4's EKF2 ignores ATT_POS_MOCAP; use odometry "
+    "(or vision_position_estimate) for the vehicle to fuse the pose"
+)
 
 
 class Px4BridgeNode(ToolNode):
@@ -81,18 +149,27 @@ class Px4BridgeNode(ToolNode):
         self._limiter = RateLimiter(cfg["rate"])
         self._gate = TrackingGate()
         self._followed = FollowedBody(self.get_logger())
-        self._twist = None          # (stamp, (linear, angular), covariance) of the last velocity sample
+        self._twist = None  # (stamp, (linear, angular), covariance) of the last velocity sample
         self._submitted = 0
         connection = Connection.parse(cfg["connection"])
         self._connection = connection
         self._backend = cfg["backend"]
         logger = self.get_logger()
         self._worker = LinkWorker(
-            lambda: make_link(cfg["backend"], connection, cfg["system_id"], cfg["component_id"],
-                              log=lambda text: logger.warning(text)),
-            cfg["connect_timeout"], self.message)
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
-                         else ReliabilityPolicy.BEST_EFFORT)
+            lambda: make_link(
+                cfg["backend"],
+                connection,
+                cfg["system_id"],
+                cfg["component_id"],
+                log=lambda text: logger.warning(text),
+            ),
+            cfg["connect_timeout"],
+            self.message,
+        )
+        qos = QoSProfile(
+            depth=100,
+            reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
+        )
         self.create_subscription(RigidBodies, cfg["rigid_bodies_topic"], self._on_bodies, qos)
         if cfg["velocity_topic"]:
             self.create_subscription(Odometry, cfg["velocity_topic"], self._on_velocity, qos)
@@ -104,10 +181,15 @@ class Px4BridgeNode(ToolNode):
             logger.error("parameter body is empty: set it to the rigid body on the vehicle")
         if self.message == "att_pos_mocap":
             logger.warning(ATT_POS_MOCAP_WARNING)
-        logger.info(f"body {self.body!r} on {self.resolve_topic_name(cfg['rigid_bodies_topic'])} -> "
-                    f"{self.message} at {cfg['rate']:g} Hz to {connection} ({self._backend})"
-                    + (f", velocity from {self.resolve_topic_name(cfg['velocity_topic'])}"
-                       if cfg["velocity_topic"] else ", velocity unknown"))
+        logger.info(
+            f"body {self.body!r} on {self.resolve_topic_name(cfg['rigid_bodies_topic'])} -> "
+            f"{self.message} at {cfg['rate']:g} Hz to {connection} ({self._backend})"
+            + (
+                f", velocity from {self.resolve_topic_name(cfg['velocity_topic'])}"
+                if cfg["velocity_topic"]
+                else ", velocity unknown"
+            )
+        )
 
     def _apply_config(self) -> None:
         cfg = self.values()
@@ -132,9 +214,11 @@ class Px4BridgeNode(ToolNode):
     # ------------------------------------------------------------------ input
     def _on_velocity(self, msg: Odometry) -> None:
         t = msg.twist.twist
-        self._twist = (stamp_to_seconds(msg.header.stamp),
-                       ((t.linear.x, t.linear.y, t.linear.z), (t.angular.x, t.angular.y, t.angular.z)),
-                       list(msg.twist.covariance))
+        self._twist = (
+            stamp_to_seconds(msg.header.stamp),
+            ((t.linear.x, t.linear.y, t.linear.z), (t.angular.x, t.angular.y, t.angular.z)),
+            list(msg.twist.covariance),
+        )
 
     def _on_bodies(self, msg: RigidBodies) -> None:
         now = time.monotonic()
@@ -152,9 +236,17 @@ class Px4BridgeNode(ToolNode):
         twist = covariance = None
         if self._twist is not None and abs(self._twist[0] - stamp) <= self.velocity_max_age:
             _, twist, covariance = self._twist
-        sample = build_sample(stamp, reading.position, reading.quaternion, twist=twist, twist_covariance=covariance,
-                              position_stddev=self.position_stddev, orientation_stddev=self.orientation_stddev,
-                              reset_counter=self._gate.reset_counter, quality=self._gate.quality())
+        sample = build_sample(
+            stamp,
+            reading.position,
+            reading.quaternion,
+            twist=twist,
+            twist_covariance=covariance,
+            position_stddev=self.position_stddev,
+            orientation_stddev=self.orientation_stddev,
+            reset_counter=self._gate.reset_counter,
+            quality=self._gate.quality(),
+        )
         self._worker.submit(sample)
         self._submitted += 1
 
@@ -174,8 +266,10 @@ class Px4BridgeNode(ToolNode):
             level, text = DiagnosticStatus.ERROR, f"vehicle not connected: {worker.reason}; retrying"
         elif gate.state == "lost":
             level = DiagnosticStatus.WARN
-            text = (f"body {self.body!r} {gate.reason}: tracking lost for {lost_for:.1f} s, nothing sent; "
-                    f"reset_counter becomes {(gate.reset_counter + 1) % 256} when it is back")
+            text = (
+                f"body {self.body!r} {gate.reason}: tracking lost for {lost_for:.1f} s, nothing sent; "
+                f"reset_counter becomes {(gate.reset_counter + 1) % 256} when it is back"
+            )
         elif gate.state == "waiting":
             level = DiagnosticStatus.WARN
             text = f"waiting for body {self.body!r}: {gate.reason}; nothing sent"
@@ -188,13 +282,24 @@ class Px4BridgeNode(ToolNode):
         status.level = level
         status.message = text
         values = {
-            "backend": self._backend, "connection": str(self._connection), "message": self.message,
-            "link": worker.state, "link_reason": worker.reason, "vehicle": worker.vehicle,
-            "connect_attempts": str(worker.attempts), "sent": str(worker.sent), "dropped": str(worker.dropped),
-            "tracking": gate.state, "tracking_lost_for": f"{lost_for:.3f}" if lost_for is not None else "",
-            "last_loss_duration": (f"{gate.last_loss_duration:.3f}" if gate.last_loss_duration is not None else ""),
-            "tracking_losses": str(gate.losses), "reset_counter": str(gate.reset_counter),
-            "quality": str(gate.quality()), "mocap_frame": self._followed.mocap_frame,
+            "backend": self._backend,
+            "connection": str(self._connection),
+            "message": self.message,
+            "link": worker.state,
+            "link_reason": worker.reason,
+            "vehicle": worker.vehicle,
+            "connect_attempts": str(worker.attempts),
+            "sent": str(worker.sent),
+            "dropped": str(worker.dropped),
+            "tracking": gate.state,
+            "tracking_lost_for": f"{lost_for:.3f}" if lost_for is not None else "",
+            "last_loss_duration": (
+                f"{gate.last_loss_duration:.3f}" if gate.last_loss_duration is not None else ""
+            ),
+            "tracking_losses": str(gate.losses),
+            "reset_counter": str(gate.reset_counter),
+            "quality": str(gate.quality()),
+            "mocap_frame": self._followed.mocap_frame,
         }
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         array = DiagnosticArray()

@@ -1,5 +1,6 @@
 """`mocap4r2 export`, `mocap4r2 recover` and `mocap4r2 sessions`: verbs on recorded sessions
 (bags written by session_recorder, or any rosbag2 bag with mocap4r2 messages)."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,8 +13,11 @@ class RecoverCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("bag", type=Path, help="session directory (or its .mcap file)")
-        parser.add_argument("--discard-damaged", action="store_true",
-                            help="delete the damaged file instead of keeping it as *.damaged")
+        parser.add_argument(
+            "--discard-damaged",
+            action="store_true",
+            help="delete the damaged file instead of keeping it as *.damaged",
+        )
 
     def main(self, args: argparse.Namespace) -> int:
         from .recording.recover import recover
@@ -37,11 +41,17 @@ class ExportCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("bag", type=Path, help="session directory (rosbag2 bag) or .mcap file")
         parser.add_argument("--format", required=True, choices=("c3d", "trc", "csv"), help="output format")
-        parser.add_argument("--system", help="namespace of the system to export (e.g. /sim); "
-                                             "needed when the bag holds several")
+        parser.add_argument(
+            "--system",
+            help="namespace of the system to export (e.g. /sim); needed when the bag holds several",
+        )
         parser.add_argument("--out", type=Path, help="output file or directory (default: next to the bag)")
-        parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                            help="progress bar while reading (auto: on a terminal, for long bags)")
+        parser.add_argument(
+            "--progress",
+            choices=("auto", "always", "never"),
+            default="auto",
+            help="progress bar while reading (auto: on a terminal, for long bags)",
+        )
 
     def main(self, args: argparse.Namespace) -> int:
         from .recording.export import ExportError, export
@@ -53,8 +63,13 @@ class ExportCommand:
 
                 with Progress(transient=True) as bar:
                     task = bar.add_task("reading the bag", total=None)
-                    written = export(args.bag, args.format, args.system, args.out,
-                                     progress=lambda done, total: bar.update(task, completed=done, total=total))
+                    written = export(
+                        args.bag,
+                        args.format,
+                        args.system,
+                        args.out,
+                        progress=lambda done, total: bar.update(task, completed=done, total=total),
+                    )
             else:
                 written = export(args.bag, args.format, args.system, args.out)
         except (ExportError, OSError) as exc:
@@ -69,8 +84,13 @@ class SessionsCommand:
     help = "list recorded sessions: session, start time, duration, systems, size"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("dir", nargs="?", type=Path, default=Path("~/mocap4r2_sessions"),
-                            help="the recorder's output_dir (default ~/mocap4r2_sessions)")
+        parser.add_argument(
+            "dir",
+            nargs="?",
+            type=Path,
+            default=Path("~/mocap4r2_sessions"),
+            help="the recorder's output_dir (default ~/mocap4r2_sessions)",
+        )
         parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
 
     def main(self, args: argparse.Namespace) -> int:
@@ -94,7 +114,14 @@ class SessionsCommand:
         for col in ("session", "start", "duration", "systems", "messages", "size", "state"):
             table.add_column(col)
         for s in sessions:
-            table.add_row(s.session, s.start_text, f"{s.duration:.1f} s", ", ".join(s.systems) or "-",
-                          str(s.messages), s.size_text, s.state)
+            table.add_row(
+                s.session,
+                s.start_text,
+                f"{s.duration:.1f} s",
+                ", ".join(s.systems) or "-",
+                str(s.messages),
+                s.size_text,
+                s.state,
+            )
         Console().print(table)
         return 0

@@ -18,46 +18,87 @@ system is silent), so no stale pose ever looks fresh; after a loss the first sam
 sends /tf only and odometry resumes once a twist can be estimated from fresh poses.
 /diagnostics says which of these is happening.
 """
+
 from __future__ import annotations
 
 import time
+
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped
-from mocap4r2_interfaces.msg import RigidBodies
-from mocap4r2_interfaces.srv import SetOrigin
 from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from scipy.spatial.transform import Rotation
 
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.tf_out import TransformSender
+from mocap4r2_interfaces.msg import RigidBodies
+from mocap4r2_interfaces.srv import SetOrigin
 
 from .motion.estimation import METHODS, make_estimator
 from .tool_node import FollowedBody, ToolNode, frame_check, run_tool, topic_check, vector_check
 
 PARAMETERS = (
-    ParameterSpec("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system.",
-                  check=topic_check("rigid_bodies_topic"), read_only=True),
+    ParameterSpec(
+        "rigid_bodies_topic",
+        "rigid_bodies",
+        "RigidBodies topic of the mocap system.",
+        check=topic_check("rigid_bodies_topic"),
+        read_only=True,
+    ),
     ParameterSpec("body", "", "Name of the rigid body on the robot."),
-    ParameterSpec("root_frame", "world", "Frame of the published poses (parent of the /tf edge).",
-                  check=frame_check("root_frame")),
-    ParameterSpec("robot_frame", "base_link", "Robot base frame; the published child frame is <robot_frame>_gt.",
-                  check=frame_check("robot_frame")),
-    ParameterSpec("offset_xyz", [0.0, 0.0, 0.0], "Robot base position in the body frame, m.",
-                  check=vector_check("offset_xyz", 3)),
-    ParameterSpec("offset_rpy", [0.0, 0.0, 0.0], "Robot base orientation in the body frame (roll, pitch, yaw), rad.",
-                  check=vector_check("offset_rpy", 3)),
+    ParameterSpec(
+        "root_frame",
+        "world",
+        "Frame of the published poses (parent of the /tf edge).",
+        check=frame_check("root_frame"),
+    ),
+    ParameterSpec(
+        "robot_frame",
+        "base_link",
+        "Robot base frame; the published child frame is <robot_frame>_gt.",
+        check=frame_check("robot_frame"),
+    ),
+    ParameterSpec(
+        "offset_xyz",
+        [0.0, 0.0, 0.0],
+        "Robot base position in the body frame, m.",
+        check=vector_check("offset_xyz", 3),
+    ),
+    ParameterSpec(
+        "offset_rpy",
+        [0.0, 0.0, 0.0],
+        "Robot base orientation in the body frame (roll, pitch, yaw), rad.",
+        check=vector_check("offset_rpy", 3),
+    ),
     ParameterSpec("publish_tf", True, "Publish root_frame -> <robot_frame>_gt on /tf."),
-    ParameterSpec("odom_topic", "~/odom", "nav_msgs/Odometry output topic.", check=topic_check("odom_topic"),
-                  read_only=True),
-    ParameterSpec("twist_method", "finite_difference", "How the twist is estimated from the poses.",
-                  choices=METHODS),
-    ParameterSpec("twist_window", 0.05, "finite_difference: seconds of poses the twist is estimated over "
-                  "(0: the previous pose).", min_value=0.0, max_value=5.0),
-    ParameterSpec("timeout", 0.5, "Seconds without a tracked sample after which diagnostics report ERROR.",
-                  min_value=0.01, max_value=600.0),
-    ParameterSpec("diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0),
+    ParameterSpec(
+        "odom_topic",
+        "~/odom",
+        "nav_msgs/Odometry output topic.",
+        check=topic_check("odom_topic"),
+        read_only=True,
+    ),
+    ParameterSpec(
+        "twist_method", "finite_difference", "How the twist is estimated from the poses.", choices=METHODS
+    ),
+    ParameterSpec(
+        "twist_window",
+        0.05,
+        "finite_difference: seconds of poses the twist is estimated over (0: the previous pose).",
+        min_value=0.0,
+        max_value=5.0,
+    ),
+    ParameterSpec(
+        "timeout",
+        0.5,
+        "Seconds without a tracked sample after which diagnostics report ERROR.",
+        min_value=0.01,
+        max_value=600.0,
+    ),
+    ParameterSpec(
+        "diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0
+    ),
     ParameterSpec("qos_reliable", True, "Reliable subscription (false: best effort).", read_only=True),
 )
 
@@ -72,13 +113,13 @@ class Pose:
         self.r = r
 
     @classmethod
-    def identity(cls) -> "Pose":
+    def identity(cls) -> Pose:
         return cls(np.zeros(3), Rotation.identity())
 
-    def __mul__(self, other: "Pose") -> "Pose":
+    def __mul__(self, other: Pose) -> Pose:
         return Pose(self.t + self.r.apply(other.t), self.r * other.r)
 
-    def inverse(self) -> "Pose":
+    def inverse(self) -> Pose:
         inv = self.r.inv()
         return Pose(-inv.apply(self.t), inv)
 
@@ -90,14 +131,16 @@ class RobotGroundTruthNode(ToolNode):
         self._apply_config()
         self.origin = Pose.identity()
         self._estimator = make_estimator(self.twist_method, window_seconds=self.twist_window)
-        self._current: Pose | None = None        # base pose in the mocap frame, last tracked sample
-        self._state = "waiting"                  # waiting | tracking | not_tracked | missing
-        self._last_tracked = 0.0                 # monotonic time of the last tracked sample
+        self._current: Pose | None = None  # base pose in the mocap frame, last tracked sample
+        self._state = "waiting"  # waiting | tracking | not_tracked | missing
+        self._last_tracked = 0.0  # monotonic time of the last tracked sample
         self._published = 0
         self._lost_events = 0
-        self._followed = FollowedBody(self.get_logger())   # the body in rigid_bodies
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
-                         else ReliabilityPolicy.BEST_EFFORT)
+        self._followed = FollowedBody(self.get_logger())  # the body in rigid_bodies
+        qos = QoSProfile(
+            depth=100,
+            reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
+        )
         self.create_subscription(RigidBodies, cfg["rigid_bodies_topic"], self._on_bodies, qos)
         self._odom_pub = self.create_publisher(Odometry, cfg["odom_topic"], 10)
         self._tf = TransformSender(self)
@@ -111,14 +154,17 @@ class RobotGroundTruthNode(ToolNode):
         self.get_logger().info(
             f"following body {self.body!r} on {self.resolve_topic_name(cfg['rigid_bodies_topic'])}: "
             f"{self.root_frame} -> {self.child_frame} on {self.resolve_topic_name(cfg['odom_topic'])}"
-            + (" and /tf" if self.publish_tf else ""))
+            + (" and /tf" if self.publish_tf else "")
+        )
 
     def _apply_config(self) -> None:
         cfg = self.values()
         self.body = cfg["body"]
         self.root_frame = cfg["root_frame"]
         self.child_frame = cfg["robot_frame"] + "_gt"
-        self.offset = Pose(np.asarray(cfg["offset_xyz"], float), Rotation.from_euler("xyz", cfg["offset_rpy"]))
+        self.offset = Pose(
+            np.asarray(cfg["offset_xyz"], float), Rotation.from_euler("xyz", cfg["offset_rpy"])
+        )
         self.publish_tf = cfg["publish_tf"]
         self.twist_window = cfg["twist_window"]
         self.twist_method = cfg["twist_method"]
@@ -144,7 +190,7 @@ class RobotGroundTruthNode(ToolNode):
         if status == FollowedBody.BAD_POSE:
             self.get_logger().warning(f"body {self.body!r}: invalid pose ignored", throttle_duration_sec=5.0)
             return
-        if status != FollowedBody.TRACKED:   # a stamp not after the last one: logged, ignored
+        if status != FollowedBody.TRACKED:  # a stamp not after the last one: logged, ignored
             return
         stamp = reading.stamp
         base = Pose(reading.position, Rotation.from_quat(reading.quaternion)) * self.offset
@@ -165,8 +211,10 @@ class RobotGroundTruthNode(ToolNode):
             self._state = state
             self._estimator.reset()
             reason = "not tracked (tracking_valid false)" if state == "not_tracked" else "not in rigid_bodies"
-            self.get_logger().warning(f"body {self.body!r} {reason}: odometry and /tf stop until it is tracked",
-                                      throttle_duration_sec=1.0)
+            self.get_logger().warning(
+                f"body {self.body!r} {reason}: odometry and /tf stop until it is tracked",
+                throttle_duration_sec=1.0,
+            )
             self._publish_diagnostics()
 
     # ------------------------------------------------------------------ output
@@ -179,9 +227,15 @@ class RobotGroundTruthNode(ToolNode):
             tf.header.stamp = stamp_msg
             tf.header.frame_id = self.root_frame
             tf.child_frame_id = self.child_frame
-            tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z = (float(v) for v in pose.t)
-            (tf.transform.rotation.x, tf.transform.rotation.y, tf.transform.rotation.z,
-             tf.transform.rotation.w) = (float(v) for v in quat)
+            tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z = (
+                float(v) for v in pose.t
+            )
+            (
+                tf.transform.rotation.x,
+                tf.transform.rotation.y,
+                tf.transform.rotation.z,
+                tf.transform.rotation.w,
+            ) = (float(v) for v in quat)
             self._tf.send([tf])
         # from mocap-frame poses: the body-frame twist does not depend on the origin, and
         # an origin change between two samples must not look like motion
@@ -197,8 +251,12 @@ class RobotGroundTruthNode(ToolNode):
         pp.orientation.x, pp.orientation.y, pp.orientation.z, pp.orientation.w = (float(v) for v in quat)
         linear, angular = estimate.linear, estimate.angular
         odom.twist.covariance = [float(v) for v in estimate.twist_covariance.ravel()]
-        odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = (float(v) for v in linear)
-        odom.twist.twist.angular.x, odom.twist.twist.angular.y, odom.twist.twist.angular.z = (float(v) for v in angular)
+        odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = (
+            float(v) for v in linear
+        )
+        odom.twist.twist.angular.x, odom.twist.twist.angular.y, odom.twist.twist.angular.z = (
+            float(v) for v in angular
+        )
         self._odom_pub.publish(odom)
         self._published += 1
 
@@ -227,17 +285,24 @@ class RobotGroundTruthNode(ToolNode):
             level = DiagnosticStatus.ERROR
         elif self._state == "tracking" and now - self._followed.last_message > self.timeout:
             level = DiagnosticStatus.ERROR
-            message = (f"no rigid_bodies message for {now - self._followed.last_message:.1f} s: the mocap system "
-                       "is silent; nothing published")
+            message = (
+                f"no rigid_bodies message for {now - self._followed.last_message:.1f} s: the mocap system "
+                "is silent; nothing published"
+            )
         elif self._state in ("waiting", "missing", "not_tracked"):
             silent = now - max(self._last_tracked, self._started)
             level = DiagnosticStatus.ERROR if silent > self.timeout else DiagnosticStatus.WARN
         status.level = level
         status.message = message
-        values = {"state": self._state, "root_frame": self.root_frame, "child_frame": self.child_frame,
-                  "mocap_frame": self._followed.mocap_frame, "odometry_published": str(self._published),
-                  "tracking_losses": str(self._lost_events),
-                  "origin": " ".join(f"{v:.4f}" for v in np.concatenate((self.origin.t, self.origin.r.as_quat())))}
+        values = {
+            "state": self._state,
+            "root_frame": self.root_frame,
+            "child_frame": self.child_frame,
+            "mocap_frame": self._followed.mocap_frame,
+            "odometry_published": str(self._published),
+            "tracking_losses": str(self._lost_events),
+            "origin": " ".join(f"{v:.4f}" for v in np.concatenate((self.origin.t, self.origin.r.as_quat()))),
+        }
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         array = DiagnosticArray()
         array.header.stamp = self.get_clock().now().to_msg()

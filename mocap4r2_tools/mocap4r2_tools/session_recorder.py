@@ -12,6 +12,7 @@ soon as a system announces its topics, so they are matched before the session st
 A callback only appends the bytes and the receive time to the bag's bounded queue; a
 writer thread does the disk work (:mod:`mocap4r2_tools.recording.bag_writer`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -21,17 +22,26 @@ import threading
 import time
 from pathlib import Path
 
+import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lifecycle_msgs.msg import State
-from mocap4r2_interfaces.msg import Control, MocapSystemInfo
-import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import serialize_message
 
-from mocap4r2_control.control_plane import (ACK_QOS, ACK_TOPIC, CONTROL_QOS, CONTROL_TOPIC, STATE_LABELS,
-                                            SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC, ControlPlaneMember, Outcome)
+from mocap4r2_control.control_plane import (
+    ACK_QOS,
+    ACK_TOPIC,
+    CONTROL_QOS,
+    CONTROL_TOPIC,
+    STATE_LABELS,
+    SYSTEMS_LISTENER_QOS,
+    SYSTEMS_TOPIC,
+    ControlPlaneMember,
+    Outcome,
+)
 from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_interfaces.msg import Control, MocapSystemInfo
 
 from .recording.bag_writer import SessionBag, Summary, TopicSpec, qos_profile
 from .recording.session_id import session_id_problem
@@ -53,22 +63,60 @@ def _extra_topics_check(value: list) -> str | None:
 
 
 SPECS = (
-    ParameterSpec("output_dir", "~/mocap4r2_sessions", "Directory that receives one bag directory per session."),
-    ParameterSpec("extra_topics", [], "Further topics recorded in every session (e.g. /tf, /odom).",
-                  check=_extra_topics_check),
-    ParameterSpec("chunk_size", 1 << 20, "MCAP chunk size in bytes (a chunk is also closed every flush_period).",
-                  min_value=4096, max_value=1 << 28),
-    ParameterSpec("flush_period", 0.5, "Seconds between chunk closes: a crash loses at most this much.",
-                  min_value=0.05, max_value=1.0),
-    ParameterSpec("queue_size", 200_000, "Messages queued for the writer thread at most (then counted as drops).",
-                  min_value=100, max_value=10_000_000),
+    ParameterSpec(
+        "output_dir", "~/mocap4r2_sessions", "Directory that receives one bag directory per session."
+    ),
+    ParameterSpec(
+        "extra_topics",
+        [],
+        "Further topics recorded in every session (e.g. /tf, /odom).",
+        check=_extra_topics_check,
+    ),
+    ParameterSpec(
+        "chunk_size",
+        1 << 20,
+        "MCAP chunk size in bytes (a chunk is also closed every flush_period).",
+        min_value=4096,
+        max_value=1 << 28,
+    ),
+    ParameterSpec(
+        "flush_period",
+        0.5,
+        "Seconds between chunk closes: a crash loses at most this much.",
+        min_value=0.05,
+        max_value=1.0,
+    ),
+    ParameterSpec(
+        "queue_size",
+        200_000,
+        "Messages queued for the writer thread at most (then counted as drops).",
+        min_value=100,
+        max_value=10_000_000,
+    ),
     ParameterSpec("compression", "none", "MCAP chunk compression.", choices=("none", "lz4")),
-    ParameterSpec("subscription_depth", 1000, "History depth of each recording subscription.",
-                  min_value=1, max_value=100_000, read_only=True),
-    ParameterSpec("report_wait", 2.5, "Seconds STOP waits for each system's last /diagnostics report "
-                  "(its dropped frames), at most.", min_value=0.0, max_value=30.0),
-    ParameterSpec("diagnostics_period", 1.0, "Seconds between /diagnostics reports.", min_value=0.1,
-                  max_value=60.0, read_only=True),
+    ParameterSpec(
+        "subscription_depth",
+        1000,
+        "History depth of each recording subscription.",
+        min_value=1,
+        max_value=100_000,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "report_wait",
+        2.5,
+        "Seconds STOP waits for each system's last /diagnostics report (its dropped frames), at most.",
+        min_value=0.0,
+        max_value=30.0,
+    ),
+    ParameterSpec(
+        "diagnostics_period",
+        1.0,
+        "Seconds between /diagnostics reports.",
+        min_value=0.1,
+        max_value=60.0,
+        read_only=True,
+    ),
 )
 
 
@@ -100,10 +148,10 @@ class SessionRecorder(ToolNode):
         self._system_topics: dict[str, list[str]] = {}
         self._session_systems: frozenset[str] = frozenset()
         self._systems: dict[str, MocapSystemInfo] = {}
-        self._subscribed: dict[str, str] = {}        # topic -> type
+        self._subscribed: dict[str, str] = {}  # topic -> type
         self._qos: dict[str, QoSProfile] = {}
         self._subs = []
-        self._reported: dict[str, int] = {}          # system -> dropped frames reported while recording
+        self._reported: dict[str, int] = {}  # system -> dropped frames reported while recording
         self._rate_mark = (time.monotonic(), 0)
         self.control = _Member(self, self._start, self._stop, self._describe)
         self.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_info, SYSTEMS_LISTENER_QOS)
@@ -112,12 +160,15 @@ class SessionRecorder(ToolNode):
         # and the main executor stays single-threaded (the fastest for the raw callbacks)
         self._reports_seen: dict[str, float] = {}
         self._collecting = False
-        self._reports_node = rclpy.create_node(f"{self.get_name()}_reports", namespace=self.get_namespace(),
-                                               context=self.context)
+        self._reports_node = rclpy.create_node(
+            f"{self.get_name()}_reports", namespace=self.get_namespace(), context=self.context
+        )
         self._reports_node.create_subscription(DiagnosticArray, DIAGNOSTICS, self._on_diagnostics, 100)
         self._reports_executor = SingleThreadedExecutor(context=self.context)
         self._reports_executor.add_node(self._reports_node)
-        self._reports_thread = threading.Thread(target=self._spin_reports, name="recorder-reports", daemon=True)
+        self._reports_thread = threading.Thread(
+            target=self._spin_reports, name="recorder-reports", daemon=True
+        )
         self._reports_thread.start()
         for topic, type_name in CONTROL_TYPES.items():
             qos = {SYSTEMS_TOPIC: SYSTEMS_LISTENER_QOS, CONTROL_TOPIC: CONTROL_QOS, ACK_TOPIC: ACK_QOS}[topic]
@@ -134,16 +185,23 @@ class SessionRecorder(ToolNode):
         local only if all of them are (rosbag2 chooses the same way)."""
         infos = self.get_publishers_info_by_topic(topic)
         reliable = all(i.qos_profile.reliability != ReliabilityPolicy.BEST_EFFORT for i in infos)
-        latched = bool(infos) and all(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos)
-        return QoSProfile(depth=self.value("subscription_depth"), history=HistoryPolicy.KEEP_LAST,
-                          reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-                          durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+        latched = bool(infos) and all(
+            i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos
+        )
+        return QoSProfile(
+            depth=self.value("subscription_depth"),
+            history=HistoryPolicy.KEEP_LAST,
+            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
+        )
 
     def _subscribe(self, topic: str, type_name: str, qos: QoSProfile | None = None) -> None:
         if topic in self._subscribed:
             if self._subscribed[topic] != type_name:
-                self.get_logger().warning(f"{topic} announced as {type_name}, already recorded as "
-                                          f"{self._subscribed[topic]}; keeping the first")
+                self.get_logger().warning(
+                    f"{topic} announced as {type_name}, already recorded as "
+                    f"{self._subscribed[topic]}; keeping the first"
+                )
             return
         try:
             cls = _message_class(type_name)
@@ -191,7 +249,11 @@ class SessionRecorder(ToolNode):
         START (discovery is not symmetric: the requester may see a system before the
         recorder does) has its topics added to the recording as soon as it is known."""
         bag = self._bag
-        if bag is None or info.system in self._system_topics or info.state.id == State.PRIMARY_STATE_FINALIZED:
+        if (
+            bag is None
+            or info.system in self._system_topics
+            or info.state.id == State.PRIMARY_STATE_FINALIZED
+        ):
             return
         if self._session_systems and info.system not in self._session_systems:
             return
@@ -232,8 +294,9 @@ class SessionRecorder(ToolNode):
                 for kv in status.values:
                     if kv.key == "dropped_frames":
                         try:
-                            self._reported[status.hardware_id] = (self._reported.get(status.hardware_id, 0)
-                                                                  + int(kv.value))
+                            self._reported[status.hardware_id] = self._reported.get(
+                                status.hardware_id, 0
+                            ) + int(kv.value)
                         except ValueError:
                             pass
 
@@ -265,8 +328,9 @@ class SessionRecorder(ToolNode):
             return Outcome(False, f"not recording: {problem}")
         request = self.control.request
         addressed = [s for s in (request.systems if request is not None else []) if s != self.control.system]
-        systems = addressed or [name for name, info in self._systems.items()
-                                if info.state.id != State.PRIMARY_STATE_FINALIZED]
+        systems = addressed or [
+            name for name, info in self._systems.items() if info.state.id != State.PRIMARY_STATE_FINALIZED
+        ]
         system_topics: dict[str, list[str]] = {}
         for name in systems:
             info = self._systems.get(name)
@@ -280,11 +344,19 @@ class SessionRecorder(ToolNode):
             topics.setdefault(topic, "")
         specs = [self._spec(t, s) for t, s in topics.items() if t in self._subscribed]
         output_dir = Path(os.path.expanduser(self.value("output_dir")))
-        bag = SessionBag(output_dir, session_id, specs, chunk_size=self.value("chunk_size"),
-                         flush_period=self.value("flush_period"), queue_size=self.value("queue_size"),
-                         compression=self.value("compression"),
-                         custom_data={"mocap4r2.session_id": session_id,
-                                      "mocap4r2.systems": ",".join(sorted(system_topics))})
+        bag = SessionBag(
+            output_dir,
+            session_id,
+            specs,
+            chunk_size=self.value("chunk_size"),
+            flush_period=self.value("flush_period"),
+            queue_size=self.value("queue_size"),
+            compression=self.value("compression"),
+            custom_data={
+                "mocap4r2.session_id": session_id,
+                "mocap4r2.systems": ",".join(sorted(system_topics)),
+            },
+        )
         try:
             bag.open()
         except (OSError, ValueError) as exc:
@@ -298,7 +370,7 @@ class SessionRecorder(ToolNode):
             bag.put(CONTROL_TOPIC, serialize_message(request), self.control.received_ns)
         self._reported = {}
         self._system_topics = system_topics
-        self._session_systems = frozenset(addressed)   # empty: every system
+        self._session_systems = frozenset(addressed)  # empty: every system
         self._collecting = True
         self._recorded = frozenset(topics)
         self._failure = ""
@@ -365,9 +437,15 @@ class SessionRecorder(ToolNode):
                 size = 0
             status.level = DiagnosticStatus.OK
             status.message = f"recording {bag.session_id} at {rate:.0f} msg/s"
-            values = {"session_id": bag.session_id, "path": str(bag.file), "size_bytes": str(size),
-                      "messages": str(total), "messages_per_s": f"{rate:.1f}",
-                      "queued": str(bag.queued), "queue_drops": str(bag.queue_drops)}
+            values = {
+                "session_id": bag.session_id,
+                "path": str(bag.file),
+                "size_bytes": str(size),
+                "messages": str(total),
+                "messages_per_s": f"{rate:.1f}",
+                "queued": str(bag.queued),
+                "queue_drops": str(bag.queue_drops),
+            }
         elif self._failure:
             status.level = DiagnosticStatus.ERROR
             status.message = self._failure

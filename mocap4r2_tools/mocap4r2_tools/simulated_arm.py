@@ -16,15 +16,13 @@
   reliable, transient local, the last ``ACCEPTED_GOALS_DEPTH``): every goal accepted, so
   a trajectory_monitor elsewhere evaluates the same monitors the goal carries.
 """
+
 from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
 
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
-from motion_control_interfaces.action import QueueTrajectory
-from motion_control_interfaces.msg import MonitorResult, MonitorResultsStamped, TrajectoryFeedbackStamped
-from motion_control_interfaces.srv import GetTrajectoryStatus
 from rclpy.action import ActionServer, GoalResponse
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
@@ -32,6 +30,9 @@ from sensor_msgs.msg import JointState
 
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.timebase import time_msg
+from motion_control_interfaces.action import QueueTrajectory
+from motion_control_interfaces.msg import MonitorResult, MonitorResultsStamped, TrajectoryFeedbackStamped
+from motion_control_interfaces.srv import GetTrajectoryStatus
 
 from .motion.arm import Point, forward_kinematics, sample, validate
 from .motion.monitors import Feedback, MonitorError, MonitorSet, monitor_from_msg
@@ -42,8 +43,11 @@ MAX_FINISHED = 1000
 # A late trajectory_monitor still gets the goals queued before it started (transient
 # local), as many as can be queued plus the one executing; the depth bounds the memory.
 ACCEPTED_GOALS_DEPTH = MAX_QUEUE + 1
-ACCEPTED_GOALS_QOS = QoSProfile(depth=ACCEPTED_GOALS_DEPTH, reliability=ReliabilityPolicy.RELIABLE,
-                                durability=DurabilityPolicy.TRANSIENT_LOCAL)
+ACCEPTED_GOALS_QOS = QoSProfile(
+    depth=ACCEPTED_GOALS_DEPTH,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
 
 
 def _links_check(value: list) -> str | None:
@@ -53,13 +57,24 @@ def _links_check(value: list) -> str | None:
 
 
 PARAMETERS = (
-    ParameterSpec("link_lengths", [0.3, 0.25, 0.2], "Link lengths, m (3 to 6 links: one joint per link).",
-                  check=_links_check, read_only=True),
-    ParameterSpec("base_xyz", [0.0, 0.0, 0.0], "Arm base position in frame_id, m.", check=vector_check("base_xyz", 3),
-                  read_only=True),
+    ParameterSpec(
+        "link_lengths",
+        [0.3, 0.25, 0.2],
+        "Link lengths, m (3 to 6 links: one joint per link).",
+        check=_links_check,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "base_xyz",
+        [0.0, 0.0, 0.0],
+        "Arm base position in frame_id, m.",
+        check=vector_check("base_xyz", 3),
+        read_only=True,
+    ),
     ParameterSpec("frame_id", "world", "Frame of the link poses.", check=frame_check("frame_id")),
-    ParameterSpec("rate", 50.0, "Execution and publishing rate, Hz.", min_value=1.0, max_value=1000.0,
-                  read_only=True),
+    ParameterSpec(
+        "rate", 50.0, "Execution and publishing rate, Hz.", min_value=1.0, max_value=1000.0, read_only=True
+    ),
 )
 
 
@@ -92,8 +107,14 @@ class SimulatedArmNode(ToolNode):
         self._links_pub = self.create_publisher(PoseArray, "~/link_poses", 10)
         self._ee_pub = self.create_publisher(PoseStamped, "~/ee_pose", 10)
         self._goals_pub = self.create_publisher(QueueTrajectory.Goal, "~/accepted_goals", ACCEPTED_GOALS_QOS)
-        self._server = ActionServer(self, QueueTrajectory, "~/queue_trajectory", execute_callback=self._execute,
-                                    goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted)
+        self._server = ActionServer(
+            self,
+            QueueTrajectory,
+            "~/queue_trajectory",
+            execute_callback=self._execute,
+            goal_callback=self._on_goal,
+            handle_accepted_callback=self._on_accepted,
+        )
         self.create_service(GetTrajectoryStatus, "~/get_trajectory_status", self._on_status)
         self.create_timer(1.0 / cfg["rate"], self._tick)
         self.mark_ready()
@@ -105,10 +126,21 @@ class SimulatedArmNode(ToolNode):
 
     def _on_goal(self, goal: QueueTrajectory.Goal) -> GoalResponse:
         try:
-            points = [Point(tuple(p.positions), tuple(p.velocities),
-                            p.time_from_start.sec + p.time_from_start.nanosec * 1e-9) for p in goal.trajectory.points]
-            reason = validate(goal.trajectory_id, list(goal.trajectory.joint_names), points, len(self.links),
-                              self._known_ids())
+            points = [
+                Point(
+                    tuple(p.positions),
+                    tuple(p.velocities),
+                    p.time_from_start.sec + p.time_from_start.nanosec * 1e-9,
+                )
+                for p in goal.trajectory.points
+            ]
+            reason = validate(
+                goal.trajectory_id,
+                list(goal.trajectory.joint_names),
+                points,
+                len(self.links),
+                self._known_ids(),
+            )
             if reason is None and len(self._queue) >= MAX_QUEUE:
                 reason = f"the queue is full ({MAX_QUEUE} trajectories)"
             if reason is None:
@@ -120,14 +152,21 @@ class SimulatedArmNode(ToolNode):
             self.get_logger().error(f"goal {goal.trajectory_id!r} rejected: {reason}")
             return GoalResponse.REJECT
         self._pending_ids.add(goal.trajectory_id)
-        self.get_logger().info(f"goal {goal.trajectory_id!r} accepted: {len(points)} points, "
-                               f"{len(goal.monitors)} monitors")
+        self.get_logger().info(
+            f"goal {goal.trajectory_id!r} accepted: {len(points)} points, {len(goal.monitors)} monitors"
+        )
         return GoalResponse.ACCEPT
 
     def _on_accepted(self, handle) -> None:
         goal = handle.request
-        points = [Point(tuple(p.positions), tuple(p.velocities), p.time_from_start.sec + p.time_from_start.nanosec * 1e-9)
-                  for p in goal.trajectory.points]
+        points = [
+            Point(
+                tuple(p.positions),
+                tuple(p.velocities),
+                p.time_from_start.sec + p.time_from_start.nanosec * 1e-9,
+            )
+            for p in goal.trajectory.points
+        ]
         monitors = MonitorSet(goal.trajectory_id, [monitor_from_msg(m) for m in goal.monitors])
         self._queue.append(_Job(handle, points, monitors))
         # published before the job can start (the next tick at the earliest), so a
@@ -174,14 +213,19 @@ class SimulatedArmNode(ToolNode):
             d.current_joint_state = self._joint_state(stamp)
             self._fb_pub.publish(fb)
             try:
-                job.monitors.evaluate(Feedback(d.trajectory_id, now, d.ratio_of_trajectory, since,
-                                               self.joint_names, self.positions))
+                job.monitors.evaluate(
+                    Feedback(
+                        d.trajectory_id, now, d.ratio_of_trajectory, since, self.joint_names, self.positions
+                    )
+                )
             except MonitorError as exc:
                 self.get_logger().warning(str(exc), throttle_duration_sec=2.0)
             if job.monitors.monitors:
                 out = MonitorResultsStamped()
                 out.header = fb.header
-                out.monitor_results = [MonitorResult(monitor_id=m, is_triggered=h) for m, h in job.monitors.results()]
+                out.monitor_results = [
+                    MonitorResult(monitor_id=m, is_triggered=h) for m, h in job.monitors.results()
+                ]
                 self._mon_pub.publish(out)
             if t >= job.points[-1].time:
                 self._finish(job)
@@ -192,7 +236,9 @@ class SimulatedArmNode(ToolNode):
         for p, q in forward_kinematics(self.positions, self.links, self.base):
             pose = Pose()
             pose.position.x, pose.position.y, pose.position.z = (float(v) for v in p)
-            pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = (float(v) for v in q)
+            pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = (
+                float(v) for v in q
+            )
             links.poses.append(pose)
         self._links_pub.publish(links)
         ee = PoseStamped()

@@ -6,18 +6,25 @@ same policy as a mocap system's (:mod:`mocap4r2_control.parameters`).
 Parameters marked ``read_only`` (topics, types) need a restart; the others are applied
 at once through :meth:`ToolNode.on_parameters_changed`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from mocap4r2_control.parameters import (ParameterSpec, check_parameters, declare_parameters, parameter_value,
-                                         warn_unknown_parameters)
 from mocap4r2_control.geometry import pose_msg_arrays
+from mocap4r2_control.parameters import (
+    ParameterSpec,
+    check_parameters,
+    declare_parameters,
+    parameter_value,
+    warn_unknown_parameters,
+)
 from mocap4r2_control.spin import run_node
 from mocap4r2_control.timebase import stamp_to_seconds
 
@@ -28,7 +35,8 @@ class ToolNode(Node):
         self._specs = declare_parameters(self, specs)
         warn_unknown_parameters(self)
         self.add_on_set_parameters_callback(
-            lambda params: check_parameters(self._specs, params, self.get_logger()))
+            lambda params: check_parameters(self._specs, params, self.get_logger())
+        )
         self.add_post_set_parameters_callback(self._after_change)
 
     def _after_change(self, params: list[Parameter]) -> None:
@@ -87,18 +95,18 @@ class FollowedBody:
     last message came, its frame, and the bodies present when the followed one was not."""
 
     TRACKED = "tracked"
-    MISSING = "missing"               # not in the message
-    NOT_TRACKED = "not_tracked"       # tracking_valid false
-    BAD_POSE = "bad_pose"             # flagged tracked, but NaN or a zero quaternion
-    STALE = "stale_stamp"             # not after the last stamp used: ignored, logged
+    MISSING = "missing"  # not in the message
+    NOT_TRACKED = "not_tracked"  # tracking_valid false
+    BAD_POSE = "bad_pose"  # flagged tracked, but NaN or a zero quaternion
+    STALE = "stale_stamp"  # not after the last stamp used: ignored, logged
 
     def __init__(self, logger: Any):
         self._logger = logger
         self._row = 0
-        self.last_message = 0.0       # monotonic time of the last message
+        self.last_message = 0.0  # monotonic time of the last message
         self.last_stamp: float | None = None
         self.mocap_frame = ""
-        self.known_bodies: list[str] = []   # at most 50 names, when the body was missing
+        self.known_bodies: list[str] = []  # at most 50 names, when the body was missing
 
     def read(self, msg: Any, name: str, now: float) -> BodyReading:
         self.last_message = now
@@ -116,8 +124,9 @@ class FollowedBody:
             return BodyReading(self.BAD_POSE)
         stamp = stamp_to_seconds(msg.header.stamp)
         if self.last_stamp is not None and stamp <= self.last_stamp:
-            self._logger.warning(f"body {name!r}: stamp {stamp:.6f} not after the last one, ignored",
-                                 throttle_duration_sec=5.0)
+            self._logger.warning(
+                f"body {name!r}: stamp {stamp:.6f} not after the last one, ignored", throttle_duration_sec=5.0
+            )
             return BodyReading(self.STALE)
         self.last_stamp = stamp
         return BodyReading(self.TRACKED, pose[0], pose[1], stamp)
@@ -128,6 +137,7 @@ def frame_check(name: str, allow_empty: bool = False) -> Callable[[str], str | N
         if (not value and not allow_empty) or value.startswith("/") or " " in value:
             return f"{name} must be a tf frame name without a leading '/' or spaces, got {value!r}"
         return None
+
     return check
 
 
@@ -136,6 +146,7 @@ def topic_check(name: str) -> Callable[[str], str | None]:
         if not value or " " in value or value.endswith("/"):
             return f"{name} must be a topic name, got {value!r}"
         return None
+
     return check
 
 
@@ -144,4 +155,5 @@ def vector_check(name: str, length: int) -> Callable[[list], str | None]:
         if len(value) != length or not all(isinstance(v, (int, float)) for v in value):
             return f"{name} must be a list of {length} numbers, got {value!r}"
         return None
+
     return check

@@ -12,6 +12,7 @@ pair in bounded memory (see trajectory/running.py); ATE mean and max are exact u
 mocap4r2_interfaces/TrajectoryError at ``publish_rate``; ``~/reset`` (std_srvs/Trigger)
 starts over.
 """
+
 from __future__ import annotations
 
 import time
@@ -19,16 +20,16 @@ from collections import deque
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, TransformStamped
-from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
 from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
-from mocap4r2_control.parameters import ParameterSpec
-from mocap4r2_control.timebase import stamp_to_seconds
 from mocap4r2_control.geometry import pose_msg_arrays, quat_multiply, quat_rotate
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
+from mocap4r2_control.timebase import stamp_to_seconds
+from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
 
 from .tool_node import ToolNode, frame_check, run_tool, topic_check
 from .trajectory import alignment as alignment_methods
@@ -43,42 +44,104 @@ EST_TYPES = ("pose", "pose_cov", "odometry", "tf", "rigid_bodies")
 TF_ESTIMATE_DEPTH = 2000
 
 PARAMETERS = (
-    ParameterSpec("gt_topic", "rigid_bodies", "Ground truth topic.", check=topic_check("gt_topic"), read_only=True),
-    ParameterSpec("gt_type", "rigid_bodies", "Ground truth message: rigid_bodies (mocap4r2_interfaces/RigidBodies), "
-                  "pose (PoseStamped) or odometry.", choices=GT_TYPES, read_only=True),
+    ParameterSpec(
+        "gt_topic", "rigid_bodies", "Ground truth topic.", check=topic_check("gt_topic"), read_only=True
+    ),
+    ParameterSpec(
+        "gt_type",
+        "rigid_bodies",
+        "Ground truth message: rigid_bodies (mocap4r2_interfaces/RigidBodies), "
+        "pose (PoseStamped) or odometry.",
+        choices=GT_TYPES,
+        read_only=True,
+    ),
     ParameterSpec("gt_body", "", "Rigid body name, when gt_type is rigid_bodies.", read_only=True),
-    ParameterSpec("est_topic", "odom", "Estimate topic (ignored for tf).", check=topic_check("est_topic"),
-                  read_only=True),
-    ParameterSpec("est_type", "odometry", "Estimate message: pose (PoseStamped), pose_cov "
-                  "(PoseWithCovarianceStamped), odometry, tf, or rigid_bodies (e.g. a second mocap system).",
-                  choices=EST_TYPES, read_only=True),
+    ParameterSpec(
+        "est_topic",
+        "odom",
+        "Estimate topic (ignored for tf).",
+        check=topic_check("est_topic"),
+        read_only=True,
+    ),
+    ParameterSpec(
+        "est_type",
+        "odometry",
+        "Estimate message: pose (PoseStamped), pose_cov "
+        "(PoseWithCovarianceStamped), odometry, tf, or rigid_bodies (e.g. a second mocap system).",
+        choices=EST_TYPES,
+        read_only=True,
+    ),
     ParameterSpec("est_body", "", "Rigid body name, when est_type is rigid_bodies.", read_only=True),
-    ParameterSpec("est_parent_frame", "odom", "TF parent frame of the estimate (est_type tf).",
-                  check=frame_check("est_parent_frame"), read_only=True),
-    ParameterSpec("est_child_frame", "base_link", "TF child frame of the estimate (est_type tf).",
-                  check=frame_check("est_child_frame"), read_only=True),
-    ParameterSpec("association", "nearest", "nearest ground truth pose, or ground truth interpolated (slerp) at "
-                  "the estimate stamps.", choices=association_methods.METHODS),
-    ParameterSpec("max_diff", 0.01, "Largest stamp difference of a pose pair, s.", min_value=0.0, max_value=10.0),
+    ParameterSpec(
+        "est_parent_frame",
+        "odom",
+        "TF parent frame of the estimate (est_type tf).",
+        check=frame_check("est_parent_frame"),
+        read_only=True,
+    ),
+    ParameterSpec(
+        "est_child_frame",
+        "base_link",
+        "TF child frame of the estimate (est_type tf).",
+        check=frame_check("est_child_frame"),
+        read_only=True,
+    ),
+    ParameterSpec(
+        "association",
+        "nearest",
+        "nearest ground truth pose, or ground truth interpolated (slerp) at the estimate stamps.",
+        choices=association_methods.METHODS,
+    ),
+    ParameterSpec(
+        "max_diff", 0.01, "Largest stamp difference of a pose pair, s.", min_value=0.0, max_value=10.0
+    ),
     ParameterSpec("time_offset", 0.0, "Seconds added to the estimate stamps.", min_value=-1e6, max_value=1e6),
-    ParameterSpec("align", "se3", "Alignment of the estimate: none, se3, sim3, posyaw (translation + yaw) or "
-                  "origin (first pose).", choices=alignment_methods.METHODS),
+    ParameterSpec(
+        "align",
+        "se3",
+        "Alignment of the estimate: none, se3, sim3, posyaw (translation + yaw) or origin (first pose).",
+        choices=alignment_methods.METHODS,
+    ),
     ParameterSpec("align_first_n", 0, "Align on the first N pose pairs only; 0: on all.", min_value=0),
     ParameterSpec("rpe_delta", 1.0, "RPE step (consecutive pairs).", min_value=1e-9),
-    ParameterSpec("rpe_unit", "frames", "RPE step unit: frames, m (ground truth path) or s.", choices=RPE_UNITS),
-    ParameterSpec("publish_rate", 2.0, "TrajectoryError messages per second.", min_value=0.01, max_value=1000.0),
-    ParameterSpec("output_topic", "trajectory_error", "Output topic.", check=topic_check("output_topic"),
-                  read_only=True),
-    ParameterSpec("history_size", 10000, "Pose pairs kept for the ATE mean and max (memory bound).",
-                  min_value=2, max_value=10_000_000),
-    ParameterSpec("gt_buffer", 5.0, "Seconds of ground truth kept for late estimates.", min_value=0.01,
-                  max_value=600.0),
-    ParameterSpec("qos_reliable", False, "Reliable subscriptions (false: best effort, which also matches "
-                  "best-effort publishers).", read_only=True),
+    ParameterSpec(
+        "rpe_unit", "frames", "RPE step unit: frames, m (ground truth path) or s.", choices=RPE_UNITS
+    ),
+    ParameterSpec(
+        "publish_rate", 2.0, "TrajectoryError messages per second.", min_value=0.01, max_value=1000.0
+    ),
+    ParameterSpec(
+        "output_topic", "trajectory_error", "Output topic.", check=topic_check("output_topic"), read_only=True
+    ),
+    ParameterSpec(
+        "history_size",
+        10000,
+        "Pose pairs kept for the ATE mean and max (memory bound).",
+        min_value=2,
+        max_value=10_000_000,
+    ),
+    ParameterSpec(
+        "gt_buffer", 5.0, "Seconds of ground truth kept for late estimates.", min_value=0.01, max_value=600.0
+    ),
+    ParameterSpec(
+        "qos_reliable",
+        False,
+        "Reliable subscriptions (false: best effort, which also matches best-effort publishers).",
+        read_only=True,
+    ),
 )
 
-_EVALUATION = {"association", "max_diff", "time_offset", "align", "align_first_n", "rpe_delta", "rpe_unit",
-               "history_size", "gt_buffer"}
+_EVALUATION = {
+    "association",
+    "max_diff",
+    "time_offset",
+    "align",
+    "align_first_n",
+    "rpe_delta",
+    "rpe_unit",
+    "history_size",
+    "gt_buffer",
+}
 
 
 class TrajectoryErrorNode(ToolNode):
@@ -92,8 +155,10 @@ class TrajectoryErrorNode(ToolNode):
             log.error("parameter est_body is empty: set it to the rigid body to evaluate")
         self._build_evaluation()
         # a deep queue: 1 kHz ground truth must survive a pause of the executor
-        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
-                         else ReliabilityPolicy.BEST_EFFORT)
+        qos = QoSProfile(
+            depth=1000,
+            reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
+        )
         self._subscribe_gt(cfg, qos)
         self._subscribe_est(cfg, qos)
         self._pub = self.create_publisher(TrajectoryError, cfg["output_topic"], 10)
@@ -105,22 +170,30 @@ class TrajectoryErrorNode(ToolNode):
         self._last_reason = ""
         self._frame_id = ""
         self.mark_ready()
-        est = (f"tf {cfg['est_parent_frame']} -> {cfg['est_child_frame']}" if cfg["est_type"] == "tf"
-               else f"{self.resolve_topic_name(cfg['est_topic'])} ({cfg['est_type']})")
+        est = (
+            f"tf {cfg['est_parent_frame']} -> {cfg['est_child_frame']}"
+            if cfg["est_type"] == "tf"
+            else f"{self.resolve_topic_name(cfg['est_topic'])} ({cfg['est_type']})"
+        )
         gt_body = f" body {cfg['gt_body']!r}" if cfg["gt_type"] == "rigid_bodies" else ""
-        log.info(f"ground truth {self.resolve_topic_name(cfg['gt_topic'])}{gt_body}, estimate {est}, "
-                 f"align {cfg['align']}, publishing {self.resolve_topic_name(cfg['output_topic'])}")
+        log.info(
+            f"ground truth {self.resolve_topic_name(cfg['gt_topic'])}{gt_body}, estimate {est}, "
+            f"align {cfg['align']}, publishing {self.resolve_topic_name(cfg['output_topic'])}"
+        )
 
     # ------------------------------------------------------------------ setup
     def _build_evaluation(self) -> None:
         cfg = self.values()
-        self.associator = StreamAssociator(cfg["max_diff"], cfg["time_offset"], cfg["association"],
-                                           horizon=cfg["gt_buffer"])
+        self.associator = StreamAssociator(
+            cfg["max_diff"], cfg["time_offset"], cfg["association"], horizon=cfg["gt_buffer"]
+        )
         self.ate = RunningATE(cfg["align"], cfg["align_first_n"], cfg["history_size"])
         unit = cfg["rpe_unit"]
         delta = cfg["rpe_delta"]
         if unit == "frames" and delta != int(delta):
-            self.get_logger().error(f"rpe_delta {delta} is not a whole number of frames; using {max(1, round(delta))}")
+            self.get_logger().error(
+                f"rpe_delta {delta} is not a whole number of frames; using {max(1, round(delta))}"
+            )
             delta = max(1, round(delta))
         self.rpe = RunningRPE(delta, unit)
         self._last_stamp = None
@@ -142,34 +215,50 @@ class TrajectoryErrorNode(ToolNode):
         elif kind == "pose":
             self.create_subscription(PoseStamped, cfg["gt_topic"], lambda m: self._gt(m.header, m.pose), qos)
         else:
-            self.create_subscription(Odometry, cfg["gt_topic"], lambda m: self._gt(m.header, m.pose.pose), qos)
+            self.create_subscription(
+                Odometry, cfg["gt_topic"], lambda m: self._gt(m.header, m.pose.pose), qos
+            )
 
     def _subscribe_est(self, cfg: dict, qos: QoSProfile) -> None:
         kind = cfg["est_type"]
         if kind == "pose":
-            self.create_subscription(PoseStamped, cfg["est_topic"], lambda m: self._est(m.header, m.pose), qos)
+            self.create_subscription(
+                PoseStamped, cfg["est_topic"], lambda m: self._est(m.header, m.pose), qos
+            )
         elif kind == "pose_cov":
-            self.create_subscription(PoseWithCovarianceStamped, cfg["est_topic"],
-                                     lambda m: self._est(m.header, m.pose.pose), qos)
+            self.create_subscription(
+                PoseWithCovarianceStamped, cfg["est_topic"], lambda m: self._est(m.header, m.pose.pose), qos
+            )
         elif kind == "odometry":
-            self.create_subscription(Odometry, cfg["est_topic"], lambda m: self._est(m.header, m.pose.pose), qos)
+            self.create_subscription(
+                Odometry, cfg["est_topic"], lambda m: self._est(m.header, m.pose.pose), qos
+            )
         elif kind == "rigid_bodies":
             est_body = BodyPicker(cfg["est_body"])
-            self.create_subscription(RigidBodies, cfg["est_topic"], lambda m: est_body.feed(m, self._est), qos)
+            self.create_subscription(
+                RigidBodies, cfg["est_topic"], lambda m: est_body.feed(m, self._est), qos
+            )
         else:
             self._tf_chain = TfChain(cfg["est_parent_frame"], cfg["est_child_frame"], TF_ESTIMATE_DEPTH)
             # tf2's QoS with a deeper history: every estimate is a pose pair, and a
             # 100-deep queue lost most of a 600-pose burst when this process was slowed
-            self.create_subscription(TFMessage, "/tf", self._on_tf, QoSProfile(
-                depth=TF_ESTIMATE_DEPTH, reliability=TF_QOS.reliability, durability=TF_QOS.durability))
+            self.create_subscription(
+                TFMessage,
+                "/tf",
+                self._on_tf,
+                QoSProfile(
+                    depth=TF_ESTIMATE_DEPTH, reliability=TF_QOS.reliability, durability=TF_QOS.durability
+                ),
+            )
             self.create_subscription(TFMessage, "/tf_static", self._on_tf_static, TF_STATIC_QOS)
 
     # ------------------------------------------------------------------ input
     def _gt(self, header, pose) -> None:
         sample = pose_msg_arrays(pose)
         if sample is None:
-            self.get_logger().warning("ground truth pose with a zero or non-finite value ignored",
-                                      throttle_duration_sec=5.0)
+            self.get_logger().warning(
+                "ground truth pose with a zero or non-finite value ignored", throttle_duration_sec=5.0
+            )
             return
         self._gt_count += 1
         self._frame_id = header.frame_id
@@ -178,8 +267,9 @@ class TrajectoryErrorNode(ToolNode):
     def _est(self, header, pose) -> None:
         sample = pose_msg_arrays(pose)
         if sample is None:
-            self.get_logger().warning("estimate pose with a zero or non-finite value ignored",
-                                      throttle_duration_sec=5.0)
+            self.get_logger().warning(
+                "estimate pose with a zero or non-finite value ignored", throttle_duration_sec=5.0
+            )
             return
         self._est_count += 1
         self._feed(self.associator.add_est(stamp_to_seconds(header.stamp), *sample))
@@ -198,17 +288,24 @@ class TrajectoryErrorNode(ToolNode):
                 self._est_count += 1
                 self._feed(self.associator.add_est(stamp, position, orientation))
         if chain.held:
-            self.get_logger().info(f"tf {chain.parent} -> {chain.child} is not complete yet: {chain.held} "
-                                   "estimates held until it is", throttle_duration_sec=5.0)
+            self.get_logger().info(
+                f"tf {chain.parent} -> {chain.child} is not complete yet: {chain.held} "
+                "estimates held until it is",
+                throttle_duration_sec=5.0,
+            )
         if chain.dropped > dropped:
-            self.get_logger().warning(f"tf {chain.parent} -> {chain.child} still not complete: {chain.dropped} "
-                                      f"estimates lost (at most {chain.max_held} are held)",
-                                      throttle_duration_sec=5.0)
+            self.get_logger().warning(
+                f"tf {chain.parent} -> {chain.child} still not complete: {chain.dropped} "
+                f"estimates lost (at most {chain.max_held} are held)",
+                throttle_duration_sec=5.0,
+            )
 
     def _feed(self, pairs: list[PosePair]) -> None:
         for pair in pairs:
             self.ate.add(pair.gt_position, pair.gt_orientation, pair.est_position, pair.est_orientation)
-            self.rpe.add(pair.stamp, pair.gt_position, pair.gt_orientation, pair.est_position, pair.est_orientation)
+            self.rpe.add(
+                pair.stamp, pair.gt_position, pair.gt_orientation, pair.est_position, pair.est_orientation
+            )
             self._last_stamp = pair.stamp
 
     # ------------------------------------------------------------------ output
@@ -231,8 +328,12 @@ class TrajectoryErrorNode(ToolNode):
         t = snap.alignment.translation
         q = snap.alignment.quaternion()
         msg.alignment.position.x, msg.alignment.position.y, msg.alignment.position.z = (float(v) for v in t)
-        (msg.alignment.orientation.x, msg.alignment.orientation.y, msg.alignment.orientation.z,
-         msg.alignment.orientation.w) = (float(v) for v in q)
+        (
+            msg.alignment.orientation.x,
+            msg.alignment.orientation.y,
+            msg.alignment.orientation.z,
+            msg.alignment.orientation.w,
+        ) = (float(v) for v in q)
         self._pub.publish(msg)
         self._report(snap)
 
@@ -249,9 +350,12 @@ class TrajectoryErrorNode(ToolNode):
             log.info(f"sim3 scale {snap.alignment.scale:.6f}", throttle_duration_sec=30.0)
         if snap.samples == 0 and time.monotonic() - self._started > 5.0:
             a = self.associator
-            log.warning(f"no pose pairs yet: {self._gt_count} ground truth and {self._est_count} estimate samples "
-                        f"received, {a.est_unmatched} estimates without ground truth within "
-                        f"max_diff={a.max_diff} s", throttle_duration_sec=10.0)
+            log.warning(
+                f"no pose pairs yet: {self._gt_count} ground truth and {self._est_count} estimate samples "
+                f"received, {a.est_unmatched} estimates without ground truth within "
+                f"max_diff={a.max_diff} s",
+                throttle_duration_sec=10.0,
+            )
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         samples = self.ate.moments.count
@@ -297,7 +401,7 @@ class TfChain:
         self.max_held = max_held
         self._edges: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}  # child -> (parent, t, q)
         self._held: deque[tuple[float, str, np.ndarray, np.ndarray]] = deque(maxlen=max_held)
-        self.dropped = 0   # held estimates pushed out by newer ones before the chain completed
+        self.dropped = 0  # held estimates pushed out by newer ones before the chain completed
 
     @property
     def held(self) -> int:

@@ -26,6 +26,7 @@ for the file, on arrival for a goal; the goal's other monitors are kept),
 feedback whose stamp goes backwards is ignored with a warning, a NaN joint position
 does not trigger anything and is logged.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,14 +36,14 @@ from pathlib import Path
 
 import yaml
 from geometry_msgs.msg import PoseStamped
-from mocap4r2_interfaces.msg import RigidBodies
-from motion_control_interfaces.action import QueueTrajectory
-from motion_control_interfaces.msg import MonitorResult, MonitorResultsStamped, TrajectoryFeedbackStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from mocap4r2_control.geometry import pose_msg_arrays
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.timebase import stamp_to_seconds
+from mocap4r2_interfaces.msg import RigidBodies
+from motion_control_interfaces.action import QueueTrajectory
+from motion_control_interfaces.msg import MonitorResult, MonitorResultsStamped, TrajectoryFeedbackStamped
 
 from .motion.monitors import (
     MAX_MONITORS,
@@ -62,35 +63,58 @@ MAX_PENDING = 100
 # goals bring monitor ids from the network: the snapshot topics (one per monitor id and
 # body) are capped, and ids beyond the cap get no snapshot (logged)
 MAX_SNAPSHOT_TOPICS = 1000
-SNAPSHOT_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+SNAPSHOT_QOS = QoSProfile(
+    depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
 # matches the executor's accepted-goals publisher (reliable, transient local): goals
 # queued before this node started still arrive; depth bounds what is held
-GOALS_QOS = QoSProfile(depth=MAX_TRAJECTORIES + 1, reliability=ReliabilityPolicy.RELIABLE,
-                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
+GOALS_QOS = QoSProfile(
+    depth=MAX_TRAJECTORIES + 1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
 
 PARAMETERS = (
-    ParameterSpec("feedback_topic", "trajectory_feedback", "TrajectoryFeedbackStamped of the executing trajectory.",
-                  check=topic_check("feedback_topic"), read_only=True),
+    ParameterSpec(
+        "feedback_topic",
+        "trajectory_feedback",
+        "TrajectoryFeedbackStamped of the executing trajectory.",
+        check=topic_check("feedback_topic"),
+        read_only=True,
+    ),
     ParameterSpec("monitors_file", "", "YAML file with the monitors ({monitors: [...]}).", read_only=True),
-    ParameterSpec("goals_topic", "", "QueueTrajectory goals accepted by the executor (e.g. "
-                  "/simulated_arm/accepted_goals), whose monitors are evaluated too; empty: off.",
-                  read_only=True),
-    ParameterSpec("rigid_bodies_topic", "", "RigidBodies topic for the snapshots; empty: no snapshots.",
-                  read_only=True),
+    ParameterSpec(
+        "goals_topic",
+        "",
+        "QueueTrajectory goals accepted by the executor (e.g. "
+        "/simulated_arm/accepted_goals), whose monitors are evaluated too; empty: off.",
+        read_only=True,
+    ),
+    ParameterSpec(
+        "rigid_bodies_topic", "", "RigidBodies topic for the snapshots; empty: no snapshots.", read_only=True
+    ),
     ParameterSpec("snapshot_bodies", [], "Bodies whose poses are published when a monitor triggers."),
-    ParameterSpec("snapshot_wait", 1.0, "Longest wait for the mocap frame after a trigger stamp, s.",
-                  min_value=0.0, max_value=60.0),
+    ParameterSpec(
+        "snapshot_wait",
+        1.0,
+        "Longest wait for the mocap frame after a trigger stamp, s.",
+        min_value=0.0,
+        max_value=60.0,
+    ),
     ParameterSpec("qos_reliable", True, "Reliable subscriptions (false: best effort).", read_only=True),
 )
 
 
 def feedback_of(msg: TrajectoryFeedbackStamped) -> Feedback:
     d = msg.data
-    return Feedback(trajectory_id=d.trajectory_id, stamp=stamp_to_seconds(msg.header.stamp),
-                    ratio_of_trajectory=d.ratio_of_trajectory,
-                    time_from_start=d.time_from_start.sec + d.time_from_start.nanosec * 1e-9,
-                    joint_names=list(d.current_joint_state.name), positions=list(d.current_joint_state.position))
+    return Feedback(
+        trajectory_id=d.trajectory_id,
+        stamp=stamp_to_seconds(msg.header.stamp),
+        ratio_of_trajectory=d.ratio_of_trajectory,
+        time_from_start=d.time_from_start.sec + d.time_from_start.nanosec * 1e-9,
+        joint_names=list(d.current_joint_state.name),
+        positions=list(d.current_joint_state.position),
+    )
 
 
 class TrajectoryMonitorNode(ToolNode):
@@ -102,11 +126,15 @@ class TrajectoryMonitorNode(ToolNode):
         self._sets: OrderedDict[str, MonitorSet] = OrderedDict()
         self._goal_monitors: OrderedDict[str, list[Monitor]] = OrderedDict()
         self._histories: dict[str, PoseHistory] = {}
-        self._pending: list[tuple[float, float, str, str, object]] = []  # (stamp, deadline, monitor, body, header)
+        self._pending: list[
+            tuple[float, float, str, str, object]
+        ] = []  # (stamp, deadline, monitor, body, header)
         self._snapshot_pubs: dict[tuple[str, str], object] = {}
         self._mocap_frame = "world"
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
-                         else ReliabilityPolicy.BEST_EFFORT)
+        qos = QoSProfile(
+            depth=100,
+            reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
+        )
         self.create_subscription(TrajectoryFeedbackStamped, cfg["feedback_topic"], self._on_feedback, qos)
         if cfg["goals_topic"]:
             self.create_subscription(QueueTrajectory.Goal, cfg["goals_topic"], self._on_goal, GOALS_QOS)
@@ -123,9 +151,13 @@ class TrajectoryMonitorNode(ToolNode):
         self.mark_ready()
         self.get_logger().info(
             f"{len(self._monitors)} monitors on {self.resolve_topic_name(cfg['feedback_topic'])}"
-            + (f", and the monitors of the goals on {self.resolve_topic_name(cfg['goals_topic'])}"
-               if cfg["goals_topic"] else "")
-            + (f", snapshots of {', '.join(cfg['snapshot_bodies'])}" if cfg["snapshot_bodies"] else ""))
+            + (
+                f", and the monitors of the goals on {self.resolve_topic_name(cfg['goals_topic'])}"
+                if cfg["goals_topic"]
+                else ""
+            )
+            + (f", snapshots of {', '.join(cfg['snapshot_bodies'])}" if cfg["snapshot_bodies"] else "")
+        )
 
     def _load(self, path: str) -> None:
         if not path:
@@ -146,7 +178,9 @@ class TrajectoryMonitorNode(ToolNode):
     def _on_goal(self, goal: QueueTrajectory.Goal) -> None:
         tid = goal.trajectory_id
         if not tid:
-            self.get_logger().error("goal without trajectory_id ignored: its monitors cannot be matched to feedback")
+            self.get_logger().error(
+                "goal without trajectory_id ignored: its monitors cannot be matched to feedback"
+            )
             return
         if tid in self._goal_monitors:
             self.get_logger().warning(f"goal {tid!r} seen before: the monitors of the first one are kept")
@@ -164,8 +198,10 @@ class TrajectoryMonitorNode(ToolNode):
                 self.get_logger().error(f"goal {tid!r}: monitor refused: {exc}")
                 continue
             if monitor.monitor_id in taken:
-                self.get_logger().error(f"goal {tid!r}: monitor refused: monitor_id {monitor.monitor_id!r} is "
-                                        "already used for this trajectory")
+                self.get_logger().error(
+                    f"goal {tid!r}: monitor refused: monitor_id {monitor.monitor_id!r} is "
+                    "already used for this trajectory"
+                )
                 continue
             taken.add(monitor.monitor_id)
             accepted.append(monitor)
@@ -186,8 +222,11 @@ class TrajectoryMonitorNode(ToolNode):
     def _set_for(self, trajectory_id: str) -> MonitorSet:
         mset = self._sets.get(trajectory_id)
         if mset is None:
-            mset = MonitorSet(trajectory_id, [m for tid, m in self._monitors if tid in ("", trajectory_id)]
-                              + self._goal_monitors.get(trajectory_id, []))
+            mset = MonitorSet(
+                trajectory_id,
+                [m for tid, m in self._monitors if tid in ("", trajectory_id)]
+                + self._goal_monitors.get(trajectory_id, []),
+            )
             self._sets[trajectory_id] = mset
             while len(self._sets) > MAX_TRAJECTORIES:
                 self._sets.popitem(last=False)
@@ -200,9 +239,11 @@ class TrajectoryMonitorNode(ToolNode):
             self.get_logger().warning("feedback without trajectory_id ignored", throttle_duration_sec=5.0)
             return
         if not all(math.isfinite(v) for v in fb.positions):
-            self.get_logger().warning(f"trajectory {fb.trajectory_id!r}: NaN in the joint state at "
-                                      f"{fb.stamp:.6f}: no JOINT_STATE monitor can trigger on it",
-                                      throttle_duration_sec=2.0)
+            self.get_logger().warning(
+                f"trajectory {fb.trajectory_id!r}: NaN in the joint state at "
+                f"{fb.stamp:.6f}: no JOINT_STATE monitor can trigger on it",
+                throttle_duration_sec=2.0,
+            )
         mset = self._set_for(fb.trajectory_id)
         try:
             fired = mset.evaluate(fb)
@@ -214,8 +255,10 @@ class TrajectoryMonitorNode(ToolNode):
         out.monitor_results = [MonitorResult(monitor_id=mid, is_triggered=hit) for mid, hit in mset.results()]
         self._results_pub.publish(out)
         for monitor_id in fired:
-            self.get_logger().info(f"trajectory {fb.trajectory_id!r}: monitor {monitor_id!r} triggered at "
-                                   f"{fb.stamp:.6f} (ratio {fb.ratio_of_trajectory:.3f})")
+            self.get_logger().info(
+                f"trajectory {fb.trajectory_id!r}: monitor {monitor_id!r} triggered at "
+                f"{fb.stamp:.6f} (ratio {fb.ratio_of_trajectory:.3f})"
+            )
             for body in self.value("snapshot_bodies"):
                 self._snapshot(fb.stamp, monitor_id, body, msg.header)
 
@@ -236,7 +279,9 @@ class TrajectoryMonitorNode(ToolNode):
             for stamp, deadline, monitor_id, body, header in pending:
                 self._snapshot(stamp, monitor_id, body, header, deadline)
 
-    def _snapshot(self, stamp: float, monitor_id: str, body: str, header, deadline: float | None = None) -> None:
+    def _snapshot(
+        self, stamp: float, monitor_id: str, body: str, header, deadline: float | None = None
+    ) -> None:
         history = self._histories.get(body)
         pose = history.at(stamp) if history is not None else None
         if pose is None:
@@ -247,8 +292,9 @@ class TrajectoryMonitorNode(ToolNode):
             if newer and now < deadline and len(self._pending) < MAX_PENDING:
                 self._pending.append((stamp, deadline, monitor_id, body, header))
             else:
-                self.get_logger().warning(f"monitor {monitor_id!r}: no tracked pose of {body!r} around "
-                                          f"{stamp:.6f}; no snapshot")
+                self.get_logger().warning(
+                    f"monitor {monitor_id!r}: no tracked pose of {body!r} around {stamp:.6f}; no snapshot"
+                )
             return
         pub = self._snapshot_publisher(monitor_id, body)
         if pub is None:
@@ -257,8 +303,9 @@ class TrajectoryMonitorNode(ToolNode):
         out.header.stamp = header.stamp
         out.header.frame_id = self._mocap_frame
         (out.pose.position.x, out.pose.position.y, out.pose.position.z) = (float(v) for v in pose[0])
-        (out.pose.orientation.x, out.pose.orientation.y, out.pose.orientation.z,
-         out.pose.orientation.w) = (float(v) for v in pose[1])
+        (out.pose.orientation.x, out.pose.orientation.y, out.pose.orientation.z, out.pose.orientation.w) = (
+            float(v) for v in pose[1]
+        )
         pub.publish(out)
 
     def _snapshot_publisher(self, monitor_id: str, body: str):
@@ -266,12 +313,16 @@ class TrajectoryMonitorNode(ToolNode):
         pub = self._snapshot_pubs.get(key)
         if pub is None:
             if len(self._snapshot_pubs) >= MAX_SNAPSHOT_TOPICS:
-                self.get_logger().error(f"monitor {monitor_id!r}: already {MAX_SNAPSHOT_TOPICS} snapshot topics; "
-                                        f"no snapshot of {body!r}", throttle_duration_sec=5.0)
+                self.get_logger().error(
+                    f"monitor {monitor_id!r}: already {MAX_SNAPSHOT_TOPICS} snapshot topics; "
+                    f"no snapshot of {body!r}",
+                    throttle_duration_sec=5.0,
+                )
                 return None
             # transient local: a snapshot is a one-off event a late subscriber still wants
-            pub = self.create_publisher(PoseStamped, f"~/{topic_token(monitor_id)}/{topic_token(body)}",
-                                        SNAPSHOT_QOS)
+            pub = self.create_publisher(
+                PoseStamped, f"~/{topic_token(monitor_id)}/{topic_token(body)}", SNAPSHOT_QOS
+            )
             self._snapshot_pubs[key] = pub
         return pub
 

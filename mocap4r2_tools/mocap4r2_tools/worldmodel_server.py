@@ -19,28 +19,31 @@ logged with the reason and changes nothing; the hector services have no error fi
 SetObjectState/SetObjectName answer empty and AddObject answers the object with state
 UNKNOWN and an empty object_id.
 """
+
 from __future__ import annotations
 
 import time
 
 import numpy as np
 from geometry_msgs.msg import PoseWithCovariance
-from hector_worldmodel_msgs.msg import Object, ObjectModel, ObjectState, PosePercept
-from hector_worldmodel_msgs.srv import AddObject, GetObjectModel, SetObjectName, SetObjectState, VerifyPercept
-from mocap4r2_interfaces.msg import RigidBodies
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from scipy.spatial.transform import Rotation
 from tf2_msgs.msg import TFMessage
 
+from hector_worldmodel_msgs.msg import Object, ObjectModel, ObjectState, PosePercept
+from hector_worldmodel_msgs.srv import AddObject, GetObjectModel, SetObjectName, SetObjectState, VerifyPercept
 from mocap4r2_control.geometry import pose_msg_arrays
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
 from mocap4r2_control.timebase import stamp_to_seconds, time_msg
+from mocap4r2_interfaces.msg import RigidBodies
 
 from .tool_node import ToolNode, run_tool
 from .worldmodel import ModelError, Transform, WorldModel, parse_identities, state_name_of
 
-MODEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+MODEL_QOS = QoSProfile(
+    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
 
 
 def _objects_check(value: list) -> str | None:
@@ -58,27 +61,74 @@ def _topics_check(value: list) -> str | None:
 
 
 PARAMETERS = (
-    ParameterSpec("rigid_bodies_topics", ["rigid_bodies"], "RigidBodies topics of the systems whose bodies are "
-                  "objects.", check=_topics_check, read_only=True),
-    ParameterSpec("objects", [], "Object identities, one YAML mapping per body: "
-                  "\"{body: robot1, class_id: robot, object_id: r1, name: Robot 1}\".", check=_objects_check,
-                  read_only=True),
+    ParameterSpec(
+        "rigid_bodies_topics",
+        ["rigid_bodies"],
+        "RigidBodies topics of the systems whose bodies are objects.",
+        check=_topics_check,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "objects",
+        [],
+        "Object identities, one YAML mapping per body: "
+        '"{body: robot1, class_id: robot, object_id: r1, name: Robot 1}".',
+        check=_objects_check,
+        read_only=True,
+    ),
     ParameterSpec("default_class_id", "mocap_body", "class_id of bodies not in objects."),
     ParameterSpec("only_configured", False, "Model only the bodies listed in objects.", read_only=True),
-    ParameterSpec("timeout", 1.0, "Seconds without tracking before an ACTIVE object becomes INACTIVE.",
-                  min_value=0.01, max_value=3600.0),
-    ParameterSpec("support_window", 2.0, "Seconds of frames the tracking ratio (support) is taken over.",
-                  min_value=0.05, max_value=600.0),
-    ParameterSpec("verify_distance", 0.3, "VerifyPercept: largest distance, m, of a confirming object.",
-                  min_value=0.0, max_value=1000.0),
-    ParameterSpec("update_rate", 5.0, "ObjectModel / Object publications per second at most.",
-                  min_value=0.1, max_value=100.0, read_only=True),
-    ParameterSpec("percept_rate", 10.0, "PosePercepts per tracked body per second (0: none).",
-                  min_value=0.0, max_value=200.0, read_only=True),
-    ParameterSpec("position_stddev", 0.005, "Position standard deviation in the published covariances, m.",
-                  min_value=0.0, max_value=100.0),
-    ParameterSpec("orientation_stddev", 0.01, "Orientation standard deviation in the covariances, rad.",
-                  min_value=0.0, max_value=10.0),
+    ParameterSpec(
+        "timeout",
+        1.0,
+        "Seconds without tracking before an ACTIVE object becomes INACTIVE.",
+        min_value=0.01,
+        max_value=3600.0,
+    ),
+    ParameterSpec(
+        "support_window",
+        2.0,
+        "Seconds of frames the tracking ratio (support) is taken over.",
+        min_value=0.05,
+        max_value=600.0,
+    ),
+    ParameterSpec(
+        "verify_distance",
+        0.3,
+        "VerifyPercept: largest distance, m, of a confirming object.",
+        min_value=0.0,
+        max_value=1000.0,
+    ),
+    ParameterSpec(
+        "update_rate",
+        5.0,
+        "ObjectModel / Object publications per second at most.",
+        min_value=0.1,
+        max_value=100.0,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "percept_rate",
+        10.0,
+        "PosePercepts per tracked body per second (0: none).",
+        min_value=0.0,
+        max_value=200.0,
+        read_only=True,
+    ),
+    ParameterSpec(
+        "position_stddev",
+        0.005,
+        "Position standard deviation in the published covariances, m.",
+        min_value=0.0,
+        max_value=100.0,
+    ),
+    ParameterSpec(
+        "orientation_stddev",
+        0.01,
+        "Orientation standard deviation in the covariances, rad.",
+        min_value=0.0,
+        max_value=10.0,
+    ),
     ParameterSpec("qos_reliable", True, "Reliable subscriptions (false: best effort).", read_only=True),
 )
 
@@ -87,13 +137,20 @@ class WorldModelNode(ToolNode):
     def __init__(self, **kwargs):
         super().__init__("worldmodel_server", PARAMETERS, **kwargs)
         cfg = self.values()
-        self.model = WorldModel(parse_identities(cfg["objects"]), cfg["default_class_id"], cfg["only_configured"],
-                                cfg["timeout"], cfg["support_window"])
+        self.model = WorldModel(
+            parse_identities(cfg["objects"]),
+            cfg["default_class_id"],
+            cfg["only_configured"],
+            cfg["timeout"],
+            cfg["support_window"],
+        )
         self._apply_config()
         self._dirty: set[str] = set()
         self._model_dirty = True
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"]
-                         else ReliabilityPolicy.BEST_EFFORT)
+        qos = QoSProfile(
+            depth=100,
+            reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
+        )
         self._sources = []
         for topic in cfg["rigid_bodies_topics"]:
             source = self.resolve_topic_name(topic)
@@ -114,8 +171,10 @@ class WorldModelNode(ToolNode):
             self.create_timer(1.0 / cfg["percept_rate"], self._on_percepts)
         self.mark_ready()
         self._publish_model()
-        self.get_logger().info(f"world model of the bodies on {', '.join(self._sources)}; "
-                               f"{len(self.model.identities)} configured identities")
+        self.get_logger().info(
+            f"world model of the bodies on {', '.join(self._sources)}; "
+            f"{len(self.model.identities)} configured identities"
+        )
 
     def _apply_config(self) -> None:
         cfg = self.values()
@@ -137,9 +196,16 @@ class WorldModelNode(ToolNode):
         for body in msg.rigid_bodies[:1000]:
             pose = pose_msg_arrays(body.pose) if body.tracking_valid else None
             tracked = pose is not None
-            obj, changed = self.model.update_body(source, msg.header.frame_id, body.name, tracked,
-                                                  pose[0] if tracked else None, pose[1] if tracked else None,
-                                                  stamp, now)
+            obj, changed = self.model.update_body(
+                source,
+                msg.header.frame_id,
+                body.name,
+                tracked,
+                pose[0] if tracked else None,
+                pose[1] if tracked else None,
+                stamp,
+                now,
+            )
             if obj is None:
                 continue
             if changed:
@@ -154,12 +220,13 @@ class WorldModelNode(ToolNode):
             pose = pose_msg_arrays(edge.transform)
             if pose is None:
                 continue
-            self.model.frames.set(edge.header.frame_id, edge.child_frame_id,
-                                  Transform(pose[0], Rotation.from_quat(pose[1])))
+            self.model.frames.set(
+                edge.header.frame_id, edge.child_frame_id, Transform(pose[0], Rotation.from_quat(pose[1]))
+            )
 
     # ------------------------------------------------------------------ output
     def _covariance(self) -> list[float]:
-        diagonal = [self.position_stddev ** 2] * 3 + [self.orientation_stddev ** 2] * 3
+        diagonal = [self.position_stddev**2] * 3 + [self.orientation_stddev**2] * 3
         return [float(v) for v in np.diag(diagonal).ravel()]
 
     def _pose_msg(self, obj) -> PoseWithCovariance:
@@ -185,7 +252,9 @@ class WorldModelNode(ToolNode):
         msg.header.stamp = self.get_clock().now().to_msg()
         frames = {o.frame_id for o in self.model.objects.values()}
         msg.header.frame_id = frames.pop() if len(frames) == 1 else ""
-        msg.objects = [self._object_msg(o) for o in sorted(self.model.objects.values(), key=lambda o: o.object_id)]
+        msg.objects = [
+            self._object_msg(o) for o in sorted(self.model.objects.values(), key=lambda o: o.object_id)
+        ]
         return msg
 
     def _publish_model(self) -> None:
@@ -194,7 +263,9 @@ class WorldModelNode(ToolNode):
 
     def _on_update(self) -> None:
         for obj in self.model.tick(time.monotonic()):
-            self.get_logger().info(f"object {obj.object_id!r} INACTIVE: not tracked for {self.model.timeout:g} s")
+            self.get_logger().info(
+                f"object {obj.object_id!r} INACTIVE: not tracked for {self.model.timeout:g} s"
+            )
             self._dirty.add(obj.object_id)
         if self._dirty:
             for object_id in sorted(self._dirty):
@@ -237,8 +308,10 @@ class WorldModelNode(ToolNode):
         except ModelError as error:
             self._refuse("set_object_state", error)
             return response
-        self.get_logger().info(f"object {obj.object_id!r} set to {state_name_of(obj.state)}"
-                               + (" (updates disabled)" if obj.state < 0 else ""))
+        self.get_logger().info(
+            f"object {obj.object_id!r} set to {state_name_of(obj.state)}"
+            + (" (updates disabled)" if obj.state < 0 else "")
+        )
         self._changed(obj)
         return response
 
@@ -255,13 +328,22 @@ class WorldModelNode(ToolNode):
     def _on_add_object(self, request, response):
         o = request.object
         if request.map_to_next_obstacle:
-            self.get_logger().warning("add_object: map_to_next_obstacle needs a map this server does not have; "
-                                      "the pose is used as given")
+            self.get_logger().warning(
+                "add_object: map_to_next_obstacle needs a map this server does not have; "
+                "the pose is used as given"
+            )
         p, q = o.pose.pose.position, o.pose.pose.orientation
         try:
-            obj = self.model.add_object(o.info.object_id, o.info.class_id, o.info.name, o.header.frame_id,
-                                        (p.x, p.y, p.z), (q.x, q.y, q.z, q.w), int(o.state.state),
-                                        stamp_to_seconds(o.header.stamp))
+            obj = self.model.add_object(
+                o.info.object_id,
+                o.info.class_id,
+                o.info.name,
+                o.header.frame_id,
+                (p.x, p.y, p.z),
+                (q.x, q.y, q.z, q.w),
+                int(o.state.state),
+                stamp_to_seconds(o.header.stamp),
+            )
         except ModelError as error:
             self._refuse("add_object", error)
             response.object = o
@@ -276,13 +358,19 @@ class WorldModelNode(ToolNode):
     def _on_verify(self, request, response):
         percept = request.percept
         p = percept.pose.pose.position
-        answer, reason = self.model.verify(percept.info.class_id, percept.header.frame_id, (p.x, p.y, p.z),
-                                           self.verify_distance)
+        answer, reason = self.model.verify(
+            percept.info.class_id, percept.header.frame_id, (p.x, p.y, p.z), self.verify_distance
+        )
         response.response = answer
-        names = {VerifyPercept.Response.CONFIRM: "CONFIRM", VerifyPercept.Response.DISCARD: "DISCARD",
-                 VerifyPercept.Response.UNKNOWN: "UNKNOWN"}
-        self.get_logger().info(f"verify_percept {percept.info.class_id!r} in {percept.header.frame_id!r}: "
-                               f"{names[answer]} ({reason})")
+        names = {
+            VerifyPercept.Response.CONFIRM: "CONFIRM",
+            VerifyPercept.Response.DISCARD: "DISCARD",
+            VerifyPercept.Response.UNKNOWN: "UNKNOWN",
+        }
+        self.get_logger().info(
+            f"verify_percept {percept.info.class_id!r} in {percept.header.frame_id!r}: "
+            f"{names[answer]} ({reason})"
+        )
         return response
 
 

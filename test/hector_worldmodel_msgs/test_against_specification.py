@@ -3,6 +3,7 @@ documented message and service definitions (test/fixtures/specs/hector_worldmode
 the package's index page). Every message and service exists, with the same fields in
 the same order, the same types (ROS 1's Header as std_msgs/Header) and the same
 constants; and a model crosses DDS intact."""
+
 from __future__ import annotations
 
 import importlib
@@ -80,10 +81,23 @@ def check_part(cls, part) -> None:
 
 
 def test_the_specification_parses_to_every_type():
-    assert sorted(MESSAGES) == ["ImagePercept", "Object", "ObjectInfo", "ObjectModel", "ObjectState",
-                                "PerceptInfo", "PosePercept"]
-    assert sorted(SERVICES) == ["AddObject", "GetObjectModel", "SetObjectName", "SetObjectState",
-                                "VerifyObject", "VerifyPercept"]
+    assert sorted(MESSAGES) == [
+        "ImagePercept",
+        "Object",
+        "ObjectInfo",
+        "ObjectModel",
+        "ObjectState",
+        "PerceptInfo",
+        "PosePercept",
+    ]
+    assert sorted(SERVICES) == [
+        "AddObject",
+        "GetObjectModel",
+        "SetObjectName",
+        "SetObjectState",
+        "VerifyObject",
+        "VerifyPercept",
+    ]
     assert MESSAGES["ObjectState"][1]["CONFIRMED"] == ("int8", "-1")
     assert SERVICES["VerifyPercept"][1][1]["CONFIRM"] == ("uint8", "2")
 
@@ -111,13 +125,21 @@ def test_no_type_beyond_the_specification():
 
 def test_object_model_crosses_dds(ros):
     from geometry_msgs.msg import Point
-    from hector_worldmodel_msgs.msg import Object, ObjectInfo, ObjectModel, ObjectState
     from std_msgs.msg import Header
 
-    model = ObjectModel(header=Header(frame_id="world"), objects=[
-        Object(header=Header(frame_id="world"), info=ObjectInfo(class_id="cup", object_id=f"cup_{i}",
-                                                                 name="Tasse é", support=2.5 - i),
-               state=ObjectState(state=ObjectState.CONFIRMED if i else ObjectState.ACTIVE)) for i in range(3)])
+    from hector_worldmodel_msgs.msg import Object, ObjectInfo, ObjectModel, ObjectState
+
+    model = ObjectModel(
+        header=Header(frame_id="world"),
+        objects=[
+            Object(
+                header=Header(frame_id="world"),
+                info=ObjectInfo(class_id="cup", object_id=f"cup_{i}", name="Tasse é", support=2.5 - i),
+                state=ObjectState(state=ObjectState.CONFIRMED if i else ObjectState.ACTIVE),
+            )
+            for i in range(3)
+        ],
+    )
     model.objects[1].pose.pose.position = Point(x=1.0, y=-2.0, z=0.5)
     model.objects[2].pose.covariance[35] = 0.25
     received = ros.subscribe("/hector_roundtrip", ObjectModel)

@@ -1,5 +1,6 @@
 """launch_testing: ``ros2 launch mocap4r2_drivers demo_bringup.launch.py`` brings up the simulated system and the tools (rviz:=false), then every launched process
 exits cleanly when launch shuts down."""
+
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (ProbeCase, clean_shutdown_case, description, include,  # noqa: E402
-                            require_launch_testing)
+from launch_harness import (
+    ProbeCase,
+    clean_shutdown_case,
+    description,
+    include,  # noqa: E402
+    require_launch_testing,
+)
 
 require_launch_testing()
 
@@ -23,8 +29,9 @@ def generate_test_description():
 
 class TestRunning(ProbeCase):
     def test_the_system_streams_and_marker_viz_draws_it(self):
-        from mocap4r2_interfaces.msg import RigidBodies
         from visualization_msgs.msg import MarkerArray
+
+        from mocap4r2_interfaces.msg import RigidBodies
 
         self.probe.first_message(RigidBodies, "/sim/rigid_bodies", timeout=45.0)
         self.probe.first_message(MarkerArray, "/marker_viz/markers", timeout=45.0)

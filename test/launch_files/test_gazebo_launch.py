@@ -1,5 +1,6 @@
 """launch_testing: ``ros2 launch mocap4r2_drivers gazebo.launch.py`` starts gazebo_system (bridge:=false: no Gazebo here), which announces itself, then every launched process
 exits cleanly when launch shuts down."""
+
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (ProbeCase, clean_shutdown_case, description, include,  # noqa: E402
-                            require_launch_testing)
+from launch_harness import (
+    ProbeCase,
+    clean_shutdown_case,
+    description,
+    include,  # noqa: E402
+    require_launch_testing,
+)
 
 require_launch_testing()
 

@@ -1,5 +1,6 @@
 """launch_testing: ``ros2 launch mocap4r2_drivers optitrack.launch.py`` streams from a Motive stand-in (natnet_simulator, unicast), then every launched process
 exits cleanly when launch shuts down."""
+
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (ProbeCase, after_ready, clean_shutdown_case, description,  # noqa: E402
-                            include, require_launch_testing, stand_in)
+from launch_harness import (
+    ProbeCase,
+    after_ready,
+    clean_shutdown_case,
+    description,  # noqa: E402
+    include,
+    require_launch_testing,
+    stand_in,
+)
 
 require_launch_testing()
 
@@ -20,9 +28,17 @@ def generate_test_description():
     # the system configures at once (autostart): start it when the stand-in listens
     return description(
         motive,
-        after_ready(motive, "natnet_simulator",
-                    include("mocap4r2_drivers", "optitrack.launch.py", namespace="lt_opti", autostart="true",
-                            connection_type="unicast")),
+        after_ready(
+            motive,
+            "natnet_simulator",
+            include(
+                "mocap4r2_drivers",
+                "optitrack.launch.py",
+                namespace="lt_opti",
+                autostart="true",
+                connection_type="unicast",
+            ),
+        ),
     )
 
 

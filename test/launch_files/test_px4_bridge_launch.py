@@ -1,6 +1,7 @@
 """launch_testing: ``ros2 launch mocap4r2_tools px4_bridge.launch.py`` starts px4_bridge
 over the simulated system; with no vehicle answering it keeps running and says why in
 /diagnostics. Then every launched process exits cleanly when launch shuts down."""
+
 from __future__ import annotations
 
 import sys
@@ -9,8 +10,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (ProbeCase, clean_shutdown_case, description, include,  # noqa: E402
-                            require_launch_testing)
+from launch_harness import (
+    ProbeCase,
+    clean_shutdown_case,
+    description,
+    include,  # noqa: E402
+    require_launch_testing,
+)
 
 require_launch_testing()
 
@@ -28,7 +34,12 @@ class TestRunning(ProbeCase):
     def test_the_bridge_reports_the_missing_vehicle(self):
         from diagnostic_msgs.msg import DiagnosticArray
 
-        self.probe.first_message(DiagnosticArray, "/diagnostics", timeout=45.0,
-                                 accept=lambda m: any(s.name.startswith("/px4_bridge") for s in m.status))
+        self.probe.first_message(
+            DiagnosticArray,
+            "/diagnostics",
+            timeout=45.0,
+            accept=lambda m: any(s.name.startswith("/px4_bridge") for s in m.status),
+        )
+
 
 TestShutdown = clean_shutdown_case()

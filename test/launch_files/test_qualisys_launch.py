@@ -1,5 +1,6 @@
 """launch_testing: ``ros2 launch mocap4r2_drivers qualisys.launch.py`` streams from a QTM stand-in (qtm_simulator), then every launched process
 exits cleanly when launch shuts down."""
+
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (ProbeCase, after_ready, clean_shutdown_case, description,  # noqa: E402
-                            include, require_launch_testing, stand_in)
+from launch_harness import (
+    ProbeCase,
+    after_ready,
+    clean_shutdown_case,
+    description,  # noqa: E402
+    include,
+    require_launch_testing,
+    stand_in,
+)
 
 require_launch_testing()
 
@@ -20,9 +28,13 @@ def generate_test_description():
     # the system configures at once (autostart): start it when the stand-in listens
     return description(
         qtm,
-        after_ready(qtm, "qtm_simulator",
-                    include("mocap4r2_drivers", "qualisys.launch.py", namespace="lt_qtm", autostart="true",
-                            port="42222")),
+        after_ready(
+            qtm,
+            "qtm_simulator",
+            include(
+                "mocap4r2_drivers", "qualisys.launch.py", namespace="lt_qtm", autostart="true", port="42222"
+            ),
+        ),
     )
 
 

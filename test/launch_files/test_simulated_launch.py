@@ -1,5 +1,6 @@
 """launch_testing: ``ros2 launch mocap4r2_drivers simulated.launch.py`` streams the simulated system (autostart), then every launched process
 exits cleanly when launch shuts down."""
+
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (ProbeCase, clean_shutdown_case, description, include,  # noqa: E402
-                            require_launch_testing)
+from launch_harness import (
+    ProbeCase,
+    clean_shutdown_case,
+    description,
+    include,  # noqa: E402
+    require_launch_testing,
+)
 
 require_launch_testing()
 
@@ -32,8 +38,9 @@ class TestRunning(ProbeCase):
 
     def test_the_system_announces_itself_active(self):
         # autostart: unconfigured first, then inactive, then active
-        info = self.probe.announcement("/lt_sim/simulated_system", timeout=45.0,
-                                       accept=lambda i: i.state.label == "active")
+        info = self.probe.announcement(
+            "/lt_sim/simulated_system", timeout=45.0, accept=lambda i: i.state.label == "active"
+        )
         self.assertEqual(info.state.label, "active")
         self.assertEqual(info.type, "sim")
 

@@ -1,6 +1,7 @@
 """launch_testing: ``ros2 launch mocap4r2_tools worldmodel.launch.py`` serves the world
 model of the simulated system's bodies on worldmodel/objects. Then every launched
 process exits cleanly when launch shuts down."""
+
 from __future__ import annotations
 
 import sys
@@ -9,8 +10,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (ProbeCase, clean_shutdown_case, description, include,  # noqa: E402
-                            require_launch_testing)
+from launch_harness import (
+    ProbeCase,
+    clean_shutdown_case,
+    description,
+    include,  # noqa: E402
+    require_launch_testing,
+)
 
 require_launch_testing()
 
@@ -25,15 +31,18 @@ def generate_test_description():
 
 class TestRunning(ProbeCase):
     def test_the_object_model_holds_the_tracked_bodies(self):
-        from hector_worldmodel_msgs.msg import ObjectModel
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        from hector_worldmodel_msgs.msg import ObjectModel
+
+        latched = QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
         # the server publishes its (empty) model once at start, before the system streams,
         # then again on each change: wait for a model that holds bodies
-        model = self.probe.first_message(ObjectModel, "/worldmodel/objects", timeout=45.0, qos=latched,
-                                         accept=lambda m: bool(m.objects))
+        model = self.probe.first_message(
+            ObjectModel, "/worldmodel/objects", timeout=45.0, qos=latched, accept=lambda m: bool(m.objects)
+        )
         self.assertTrue(model.objects)
 
 

@@ -7,28 +7,40 @@ zero. Which bytes are padding comes from ``walk_cdr`` below, a slow generic CDR 
 driven by the message classes' own type introspection (independent of cdr.py); its
 output must equal ours exactly.
 """
+
 from __future__ import annotations
 
 import struct
 
 import numpy as np
 import pytest
+from geometry_msgs.msg import TransformStamped
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rclpy.serialization import deserialize_message, serialize_message
 from rosidl_parser.definition import BasicType, NamespacedType, UnboundedSequence, UnboundedString
-
-from geometry_msgs.msg import TransformStamped
-from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
+from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
 
 # ---------------------------------------------------------------------------- oracle
 _PRIMITIVES = {
-    "boolean": "?", "octet": "B", "uint8": "B", "int8": "b", "char": "B", "int16": "h", "uint16": "H",
-    "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q", "float": "f", "double": "d",
+    "boolean": "?",
+    "octet": "B",
+    "uint8": "B",
+    "int8": "b",
+    "char": "B",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "uint32": "I",
+    "int64": "q",
+    "uint64": "Q",
+    "float": "f",
+    "double": "d",
 }
 
 
@@ -89,24 +101,30 @@ def assert_same_as_rclpy(ours: bytes, msg) -> None:
     assert len(ours) == reference.size, f"length {len(ours)}, serialize_message gives {reference.size}"
     mine = np.frombuffer(ours, dtype=np.uint8)
     differ = np.flatnonzero((mine != reference) & is_data)
-    assert differ.size == 0, (f"bytes differ from serialize_message at {differ[:10].tolist()}: "
-                              f"ours {mine[differ[:10]].tolist()} vs {reference[differ[:10]].tolist()}")
+    assert differ.size == 0, (
+        f"bytes differ from serialize_message at {differ[:10].tolist()}: "
+        f"ours {mine[differ[:10]].tolist()} vs {reference[differ[:10]].tolist()}"
+    )
     assert ours == expected, "padding bytes must be zero"
 
 
 # ---------------------------------------------------------------------------- message objects
 def marker_objects(ids, names, positions, occluded, residuals) -> list[Marker]:
-    return [Marker(id=int(i), name=n, position=_point(p), occluded=bool(o), residual=float(r))
-            for i, n, p, o, r in zip(ids, names, positions, occluded, residuals)]
+    return [
+        Marker(id=int(i), name=n, position=_point(p), occluded=bool(o), residual=float(r))
+        for i, n, p, o, r in zip(ids, names, positions, occluded, residuals)
+    ]
 
 
 def _point(p):
     from geometry_msgs.msg import Point
+
     return Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
 
 
 def _pose(row):
     from geometry_msgs.msg import Pose, Quaternion
+
     x, y, z, qx, qy, qz, qw = (float(v) for v in row)
     return Pose(position=_point((x, y, z)), orientation=Quaternion(x=qx, y=qy, z=qz, w=qw))
 
@@ -125,28 +143,76 @@ def markers_msg(sec, nanosec, frame_id, frame_number, *columns) -> Markers:
     return msg
 
 
-def bodies_msg(sec, nanosec, frame_id, frame_number, ids, names, valid, poses, errors, offsets,
-               m_ids, m_names, m_pos, m_occ, m_res) -> RigidBodies:
+def bodies_msg(
+    sec,
+    nanosec,
+    frame_id,
+    frame_number,
+    ids,
+    names,
+    valid,
+    poses,
+    errors,
+    offsets,
+    m_ids,
+    m_names,
+    m_pos,
+    m_occ,
+    m_res,
+) -> RigidBodies:
     msg = _header(RigidBodies(), sec, nanosec, frame_id)
     msg.frame_number = frame_number
     for i in range(len(names)):
         a, b = int(offsets[i]), int(offsets[i + 1])
-        msg.rigid_bodies.append(RigidBody(
-            id=int(ids[i]), name=names[i], tracking_valid=bool(valid[i]), pose=_pose(poses[i]),
-            mean_error=float(errors[i]),
-            markers=marker_objects(m_ids[a:b], m_names[a:b], m_pos[a:b], m_occ[a:b], m_res[a:b])))
+        msg.rigid_bodies.append(
+            RigidBody(
+                id=int(ids[i]),
+                name=names[i],
+                tracking_valid=bool(valid[i]),
+                pose=_pose(poses[i]),
+                mean_error=float(errors[i]),
+                markers=marker_objects(m_ids[a:b], m_names[a:b], m_pos[a:b], m_occ[a:b], m_res[a:b]),
+            )
+        )
     return msg
 
 
-def skeletons_msg(sec, nanosec, frame_id, frame_number, ids, names, valid, offsets,
-                  s_ids, s_names, s_parents, s_valid, s_poses) -> Skeletons:
+def skeletons_msg(
+    sec,
+    nanosec,
+    frame_id,
+    frame_number,
+    ids,
+    names,
+    valid,
+    offsets,
+    s_ids,
+    s_names,
+    s_parents,
+    s_valid,
+    s_poses,
+) -> Skeletons:
     msg = _header(Skeletons(), sec, nanosec, frame_id)
     msg.frame_number = frame_number
     for i in range(len(names)):
         a, b = int(offsets[i]), int(offsets[i + 1])
-        msg.skeletons.append(Skeleton(id=int(ids[i]), name=names[i], tracking_valid=bool(valid[i]), segments=[
-            Segment(id=int(s_ids[k]), name=s_names[k], parent_id=int(s_parents[k]),
-                    tracking_valid=bool(s_valid[k]), pose=_pose(s_poses[k])) for k in range(a, b)]))
+        msg.skeletons.append(
+            Skeleton(
+                id=int(ids[i]),
+                name=names[i],
+                tracking_valid=bool(valid[i]),
+                segments=[
+                    Segment(
+                        id=int(s_ids[k]),
+                        name=s_names[k],
+                        parent_id=int(s_parents[k]),
+                        tracking_valid=bool(s_valid[k]),
+                        pose=_pose(s_poses[k]),
+                    )
+                    for k in range(a, b)
+                ],
+            )
+        )
     return msg
 
 
@@ -181,16 +247,18 @@ def marker_columns(draw, count):
     tail = draw(st.sampled_from(["", "", "x", "ü"]))
     names = tuple(draw(st.lists(NAMES, min_size=labeled, max_size=labeled))) + (tail,) * (count - labeled)
     ids = np.array(draw(st.lists(INT32, min_size=count, max_size=count)), dtype=np.int32)
-    positions = np.array(draw(st.lists(st.tuples(FLOATS, FLOATS, FLOATS), min_size=count, max_size=count)),
-                         dtype=np.float64).reshape(count, 3)
+    positions = np.array(
+        draw(st.lists(st.tuples(FLOATS, FLOATS, FLOATS), min_size=count, max_size=count)), dtype=np.float64
+    ).reshape(count, 3)
     occluded = np.array(draw(st.lists(st.booleans(), min_size=count, max_size=count)), dtype=bool)
     residuals = np.array(draw(st.lists(FLOAT32, min_size=count, max_size=count)), dtype=np.float32)
     return ids, names, positions, occluded, residuals
 
 
 def poses_of(draw, count):
-    return np.array(draw(st.lists(st.tuples(*[FLOATS] * 7), min_size=count, max_size=count)),
-                    dtype=np.float64).reshape(count, 7)
+    return np.array(
+        draw(st.lists(st.tuples(*[FLOATS] * 7), min_size=count, max_size=count)), dtype=np.float64
+    ).reshape(count, 7)
 
 
 @st.composite
@@ -203,7 +271,9 @@ def offsets_of(draw, count, max_each):
 
 # long-lived encoders with small caches: random frames one after the other exercise
 # layout reuse, growth and eviction (each test also checks a fresh encoder)
-SHARED = {cls: cls(cache_size=3) for cls in (MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder)}
+SHARED = {
+    cls: cls(cache_size=3) for cls in (MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder)
+}
 
 
 def encode_both(cls, *args) -> bytes:
@@ -258,7 +328,21 @@ def test_skeletons_match_serialize_message(data):
     s_parents = np.array(data.draw(st.lists(INT32, min_size=m, max_size=m)), dtype=np.int32)
     s_valid = np.array(data.draw(st.lists(st.booleans(), min_size=m, max_size=m)), dtype=bool)
     s_poses = poses_of(data.draw, m)
-    args = (sec, nanosec, frame_id, number, ids, names, valid, offsets, s_ids, s_names, s_parents, s_valid, s_poses)
+    args = (
+        sec,
+        nanosec,
+        frame_id,
+        number,
+        ids,
+        names,
+        valid,
+        offsets,
+        s_ids,
+        s_names,
+        s_parents,
+        s_valid,
+        s_poses,
+    )
     assert_same_as_rclpy(encode_both(SkeletonsEncoder, *args), skeletons_msg(*args))
 
 
@@ -268,11 +352,36 @@ def test_empty_skeletons_match_serialize_message(data):
     """The shortcut for systems without skeletons gives rclpy's bytes, also between
     messages with skeletons from the same encoder (its layout is kept apart)."""
     (sec, nanosec), frame_id, number = data.draw(STAMPS), data.draw(FRAME_IDS), data.draw(FRAME_NUMBERS)
-    empty = (sec, nanosec, frame_id, number, np.zeros(0, np.int32), (), np.zeros(0, bool), np.zeros(1, np.int64),
-             np.zeros(0, np.int32), (), np.zeros(0, np.int32), np.zeros(0, bool), np.zeros((0, 7)))
-    one = (sec, nanosec, frame_id, number, np.array([4], np.int32), ("walker",), np.array([True]),
-           np.array([0, 1]), np.array([9], np.int32), ("hips",), np.array([-1], np.int32), np.array([True]),
-           np.array([[1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0]]))
+    empty = (
+        sec,
+        nanosec,
+        frame_id,
+        number,
+        np.zeros(0, np.int32),
+        (),
+        np.zeros(0, bool),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int32),
+        (),
+        np.zeros(0, np.int32),
+        np.zeros(0, bool),
+        np.zeros((0, 7)),
+    )
+    one = (
+        sec,
+        nanosec,
+        frame_id,
+        number,
+        np.array([4], np.int32),
+        ("walker",),
+        np.array([True]),
+        np.array([0, 1]),
+        np.array([9], np.int32),
+        ("hips",),
+        np.array([-1], np.int32),
+        np.array([True]),
+        np.array([[1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0]]),
+    )
     encoder = SHARED[SkeletonsEncoder]
     for _ in range(2):
         assert_same_as_rclpy(encoder.encode_empty(sec, nanosec, frame_id, number), skeletons_msg(*empty))
@@ -302,16 +411,32 @@ def test_every_string_length_residue(frame_id_len, name_len):
     occluded = np.array([True, False, True])
     residuals = np.array([-1.0, 0.25, 3.5], dtype=np.float32)
     markers = (ids, names, positions, occluded, residuals)
-    assert_same_as_rclpy(MarkersEncoder().encode(1, 2, frame_id, 3, *markers),
-                         markers_msg(1, 2, frame_id, 3, *markers))
+    assert_same_as_rclpy(
+        MarkersEncoder().encode(1, 2, frame_id, 3, *markers), markers_msg(1, 2, frame_id, 3, *markers)
+    )
     offsets = np.array([0, 2, 2, 3])
     poses = rng.normal(size=(3, 7))
     body_args = (5, 6, frame_id, 7, ids, names, occluded, poses, residuals, offsets, *markers)
     assert_same_as_rclpy(RigidBodiesEncoder().encode(*body_args), bodies_msg(*body_args))
-    skel_args = (5, 6, frame_id, 7, ids, names, ~occluded, np.array([0, 0, 2, 3]), ids, names, ids[::-1].copy(),
-                 occluded, poses)
+    skel_args = (
+        5,
+        6,
+        frame_id,
+        7,
+        ids,
+        names,
+        ~occluded,
+        np.array([0, 0, 2, 3]),
+        ids,
+        names,
+        ids[::-1].copy(),
+        occluded,
+        poses,
+    )
     assert_same_as_rclpy(SkeletonsEncoder().encode(*skel_args), skeletons_msg(*skel_args))
-    assert_same_as_rclpy(TFMessageEncoder().encode(8, 9, frame_id, names, poses), tf_msg(8, 9, frame_id, names, poses))
+    assert_same_as_rclpy(
+        TFMessageEncoder().encode(8, 9, frame_id, names, poses), tf_msg(8, 9, frame_id, names, poses)
+    )
 
 
 def test_round_trip_through_deserialize_message():
@@ -324,15 +449,40 @@ def test_round_trip_through_deserialize_message():
     markers = (ids, names, positions, occluded, residuals)
 
     raw = MarkersEncoder().encode(1_700_000_000, 999_999_999, "world", 2**64 - 1, *markers)
-    assert deserialize_message(raw, Markers) == markers_msg(1_700_000_000, 999_999_999, "world", 2**64 - 1, *markers)
+    assert deserialize_message(raw, Markers) == markers_msg(
+        1_700_000_000, 999_999_999, "world", 2**64 - 1, *markers
+    )
 
-    body_args = (-5, 0, "map", 42, np.array([3, 4], dtype=np.int32), ("a", "bb"), np.array([True, False]),
-                 rng.normal(size=(2, 7)), np.array([0.5, -1.0], dtype=np.float32), np.array([0, 1, 4]), *markers)
+    body_args = (
+        -5,
+        0,
+        "map",
+        42,
+        np.array([3, 4], dtype=np.int32),
+        ("a", "bb"),
+        np.array([True, False]),
+        rng.normal(size=(2, 7)),
+        np.array([0.5, -1.0], dtype=np.float32),
+        np.array([0, 1, 4]),
+        *markers,
+    )
     assert deserialize_message(RigidBodiesEncoder().encode(*body_args), RigidBodies) == bodies_msg(*body_args)
 
-    skel_args = (7, 8, "world", 9, np.array([1, 2, 3], dtype=np.int32), ("walker", "", "runner"),
-                 np.array([True, False, True]), np.array([0, 3, 3, 4]), ids, names, np.array([-1, 0, 1, -1]),
-                 occluded, rng.normal(size=(4, 7)))
+    skel_args = (
+        7,
+        8,
+        "world",
+        9,
+        np.array([1, 2, 3], dtype=np.int32),
+        ("walker", "", "runner"),
+        np.array([True, False, True]),
+        np.array([0, 3, 3, 4]),
+        ids,
+        names,
+        np.array([-1, 0, 1, -1]),
+        occluded,
+        rng.normal(size=(4, 7)),
+    )
     assert deserialize_message(SkeletonsEncoder().encode(*skel_args), Skeletons) == skeletons_msg(*skel_args)
 
     poses = rng.normal(size=(4, 7))
@@ -353,8 +503,12 @@ def test_inputs_in_other_dtypes_and_containers():
 # ---------------------------------------------------------------------------- layout cache
 def _markers(count, seed=0):
     rng = np.random.default_rng(seed)
-    return (np.arange(count, dtype=np.int32), rng.normal(size=(count, 3)), rng.random(count) < 0.3,
-            rng.random(count).astype(np.float32))
+    return (
+        np.arange(count, dtype=np.int32),
+        rng.normal(size=(count, 3)),
+        rng.random(count) < 0.3,
+        rng.random(count).astype(np.float32),
+    )
 
 
 def test_layout_is_reused_for_same_names_and_rebuilt_when_they_change():
@@ -425,8 +579,18 @@ def test_unlabeled_tail_growing_past_the_spare_room():
     # room grows geometrically: a handful of builds for 57 different counts
     assert encoder.layouts_built <= 6
     # frames that no longer start with the same labeled names, or drop some of them
-    for frame, names in enumerate([("a", "bb", "zzz", "", ""), ("a", "bb"), (), ("", ""), ("q",) * 5,
-                                   ("q",) * 3 + ("r",), labeled + ("x",) * 3, labeled + ("", "x")]):
+    for frame, names in enumerate(
+        [
+            ("a", "bb", "zzz", "", ""),
+            ("a", "bb"),
+            (),
+            ("", ""),
+            ("q",) * 5,
+            ("q",) * 3 + ("r",),
+            labeled + ("x",) * 3,
+            labeled + ("", "x"),
+        ]
+    ):
         before = encoder.layouts_built
         _check_markers_frame(encoder, frame, names, rng)
         assert encoder.layouts_built == before + 1, names
@@ -439,18 +603,44 @@ def test_counts_change_rebuilds_rigid_bodies_and_skeletons():
     for offsets in ([0, 2, 5], [0, 2, 5], [0, 3, 5], [0, 0, 5], [0, 2, 5]):
         offsets = np.array(offsets)
         m_names = tuple(f"mk{i}" for i in range(5))
-        args = (1, 2, "world", 3, np.array([1, 2], dtype=np.int32), names, np.array([True, True]),
-                rng.normal(size=(2, 7)), np.zeros(2, np.float32), offsets, np.arange(5, dtype=np.int32), m_names,
-                rng.normal(size=(5, 3)), np.zeros(5, bool), np.ones(5, np.float32))
+        args = (
+            1,
+            2,
+            "world",
+            3,
+            np.array([1, 2], dtype=np.int32),
+            names,
+            np.array([True, True]),
+            rng.normal(size=(2, 7)),
+            np.zeros(2, np.float32),
+            offsets,
+            np.arange(5, dtype=np.int32),
+            m_names,
+            rng.normal(size=(5, 3)),
+            np.zeros(5, bool),
+            np.ones(5, np.float32),
+        )
         assert_same_as_rclpy(bodies.encode(*args), bodies_msg(*args))
     assert bodies.layouts_built == 3
 
     skeletons = SkeletonsEncoder()
     for offsets in ([0, 19, 38], [0, 19, 38], [0, 0, 38], [0, 38, 38]):
         seg_names = tuple(f"seg{i % 19}" for i in range(38))
-        args = (1, 2, "world", 3, np.array([1, 2], dtype=np.int32), ("s1", "s2"), np.array([True, False]),
-                np.array(offsets), np.arange(38, dtype=np.int32), seg_names, np.arange(-1, 37, dtype=np.int32),
-                np.ones(38, bool), rng.normal(size=(38, 7)))
+        args = (
+            1,
+            2,
+            "world",
+            3,
+            np.array([1, 2], dtype=np.int32),
+            ("s1", "s2"),
+            np.array([True, False]),
+            np.array(offsets),
+            np.arange(38, dtype=np.int32),
+            seg_names,
+            np.arange(-1, 37, dtype=np.int32),
+            np.ones(38, bool),
+            rng.normal(size=(38, 7)),
+        )
         assert_same_as_rclpy(skeletons.encode(*args), skeletons_msg(*args))
     assert skeletons.layouts_built == 3
 
@@ -478,34 +668,45 @@ def test_returned_bytes_are_not_changed_by_later_frames():
 
 # ---------------------------------------------------------------------------- validation
 def _good_markers():
-    return dict(sec=1, nanosec=2, frame_id="world", frame_number=3, ids=np.array([1, 2], dtype=np.int32),
-                names=("a", "b"), positions=np.zeros((2, 3)), occluded=np.zeros(2, bool),
-                residuals=np.zeros(2, np.float32))
+    return dict(
+        sec=1,
+        nanosec=2,
+        frame_id="world",
+        frame_number=3,
+        ids=np.array([1, 2], dtype=np.int32),
+        names=("a", "b"),
+        positions=np.zeros((2, 3)),
+        occluded=np.zeros(2, bool),
+        residuals=np.zeros(2, np.float32),
+    )
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(ids=np.array([1, 2, 3], dtype=np.int32)), "ids has shape (3,), expected (2,)"),
-    (dict(names=("a",)), "ids has shape (2,), expected (1,)"),
-    (dict(positions=np.zeros((2, 4))), "positions has shape (2, 4), expected (2, 3)"),
-    (dict(positions=np.zeros((3, 3))), "positions has shape"),
-    (dict(occluded=np.zeros(3, bool)), "occluded has shape"),
-    (dict(occluded=np.array([0.5, 0.0])), "occluded has dtype float64"),
-    (dict(residuals=np.zeros((2, 1))), "residuals has shape"),
-    (dict(positions=np.array([["x"] * 3] * 2)), "positions has dtype"),
-    (dict(ids=np.array([1, 2**31], dtype=np.int64)), "outside the int32 range"),
-    (dict(ids=np.array([1.0, 2.0])), "ids has dtype float64"),
-    (dict(sec=2**31), "sec = 2147483648 is outside"),
-    (dict(nanosec=-1), "nanosec = -1 is outside"),
-    (dict(frame_number=-3), "frame_number = -3 is outside"),
-    (dict(frame_number=2**64), "frame_number"),
-    (dict(sec=1.5), "sec must be an integer"),
-    (dict(frame_id=None), "frame_id must be str"),
-    (dict(names=("a", 3)), "names must be str, got int"),
-    (dict(names=("a", ["b"])), "names must be str, got list"),
-    (dict(names=("a", "b\0c")), "NUL"),
-    (dict(names=("a", "\ud800")), "not valid UTF-8"),
-    (dict(names="ab"), "sequence of str"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(ids=np.array([1, 2, 3], dtype=np.int32)), "ids has shape (3,), expected (2,)"),
+        (dict(names=("a",)), "ids has shape (2,), expected (1,)"),
+        (dict(positions=np.zeros((2, 4))), "positions has shape (2, 4), expected (2, 3)"),
+        (dict(positions=np.zeros((3, 3))), "positions has shape"),
+        (dict(occluded=np.zeros(3, bool)), "occluded has shape"),
+        (dict(occluded=np.array([0.5, 0.0])), "occluded has dtype float64"),
+        (dict(residuals=np.zeros((2, 1))), "residuals has shape"),
+        (dict(positions=np.array([["x"] * 3] * 2)), "positions has dtype"),
+        (dict(ids=np.array([1, 2**31], dtype=np.int64)), "outside the int32 range"),
+        (dict(ids=np.array([1.0, 2.0])), "ids has dtype float64"),
+        (dict(sec=2**31), "sec = 2147483648 is outside"),
+        (dict(nanosec=-1), "nanosec = -1 is outside"),
+        (dict(frame_number=-3), "frame_number = -3 is outside"),
+        (dict(frame_number=2**64), "frame_number"),
+        (dict(sec=1.5), "sec must be an integer"),
+        (dict(frame_id=None), "frame_id must be str"),
+        (dict(names=("a", 3)), "names must be str, got int"),
+        (dict(names=("a", ["b"])), "names must be str, got list"),
+        (dict(names=("a", "b\0c")), "NUL"),
+        (dict(names=("a", "\ud800")), "not valid UTF-8"),
+        (dict(names="ab"), "sequence of str"),
+    ],
+)
 def test_markers_reject_inconsistent_input(change, message):
     with pytest.raises(ValueError) as info:
         MarkersEncoder().encode(**{**_good_markers(), **change})
@@ -513,11 +714,23 @@ def test_markers_reject_inconsistent_input(change, message):
 
 
 def test_offsets_and_nested_shapes_are_checked():
-    base = dict(sec=1, nanosec=2, frame_id="world", frame_number=3, ids=np.array([1, 2], dtype=np.int32),
-                names=("a", "b"), valid=np.ones(2, bool), poses=np.zeros((2, 7)),
-                mean_errors=np.zeros(2, np.float32), marker_offsets=np.array([0, 1, 3]),
-                marker_ids=np.zeros(3, np.int32), marker_names=("x", "y", "z"), marker_positions=np.zeros((3, 3)),
-                marker_occluded=np.zeros(3, bool), marker_residuals=np.zeros(3, np.float32))
+    base = dict(
+        sec=1,
+        nanosec=2,
+        frame_id="world",
+        frame_number=3,
+        ids=np.array([1, 2], dtype=np.int32),
+        names=("a", "b"),
+        valid=np.ones(2, bool),
+        poses=np.zeros((2, 7)),
+        mean_errors=np.zeros(2, np.float32),
+        marker_offsets=np.array([0, 1, 3]),
+        marker_ids=np.zeros(3, np.int32),
+        marker_names=("x", "y", "z"),
+        marker_positions=np.zeros((3, 3)),
+        marker_occluded=np.zeros(3, bool),
+        marker_residuals=np.zeros(3, np.float32),
+    )
     RigidBodiesEncoder().encode(**base)
     for change, message in [
         (dict(marker_offsets=np.array([0, 3])), "marker_offsets has shape (2,), expected (3,)"),
@@ -532,11 +745,21 @@ def test_offsets_and_nested_shapes_are_checked():
             RigidBodiesEncoder().encode(**{**base, **change})
         assert message in str(info.value), str(info.value)
 
-    skel = dict(sec=1, nanosec=2, frame_id="world", frame_number=3, ids=np.array([1], dtype=np.int32),
-                names=("s",), valid=np.ones(1, bool), segment_offsets=np.array([0, 2]),
-                segment_ids=np.zeros(2, np.int32), segment_names=("a", "b"),
-                segment_parent_ids=np.array([-1, 0], np.int32), segment_valid=np.ones(2, bool),
-                segment_poses=np.zeros((2, 7)))
+    skel = dict(
+        sec=1,
+        nanosec=2,
+        frame_id="world",
+        frame_number=3,
+        ids=np.array([1], dtype=np.int32),
+        names=("s",),
+        valid=np.ones(1, bool),
+        segment_offsets=np.array([0, 2]),
+        segment_ids=np.zeros(2, np.int32),
+        segment_names=("a", "b"),
+        segment_parent_ids=np.array([-1, 0], np.int32),
+        segment_valid=np.ones(2, bool),
+        segment_poses=np.zeros((2, 7)),
+    )
     SkeletonsEncoder().encode(**skel)
     for change, message in [
         (dict(segment_offsets=np.array([0, 1])), "must rise from 0 to 2"),
@@ -573,19 +796,64 @@ def test_published_bytes_arrive_as_messages(ros):
     ids, occ = np.array([1, -1, 3], dtype=np.int32), np.array([False, True, False])
     pos, res = rng.normal(size=(3, 3)), np.array([0.1, -1.0, 0.2], dtype=np.float32)
     cases = [
-        ("/cdr_test/markers", Markers,
-         lambda k: (MarkersEncoder, (k, 5, "world", k, ids, names, pos + k, occ, res), markers_msg)),
-        ("/cdr_test/rigid_bodies", RigidBodies,
-         lambda k: (RigidBodiesEncoder, (k, 5, "world", k, np.array([4, 5], np.int32), ("b1", "b2"),
-                                         np.array([True, False]), rng.normal(size=(2, 7)),
-                                         np.array([0.0, -1.0], np.float32), np.array([0, 2, 3]),
-                                         ids, names, pos, occ, res), bodies_msg)),
-        ("/cdr_test/skeletons", Skeletons,
-         lambda k: (SkeletonsEncoder, (k, 5, "world", k, np.array([1], np.int32), ("walker",), np.array([True]),
-                                       np.array([0, 3]), ids, names, np.array([-1, 0, 1], np.int32), ~occ,
-                                       rng.normal(size=(3, 7))), skeletons_msg)),
-        ("/cdr_test/tf", TFMessage,
-         lambda k: (TFMessageEncoder, (k, 5, "world", names, rng.normal(size=(3, 7))), tf_msg)),
+        (
+            "/cdr_test/markers",
+            Markers,
+            lambda k: (MarkersEncoder, (k, 5, "world", k, ids, names, pos + k, occ, res), markers_msg),
+        ),
+        (
+            "/cdr_test/rigid_bodies",
+            RigidBodies,
+            lambda k: (
+                RigidBodiesEncoder,
+                (
+                    k,
+                    5,
+                    "world",
+                    k,
+                    np.array([4, 5], np.int32),
+                    ("b1", "b2"),
+                    np.array([True, False]),
+                    rng.normal(size=(2, 7)),
+                    np.array([0.0, -1.0], np.float32),
+                    np.array([0, 2, 3]),
+                    ids,
+                    names,
+                    pos,
+                    occ,
+                    res,
+                ),
+                bodies_msg,
+            ),
+        ),
+        (
+            "/cdr_test/skeletons",
+            Skeletons,
+            lambda k: (
+                SkeletonsEncoder,
+                (
+                    k,
+                    5,
+                    "world",
+                    k,
+                    np.array([1], np.int32),
+                    ("walker",),
+                    np.array([True]),
+                    np.array([0, 3]),
+                    ids,
+                    names,
+                    np.array([-1, 0, 1], np.int32),
+                    ~occ,
+                    rng.normal(size=(3, 7)),
+                ),
+                skeletons_msg,
+            ),
+        ),
+        (
+            "/cdr_test/tf",
+            TFMessage,
+            lambda k: (TFMessageEncoder, (k, 5, "world", names, rng.normal(size=(3, 7))), tf_msg),
+        ),
     ]
     for topic, msg_type, make in cases:
         collector = ros.subscribe(topic, msg_type, qos)
@@ -593,8 +861,12 @@ def test_published_bytes_arrive_as_messages(ros):
         raw_sub = ros.node.create_subscription(msg_type, topic, raw_received.append, qos, raw=True)
         publisher = ros.node.create_publisher(msg_type, topic, qos)
         try:
-            wait_for(lambda: publisher.get_subscription_count() >= 2, WAIT, publisher.get_subscription_count,
-                     what=f"{topic}: both subscribers matched")
+            wait_for(
+                lambda: publisher.get_subscription_count() >= 2,
+                WAIT,
+                publisher.get_subscription_count,
+                what=f"{topic}: both subscribers matched",
+            )
             encoder_class, _, _ = make(0)
             encoder = encoder_class()
             sent = {}
@@ -604,13 +876,19 @@ def test_published_bytes_arrive_as_messages(ros):
                 sent[k] = (raw, build(*args))
                 publisher.publish(raw)
             received = collector.wait_count(5, timeout=WAIT)
-            stamps = [m.header.stamp.sec if msg_type is not TFMessage else m.transforms[0].header.stamp.sec
-                      for m in received]
+            stamps = [
+                m.header.stamp.sec if msg_type is not TFMessage else m.transforms[0].header.stamp.sec
+                for m in received
+            ]
             assert stamps == [1, 2, 3, 4, 5]
             for msg, k in zip(received, stamps):
                 assert msg == sent[k][1], f"{topic}: frame {k} arrived different"
-            wait_for(lambda: len(raw_received) >= 5, WAIT, lambda: len(raw_received),
-                     what=f"{topic}: 5 raw samples")
+            wait_for(
+                lambda: len(raw_received) >= 5,
+                WAIT,
+                lambda: len(raw_received),
+                what=f"{topic}: 5 raw samples",
+            )
             assert raw_received == [sent[k][0] for k in range(1, 6)], f"{topic}: raw bytes changed in transit"
         finally:
             ros.node.destroy_subscription(raw_sub)

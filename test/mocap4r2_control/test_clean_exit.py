@@ -11,6 +11,7 @@ new executable is covered without touching this file: it is treated as a ROS nod
 (started in a namespace of its own, "up" once it is in the ROS graph) unless it is listed
 in ``NOT_ROS_NODES`` below.
 """
+
 from __future__ import annotations
 
 import ast
@@ -23,7 +24,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from support import ROOT, executable
 
 # seconds between the signal and the end of the process, on a machine with a free core
@@ -71,9 +71,12 @@ NOT_ROS_NODES = {
 # long-running verb is the terminal UI, which needs a terminal).
 NOT_DAEMONS = {"mocap4r2": "a command that returns; its interactive verb (tui) needs a terminal"}
 
-EXECUTABLES = [pytest.param(pkg, exe, id=exe,
-                            marks=pytest.mark.skip(reason=NOT_DAEMONS[exe]) if exe in NOT_DAEMONS else ())
-               for pkg, exe in console_scripts()]
+EXECUTABLES = [
+    pytest.param(
+        pkg, exe, id=exe, marks=pytest.mark.skip(reason=NOT_DAEMONS[exe]) if exe in NOT_DAEMONS else ()
+    )
+    for pkg, exe in console_scripts()
+]
 
 
 def test_entry_points_found():
@@ -122,7 +125,9 @@ def signal_and_time(proc, sig: int) -> float:
     except subprocess.TimeoutExpired:
         proc.popen.kill()
         proc.popen.wait(5)
-        pytest.fail(f"{proc.name} still running 30 s after {signal.Signals(sig).name}; log:\n{proc.log()[-3000:]}")
+        pytest.fail(
+            f"{proc.name} still running 30 s after {signal.Signals(sig).name}; log:\n{proc.log()[-3000:]}"
+        )
     return time.monotonic() - sent
 
 
@@ -143,8 +148,10 @@ def assert_clean(proc, sig: int, took: float) -> None:
     problems = []
     bound = exit_bound()
     if took > bound:
-        problems.append(f"exited {took:.2f} s after {name} (bound {bound:.1f} s: {EXIT_BOUND_S} s "
-                        f"x CPU oversubscription + {LOADED_MACHINE_ALLOWANCE_S} s, load {os.getloadavg()[0]:.1f})")
+        problems.append(
+            f"exited {took:.2f} s after {name} (bound {bound:.1f} s: {EXIT_BOUND_S} s "
+            f"x CPU oversubscription + {LOADED_MACHINE_ALLOWANCE_S} s, load {os.getloadavg()[0]:.1f})"
+        )
     if proc.popen.returncode != 0:
         problems.append(f"exit code {proc.popen.returncode} after {name}")
     for bad in ("Traceback", "never retrieved"):
@@ -170,7 +177,7 @@ def loading(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/maps") as maps:
             return LOADING_MARK in maps.read()
-    except OSError:   # ended, or no /proc
+    except OSError:  # ended, or no /proc
         return False
 
 
@@ -188,7 +195,9 @@ def test_a_signal_while_loading_is_kept(ros, procs, package, exe, sig):
         proc = procs.start(package, exe, namespace=f"/loading_{uuid.uuid4().hex[:8]}")
     deadline = time.monotonic() + STARTUP_S
     while not loading(proc.popen.pid):
-        assert proc.alive() and time.monotonic() < deadline, f"{exe} never loaded numpy:\n{proc.log()[-3000:]}"
+        assert proc.alive() and time.monotonic() < deadline, (
+            f"{exe} never loaded numpy:\n{proc.log()[-3000:]}"
+        )
         time.sleep(0.001)
     took = signal_and_time(proc, sig)
     assert_clean(proc, sig, took)
@@ -197,9 +206,14 @@ def test_a_signal_while_loading_is_kept(ros, procs, package, exe, sig):
 def _write_scene(tmp_path: Path, rate: float) -> str:
     import yaml
 
-    scene = {"seed": 1, "rate": rate, "rigid_bodies": [
-        {"name": f"b{i}", "id": i + 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 3.0}}
-        for i in range(4)]}
+    scene = {
+        "seed": 1,
+        "rate": rate,
+        "rigid_bodies": [
+            {"name": f"b{i}", "id": i + 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 3.0}}
+            for i in range(4)
+        ],
+    }
     path = tmp_path / "scene.yaml"
     path.write_text(yaml.safe_dump(scene))
     return str(path)
@@ -211,13 +225,22 @@ def test_streaming_system_and_tools_exit_cleanly(ros, procs, tmp_path, sig):
     its frames: both leave within the bound."""
     from mocap4r2_interfaces.msg import RigidBodies
 
-    sim = start_and_wait_up(ros, procs, "mocap4r2_drivers", "simulated_system",
-                            {"scene": _write_scene(tmp_path, 1000.0), "autostart": True})
+    sim = start_and_wait_up(
+        ros,
+        procs,
+        "mocap4r2_drivers",
+        "simulated_system",
+        {"scene": _write_scene(tmp_path, 1000.0), "autostart": True},
+    )
     namespace = next(a.split(":=")[1] for a in sim.popen.args if a.startswith("__ns:="))
     bodies = ros.subscribe(f"{namespace}/rigid_bodies", RigidBodies)
     bodies.wait_count(50, timeout=30)
-    viz = procs.start("mocap4r2_tools", "marker_viz", namespace=namespace,
-                      params={"systems": [namespace], "discover": False})
+    viz = procs.start(
+        "mocap4r2_tools",
+        "marker_viz",
+        namespace=namespace,
+        params={"systems": [namespace], "discover": False},
+    )
     deadline = time.monotonic() + STARTUP_S
     while ("marker_viz", namespace) not in set(ros.node.get_node_names_and_namespaces()):
         assert viz.alive() and time.monotonic() < deadline, f"marker_viz not up; log:\n{viz.log()[-3000:]}"

@@ -1,6 +1,7 @@
 """The control plane with two simulated systems and an AuxiliarSystem as real processes:
 announcements, START/STOP of all and of a subset, acks, late joiners, bad requests, the
 CLI end to end and the TUI."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,12 +11,13 @@ import time
 
 import pytest
 import yaml
-from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo, RigidBodies
 from std_srvs.srv import Trigger
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import INSTALL, wait_for
 
 from mocap4r2_control.control_plane import ACK_QOS, CONTROL_QOS, SYSTEMS_LISTENER_QOS, ControlClient
 from mocap4r2_control.timebase import time_msg
-from support import CROSS_PROCESS_TIMEOUT as WAIT, INSTALL, wait_for
+from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo, RigidBodies
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 AUX = ("mocap4r2_control", "auxiliar_system")
@@ -29,15 +31,25 @@ def plane(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("plane")
     scene = tmp / "scene.yaml"
-    scene.write_text(yaml.safe_dump({"rate": 50.0, "rigid_bodies": [{"name": "box", "trajectory": {"type": "static"}}]}))
+    scene.write_text(
+        yaml.safe_dump({"rate": 50.0, "rigid_bodies": [{"name": "box", "trajectory": {"type": "static"}}]})
+    )
     runner = ProcessRunner(tmp)
     procs = {
         A: runner.start(*SIM, name="sim", namespace="/cp/a", params={"scene": str(scene)}),
         B: runner.start(*SIM, name="sim", namespace="/cp/b", params={"scene": str(scene), "frame_id": "lab"}),
-        EMG: runner.start(*AUX, name="emg", namespace="/cp",
-                          params={"type": "emg", "topics": ["/cp/emg/data"],
-                                  "topic_types": ["std_msgs/msg/Float64MultiArray"],
-                                  "start_service": "/cp/recorder/start", "service_timeout": 3.0}),
+        EMG: runner.start(
+            *AUX,
+            name="emg",
+            namespace="/cp",
+            params={
+                "type": "emg",
+                "topics": ["/cp/emg/data"],
+                "topic_types": ["std_msgs/msg/Float64MultiArray"],
+                "start_service": "/cp/recorder/start",
+                "service_timeout": 3.0,
+            },
+        ),
     }
     yield procs
     runner.stop_all()
@@ -73,8 +85,12 @@ def states(client) -> dict[str, str]:
 
 
 def wait_states(client, expected: dict[str, str], timeout=WAIT):
-    wait_for(lambda: all(states(client).get(k) == v for k, v in expected.items()), timeout,
-             lambda: states(client), what=f"states {expected}")
+    wait_for(
+        lambda: all(states(client).get(k) == v for k, v in expected.items()),
+        timeout,
+        lambda: states(client),
+        what=f"states {expected}",
+    )
 
 
 def test_every_system_announces_itself(plane, client):
@@ -85,8 +101,11 @@ def test_every_system_announces_itself(plane, client):
     assert b.frame_id == "lab"
     assert a.state.label == "unconfigured"
     assert a.topics == ["/cp/a/markers", "/cp/a/rigid_bodies", "/cp/a/skeletons", "/diagnostics"]
-    assert a.topic_types[:3] == ["mocap4r2_interfaces/msg/Markers", "mocap4r2_interfaces/msg/RigidBodies",
-                                 "mocap4r2_interfaces/msg/Skeletons"]
+    assert a.topic_types[:3] == [
+        "mocap4r2_interfaces/msg/Markers",
+        "mocap4r2_interfaces/msg/RigidBodies",
+        "mocap4r2_interfaces/msg/Skeletons",
+    ]
     assert emg.topics == ["/cp/emg/data"] and emg.topic_types == ["std_msgs/msg/Float64MultiArray"]
 
 
@@ -139,8 +158,12 @@ def test_late_joiner_sees_every_system(plane, client, ros):
     # a brand-new subscriber, after every announcement was made
     late = ros.subscribe("/mocap4r2/systems", MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     late.wait_for(lambda i: i.system == A, timeout=WAIT)
-    wait_for(lambda: set(ALL) <= {i.system for i in late.snapshot()}, WAIT,
-             lambda: sorted({i.system for i in late.snapshot()}), what=f"announcements of {ALL}")
+    wait_for(
+        lambda: set(ALL) <= {i.system for i in late.snapshot()},
+        WAIT,
+        lambda: sorted({i.system for i in late.snapshot()}),
+        what=f"announcements of {ALL}",
+    )
     assert set(ALL) <= {i.system for i in late.snapshot()}
 
 
@@ -149,9 +172,12 @@ def test_bad_repeated_and_foreign_requests(plane, client, ros):
     ack_sub = ros._subs[-1]
     pub = ros.publisher("/mocap4r2/control", Control, CONTROL_QOS)
     # requests and acks are volatile: both new endpoints must have matched every system
-    wait_for(lambda: pub.get_subscription_count() >= len(ALL) and ack_sub.get_publisher_count() >= len(ALL),
-             WAIT, lambda: (pub.get_subscription_count(), ack_sub.get_publisher_count()),
-             what="request publisher and ack subscription matched by every system")
+    wait_for(
+        lambda: pub.get_subscription_count() >= len(ALL) and ack_sub.get_publisher_count() >= len(ALL),
+        WAIT,
+        lambda: (pub.get_subscription_count(), ack_sub.get_publisher_count()),
+        what="request publisher and ack subscription matched by every system",
+    )
 
     def send(**fields):
         msg = Control(requester="/test", stamp=time_msg(), **fields)
@@ -183,8 +209,13 @@ def test_bad_repeated_and_foreign_requests(plane, client, ros):
 
 def cli(*args, timeout=60):
     env = dict(os.environ, COLUMNS="400")  # rich would shorten table cells to a terminal's width
-    return subprocess.run([str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def test_cli_end_to_end(plane, client):
@@ -232,13 +263,23 @@ def test_tui_starts_and_stops_from_the_keyboard(plane, client):
             async with app.run_test() as pilot:
                 # waits run in a thread so the app's event loop keeps running meanwhile
                 table = app.query_one("#systems")
-                await asyncio.to_thread(wait_for, lambda: table.row_count >= 3, WAIT,
-                                        lambda: table.row_count, what="three rows in the table")
+                await asyncio.to_thread(
+                    wait_for,
+                    lambda: table.row_count >= 3,
+                    WAIT,
+                    lambda: table.row_count,
+                    what="three rows in the table",
+                )
                 await pilot.press("s")
                 await asyncio.to_thread(wait_states, client, {A: "active", B: "active"})
                 assert states(client)[A] == "active" and states(client)[B] == "active"
-                await asyncio.to_thread(wait_for, lambda: row_a() and row_a().last_frame > 0, WAIT, row_a,
-                                        what=f"frames of {A} in the view")
+                await asyncio.to_thread(
+                    wait_for,
+                    lambda: row_a() and row_a().last_frame > 0,
+                    WAIT,
+                    row_a,
+                    what=f"frames of {A} in the view",
+                )
                 rows = {r.name: r for r in app.view.refresh()}
                 assert rows[A].bodies_total == 1 and rows[A].last_frame > 0
                 await pilot.press("x")
@@ -246,8 +287,13 @@ def test_tui_starts_and_stops_from_the_keyboard(plane, client):
                 assert states(client)[A] == "inactive"
                 # the STOP line is logged once every system has acked, which can be after
                 # A's state changed: wait for the line itself
-                await asyncio.to_thread(wait_for, lambda: any("STOP" in line for line in app.view.log), WAIT,
-                                        lambda: list(app.view.log), what="a STOP line in the TUI log")
+                await asyncio.to_thread(
+                    wait_for,
+                    lambda: any("STOP" in line for line in app.view.log),
+                    WAIT,
+                    lambda: list(app.view.log),
+                    what="a STOP line in the TUI log",
+                )
                 assert any("STOP" in line for line in app.view.log)
                 await pilot.press("q")
 

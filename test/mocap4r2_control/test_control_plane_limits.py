@@ -6,6 +6,7 @@ systems and an AuxiliarSystem as real processes:
 * a huge session id or systems list is refused with a short reason, never echoed or
   logged in full.
 """
+
 from __future__ import annotations
 
 import collections
@@ -13,12 +14,11 @@ import time
 
 import pytest
 import yaml
-from mocap4r2_interfaces.msg import Control, ControlAck
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from mocap4r2_control.control_plane import (CONTROL_QOS, MAX_SESSION_ID_BYTES, MAX_SYSTEMS,
-                                            ControlClient)
+from mocap4r2_control.control_plane import CONTROL_QOS, MAX_SESSION_ID_BYTES, MAX_SYSTEMS, ControlClient
 from mocap4r2_control.timebase import time_msg
+from mocap4r2_interfaces.msg import Control, ControlAck
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 AUX = ("mocap4r2_control", "auxiliar_system")
@@ -34,7 +34,9 @@ def plane(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("plane")
     scene = tmp / "scene.yaml"
-    scene.write_text(yaml.safe_dump({"rate": 50.0, "rigid_bodies": [{"name": "box", "trajectory": {"type": "static"}}]}))
+    scene.write_text(
+        yaml.safe_dump({"rate": 50.0, "rigid_bodies": [{"name": "box", "trajectory": {"type": "static"}}]})
+    )
     runner = ProcessRunner(tmp)
     procs = {
         A: runner.start(*SIM, name="sim", namespace="/cpl/a", params={"scene": str(scene)}),
@@ -66,8 +68,16 @@ def wire(plane, ros_session):
 
 
 def send(pub, request_id: str, systems=(), session_id: str = "", command: int = Control.STOP) -> None:
-    pub.publish(Control(command=command, request_id=request_id, requester="/test", session_id=session_id,
-                        systems=list(systems), stamp=time_msg()))
+    pub.publish(
+        Control(
+            command=command,
+            request_id=request_id,
+            requester="/test",
+            session_id=session_id,
+            systems=list(systems),
+            stamp=time_msg(),
+        )
+    )
 
 
 def wait_acks(acks, wanted: set[tuple[str, str]], timeout: float) -> collections.Counter:
@@ -80,8 +90,9 @@ def wait_acks(acks, wanted: set[tuple[str, str]], timeout: float) -> collections
         if not missing:
             return counts
         if time.monotonic() > deadline:
-            raise AssertionError(f"{len(missing)} of {len(wanted)} acks missing after {timeout} s, "
-                                 f"e.g. {sorted(missing)[:3]}")
+            raise AssertionError(
+                f"{len(missing)} of {len(wanted)} acks missing after {timeout} s, e.g. {sorted(missing)[:3]}"
+            )
         time.sleep(0.1)
 
 
@@ -109,7 +120,7 @@ def test_a_repeat_after_more_than_256_other_requests_is_not_answered_again(plane
         send(pub, request_id, systems=[A])
     wait_acks(acks, {(r, A) for r in ids}, timeout=60)
     for request_id in ids[:5]:
-        send(pub, request_id, systems=[A])       # repeats of the oldest
+        send(pub, request_id, systems=[A])  # repeats of the oldest
     send(pub, "old-marker", systems=[A])
     acks.wait_for(lambda a: a.request_id == "old-marker", timeout=30)
     counts = collections.Counter(a.request_id for a in acks.snapshot() if a.system == A)
@@ -148,18 +159,23 @@ def member_node():
     """A ControlPlaneMember on a node of its own context that spins only when the test
     says so: a busy system, whose request queue fills while it does not read."""
     import rclpy
-    from mocap4r2_interfaces.msg import MocapSystemInfo
     from rclpy.executors import SingleThreadedExecutor
 
     from mocap4r2_control.control_plane import ControlPlaneMember, Outcome
+    from mocap4r2_interfaces.msg import MocapSystemInfo
 
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("busy", namespace="/cpl_overflow", context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
-    member = ControlPlaneMember(node, lambda session: Outcome(True, "active"), lambda: Outcome(True, "inactive"),
-                                MocapSystemInfo, max_remembered=2200)
+    member = ControlPlaneMember(
+        node,
+        lambda session: Outcome(True, "active"),
+        lambda: Outcome(True, "inactive"),
+        MocapSystemInfo,
+        max_remembered=2200,
+    )
     yield node, member, executor
     executor.shutdown(timeout_sec=1.0)
     node.destroy_node()
@@ -187,15 +203,19 @@ def test_requests_beyond_the_queue_are_counted_and_logged_once(ros, member_node)
         assert time.monotonic() < deadline, "the busy node never answered"
         send(pub, f"first-{attempt}", systems=[me])
         attempt += 1
-        for _ in range(10):   # half a second of reading
+        for _ in range(10):  # half a second of reading
             executor.spin_once(timeout_sec=0.05)
     # the system is busy (not spinning) while 100 more requests than its queue holds arrive
     flood = CONTROL_QOS.depth + 100
     for i in range(flood):
         send(pub, f"flood-{i}", systems=[me])
     assert pub.wait_for_all_acked(__import__("rclpy").duration.Duration(seconds=60)), "requests not delivered"
-    spin_until(executor, lambda: member.lost + len([a for a in acks.snapshot() if a.request_id.startswith("flood")])
-               >= flood, 120, lambda: f"lost {member.lost}, acks {len(acks.snapshot())}")
+    spin_until(
+        executor,
+        lambda: member.lost + len([a for a in acks.snapshot() if a.request_id.startswith("flood")]) >= flood,
+        120,
+        lambda: f"lost {member.lost}, acks {len(acks.snapshot())}",
+    )
     answered = {a.request_id for a in acks.snapshot() if a.request_id.startswith("flood")}
     assert member.lost == flood - len(answered) == 100
     assert member.counters()["control_requests_lost"] == 100

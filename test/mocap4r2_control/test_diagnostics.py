@@ -1,5 +1,6 @@
 """mocap4r2_control.diagnostics: the OK / WARN / ERROR rules of a system's /diagnostics
 report, from frames recorded as the reader thread records them."""
+
 from __future__ import annotations
 
 import time

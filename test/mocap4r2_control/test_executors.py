@@ -5,6 +5,7 @@ on every pass of its loop; under a steady stream it fell to 7-30 msg/s on a full
 mocap4r2_control/executors.py). gazebo_system and auxiliar_system spin with two threads,
 so the first test here is the one that failed with it: every message of a 1 kHz stream
 must be handled. The others keep what two threads are for."""
+
 from __future__ import annotations
 
 import sys
@@ -16,9 +17,9 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from std_msgs.msg import UInt32
+from support import RosHarness, wait_for, wait_subscribed
 
 from mocap4r2_control.executors import PatientMultiThreadedExecutor
-from support import RosHarness, wait_for, wait_subscribed
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 STREAM_PUBLISHER = Path(__file__).resolve().parents[1] / "fixtures" / "stream_publisher.py"
@@ -31,7 +32,9 @@ def spun():
     made = []
 
     def make(name):
-        made.append(RosHarness(name, lambda context: PatientMultiThreadedExecutor(num_threads=2, context=context)))
+        made.append(
+            RosHarness(name, lambda context: PatientMultiThreadedExecutor(num_threads=2, context=context))
+        )
         return made[-1]
 
     yield make
@@ -48,22 +51,46 @@ def test_two_threads_handle_every_message_of_a_1khz_stream(spun, procs):
     when it ended; bench_executor.py measures the same) and caught up only once it
     stopped."""
     count = 3000
-    publisher = procs.start_command([sys.executable, str(STREAM_PUBLISHER), "1000", str(count),
-                                     "/executor_stream/a", "/executor_stream/b"], label="stream_publisher")
+    publisher = procs.start_command(
+        [
+            sys.executable,
+            str(STREAM_PUBLISHER),
+            "1000",
+            str(count),
+            "/executor_stream/a",
+            "/executor_stream/b",
+        ],
+        label="stream_publisher",
+    )
     assert publisher.wait_log("publishing"), publisher.log()
     sub = spun("executor_stream")
     group = MutuallyExclusiveCallbackGroup()
     got = {"a": [], "b": []}
-    qos = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    qos = QoSProfile(
+        depth=5000, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
     for key in got:
-        sub.node.create_subscription(UInt32, f"/executor_stream/{key}", lambda m, k=key: got[k].append(m.data),
-                                     qos, callback_group=group)
+        sub.node.create_subscription(
+            UInt32,
+            f"/executor_stream/{key}",
+            lambda m, k=key: got[k].append(m.data),
+            qos,
+            callback_group=group,
+        )
     assert publisher.wait_log("sent", timeout=60), publisher.log()
     handled = {k: len(v) for k, v in got.items()}
-    assert all(n >= count // 4 for n in handled.values()), f"handled while the stream flowed: {handled} of {count}"
-    wait_for(lambda: all(len(v) == count for v in got.values()), 30,
-             describe=lambda: {k: len(v) for k, v in got.items()}, what=f"{count} messages on each topic")
-    assert got["a"] == list(range(count)) and got["b"] == list(range(count)), "each topic in order, none twice"
+    assert all(n >= count // 4 for n in handled.values()), (
+        f"handled while the stream flowed: {handled} of {count}"
+    )
+    wait_for(
+        lambda: all(len(v) == count for v in got.values()),
+        30,
+        describe=lambda: {k: len(v) for k, v in got.items()},
+        what=f"{count} messages on each topic",
+    )
+    assert got["a"] == list(range(count)) and got["b"] == list(range(count)), (
+        "each topic in order, none twice"
+    )
 
 
 def test_a_callback_may_wait_for_another_callback(ros, spun):
@@ -77,10 +104,16 @@ def test_a_callback_may_wait_for_another_callback(ros, spun):
         waiting.set()
         waited.append(arrived.wait(20))
 
-    sub.node.create_subscription(UInt32, "/executor_wait/data", lambda m: arrived.set(), RELIABLE,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
-    sub.node.create_subscription(UInt32, "/executor_wait/go", wait_for_data, RELIABLE,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+    sub.node.create_subscription(
+        UInt32,
+        "/executor_wait/data",
+        lambda m: arrived.set(),
+        RELIABLE,
+        callback_group=MutuallyExclusiveCallbackGroup(),
+    )
+    sub.node.create_subscription(
+        UInt32, "/executor_wait/go", wait_for_data, RELIABLE, callback_group=MutuallyExclusiveCallbackGroup()
+    )
     go = ros.publisher("/executor_wait/go", UInt32, RELIABLE)
     data = ros.publisher("/executor_wait/data", UInt32, RELIABLE)
     wait_subscribed(go)

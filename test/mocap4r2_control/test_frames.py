@@ -1,5 +1,6 @@
 """What a system publishes per frame, checked against the deterministic scene it streams:
 one stamp and frame number across the three topics, the validity rule, TF, diagnostics."""
+
 from __future__ import annotations
 
 import math
@@ -9,27 +10,45 @@ import numpy as np
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
-from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 from rclpy.qos import QoSProfile
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.tf_out import TF_QOS
 from mocap4r2_drivers.simulated.scene import Scene
-from support import CROSS_PROCESS_TIMEOUT as WAIT
-from support import wait_for
+from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 
 SCENE = {
-    "seed": 11, "rate": 100.0, "latency": 0.006, "latency_jitter": 0.0, "noise": 0.0,
-    "dropped_frames": 0.03, "unlabeled_markers": 3, "occlusion": 0.0,
+    "seed": 11,
+    "rate": 100.0,
+    "latency": 0.006,
+    "latency_jitter": 0.0,
+    "noise": 0.0,
+    "dropped_frames": 0.03,
+    "unlabeled_markers": 3,
+    "occlusion": 0.0,
     "rigid_bodies": [
-        {"name": "flyer", "id": 21, "trajectory": {"type": "circle", "radius": 1.0, "period": 3.0},
-         # lost 0.4 s of every 1 s: plenty of invalid frames in a short test
-         "tracking_loss": {"every": 1.0, "duration": 0.4}},
-        {"name": "blinker", "id": 22, "trajectory": {"type": "figure_eight", "period": 5.0},
-         "occlusion": 0.3},
-        {"name": "anchor", "id": 23, "trajectory": {"type": "static", "position": [1.0, -1.0, 0.5], "yaw": 0.7}},
+        {
+            "name": "flyer",
+            "id": 21,
+            "trajectory": {"type": "circle", "radius": 1.0, "period": 3.0},
+            # lost 0.4 s of every 1 s: plenty of invalid frames in a short test
+            "tracking_loss": {"every": 1.0, "duration": 0.4},
+        },
+        {
+            "name": "blinker",
+            "id": 22,
+            "trajectory": {"type": "figure_eight", "period": 5.0},
+            "occlusion": 0.3,
+        },
+        {
+            "name": "anchor",
+            "id": 23,
+            "trajectory": {"type": "static", "position": [1.0, -1.0, 0.5], "yaw": 0.7},
+        },
     ],
     "skeletons": [{"name": "walker", "id": 5, "tracking_loss": {"every": 1.5, "duration": 0.3}}],
 }
@@ -56,21 +75,36 @@ def record(ros, procs, scene_path, namespace, seconds=3.0, **params):
         "skeletons": ros.subscribe(f"{namespace}/skeletons", Skeletons, deep),
         # tf2_ros's QoS but a deeper history: this process deserializes three other
         # topics in Python and must not lose /tf samples while it catches up
-        "tf": ros.subscribe("/tf", TFMessage, QoSProfile(depth=1000, reliability=TF_QOS.reliability,
-                                                        durability=TF_QOS.durability)),
+        "tf": ros.subscribe(
+            "/tf",
+            TFMessage,
+            QoSProfile(depth=1000, reliability=TF_QOS.reliability, durability=TF_QOS.durability),
+        ),
         "diagnostics": ros.subscribe("/diagnostics", DiagnosticArray),
     }
-    proc = procs.start(*SIM, name="sim", namespace=namespace,
-                       params={"scene": scene_path, "autostart": True, "qos_depth": 1000,
-                               # a stalled reader loses no frame: the gaps must be the scene's drops
-                               "max_backlog": 100000, **params})
+    proc = procs.start(
+        *SIM,
+        name="sim",
+        namespace=namespace,
+        params={
+            "scene": scene_path,
+            "autostart": True,
+            "qos_depth": 1000,
+            # a stalled reader loses no frame: the gaps must be the scene's drops
+            "max_backlog": 100000,
+            **params,
+        },
+    )
     topics["bodies"].wait_for(timeout=WAIT)
     # a span of stream time, counted in frames received (not wall time: a stalled machine
     # publishes fewer frames per second, and the counts below must not depend on it)
     wanted = int(seconds * SCENE["rate"] * (1 - SCENE["dropped_frames"]) * 0.95)
-    wait_for(lambda: all(len(topics[k].snapshot()) >= wanted for k in ("markers", "bodies", "skeletons")),
-             WAIT * 2, lambda: {k: len(topics[k].snapshot()) for k in ("markers", "bodies", "skeletons")},
-             what=f"{wanted} frames on each topic")
+    wait_for(
+        lambda: all(len(topics[k].snapshot()) >= wanted for k in ("markers", "bodies", "skeletons")),
+        WAIT * 2,
+        lambda: {k: len(topics[k].snapshot()) for k in ("markers", "bodies", "skeletons")},
+        what=f"{wanted} frames on each topic",
+    )
     proc.stop()
     return {k: v.snapshot() for k, v in topics.items()}
 
@@ -138,7 +172,9 @@ def test_published_values_are_the_scene_values_with_the_validity_rule(ros, procs
                     assert abs(np.linalg.norm(values[3:]) - 1.0) < 1e-9
                 assert body.mean_error < 0
             for marker in body.markers:
-                assert all(math.isfinite(v) for v in (marker.position.x, marker.position.y, marker.position.z))
+                assert all(
+                    math.isfinite(v) for v in (marker.position.x, marker.position.y, marker.position.z)
+                )
                 if marker.occluded:
                     saw_occluded = True
                     assert marker.residual < 0
@@ -186,7 +222,9 @@ def test_skeletons_follow_the_model(ros, procs, streaming):
 
 
 def test_tf_for_tracked_bodies_with_prefix(ros, procs, streaming):
-    rec = record(ros, procs, streaming, "/f4", seconds=2.0, publish_tf=True, tf_prefix="lab/", frame_id="mocap")
+    rec = record(
+        ros, procs, streaming, "/f4", seconds=2.0, publish_tf=True, tf_prefix="lab/", frame_id="mocap"
+    )
     stamps_of = {stamp(m): m for m in rec["bodies"]}
     matched = 0
     for tf in rec["tf"]:
@@ -211,8 +249,12 @@ def test_tf_for_tracked_bodies_with_prefix(ros, procs, streaming):
 def test_diagnostics_report_rate_latency_drops_and_tracking(ros, procs, streaming):
     rec = record(ros, procs, streaming, "/f5", seconds=3.5)
     statuses = [s for d in rec["diagnostics"] for s in d.status if s.hardware_id == "/f5/sim"]
-    streaming_reports = [s for s in statuses if dict((kv.key, kv.value) for kv in s.values)["state"] == "active"
-                         and int(dict((kv.key, kv.value) for kv in s.values)["frames"]) > 50]
+    streaming_reports = [
+        s
+        for s in statuses
+        if dict((kv.key, kv.value) for kv in s.values)["state"] == "active"
+        and int(dict((kv.key, kv.value) for kv in s.values)["frames"]) > 50
+    ]
     assert len(streaming_reports) >= 2
     values = {kv.key: kv.value for kv in streaming_reports[-1].values}
     assert 50.0 < float(values["rate_hz"]) < 110.0
@@ -236,10 +278,14 @@ def test_diagnostics_error_when_no_frame_arrives(ros, procs, tmp_path):
     path = tmp_path / "slow.yaml"
     path.write_text(yaml.safe_dump(slow))
     diags = ros.subscribe("/diagnostics", DiagnosticArray)
-    procs.start(*SIM, name="sim", namespace="/f6",
-                params={"scene": str(path), "autostart": True, "no_frame_error": 0.3,
-                        "diagnostics_period": 0.2})
-    report = diags.wait_for(lambda d: any(s.hardware_id == "/f6/sim" and s.level == bytes([2]) for s in d.status),
-                            timeout=WAIT)
+    procs.start(
+        *SIM,
+        name="sim",
+        namespace="/f6",
+        params={"scene": str(path), "autostart": True, "no_frame_error": 0.3, "diagnostics_period": 0.2},
+    )
+    report = diags.wait_for(
+        lambda d: any(s.hardware_id == "/f6/sim" and s.level == bytes([2]) for s in d.status), timeout=WAIT
+    )
     status = next(s for s in report.status if s.hardware_id == "/f6/sim")
     assert "no frame for" in status.message

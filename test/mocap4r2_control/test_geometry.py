@@ -1,5 +1,6 @@
 """mocap4r2_control.geometry against scipy's rotations: quaternion products, rotations,
 matrices, the named up-axis changes, and which poses are usable."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -57,7 +58,9 @@ def test_axis_change_is_a_proper_rotation_taking_the_up_axis_to_z(up):
     assert np.allclose(change.positions(V), V @ a.T)
     # orientations are conjugated: the body's own axes are re-expressed too
     conjugated = Rotation.from_matrix(a) * Q * Rotation.from_matrix(a).inv()
-    assert np.allclose(Rotation.from_quat(change.orientations(Q.as_quat())).as_matrix(), conjugated.as_matrix())
+    assert np.allclose(
+        Rotation.from_quat(change.orientations(Q.as_quat())).as_matrix(), conjugated.as_matrix()
+    )
     back = change.inverse()
     assert np.allclose(back.positions(change.positions(V)), V)
     assert np.allclose(back.orientations(change.orientations(Q.as_quat())), Q.as_quat())
@@ -78,7 +81,7 @@ def test_usable_pose_refuses_non_finite_values_and_degenerate_quaternions():
     assert np.allclose(orientation, [0, 0, 0, 1]) and np.allclose(position, [1, 2, 3])
     assert usable_pose([np.nan, 0, 0], [0, 0, 0, 1]) is None
     assert usable_pose([0, 0, 0], [0, 0, np.inf, 1]) is None
-    assert usable_pose([0, 0, 0], [0, 0, 0, 0]) is None          # what SDKs send for an untracked body
+    assert usable_pose([0, 0, 0], [0, 0, 0, 0]) is None  # what SDKs send for an untracked body
     assert pose_is_usable([0, 0, 0], [0, 0, 0, 1]) and not pose_is_usable([0, 0, 0], [0, 0, 0, 1e-9])
 
 

@@ -1,6 +1,7 @@
 """Launch files and YAML configs: installed where `ros2 launch <package> <file>` finds
 them (each by the package it belongs to), every config key is a parameter the node declares and accepts, and (where
 the `launch` package exists) each launch file generates its description."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from support import CROSS_PROCESS_TIMEOUT as WAIT, INSTALL, ROOT
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import INSTALL, ROOT
 
 LAUNCH_DIR = ROOT / "launch"
 CONFIG_DIR = ROOT / "config"
@@ -47,12 +48,23 @@ def test_config_keys_are_parameters_the_node_accepts(procs, ros, name):
     params = data["/**"]["ros__parameters"]
     package, exe = NODE_CONFIGS[name]
     node_name = f"cfg_{exe}"
-    proc = procs.start_command([str(INSTALL / package / "lib" / package / exe), "--ros-args", "-r",
-                                f"__node:={node_name}", "-r", "__ns:=/cfgtest", "--params-file",
-                                str(CONFIG_DIR / name)], label=node_name)
+    proc = procs.start_command(
+        [
+            str(INSTALL / package / "lib" / package / exe),
+            "--ros-args",
+            "-r",
+            f"__node:={node_name}",
+            "-r",
+            "__ns:=/cfgtest",
+            "--params-file",
+            str(CONFIG_DIR / name),
+        ],
+        label=node_name,
+    )
     ros.wait_state(f"/cfgtest/{node_name}", "unconfigured", timeout=WAIT)
-    response = ros.call(GetParameters, f"/cfgtest/{node_name}/get_parameters",
-                        GetParameters.Request(names=list(params)))
+    response = ros.call(
+        GetParameters, f"/cfgtest/{node_name}/get_parameters", GetParameters.Request(names=list(params))
+    )
     assert len(response.values) == len(params)
     for (key, expected), value in zip(params.items(), response.values):
         assert value.type != 0, f"{name}: {key} is not a parameter of {exe}"
@@ -97,8 +109,9 @@ def _launch_available() -> bool:
     return True
 
 
-@pytest.mark.skipif(not _launch_available(),
-                    reason="the `launch` package is not installed here (it is on a ROS distribution)")
+@pytest.mark.skipif(
+    not _launch_available(), reason="the `launch` package is not installed here (it is on a ROS distribution)"
+)
 @pytest.mark.parametrize("path", launch_files(), ids=lambda p: p.name)
 def test_launch_file_generates_its_description(path):
     from launch import LaunchDescription

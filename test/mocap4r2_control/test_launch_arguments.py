@@ -10,6 +10,7 @@ read as Python source and ``launch``'s rules for arguments are applied to them
 ``GroupAction(scoped=True)`` starts from a copy of its parent's configurations and
 keeps its own to itself).
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import INSTALL, ROOT
 
 LAUNCH_DIR = ROOT / "launch"
@@ -32,17 +32,20 @@ NODE_CALLS = {"Node", "LifecycleNode"}
 def _launch_available() -> bool:
     # not find_spec: the repository's own launch/ folder looks like a namespace package
     try:
-        from launch import LaunchDescription  # noqa: F401
         import launch_ros  # noqa: F401
+
+        from launch import LaunchDescription  # noqa: F401
     except ImportError:
         return False
     # these tests run `ros2 launch` (ros2cli with ros2launch), not only the libraries
     return shutil.which("ros2") is not None
 
 
-NEEDS_LAUNCH = pytest.mark.skipif(not _launch_available(),
-                                  reason="the `launch` and `launch_ros` packages and `ros2 launch` are not "
-                                         "installed here (they are on a ROS distribution)")
+NEEDS_LAUNCH = pytest.mark.skipif(
+    not _launch_available(),
+    reason="the `launch` and `launch_ros` packages and `ros2 launch` are not "
+    "installed here (they are on a ROS distribution)",
+)
 
 
 # ------------------------------------------------------------------ static reading
@@ -52,8 +55,13 @@ def _name(call: ast.Call) -> str:
 
 
 def _assignments(tree: ast.AST) -> dict[str, ast.expr]:
-    return {t.id: node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
-            for t in node.targets if isinstance(t, ast.Name)}
+    return {
+        t.id: node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
 
 
 def _yaml_in(expr: ast.AST, names: dict[str, ast.expr], depth: int = 0) -> str | None:
@@ -91,10 +99,15 @@ class LaunchFileSource:
         # argument name -> default .yaml (None when the default is not a YAML file)
         self.declared: dict[str, str | None] = {}
         for call in calls:
-            if _name(call) == "DeclareLaunchArgument" and call.args and isinstance(call.args[0], ast.Constant):
+            if (
+                _name(call) == "DeclareLaunchArgument"
+                and call.args
+                and isinstance(call.args[0], ast.Constant)
+            ):
                 default = next((k.value for k in call.keywords if k.arg == "default_value"), None)
                 self.declared[ast.literal_eval(call.args[0])] = (
-                    _yaml_in(default, self.names) if default is not None else None)
+                    _yaml_in(default, self.names) if default is not None else None
+                )
         self.parameter_arguments: set[str] = set()
         self.node_count = 0
         for call in calls:
@@ -108,23 +121,38 @@ class LaunchFileSource:
         """(included file name, inside a scoped GroupAction) in the order they appear."""
         scoped_ids = set()
         for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call) and _name(node) == "GroupAction" and any(
+            if (
+                isinstance(node, ast.Call)
+                and _name(node) == "GroupAction"
+                and any(
                     k.arg == "scoped" and isinstance(k.value, ast.Constant) and k.value.value is True
-                    for k in node.keywords):
+                    for k in node.keywords
+                )
+            ):
                 scoped_ids |= {id(n) for n in ast.walk(node)}
         found = []
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and _name(node) == "IncludeLaunchDescription":
-                files = [c.value for c in ast.walk(node) if isinstance(c, ast.Constant)
-                         and isinstance(c.value, str) and c.value.endswith(".launch.py")]
+                files = [
+                    c.value
+                    for c in ast.walk(node)
+                    if isinstance(c, ast.Constant)
+                    and isinstance(c.value, str)
+                    and c.value.endswith(".launch.py")
+                ]
                 assert len(files) == 1, f"cannot tell which file {self.path.name} includes: {files}"
                 found.append((files[0], id(node) in scoped_ids))
         # ast.walk is breadth-first: order by position in the file
         lines = {}
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and _name(node) == "IncludeLaunchDescription":
-                files = [c.value for c in ast.walk(node) if isinstance(c, ast.Constant)
-                         and isinstance(c.value, str) and c.value.endswith(".launch.py")]
+                files = [
+                    c.value
+                    for c in ast.walk(node)
+                    if isinstance(c, ast.Constant)
+                    and isinstance(c.value, str)
+                    and c.value.endswith(".launch.py")
+                ]
                 lines[files[0]] = node.lineno
         return sorted(found, key=lambda item: lines[item[0]])
 
@@ -156,12 +184,18 @@ def test_static_reading_sees_the_collision_it_guards_against(tmp_path):
         (tmp_path / name).write_text(text)
     given = parameters_files_per_include(tmp_path / "demo_bringup.launch.py")
     # the recorder's own argument (recorder_params) was never part of the collision
-    assert given == {"simulated.launch.py": {"simulated.yaml"}, "tools.launch.py": {"simulated.yaml", "recorder.yaml"}}, given
+    assert given == {
+        "simulated.launch.py": {"simulated.yaml"},
+        "tools.launch.py": {"simulated.yaml", "recorder.yaml"},
+    }, given
 
 
 def test_each_node_of_demo_bringup_gets_its_own_parameters_file():
     given = parameters_files_per_include(LAUNCH_DIR / "demo_bringup.launch.py")
-    assert given == {"simulated.launch.py": {"simulated.yaml"}, "tools.launch.py": {"tools.yaml", "recorder.yaml"}}, given
+    assert given == {
+        "simulated.launch.py": {"simulated.yaml"},
+        "tools.launch.py": {"tools.yaml", "recorder.yaml"},
+    }, given
 
 
 def test_included_launch_files_declare_distinct_parameter_arguments():
@@ -173,8 +207,11 @@ def test_included_launch_files_declare_distinct_parameter_arguments():
         if not source.node_count:
             continue
         # the bridges' launch files are tools of their own, each with its own argument
-        own = {"tools.launch.py": {"tools_params", "recorder_params"}, "px4_bridge.launch.py": {"px4_bridge_params"},
-               "worldmodel.launch.py": {"worldmodel_params"}}
+        own = {
+            "tools.launch.py": {"tools_params", "recorder_params"},
+            "px4_bridge.launch.py": {"px4_bridge_params"},
+            "worldmodel.launch.py": {"worldmodel_params"},
+        }
         expected = own.get(path.name, {"system_params"})
         assert source.parameter_arguments == expected, (path.name, source.parameter_arguments)
         assert set(source.declared) >= expected, (path.name, source.declared)
@@ -186,9 +223,14 @@ def test_rviz_is_started_only_where_rviz2_is_found():
     source here; run for real where launch is installed, below)."""
     source = LaunchFileSource(LAUNCH_DIR / "tools.launch.py")
     functions = {f.name: f for f in ast.walk(source.tree) if isinstance(f, ast.FunctionDef)}
-    rviz_nodes = [(fname, call) for fname, f in functions.items() for call in ast.walk(f)
-                  if isinstance(call, ast.Call) and _name(call) in NODE_CALLS
-                  and any(k.arg == "package" and getattr(k.value, "value", None) == "rviz2" for k in call.keywords)]
+    rviz_nodes = [
+        (fname, call)
+        for fname, f in functions.items()
+        for call in ast.walk(f)
+        if isinstance(call, ast.Call)
+        and _name(call) in NODE_CALLS
+        and any(k.arg == "package" and getattr(k.value, "value", None) == "rviz2" for k in call.keywords)
+    ]
     assert len(rviz_nodes) == 1, "one rviz2 node, created inside a function"
     text = ast.unparse(functions["rviz_installed"])
     assert "get_package_share_directory('rviz2')" in text and "PackageNotFoundError" in text, text
@@ -197,8 +239,12 @@ def test_rviz_is_started_only_where_rviz2_is_found():
 
 # ------------------------------------------------------------------ with launch installed
 def _run_launch(args: list[str], log_path: Path) -> subprocess.Popen:
-    return subprocess.Popen(["ros2", "launch", *args], stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        ["ros2", "launch", *args],
+        stdout=open(log_path, "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _descendants_cmdlines(pid: int) -> list[list[str]]:
@@ -214,8 +260,12 @@ def _descendants_cmdlines(pid: int) -> list[list[str]]:
 def test_demo_bringup_started_for_real_gives_each_node_its_own_file(tmp_path):
     proc = _run_launch(["mocap4r2_drivers", "demo_bringup.launch.py", "rviz:=false"], tmp_path / "launch.log")
     try:
-        wanted = {"simulated_system": "simulated.yaml", "marker_viz": "tools.yaml",
-                  "robot_ground_truth": "tools.yaml", "trajectory_error": "tools.yaml"}
+        wanted = {
+            "simulated_system": "simulated.yaml",
+            "marker_viz": "tools.yaml",
+            "robot_ground_truth": "tools.yaml",
+            "trajectory_error": "tools.yaml",
+        }
         deadline = time.monotonic() + 60
         seen = {}
         while time.monotonic() < deadline and len(seen) < len(wanted):
@@ -250,7 +300,8 @@ def test_launch_that_fails_leaves_no_node_running(tmp_path):
         "    return LaunchDescription([\n"
         f"        Node(package='mocap4r2_tools', executable='marker_viz', namespace={namespace!r}),\n"
         "        Node(package='no_such_package_of_mocap4r2', executable='none'),\n"
-        "    ])\n")
+        "    ])\n"
+    )
 
     def ours() -> list[psutil.Process]:
         found = []
@@ -286,13 +337,19 @@ def test_node_ends_when_the_process_that_launched_it_dies(tmp_path):
     pid_file = tmp_path / "child.pid"
     # a parent that starts the node, records its pid, then waits forever
     parent = subprocess.Popen(
-        [sys.executable, "-c",
-         "import subprocess, sys, time\n"
-         f"p = subprocess.Popen([{str(exe)!r}, '--ros-args', '-r', '__ns:=/orphan_test'])\n"
-         f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
-         "time.sleep(3600)\n"],
-        env={**os.environ, "MOCAP4R2_EXIT_WITH_PARENT": "1"}, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            f"p = subprocess.Popen([{str(exe)!r}, '--ros-args', '-r', '__ns:=/orphan_test'])\n"
+            f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+            "time.sleep(3600)\n",
+        ],
+        env={**os.environ, "MOCAP4R2_EXIT_WITH_PARENT": "1"},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import psutil
 
     try:

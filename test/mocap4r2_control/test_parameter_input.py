@@ -1,5 +1,6 @@
 """Parameters as users give them, on real nodes (a system and a tool): NaN on the command
 line, in a params file and at runtime, and keys no parameter has (a typo)."""
+
 from __future__ import annotations
 
 import math
@@ -7,7 +8,6 @@ import math
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, SetParameters
-
 from support import executable
 
 SIM = ("mocap4r2_drivers", "simulated_system")
@@ -21,7 +21,9 @@ def set_parameter(ros, node, name, value: float):
 
 
 def get_parameter(ros, node, name) -> float:
-    response = ros.call(GetParameters, f"{node}/get_parameters", GetParameters.Request(names=[name]), timeout=30)
+    response = ros.call(
+        GetParameters, f"{node}/get_parameters", GetParameters.Request(names=[name]), timeout=30
+    )
     return response.values[0].double_value
 
 
@@ -29,8 +31,20 @@ def test_nan_on_the_command_line_and_in_a_params_file_is_logged_and_the_default_
     params = tmp_path / "params.yaml"
     params.write_text("/pin/sim:\n  ros__parameters:\n    no_frame_error: .nan\n    raed_timeout: 0.2\n")
     proc = procs.start_command(
-        [str(executable(*SIM)), "--ros-args", "-r", "__node:=sim", "-r", "__ns:=/pin",
-         "-p", "read_timeout:=.nan", "--params-file", str(params)], label="sim")
+        [
+            str(executable(*SIM)),
+            "--ros-args",
+            "-r",
+            "__node:=sim",
+            "-r",
+            "__ns:=/pin",
+            "-p",
+            "read_timeout:=.nan",
+            "--params-file",
+            str(params),
+        ],
+        label="sim",
+    )
     ros.wait_state("/pin/sim", "unconfigured", timeout=30)
     assert get_parameter(ros, "/pin/sim", "read_timeout") == 0.1
     assert get_parameter(ros, "/pin/sim", "no_frame_error") == 1.0
@@ -51,8 +65,20 @@ def test_a_tool_refuses_nan_the_same_way_and_names_unknown_keys(ros, procs, tmp_
     params = tmp_path / "params.yaml"
     params.write_text("/pin/gt:\n  ros__parameters:\n    timeout: .nan\n    bdy: robot\n")
     proc = procs.start_command(
-        [str(executable(*GT)), "--ros-args", "-r", "__node:=gt", "-r", "__ns:=/pin",
-         "-p", "twist_window:=.nan", "--params-file", str(params)], label="gt")
+        [
+            str(executable(*GT)),
+            "--ros-args",
+            "-r",
+            "__node:=gt",
+            "-r",
+            "__ns:=/pin",
+            "-p",
+            "twist_window:=.nan",
+            "--params-file",
+            str(params),
+        ],
+        label="gt",
+    )
     assert proc.wait_log("twist_window must be a finite number", timeout=30), proc.log()
     assert proc.wait_log("timeout must be a finite number", timeout=10), proc.log()
     assert get_parameter(ros, "/pin/gt", "twist_window") == 0.05

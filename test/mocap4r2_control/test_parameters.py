@@ -1,6 +1,7 @@
 """mocap4r2_control.parameters: what a ParameterSpec accepts and refuses (types, choices,
 ranges, NaN, custom checks). Declaration on a live node is covered by the systems' and
 tools' process tests (test_system_lifecycle.py, test_tool_nodes.py)."""
+
 from __future__ import annotations
 
 import math
@@ -18,13 +19,13 @@ def test_non_finite_numbers_are_refused_where_a_range_applies(value):
 
 
 def test_types_ranges_and_choices():
-    assert RATE.validate(100) is None                      # an int where a float is expected
+    assert RATE.validate(100) is None  # an int where a float is expected
     assert "must be float" in RATE.validate("fast")
     assert ">= 1.0" in RATE.validate(0.5) and "<= 2000.0" in RATE.validate(5000.0)
     mode = ParameterSpec("mode", "a", "", choices=("a", "b"))
     assert mode.validate("b") is None and "one of ['a', 'b']" in mode.validate("c")
     count = ParameterSpec("count", 3, "")
-    assert "must be int" in count.validate(True)           # a bool is not an int here
+    assert "must be int" in count.validate(True)  # a bool is not an int here
     names = ParameterSpec("names", [], "")
     assert names.validate(["x"]) is None and "must be a list" in names.validate("x")
 

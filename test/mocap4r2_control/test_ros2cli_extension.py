@@ -1,4 +1,5 @@
 """`ros2 mocap4r2 ...` where ros2cli is installed (a ROS distribution)."""
+
 from __future__ import annotations
 
 import shutil
@@ -15,17 +16,24 @@ def _ros2cli_available() -> bool:
     return shutil.which("ros2") is not None
 
 
-pytestmark = pytest.mark.skipif(not _ros2cli_available(),
-                                reason="ros2cli is not installed here (it is on a ROS distribution)")
+pytestmark = pytest.mark.skipif(
+    not _ros2cli_available(), reason="ros2cli is not installed here (it is on a ROS distribution)"
+)
 
 
 def test_ros2_mocap4r2_lists_and_starts_a_system(procs, tmp_path):
     procs.start("mocap4r2_drivers", "simulated_system", name="sim", namespace="/r2")
-    out = subprocess.run(["ros2", "mocap4r2", "systems", "--wait", "10"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["ros2", "mocap4r2", "systems", "--wait", "10"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert "/r2/sim" in out.stdout
-    out = subprocess.run(["ros2", "mocap4r2", "start", "--systems", "/r2/sim", "--session", "r2"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["ros2", "mocap4r2", "start", "--systems", "/r2/sim", "--session", "r2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and "START /r2/sim: ok" in out.stdout
 
 

@@ -1,23 +1,29 @@
 """MocapSystemNode lifecycle through the standard services (what `ros2 lifecycle set`
 calls), with the simulated system as a real process."""
+
 from __future__ import annotations
 
 import time
 
 import yaml
-from mocap4r2_interfaces.msg import RigidBodies
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, SetParameters
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
 
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
+from mocap4r2_interfaces.msg import RigidBodies
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 
 
 def write_scene(tmp_path, **overrides):
     scene = {
-        "seed": 3, "rate": 100.0, "latency": 0.002, "latency_jitter": 0.0, "noise": 0.0,
+        "seed": 3,
+        "rate": 100.0,
+        "latency": 0.002,
+        "latency_jitter": 0.0,
+        "noise": 0.0,
         "unlabeled_markers": 2,
         "rigid_bodies": [
             {"name": "alpha", "id": 11, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0}},
@@ -58,8 +64,12 @@ def test_full_lifecycle_through_standard_services(ros, procs, tmp_path):
     assert reader_threads(proc) == 0
     # frames published before deactivate may still be in flight on a loaded machine:
     # wait until nothing has arrived for 0.5 s, then watch a further 0.5 s
-    wait_for(lambda: bodies.quiet(0.5), WAIT, lambda: f"{len(bodies.times)} frames, still arriving",
-             what="the stream to go quiet")
+    wait_for(
+        lambda: bodies.quiet(0.5),
+        WAIT,
+        lambda: f"{len(bodies.times)} frames, still arriving",
+        what="the stream to go quiet",
+    )
     bodies.clear()
     time.sleep(0.5)  # deliberately lets time pass: no frame may arrive after deactivate
     assert not bodies.snapshot(), "frames after deactivate"
@@ -145,17 +155,28 @@ def set_parameter(ros, node, name, value):
 def get_parameter(ros, node, name):
     response = ros.call(GetParameters, f"{node}/get_parameters", GetParameters.Request(names=[name]))
     value = response.values[0]
-    return {ParameterType.PARAMETER_BOOL: value.bool_value, ParameterType.PARAMETER_DOUBLE: value.double_value,
-            ParameterType.PARAMETER_INTEGER: value.integer_value,
-            ParameterType.PARAMETER_STRING: value.string_value}.get(value.type)
+    return {
+        ParameterType.PARAMETER_BOOL: value.bool_value,
+        ParameterType.PARAMETER_DOUBLE: value.double_value,
+        ParameterType.PARAMETER_INTEGER: value.integer_value,
+        ParameterType.PARAMETER_STRING: value.string_value,
+    }.get(value.type)
 
 
 def test_bad_parameters_are_refused_with_a_reason(ros, procs, tmp_path):
     node = "/lc5/sim"
     # bad values on the command line: logged, defaults used, node alive
-    proc = procs.start(*SIM, name="sim", namespace="/lc5",
-                       params={"scene": write_scene(tmp_path), "rate": -5.0, "frame_id": "/bad frame",
-                               "publish_tf": "yes please"})
+    proc = procs.start(
+        *SIM,
+        name="sim",
+        namespace="/lc5",
+        params={
+            "scene": write_scene(tmp_path),
+            "rate": -5.0,
+            "frame_id": "/bad frame",
+            "publish_tf": "yes please",
+        },
+    )
     ros.wait_state(node, "unconfigured", timeout=WAIT)
     log = proc.log()
     assert "rate must be >= 0.0" in log
@@ -184,8 +205,9 @@ def test_sigint_releases_and_announces_finalized(ros, procs, tmp_path):
     from mocap4r2_interfaces.msg import MocapSystemInfo
 
     node = "/lc6/sim"
-    proc = procs.start(*SIM, name="sim", namespace="/lc6",
-                       params={"scene": write_scene(tmp_path), "autostart": True})
+    proc = procs.start(
+        *SIM, name="sim", namespace="/lc6", params={"scene": write_scene(tmp_path), "autostart": True}
+    )
     infos = ros.subscribe("/mocap4r2/systems", MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     infos.wait_for(lambda i: i.system == node and i.state.label == "active", timeout=WAIT)
     assert proc.stop() == 0

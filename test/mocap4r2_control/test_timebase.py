@@ -1,4 +1,5 @@
 """mocap4r2_control.timebase: seconds <-> builtin_interfaces/Time, one rounding everywhere."""
+
 from __future__ import annotations
 
 import time
@@ -14,7 +15,7 @@ from mocap4r2_control.timebase import split_seconds, stamp_to_seconds, time_msg
 def test_split_never_overflows_and_round_trips_within_a_nanosecond(seconds):
     sec, nanosec = split_seconds(seconds)
     assert 0 <= nanosec <= 999_999_999
-    assert abs(sec + nanosec * 1e-9 - seconds) <= 1e-9 + 4e9 * 2 ** -52
+    assert abs(sec + nanosec * 1e-9 - seconds) <= 1e-9 + 4e9 * 2**-52
 
 
 def test_time_msg_and_back():

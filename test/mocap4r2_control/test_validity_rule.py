@@ -1,19 +1,19 @@
 """The validity rule on frames that the simulator does not produce: bodies that appear,
 vanish and reorder, NaN or degenerate quaternions flagged valid, unlabeled markers."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-
-from mocap4r2_interfaces.msg import Markers, RigidBodies
 from rclpy.serialization import deserialize_message
 
 from mocap4r2_control.frame import BodyArrays, MarkerArrays, MocapFrame, SegmentArrays, SkeletonArrays
 from mocap4r2_control.frame_encoder import FrameEncoder
 from mocap4r2_control.geometry import MIN_QUATERNION_NORM
 from mocap4r2_control.hold_last import LastGoodValues, good_poses
+from mocap4r2_interfaces.msg import Markers, RigidBodies
 
 NAN = float("nan")
 
@@ -39,7 +39,10 @@ class Published:
 
 
 def published(msg):
-    return {b.id: (b.tracking_valid, (b.pose.position.x, b.pose.position.y, b.pose.position.z)) for b in msg.rigid_bodies}
+    return {
+        b.id: (b.tracking_valid, (b.pose.position.x, b.pose.position.y, b.pose.position.z))
+        for b in msg.rigid_bodies
+    }
 
 
 def test_last_good_values_follow_keys_across_reordering():
@@ -47,7 +50,9 @@ def test_last_good_values_follow_keys_across_reordering():
     memory.update(np.array([1, 2, 3]), np.array([[10.0], [20.0], [30.0]]), np.array([True, True, False]))
     values, seen = memory.update(np.array([3, 1]), np.array([[NAN], [NAN]]), np.array([False, False]))
     assert values[:, 0].tolist()[1] == 10.0 and seen.tolist() == [False, True]
-    values, seen = memory.update(np.array([2, 3, 1]), np.array([[NAN], [33.0], [NAN]]), np.array([False, True, False]))
+    values, seen = memory.update(
+        np.array([2, 3, 1]), np.array([[NAN], [33.0], [NAN]]), np.array([False, True, False])
+    )
     assert values[:, 0].tolist() == [20.0, 33.0, 10.0]
     assert seen.tolist() == [True, True, True]
 
@@ -62,9 +67,14 @@ def test_bodies_appearing_vanishing_and_nan():
     assert published(msg) == {7: (True, (3.0, 3.0, 3.0)), 5: (False, (1.0, 1.0, 1.0))}
     assert good.tolist() == [True, False]
     # 6 comes back untracked: its last pose was never known
-    msg, _ = fm.bodies(MocapFrame(3, bodies=bodies([5, 6, 7], [[9, 9, 9], [NAN] * 3, [NAN] * 3],
-                                                           [True, False, False])))
-    assert published(msg) == {5: (True, (9.0, 9.0, 9.0)), 6: (False, (0.0, 0.0, 0.0)), 7: (False, (3.0, 3.0, 3.0))}
+    msg, _ = fm.bodies(
+        MocapFrame(3, bodies=bodies([5, 6, 7], [[9, 9, 9], [NAN] * 3, [NAN] * 3], [True, False, False]))
+    )
+    assert published(msg) == {
+        5: (True, (9.0, 9.0, 9.0)),
+        6: (False, (0.0, 0.0, 0.0)),
+        7: (False, (3.0, 3.0, 3.0)),
+    }
 
 
 def test_zero_quaternion_is_not_a_pose():
@@ -82,8 +92,12 @@ def _usable_row(valid, position, quaternion):
     every component finite, and a quaternion norm that is finite and above 1e-6 (a
     component too large to square overflows to inf: not usable)."""
     squared = math.fsum(c * c for c in quaternion)
-    return (bool(valid) and all(math.isfinite(c) for c in (*position, *quaternion))
-            and math.isfinite(squared) and math.sqrt(squared) > MIN_QUATERNION_NORM)
+    return (
+        bool(valid)
+        and all(math.isfinite(c) for c in (*position, *quaternion))
+        and math.isfinite(squared)
+        and math.sqrt(squared) > MIN_QUATERNION_NORM
+    )
 
 
 def test_good_poses_agree_with_the_rule_on_hostile_values():
@@ -108,19 +122,33 @@ def test_good_poses_agree_with_the_rule_on_hostile_values():
 
 def test_markers_occluded_unlabeled_and_never_seen():
     fm = Published()
-    m = MarkerArrays.build([1, 2, -1, -1], [[1, 0, 0], [NAN] * 3, [5, 5, 5], [NAN] * 3],
-                           names=["a", "b", "", ""], occluded=[False, True, False, False],
-                           residuals=[0.001, 0.002, 0.003, 0.004])
+    m = MarkerArrays.build(
+        [1, 2, -1, -1],
+        [[1, 0, 0], [NAN] * 3, [5, 5, 5], [NAN] * 3],
+        names=["a", "b", "", ""],
+        occluded=[False, True, False, False],
+        residuals=[0.001, 0.002, 0.003, 0.004],
+    )
     msg = fm.markers(MocapFrame(1, markers=m))
     # marker 2 was never seen: left out; the unlabeled NaN marker has no position: left out
     assert [(x.id, x.name, x.occluded) for x in msg.markers] == [(1, "a", False), (-1, "", False)]
-    m = MarkerArrays.build([1, 2, -1], [[NAN] * 3, [2, 2, 2], [6, 6, 6]], names=["a", "b", ""],
-                           occluded=[True, False, False], residuals=[0.1, 0.2, 0.3])
+    m = MarkerArrays.build(
+        [1, 2, -1],
+        [[NAN] * 3, [2, 2, 2], [6, 6, 6]],
+        names=["a", "b", ""],
+        occluded=[True, False, False],
+        residuals=[0.1, 0.2, 0.3],
+    )
     msg = fm.markers(MocapFrame(2, markers=m))
-    got = [(x.id, x.name, x.occluded, (x.position.x, x.position.y, x.position.z), round(x.residual, 3))
-           for x in msg.markers]
-    assert got == [(1, "a", True, (1.0, 0.0, 0.0), -1.0), (2, "b", False, (2.0, 2.0, 2.0), 0.2),
-                   (-1, "", False, (6.0, 6.0, 6.0), 0.3)]
+    got = [
+        (x.id, x.name, x.occluded, (x.position.x, x.position.y, x.position.z), round(x.residual, 3))
+        for x in msg.markers
+    ]
+    assert got == [
+        (1, "a", True, (1.0, 0.0, 0.0), -1.0),
+        (2, "b", False, (2.0, 2.0, 2.0), 0.2),
+        (-1, "", False, (6.0, 6.0, 6.0), 0.3),
+    ]
     for x in msg.markers:
         assert all(math.isfinite(v) for v in (x.position.x, x.position.y, x.position.z))
 
@@ -136,17 +164,27 @@ def test_inconsistent_frames_are_rejected_by_check():
 
 def test_body_markers_never_seen_are_left_out_and_counts_follow():
     fm = Published()
-    markers = MarkerArrays.build([11, 12, 21, 22, 23], [[1, 0, 0], [NAN] * 3, [2, 0, 0], [3, 0, 0], [NAN] * 3],
-                                 names=["a1", "a2", "b1", "b2", "b3"], occluded=[False, True, False, False, True])
-    b = BodyArrays.build([1, 2], ["a", "b"], [[0, 0, 0], [1, 1, 1]], [[0, 0, 0, 1]] * 2, markers=markers,
-                         marker_counts=[2, 3])
+    markers = MarkerArrays.build(
+        [11, 12, 21, 22, 23],
+        [[1, 0, 0], [NAN] * 3, [2, 0, 0], [3, 0, 0], [NAN] * 3],
+        names=["a1", "a2", "b1", "b2", "b3"],
+        occluded=[False, True, False, False, True],
+    )
+    b = BodyArrays.build(
+        [1, 2], ["a", "b"], [[0, 0, 0], [1, 1, 1]], [[0, 0, 0, 1]] * 2, markers=markers, marker_counts=[2, 3]
+    )
     msg, _ = fm.bodies(MocapFrame(1, bodies=b))
     assert [[m.name for m in body.markers] for body in msg.rigid_bodies] == [["a1"], ["b1", "b2"]]
     # a2 shows up; b1 is occluded and keeps its last position
-    markers = MarkerArrays.build([11, 12, 21, 22, 23], [[1, 0, 0], [5, 5, 5], [NAN] * 3, [3, 0, 0], [NAN] * 3],
-                                 names=["a1", "a2", "b1", "b2", "b3"], occluded=[False, False, True, False, True])
-    b = BodyArrays.build([1, 2], ["a", "b"], [[0, 0, 0], [1, 1, 1]], [[0, 0, 0, 1]] * 2, markers=markers,
-                         marker_counts=[2, 3])
+    markers = MarkerArrays.build(
+        [11, 12, 21, 22, 23],
+        [[1, 0, 0], [5, 5, 5], [NAN] * 3, [3, 0, 0], [NAN] * 3],
+        names=["a1", "a2", "b1", "b2", "b3"],
+        occluded=[False, False, True, False, True],
+    )
+    b = BodyArrays.build(
+        [1, 2], ["a", "b"], [[0, 0, 0], [1, 1, 1]], [[0, 0, 0, 1]] * 2, markers=markers, marker_counts=[2, 3]
+    )
     msg, _ = fm.bodies(MocapFrame(2, bodies=b))
     got = [[(m.name, m.occluded, m.position.x) for m in body.markers] for body in msg.rigid_bodies]
     assert got == [[("a1", False, 1.0), ("a2", False, 5.0)], [("b1", True, 2.0), ("b2", False, 3.0)]]
@@ -166,16 +204,20 @@ class _StreamOfStructures:
         rng = self.rng
         body_ids = rng.choice(np.arange(1, 9), size=int(rng.integers(0, 5)), replace=False).astype(np.int32)
         counts = rng.integers(0, 4, size=len(body_ids))
-        marker_ids = (np.repeat(body_ids.astype(np.int64) * 100, counts)
-                      + np.concatenate([np.arange(c) for c in counts] + [np.zeros(0, int)]))
+        marker_ids = np.repeat(body_ids.astype(np.int64) * 100, counts) + np.concatenate(
+            [np.arange(c) for c in counts] + [np.zeros(0, int)]
+        )
         labeled = rng.choice(np.arange(1, 30), size=int(rng.integers(0, 6)), replace=False)
         frame_ids = np.concatenate([labeled, -np.ones(int(rng.integers(0, 3)), int)]).astype(np.int32)
         segments = [int(n) for n in rng.integers(1, 4, size=int(rng.integers(0, 3)))]
         return {
-            "body_ids": body_ids, "body_names": tuple(f"body{i}" for i in body_ids), "counts": counts,
+            "body_ids": body_ids,
+            "body_names": tuple(f"body{i}" for i in body_ids),
+            "counts": counts,
             "body_marker_ids": marker_ids.astype(np.int32),
             "body_marker_names": tuple(f"m{i}" for i in marker_ids),
-            "ids": frame_ids, "names": tuple(f"l{i}" if i >= 0 else "" for i in frame_ids),
+            "ids": frame_ids,
+            "names": tuple(f"l{i}" if i >= 0 else "" for i in frame_ids),
             "segments": segments,
             "skeleton_names": tuple(f"sk{i}" for i in range(len(segments))),
             "segment_names": tuple(f"seg{j}" for j in range(sum(segments))),
@@ -196,26 +238,56 @@ class _StreamOfStructures:
             self.structure = self._new_structure()
         s = self.structure
         n, m, k = len(s["ids"]), len(s["body_marker_ids"]), len(s["body_ids"])
-        markers = MarkerArrays.build(s["ids"], self._points(n), names=self._names(s["names"]),
-                                     occluded=rng.random(n) < 0.2, residuals=rng.random(n))
-        body_markers = MarkerArrays.build(s["body_marker_ids"], self._points(m),
-                                          names=self._names(s["body_marker_names"]),
-                                          occluded=rng.random(m) < 0.2, residuals=rng.random(m))
+        markers = MarkerArrays.build(
+            s["ids"],
+            self._points(n),
+            names=self._names(s["names"]),
+            occluded=rng.random(n) < 0.2,
+            residuals=rng.random(n),
+        )
+        body_markers = MarkerArrays.build(
+            s["body_marker_ids"],
+            self._points(m),
+            names=self._names(s["body_marker_names"]),
+            occluded=rng.random(m) < 0.2,
+            residuals=rng.random(m),
+        )
         quats = rng.normal(size=(k, 4))
         quats[rng.random(k) < 0.1] = 0.0
-        bodies = BodyArrays.build(s["body_ids"], self._names(s["body_names"]), self._points(k), quats,
-                                  valid=rng.random(k) < 0.8, mean_errors=rng.random(k), markers=body_markers,
-                                  marker_counts=s["counts"])
+        bodies = BodyArrays.build(
+            s["body_ids"],
+            self._names(s["body_names"]),
+            self._points(k),
+            quats,
+            valid=rng.random(k) < 0.8,
+            mean_errors=rng.random(k),
+            markers=body_markers,
+            marker_counts=s["counts"],
+        )
         total = sum(s["segments"])
         offsets = np.concatenate([[0], np.cumsum(s["segments"])]).astype(np.int64)
-        parents = np.array([j - 1 if j > offsets[np.searchsorted(offsets, j, side="right") - 1] else -1
-                            for j in range(total)], dtype=np.int32)
-        segments = SegmentArrays(ids=np.arange(total, dtype=np.int32), names=s["segment_names"],
-                                 parent_ids=parents, positions=self._points(total),
-                                 orientations=rng.normal(size=(total, 4)), valid=rng.random(total) < 0.8)
-        skeletons = SkeletonArrays(ids=np.arange(len(s["segments"]), dtype=np.int32), names=s["skeleton_names"],
-                                   valid=rng.random(len(s["segments"])) < 0.9, segment_offsets=offsets,
-                                   segments=segments)
+        parents = np.array(
+            [
+                j - 1 if j > offsets[np.searchsorted(offsets, j, side="right") - 1] else -1
+                for j in range(total)
+            ],
+            dtype=np.int32,
+        )
+        segments = SegmentArrays(
+            ids=np.arange(total, dtype=np.int32),
+            names=s["segment_names"],
+            parent_ids=parents,
+            positions=self._points(total),
+            orientations=rng.normal(size=(total, 4)),
+            valid=rng.random(total) < 0.8,
+        )
+        skeletons = SkeletonArrays(
+            ids=np.arange(len(s["segments"]), dtype=np.int32),
+            names=s["skeleton_names"],
+            valid=rng.random(len(s["segments"])) < 0.9,
+            segment_offsets=offsets,
+            segments=segments,
+        )
         return MocapFrame(number, markers=markers, bodies=bodies, skeletons=skeletons)
 
 
@@ -228,11 +300,16 @@ def test_repeating_an_unchanged_structure_gives_the_bytes_of_the_whole_path():
         stream = _StreamOfStructures(seed)
         fast = FrameEncoder("world", "p/", tf=True)
         whole = FrameEncoder("world", "p/", tf=True, repeat_unchanged=False)
-        for topic, encoder in (("markers", fast._markers), ("rigid_bodies", fast._bodies),
-                               ("skeletons", fast._skeletons)):
+        for topic, encoder in (
+            ("markers", fast._markers),
+            ("rigid_bodies", fast._bodies),
+            ("skeletons", fast._skeletons),
+        ):
+
             def counted(*args, _repeat=encoder.repeat, _topic=topic):
                 repeated[_topic] += 1
                 return _repeat(*args)
+
             encoder.repeat = counted
         for number in range(400):
             frame = stream.frame(number)
@@ -253,8 +330,10 @@ def test_names_list_changed_in_place_is_not_taken_for_the_same_names():
     encoder = Published()
     for number, renamed in enumerate(("a", "z", "z")):
         names[0] = renamed
-        frame = MocapFrame(number, bodies=BodyArrays.build([1, 2], names, np.zeros((2, 3)), [[0, 0, 0, 1]] * 2))
-        frame.bodies.names = names   # the adapter's own list, not a copy
+        frame = MocapFrame(
+            number, bodies=BodyArrays.build([1, 2], names, np.zeros((2, 3)), [[0, 0, 0, 1]] * 2)
+        )
+        frame.bodies.names = names  # the adapter's own list, not a copy
         msg, _ = encoder.bodies(frame)
         assert [b.name for b in msg.rigid_bodies] == [renamed, "b"]
 

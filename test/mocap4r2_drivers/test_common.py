@@ -1,4 +1,5 @@
 """mocap4r2_drivers.common: address checks and ids from names, shared by the vendors."""
+
 from __future__ import annotations
 
 from mocap4r2_drivers.common import ClientStats, ipv4_check, ipv4_problem, stable_id
@@ -6,7 +7,9 @@ from mocap4r2_drivers.common import ClientStats, ipv4_check, ipv4_problem, stabl
 
 def test_ipv4_problems():
     assert ipv4_problem("192.168.1.10", "server_address") is None
-    assert "server_address must be an IPv4 address like 192.168.1.10" in ipv4_problem("motive-pc", "server_address")
+    assert "server_address must be an IPv4 address like 192.168.1.10" in ipv4_problem(
+        "motive-pc", "server_address"
+    )
     assert ipv4_problem("256.1.1.1", "x") and ipv4_problem("1.2.3", "x")
     assert ipv4_problem("auto", "local_address", allow_auto=True) is None
     assert ipv4_problem("auto", "server_address") is not None

@@ -1,4 +1,5 @@
 """The marker emulation shared by the simulated scene and the Gazebo emulator."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,16 @@ ORIENTATIONS = np.array([[0, 0, 0.6, 0.8], [0, 0, 0, 1.0]])
 
 
 def observe(seed, noise=0.001, occlusion=0.0, hidden=(False, False)):
-    return observe_markers(np.random.default_rng([seed, 7]), LAYOUT, BODY, POSITIONS, ORIENTATIONS, noise,
-                           occlusion, np.asarray(hidden))
+    return observe_markers(
+        np.random.default_rng([seed, 7]),
+        LAYOUT,
+        BODY,
+        POSITIONS,
+        ORIENTATIONS,
+        noise,
+        occlusion,
+        np.asarray(hidden),
+    )
 
 
 def test_markers_are_the_layout_in_the_world_plus_the_reported_noise():
@@ -23,7 +32,9 @@ def test_markers_are_the_layout_in_the_world_plus_the_reported_noise():
     truth = quat_rotate(ORIENTATIONS[BODY], LAYOUT) + POSITIONS[BODY]
     np.testing.assert_allclose(seen.positions - truth, seen.noise, atol=1e-12)
     np.testing.assert_allclose(seen.residuals, np.linalg.norm(seen.noise, axis=1), rtol=1e-6)
-    np.testing.assert_allclose(seen.mean_errors, [seen.residuals[:4].mean(), seen.residuals[4:].mean()], rtol=1e-6)
+    np.testing.assert_allclose(
+        seen.mean_errors, [seen.residuals[:4].mean(), seen.residuals[4:].mean()], rtol=1e-6
+    )
     assert seen.valid.tolist() == [True, True] and seen.visible.tolist() == [4, 4]
 
 
@@ -67,11 +78,20 @@ def test_a_batch_observes_as_each_frame_alone():
     rngs = [np.random.default_rng([s, 7]) for s in range(5)]
     draws = [draw_marker_randomness(r, len(LAYOUT), 0.001) for r in rngs]
     hidden = np.array([[False, False], [True, False], [False, True], [False, False], [True, True]])
-    batch = observe_markers_batch(LAYOUT, BODY, np.stack([POSITIONS] * 5), np.stack([ORIENTATIONS] * 5),
-                                  np.stack([d[0] for d in draws]), np.stack([d[1] for d in draws]), 0.3, hidden)
+    batch = observe_markers_batch(
+        LAYOUT,
+        BODY,
+        np.stack([POSITIONS] * 5),
+        np.stack([ORIENTATIONS] * 5),
+        np.stack([d[0] for d in draws]),
+        np.stack([d[1] for d in draws]),
+        0.3,
+        hidden,
+    )
     for i in range(5):
-        one = observe_markers(np.random.default_rng([i, 7]), LAYOUT, BODY, POSITIONS, ORIENTATIONS, 0.001, 0.3,
-                              hidden[i])
+        one = observe_markers(
+            np.random.default_rng([i, 7]), LAYOUT, BODY, POSITIONS, ORIENTATIONS, 0.001, 0.3, hidden[i]
+        )
         for field in ("positions", "noise", "occluded", "residuals", "visible", "valid", "mean_errors"):
             np.testing.assert_array_equal(getattr(batch, field)[i], getattr(one, field), err_msg=field)
 
@@ -84,7 +104,7 @@ def test_fit_pose_recovers_the_body_frame_not_the_centroid():
     pos, quat = fit_pose(layout, world)
     np.testing.assert_allclose(pos, POSITIONS[0], atol=1e-12)
     assert abs(np.dot(quat, ORIENTATIONS[0])) == pytest.approx(1.0, abs=1e-12)
-    world[1] = np.nan   # three markers still fix the pose
+    world[1] = np.nan  # three markers still fix the pose
     pos, _ = fit_pose(layout, world)
     np.testing.assert_allclose(pos, POSITIONS[0], atol=1e-12)
     world[2] = np.nan

@@ -1,5 +1,6 @@
 """The simulated arm's core: goal validation, interpolation through the points with
 their velocities, forward kinematics against hand-computed poses."""
+
 from __future__ import annotations
 
 import math
@@ -19,9 +20,13 @@ def test_validation_reasons():
     assert "at least 3 points" in validate("a", [], points(2), 3, set())
     assert "non-empty" in validate("", [], points(), 3, set())
     assert "already used" in validate("a", [], points(), 3, {"a"})
-    assert "velocities are required" in validate("a", [], [Point((0, 0, 0), (), 0.0)] + points()[1:], 3, set())
+    assert "velocities are required" in validate(
+        "a", [], [Point((0, 0, 0), (), 0.0)] + points()[1:], 3, set()
+    )
     assert "must increase" in validate("a", [], [points()[0], points()[0], points()[2]], 3, set())
-    assert "not finite" in validate("a", [], [Point((math.nan, 0, 0), (0, 0, 0), 0.0)] + points()[1:], 3, set())
+    assert "not finite" in validate(
+        "a", [], [Point((math.nan, 0, 0), (0, 0, 0), 0.0)] + points()[1:], 3, set()
+    )
     assert "names 2" in validate("a", ["j1", "j2"], points(), 3, set())
 
 

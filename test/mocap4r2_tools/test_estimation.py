@@ -4,6 +4,7 @@ The body follows p(t) = c + (r cos wt, r sin wt, h sin(0.5 t)) and turns at a co
 body angular velocity W (q(t) = q0 exp(W t)), so the true body-frame twist at any t is
 R(t)^T p'(t) and W.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,13 +29,20 @@ RADIUS, OMEGA, HEIGHT = 1.2, 2 * math.pi / 8.0, 0.2
 
 
 def true_pose(t: float) -> tuple[np.ndarray, np.ndarray]:
-    p = np.array([RADIUS * math.cos(OMEGA * t), RADIUS * math.sin(OMEGA * t), 1.0 + HEIGHT * math.sin(0.5 * t)])
+    p = np.array(
+        [RADIUS * math.cos(OMEGA * t), RADIUS * math.sin(OMEGA * t), 1.0 + HEIGHT * math.sin(0.5 * t)]
+    )
     return p, so3.multiply(Q0, so3.exp(W * t))
 
 
 def true_twist(t: float) -> tuple[np.ndarray, np.ndarray]:
-    v = np.array([-RADIUS * OMEGA * math.sin(OMEGA * t), RADIUS * OMEGA * math.cos(OMEGA * t),
-                  0.5 * HEIGHT * math.cos(0.5 * t)])
+    v = np.array(
+        [
+            -RADIUS * OMEGA * math.sin(OMEGA * t),
+            RADIUS * OMEGA * math.cos(OMEGA * t),
+            0.5 * HEIGHT * math.cos(0.5 * t),
+        ]
+    )
     return so3.rotate_inverse(true_pose(t)[1], v), W
 
 
@@ -77,8 +85,10 @@ def test_quaternion_sign_flips_create_no_spikes(method):
     plain = run(make_estimator(method), noise=(0.0003, 0.003))
     flipped = run(make_estimator(method), noise=(0.0003, 0.003), flip=True)
     assert len(plain) == len(flipped) > 600
-    worst = max(np.abs(a.angular - b.angular).max() + np.abs(a.linear - b.linear).max()
-                for a, b in zip(plain, flipped))
+    worst = max(
+        np.abs(a.angular - b.angular).max() + np.abs(a.linear - b.linear).max()
+        for a, b in zip(plain, flipped)
+    )
     assert worst < 1e-9, f"a sign flip changed the estimate by {worst}"
 
 
@@ -103,10 +113,12 @@ def test_savitzky_golay_is_exact_for_a_polynomial_and_uneven_spacing():
 
 def test_kalman_beats_finite_difference_by_three_on_noisy_poses():
     noise = (0.0005, 0.005)
-    fd_lin, fd_ang = errors(run(FiniteDifference(position_noise=noise[0], orientation_noise=noise[1]),
-                                noise=noise, seconds=8))
-    kf_lin, kf_ang = errors(run(Kalman(position_noise=noise[0], orientation_noise=noise[1]),
-                                noise=noise, seconds=8))
+    fd_lin, fd_ang = errors(
+        run(FiniteDifference(position_noise=noise[0], orientation_noise=noise[1]), noise=noise, seconds=8)
+    )
+    kf_lin, kf_ang = errors(
+        run(Kalman(position_noise=noise[0], orientation_noise=noise[1]), noise=noise, seconds=8)
+    )
     assert kf_lin < fd_lin / 3, (kf_lin, fd_lin)
     assert kf_ang < fd_ang / 3, (kf_ang, fd_ang)
 
@@ -119,10 +131,16 @@ def test_kalman_tracks_without_noise():
 @pytest.mark.parametrize("method", ["finite_difference", "kalman"])
 def test_reported_twist_covariance_matches_the_real_error(method):
     noise = (0.001, 0.01)
-    est = run(make_estimator(method, position_noise=noise[0], orientation_noise=noise[1]),
-              noise=noise, seconds=20, seed=11)[240:]
+    est = run(
+        make_estimator(method, position_noise=noise[0], orientation_noise=noise[1]),
+        noise=noise,
+        seconds=20,
+        seed=11,
+    )[240:]
     # normalised estimation error squared per axis: ~1 for an honest covariance
-    nees_lin = np.mean([np.mean((e.linear - true_twist(e.t)[0]) ** 2) / e.twist_covariance[0, 0] for e in est])
+    nees_lin = np.mean(
+        [np.mean((e.linear - true_twist(e.t)[0]) ** 2) / e.twist_covariance[0, 0] for e in est]
+    )
     nees_ang = np.mean([np.mean((e.angular - W) ** 2) / e.twist_covariance[3, 3] for e in est])
     assert 0.3 < nees_lin < 3.0, nees_lin
     assert 0.3 < nees_ang < 3.0, nees_ang
@@ -196,8 +214,8 @@ def test_frame_clock_with_the_nominal_rate_gives_exact_dt_under_heavy_jitter():
     clock = FrameClock(period=0.01)
     times = [clock.time(k, 7.0 + k * 0.01 + rng.uniform(0, 0.04)) for k in range(0, 2000, 2)]
     dt = np.diff(times)
-    assert np.abs(dt - 0.02).max() < 0.02 * 0.01   # within 1 % of the true dt, against 200 % jitter
-    assert abs(times[-1] - (7.0 + 1998 * 0.01 + 0.02)) < 0.01   # on the stamps' timebase
+    assert np.abs(dt - 0.02).max() < 0.02 * 0.01  # within 1 % of the true dt, against 200 % jitter
+    assert abs(times[-1] - (7.0 + 1998 * 0.01 + 0.02)) < 0.01  # on the stamps' timebase
 
 
 def test_bad_settings_are_refused_with_the_reason():

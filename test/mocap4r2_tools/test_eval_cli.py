@@ -1,5 +1,6 @@
 """`mocap4r2 eval`: TUM files and rosbag2 bags (sqlite3 and MCAP, written with rosbags),
 JSON output, plots, and clear errors on bad input."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ SHIFT = np.array([0.5, -1.0, 0.1])
 
 
 def ground_truth() -> Trajectory:
-    t = 1_700_000_000.0 + np.arange(0.0, 10.0, 0.01)   # 100 Hz, Unix-like stamps
+    t = 1_700_000_000.0 + np.arange(0.0, 10.0, 0.01)  # 100 Hz, Unix-like stamps
     s = t - t[0]
     pos = np.c_[1.5 * np.cos(0.6 * s), np.sin(1.2 * s), 0.3 + 0.05 * np.sin(s)]
     rot = Rotation.from_rotvec(np.c_[0.05 * np.sin(s), 0.05 * np.cos(s), 0.6 * s + np.pi / 2])
@@ -60,42 +61,61 @@ def _header(store, stamp: float, frame: str):
 
 def _pose(store, p, q):
     T = store.types
-    return T["geometry_msgs/msg/Pose"](position=T["geometry_msgs/msg/Point"](x=p[0], y=p[1], z=p[2]),
-                                       orientation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]))
+    return T["geometry_msgs/msg/Pose"](
+        position=T["geometry_msgs/msg/Point"](x=p[0], y=p[1], z=p[2]),
+        orientation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]),
+    )
 
 
 def rigid_bodies_cdr(stamp: float, robot_pose, valid: bool) -> bytes:
     """RigidBodies serialized by rclpy itself: the bytes a real recorder stores."""
-    from mocap4r2_interfaces.msg import RigidBodies, RigidBody
     from rclpy.serialization import serialize_message
+
+    from mocap4r2_interfaces.msg import RigidBodies, RigidBody
 
     msg = RigidBodies()
     msg.header.stamp.sec = int(np.floor(stamp))
     msg.header.stamp.nanosec = int(round((stamp - np.floor(stamp)) * 1e9))
     msg.header.frame_id = "world"
-    for name, (p, q), tracked in (("table", ((1.0, 2.0, 0.7), (0, 0, 0, 1)), True), ("robot1", robot_pose, valid)):
+    for name, (p, q), tracked in (
+        ("table", ((1.0, 2.0, 0.7), (0, 0, 0, 1)), True),
+        ("robot1", robot_pose, valid),
+    ):
         body = RigidBody()
         body.name = name
         body.tracking_valid = tracked
         (body.pose.position.x, body.pose.position.y, body.pose.position.z) = (float(v) for v in p)
-        (body.pose.orientation.x, body.pose.orientation.y, body.pose.orientation.z,
-         body.pose.orientation.w) = (float(v) for v in q)
+        (
+            body.pose.orientation.x,
+            body.pose.orientation.y,
+            body.pose.orientation.z,
+            body.pose.orientation.w,
+        ) = (float(v) for v in q)
         msg.rigid_bodies.append(body)
     return bytes(serialize_message(msg))
 
 
-def write_bag(path: Path, plugin: StoragePlugin, gt: Trajectory, est: Trajectory, lost_rows=(), shuffle=False):
+def write_bag(
+    path: Path, plugin: StoragePlugin, gt: Trajectory, est: Trajectory, lost_rows=(), shuffle=False
+):
     store = typestore()
     T = store.types
     with Writer(path, version=9, storage_plugin=plugin) as writer:
-        c_rb = writer.add_connection("/sim/rigid_bodies", "mocap4r2_interfaces/msg/RigidBodies", typestore=store)
+        c_rb = writer.add_connection(
+            "/sim/rigid_bodies", "mocap4r2_interfaces/msg/RigidBodies", typestore=store
+        )
         c_odom = writer.add_connection("/odom", "nav_msgs/msg/Odometry", typestore=store)
         c_pose = writer.add_connection("/pose", "geometry_msgs/msg/PoseStamped", typestore=store)
         c_tf = writer.add_connection("/tf", "tf2_msgs/msg/TFMessage", typestore=store)
         records = []
         for i in range(len(gt)):
-            records.append((gt.stamps[i], c_rb, rigid_bodies_cdr(
-                gt.stamps[i], (gt.positions[i], gt.orientations[i]), i not in lost_rows)))
+            records.append(
+                (
+                    gt.stamps[i],
+                    c_rb,
+                    rigid_bodies_cdr(gt.stamps[i], (gt.positions[i], gt.orientations[i]), i not in lost_rows),
+                )
+            )
         order = np.arange(len(est))
         if shuffle:  # late messages: recorded after newer ones
             order[10:20] = order[10:20][::-1]
@@ -104,22 +124,34 @@ def write_bag(path: Path, plugin: StoragePlugin, gt: Trajectory, est: Trajectory
             stamp, p, q = est.stamps[k], est.positions[k], est.orientations[k]
             header = _header(store, stamp, "odom")
             odom = T["nav_msgs/msg/Odometry"](
-                header=header, child_frame_id="base_link",
+                header=header,
+                child_frame_id="base_link",
                 pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=_pose(store, p, q), covariance=zeros),
-                twist=T["geometry_msgs/msg/TwistWithCovariance"](twist=T["geometry_msgs/msg/Twist"](
-                    linear=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
-                    angular=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0)), covariance=zeros))
+                twist=T["geometry_msgs/msg/TwistWithCovariance"](
+                    twist=T["geometry_msgs/msg/Twist"](
+                        linear=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
+                        angular=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
+                    ),
+                    covariance=zeros,
+                ),
+            )
             pose = T["geometry_msgs/msg/PoseStamped"](header=header, pose=_pose(store, p, q))
             edge = T["geometry_msgs/msg/TransformStamped"](
-                header=header, child_frame_id="base_link",
+                header=header,
+                child_frame_id="base_link",
                 transform=T["geometry_msgs/msg/Transform"](
                     translation=T["geometry_msgs/msg/Vector3"](x=p[0], y=p[1], z=p[2]),
-                    rotation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3])))
+                    rotation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]),
+                ),
+            )
             other = T["geometry_msgs/msg/TransformStamped"](
-                header=_header(store, stamp, "base_link"), child_frame_id="camera",
+                header=_header(store, stamp, "base_link"),
+                child_frame_id="camera",
                 transform=T["geometry_msgs/msg/Transform"](
                     translation=T["geometry_msgs/msg/Vector3"](x=0.1, y=0.0, z=0.2),
-                    rotation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0)))
+                    rotation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+                ),
+            )
             tf = T["tf2_msgs/msg/TFMessage"](transforms=[other, edge])
             # recorded in arrival order: a late message carries an older header stamp
             arrival = est.stamps[position] + 0.002
@@ -151,21 +183,50 @@ def test_tum_round_trip_and_json_equal_to_the_core(tmp_path, trajectories, capsy
     write_tum(tmp_path / "gt.tum", gt)
     write_tum(tmp_path / "est.tum", est)
     back = read_tum(tmp_path / "gt.tum")
-    assert np.allclose(back.positions, gt.positions, atol=1e-11) and np.allclose(back.stamps, gt.stamps, atol=1e-9)
-    code, out, _ = run_cli(capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "est.tum"),
-                           "--align", "se3", "--rpe-delta", "0.5", "--rpe-unit", "m", "--json")
+    assert np.allclose(back.positions, gt.positions, atol=1e-11) and np.allclose(
+        back.stamps, gt.stamps, atol=1e-9
+    )
+    code, out, _ = run_cli(
+        capsys,
+        "--gt",
+        str(tmp_path / "gt.tum"),
+        "--est",
+        str(tmp_path / "est.tum"),
+        "--align",
+        "se3",
+        "--rpe-delta",
+        "0.5",
+        "--rpe-unit",
+        "m",
+        "--json",
+    )
     assert code == 0
     data = json.loads(out)
-    expected = evaluate(read_tum(tmp_path / "gt.tum"), read_tum(tmp_path / "est.tum"),
-                        EvalOptions(align="se3", rpe_delta=0.5, rpe_unit="m"))
+    expected = evaluate(
+        read_tum(tmp_path / "gt.tum"),
+        read_tum(tmp_path / "est.tum"),
+        EvalOptions(align="se3", rpe_delta=0.5, rpe_unit="m"),
+    )
     assert data["samples"] == len(est) == 200
     assert data["ate_rmse"] == pytest.approx(expected.ate_stats.rmse, abs=1e-12)
     assert data["rpe_rot_rmse"] == pytest.approx(expected.rpe_rot_stats.rmse, abs=1e-12)
     # the noise put in: ~1 cm per axis, so ~1.7 cm ATE
     assert 0.012 < data["ate_rmse"] < 0.025
     # every TrajectoryError field, plus median/std/min/sse
-    for key in ("samples", "ate_rmse", "ate_mean", "ate_max", "rpe_trans_rmse", "rpe_rot_rmse", "aligned",
-                "alignment", "ate_median", "ate_std", "ate_min", "ate_sse"):
+    for key in (
+        "samples",
+        "ate_rmse",
+        "ate_mean",
+        "ate_max",
+        "rpe_trans_rmse",
+        "rpe_rot_rmse",
+        "aligned",
+        "alignment",
+        "ate_median",
+        "ate_std",
+        "ate_min",
+        "ate_sse",
+    ):
         assert key in data, key
     assert data["aligned"] is True
     q = data["alignment"]["orientation"]
@@ -184,7 +245,7 @@ def test_tum_with_commas_comments_and_bad_lines(tmp_path, capsys):
     code, out, err = run_cli(capsys, "--gt", str(bad), "--est", str(good))
     assert code == 1
     assert "bad.txt:2: 7 fields, a TUM line has 8" in err
-    bad.write_text("0 0 0 0 0 0 0 1 5\n1 1 0 0 0 0 1\n")   # 9 + 7 fields: 16 values, still wrong
+    bad.write_text("0 0 0 0 0 0 0 1 5\n1 1 0 0 0 0 1\n")  # 9 + 7 fields: 16 values, still wrong
     code, out, err = run_cli(capsys, "--gt", str(bad), "--est", str(good))
     assert code == 1 and "bad.txt:1: 9 fields" in err
     bad.write_text("0 0 0 0 0 0 0 1\n1 1 0 0 0 0 0 x1\n")
@@ -215,13 +276,15 @@ def test_errors_are_clear_and_never_tracebacks(tmp_path, capsys, trajectories):
     assert code == 1 and "estimate positions do not move" in err
     code, _, err = run_cli(capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "nothing.tum"))
     assert code == 1 and "does not exist" in err
-    code, _, err = run_cli(capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "static.tum"),
-                           "--offset", "100")
+    code, _, err = run_cli(
+        capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "static.tum"), "--offset", "100"
+    )
     assert code == 1 and "no estimate stamp is within max_diff" in err
     code, _, err = run_cli(capsys, "--gt", str(tmp_path / "gt.tum"))
     assert code == 1 and "no estimate" in err
-    code, _, err = run_cli(capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "gt.tum"),
-                           "--rpe-delta", "2.5")
+    code, _, err = run_cli(
+        capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "gt.tum"), "--rpe-delta", "2.5"
+    )
     assert code == 1 and "whole number" in err
 
 
@@ -238,48 +301,103 @@ def test_bag_topics_are_read_as_recorded(bag, trajectories):
     assert np.array_equal(body.positions, gt.positions[keep])
     from rosbags.rosbag2 import Reader
 
-    with Reader(bag) as reader:   # in the bag, late messages come after newer ones
+    with Reader(bag) as reader:  # in the bag, late messages come after newer ones
         conns = [c for c in reader.connections if c.topic == "/pose"]
-        headers = [typestore().deserialize_cdr(raw, "geometry_msgs/msg/PoseStamped").header
-                   for _, _, raw in reader.messages(connections=conns)]
+        headers = [
+            typestore().deserialize_cdr(raw, "geometry_msgs/msg/PoseStamped").header
+            for _, _, raw in reader.messages(connections=conns)
+        ]
     recorded = [h.stamp.sec + h.stamp.nanosec * 1e-9 for h in headers]
     assert len(recorded) == len(est) and recorded != sorted(recorded)
     for topic, kwargs in (("/odom", {}), ("/pose", {}), ("/tf", {"frames": ("odom", "base_link")})):
         traj = read_bag(bag, topic, **kwargs)
         assert len(traj) == len(est), topic
-        assert np.array_equal(traj.positions, est.positions), topic   # sorted back into stamp order
+        assert np.array_equal(traj.positions, est.positions), topic  # sorted back into stamp order
         assert np.allclose(traj.orientations, est.orientations, atol=1e-15), topic
 
 
 @pytest.mark.parametrize("est_topic,extra", [("/odom", []), ("/tf", ["--est-frames", "odom", "base_link"])])
 def test_eval_from_a_bag_equals_the_core_on_the_same_data(bag, trajectories, capsys, est_topic, extra):
     gt, est = trajectories
-    code, out, err = run_cli(capsys, "--bag", str(bag), "--gt-topic", "/sim/rigid_bodies", "--body", "robot1",
-                             "--est-topic", est_topic, *extra, "--align", "posyaw", "--association", "interpolate",
-                             "--max-diff", "0.02", "--rpe-delta", "1", "--rpe-unit", "s", "--json")
+    code, out, err = run_cli(
+        capsys,
+        "--bag",
+        str(bag),
+        "--gt-topic",
+        "/sim/rigid_bodies",
+        "--body",
+        "robot1",
+        "--est-topic",
+        est_topic,
+        *extra,
+        "--align",
+        "posyaw",
+        "--association",
+        "interpolate",
+        "--max-diff",
+        "0.02",
+        "--rpe-delta",
+        "1",
+        "--rpe-unit",
+        "s",
+        "--json",
+    )
     assert code == 0, err
     data = json.loads(out)
     keep = np.setdiff1d(np.arange(len(gt)), np.arange(300, 350))
-    expected = evaluate(gt.take(keep), est, EvalOptions(align="posyaw", association="interpolate", max_diff=0.02,
-                                                        rpe_delta=1.0, rpe_unit="s"))
+    expected = evaluate(
+        gt.take(keep),
+        est,
+        EvalOptions(align="posyaw", association="interpolate", max_diff=0.02, rpe_delta=1.0, rpe_unit="s"),
+    )
     assert data["samples"] == len(expected.association)
-    assert len(est) - 12 <= data["samples"] < len(est)   # estimates in the tracking gap are left out
-    for key, value in (("ate_rmse", expected.ate_stats.rmse), ("ate_max", expected.ate_stats.max),
-                       ("rpe_trans_rmse", expected.rpe_trans_stats.rmse),
-                       ("rpe_rot_rmse", expected.rpe_rot_stats.rmse)):
+    assert len(est) - 12 <= data["samples"] < len(est)  # estimates in the tracking gap are left out
+    for key, value in (
+        ("ate_rmse", expected.ate_stats.rmse),
+        ("ate_max", expected.ate_stats.max),
+        ("rpe_trans_rmse", expected.rpe_trans_stats.rmse),
+        ("rpe_rot_rmse", expected.rpe_rot_stats.rmse),
+    ):
         assert data[key] == pytest.approx(value, abs=1e-12), key
 
 
 def test_bag_errors_name_what_exists(bag, capsys):
     code, _, err = run_cli(capsys, "--bag", str(bag), "--gt-topic", "/nope", "--est-topic", "/odom")
-    assert code == 1 and "no topic '/nope'" in err and "/sim/rigid_bodies (mocap4r2_interfaces/msg/RigidBodies)" in err
-    code, _, err = run_cli(capsys, "--bag", str(bag), "--gt-topic", "/sim/rigid_bodies", "--body", "robot9",
-                           "--est-topic", "/odom")
+    assert (
+        code == 1
+        and "no topic '/nope'" in err
+        and "/sim/rigid_bodies (mocap4r2_interfaces/msg/RigidBodies)" in err
+    )
+    code, _, err = run_cli(
+        capsys,
+        "--bag",
+        str(bag),
+        "--gt-topic",
+        "/sim/rigid_bodies",
+        "--body",
+        "robot9",
+        "--est-topic",
+        "/odom",
+    )
     assert code == 1 and "no body named 'robot9'" in err and "robot1" in err and "table" in err
-    code, _, err = run_cli(capsys, "--bag", str(bag), "--gt-topic", "/sim/rigid_bodies", "--est-topic", "/odom")
+    code, _, err = run_cli(
+        capsys, "--bag", str(bag), "--gt-topic", "/sim/rigid_bodies", "--est-topic", "/odom"
+    )
     assert code == 1 and "body name" in err
-    code, _, err = run_cli(capsys, "--bag", str(bag), "--gt-topic", "/sim/rigid_bodies", "--body", "robot1",
-                           "--est-topic", "/tf", "--est-frames", "map", "base_link")
+    code, _, err = run_cli(
+        capsys,
+        "--bag",
+        str(bag),
+        "--gt-topic",
+        "/sim/rigid_bodies",
+        "--body",
+        "robot1",
+        "--est-topic",
+        "/tf",
+        "--est-frames",
+        "map",
+        "base_link",
+    )
     assert code == 1 and "no transform map -> base_link" in err
     code, _, err = run_cli(capsys, "--bag", str(bag) + "_missing", "--gt-topic", "/a", "--est-topic", "/b")
     assert code == 1 and "does not exist" in err
@@ -288,8 +406,23 @@ def test_bag_errors_name_what_exists(bag, capsys):
 def test_plots_json_file_and_summary(tmp_path, bag, capsys):
     plots = tmp_path / "plots"
     out_json = tmp_path / "result.json"
-    code, out, err = run_cli(capsys, "--bag", str(bag), "--gt-topic", "/sim/rigid_bodies", "--body", "robot1",
-                             "--est-topic", "/pose", "--align", "se3", "--plot", str(plots), "--json", str(out_json))
+    code, out, err = run_cli(
+        capsys,
+        "--bag",
+        str(bag),
+        "--gt-topic",
+        "/sim/rigid_bodies",
+        "--body",
+        "robot1",
+        "--est-topic",
+        "/pose",
+        "--align",
+        "se3",
+        "--plot",
+        str(plots),
+        "--json",
+        str(out_json),
+    )
     assert code == 0, err
     assert "ATE rmse" in out and "plots:" in out
     assert json.loads(out_json.read_text())["aligned"] is True
@@ -304,8 +437,12 @@ def test_command_line_entry_points(tmp_path, trajectories):
     write_tum(tmp_path / "gt.tum", gt)
     write_tum(tmp_path / "est.tum", est)
     args = ["--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "est.tum"), "--json"]
-    module = subprocess.run([sys.executable, "-m", "mocap4r2_tools.eval_command", *args], capture_output=True,
-                            text=True, timeout=120)
+    module = subprocess.run(
+        [sys.executable, "-m", "mocap4r2_tools.eval_command", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert module.returncode == 0, module.stderr
     verb = shutil.which("mocap4r2") or str(ROOT / "install" / "mocap4r2_control" / "bin" / "mocap4r2")
     if not os.path.exists(verb):
@@ -313,6 +450,10 @@ def test_command_line_entry_points(tmp_path, trajectories):
     cli = subprocess.run([verb, "eval", *args], capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(module.stdout)["ate_rmse"] == json.loads(cli.stdout)["ate_rmse"] > 0
-    progress = subprocess.run([sys.executable, "-m", "mocap4r2_tools.eval_command", *args[:-1], "--progress", "always"],
-                              capture_output=True, text=True, timeout=120)
+    progress = subprocess.run(
+        [sys.executable, "-m", "mocap4r2_tools.eval_command", *args[:-1], "--progress", "always"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert progress.returncode == 0 and "evaluating" in progress.stderr

@@ -11,6 +11,7 @@ motion), so RPE is compared with evo on the sorted file.
 Also: a huge file that starts as valid text and continues as NUL bytes fails fast with
 a clear error and bounded memory (a sparse file, so the test needs no disk).
 """
+
 from __future__ import annotations
 
 import json
@@ -90,10 +91,10 @@ def est_out_of_order(tmp_path):
     est_t = 1_300_000_000.0 + np.round(np.arange(0.001, 19.9, 0.05), 4)
     est_pos, est_q = make_estimate(est_t, 2)
     order = np.arange(est_t.size)
-    order[[40, 41]] = order[[41, 40]]                    # swapped
-    order = np.r_[order[:100], order[101:150], order[100], order[150:]]   # row 100 late
+    order[[40, 41]] = order[[41, 40]]  # swapped
+    order = np.r_[order[:100], order[101:150], order[100], order[150:]]  # row 100 late
     est_t, est_pos, est_q = est_t[order], est_pos[order], est_q[order]
-    est_t = np.insert(est_t, 200, est_t[200])            # repeated stamp
+    est_t = np.insert(est_t, 200, est_t[200])  # repeated stamp
     est_pos = np.insert(est_pos, 200, est_pos[200] + 0.002, axis=0)
     est_q = np.insert(est_q, 200, est_q[200], axis=0)
     est_path = tmp_path / "est.txt"
@@ -123,7 +124,9 @@ def evo_ate(gt: Path, est: Path, method: SyncMethod, max_diff: float, align: str
 @pytest.mark.parametrize("align", ["none", "se3"])
 def test_duplicate_ground_truth_stamp_is_evaluated_like_evo(capsys, gt_with_duplicate, association, align):
     gt, est = gt_with_duplicate
-    ours, err = run_json(capsys, gt, est, "--association", association, "--max-diff", "0.006", "--align", align)
+    ours, err = run_json(
+        capsys, gt, est, "--association", association, "--max-diff", "0.006", "--align", align
+    )
     assert "ground truth" in err and "duplicate stamp 1300000007.000000000 s" in err, err
     assert "kept" in err, err
     method = SyncMethod.nearest_time if association == "nearest" else SyncMethod.interpolation
@@ -133,7 +136,9 @@ def test_duplicate_ground_truth_stamp_is_evaluated_like_evo(capsys, gt_with_dupl
         assert ours[f"ate_{name}"] == pytest.approx(theirs[name], abs=TOL), name
 
 
-def test_out_of_order_estimate_is_sorted_with_a_warning_and_evaluated_like_evo(capsys, est_out_of_order, tmp_path):
+def test_out_of_order_estimate_is_sorted_with_a_warning_and_evaluated_like_evo(
+    capsys, est_out_of_order, tmp_path
+):
     gt, est = est_out_of_order
     ours, err = run_json(capsys, gt, est, "--max-diff", "0.003", "--align", "se3")
     assert "estimate: 2 rows are earlier than the row before" in err and "reordered" in err, err
@@ -149,11 +154,14 @@ def test_out_of_order_estimate_is_sorted_with_a_warning_and_evaluated_like_evo(c
     sorted_est = tmp_path / "est_sorted.txt"
     sorted_est.write_text("\n".join(lines) + "\n")
     _, _, (ref, e) = evo_ate(gt, sorted_est, SyncMethod.nearest_time, 0.003, "se3")
-    rpe = evo_metrics.RPE(evo_metrics.PoseRelation.translation_part, 1, evo_metrics.Unit.frames,
-                          pairs_from_reference=True)
+    rpe = evo_metrics.RPE(
+        evo_metrics.PoseRelation.translation_part, 1, evo_metrics.Unit.frames, pairs_from_reference=True
+    )
     rpe.process_data((ref, e))
     assert ours["rpe_trans"]["count"] == rpe.error.size > 300
-    assert ours["rpe_trans"]["rmse"] == pytest.approx(rpe.get_statistic(evo_metrics.StatisticsType.rmse), abs=TOL)
+    assert ours["rpe_trans"]["rmse"] == pytest.approx(
+        rpe.get_statistic(evo_metrics.StatisticsType.rmse), abs=TOL
+    )
 
 
 def test_a_sorted_file_gets_no_warning(capsys, tmp_path):
@@ -170,12 +178,16 @@ def test_huge_file_of_nul_bytes_after_a_valid_head_fails_fast_with_bounded_memor
     pos, rot = motion(t)
     write_rows(good, t, pos, rot.as_quat())
     huge = tmp_path / "huge.txt"
-    write_rows(huge, t, pos, rot.as_quat())            # ~40 KB of valid text ...
+    write_rows(huge, t, pos, rot.as_quat())  # ~40 KB of valid text ...
     with open(huge, "r+b") as handle:
-        handle.truncate(2 * 1024 ** 3)                  # ... then 2 GB of NULs, sparse on disk
+        handle.truncate(2 * 1024**3)  # ... then 2 GB of NULs, sparse on disk
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    run = subprocess.run([sys.executable, "-m", "mocap4r2_tools.eval_command", "--gt", str(huge), "--est", str(good)],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "mocap4r2_tools.eval_command", "--gt", str(huge), "--est", str(good)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert run.returncode == 1, run.stderr[-2000:]
     assert "Traceback" not in run.stderr, run.stderr[-2000:]

@@ -1,6 +1,7 @@
 """`mocap4r2 export`: C3D written by the `c3d` library and read back by `ezc3d`, TRC read
 back by OpenSim's own TRCFileAdapter, CSV read back by pandas; each compared with the
 messages that went into the bag (occluded, absent and dropped samples included)."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,11 @@ import time
 
 import numpy as np
 import pytest
-from mocap4r2_interfaces.msg import Marker, Markers, MocapSystemInfo, RigidBodies, RigidBody
 from rclpy.serialization import serialize_message
-
-from mocap4r2_tools.recording.bag_writer import SessionBag, TopicSpec, qos_profile
 from support import INSTALL
+
+from mocap4r2_interfaces.msg import Marker, Markers, MocapSystemInfo, RigidBodies, RigidBody
+from mocap4r2_tools.recording.bag_writer import SessionBag, TopicSpec, qos_profile
 
 RATE = 100.0
 FIRST, LAST, DROPPED = 100, 129, 110
@@ -26,7 +27,7 @@ def expected_position(frame: int, col: int) -> tuple[float, float, float] | None
     """The scene of the test bag: None where a marker is missing in a frame."""
     if frame == DROPPED:
         return None
-    if col == 1 and frame == 105:       # occluded (its last position is still sent)
+    if col == 1 and frame == 105:  # occluded (its last position is still sent)
         return None
     if col == 2 and 115 <= frame <= 119:  # not in the message at all
         return None
@@ -34,14 +35,21 @@ def expected_position(frame: int, col: int) -> tuple[float, float, float] | None
 
 
 def build_bag(tmp_path):
-    topics = [TopicSpec("/lab/markers", "mocap4r2_interfaces/msg/Markers", qos_profile(True, False, 10)),
-              TopicSpec("/lab/rigid_bodies", "mocap4r2_interfaces/msg/RigidBodies", qos_profile(True, False, 10)),
-              TopicSpec("/mocap4r2/systems", "mocap4r2_interfaces/msg/MocapSystemInfo", qos_profile(True, True, 1))]
+    topics = [
+        TopicSpec("/lab/markers", "mocap4r2_interfaces/msg/Markers", qos_profile(True, False, 10)),
+        TopicSpec("/lab/rigid_bodies", "mocap4r2_interfaces/msg/RigidBodies", qos_profile(True, False, 10)),
+        TopicSpec("/mocap4r2/systems", "mocap4r2_interfaces/msg/MocapSystemInfo", qos_profile(True, True, 1)),
+    ]
     bag = SessionBag(tmp_path, "exp-01", topics)
     bag.open()
-    info = MocapSystemInfo(system="/lab/sim", type="sim", frame_id="world", frame_rate=RATE,
-                           topics=["/lab/markers", "/lab/rigid_bodies"],
-                           topic_types=["mocap4r2_interfaces/msg/Markers", "mocap4r2_interfaces/msg/RigidBodies"])
+    info = MocapSystemInfo(
+        system="/lab/sim",
+        type="sim",
+        frame_id="world",
+        frame_rate=RATE,
+        topics=["/lab/markers", "/lab/rigid_bodies"],
+        topic_types=["mocap4r2_interfaces/msg/Markers", "mocap4r2_interfaces/msg/RigidBodies"],
+    )
     bag.put("/mocap4r2/systems", serialize_message(info), time.time_ns())
     bodies = []
     for frame in range(FIRST, LAST + 1):
@@ -56,7 +64,7 @@ def build_bag(tmp_path):
             if pos is None and not (col == 1 and frame == 105):
                 continue
             m = Marker(id=col, name=label, residual=0.0004 * (col + 1))
-            if pos is None:      # occluded: last position, residual -1
+            if pos is None:  # occluded: last position, residual -1
                 m.occluded, m.residual = True, -1.0
                 pos = expected_position(frame - 1, col)
             m.position.x, m.position.y, m.position.z = pos
@@ -79,8 +87,12 @@ def build_bag(tmp_path):
 
 
 def cli(*args):
-    return subprocess.run([str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +110,7 @@ def test_c3d_read_back_by_ezc3d(bag, tmp_path):
     assert [s.strip() for s in point["LABELS"]["value"]] == LABELS
     assert point["RATE"]["value"][0] == pytest.approx(RATE)
     assert point["UNITS"]["value"][0].strip() == "mm"
-    points = c["data"]["points"]                       # (4, markers, frames)
+    points = c["data"]["points"]  # (4, markers, frames)
     residuals = c["data"]["meta_points"]["residuals"]  # (1, markers, frames)
     assert points.shape == (4, 3, LAST - FIRST + 1)
     for row, frame in enumerate(range(FIRST, LAST + 1)):
@@ -106,7 +118,7 @@ def test_c3d_read_back_by_ezc3d(bag, tmp_path):
             pos = expected_position(frame, col)
             if pos is None:
                 assert residuals[0, col, row] == -1, (frame, col)
-                assert np.isnan(points[:3, col, row]).all(), (frame, col)   # ezc3d: invalid is NaN
+                assert np.isnan(points[:3, col, row]).all(), (frame, col)  # ezc3d: invalid is NaN
             else:
                 assert residuals[0, col, row] >= 0, (frame, col)
                 np.testing.assert_allclose(points[:3, col, row], np.array(pos) * 1000.0, atol=1e-3)
@@ -131,10 +143,16 @@ print(json.dumps({"labels": list(table.getColumnLabels()), "units": table.getTab
 
 
 def test_trc_read_back_by_opensim(bag, tmp_path):
-    out = cli("export", str(bag[0]), "--format", "trc", "--system", "/lab", "--out", str(tmp_path / "trial.trc"))
+    out = cli(
+        "export", str(bag[0]), "--format", "trc", "--system", "/lab", "--out", str(tmp_path / "trial.trc")
+    )
     assert out.returncode == 0, out.stderr
-    read = subprocess.run([sys.executable, "-c", _OPENSIM_READER, str(tmp_path / "trial.trc")],
-                          capture_output=True, text=True, timeout=120)
+    read = subprocess.run(
+        [sys.executable, "-c", _OPENSIM_READER, str(tmp_path / "trial.trc")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert read.returncode == 0, read.stderr
     table = json.loads(read.stdout.strip().splitlines()[-1])
     assert table["labels"] == LABELS
@@ -158,20 +176,37 @@ def test_csv_read_back_by_pandas(bag, tmp_path):
     out = cli("export", str(bag[0]), "--format", "csv", "--out", str(tmp_path / "trial"))
     assert out.returncode == 0, out.stderr
     bodies = pd.read_csv(tmp_path / "trial_rigid_bodies.csv")
-    assert list(bodies.columns) == ["frame_number", "stamp", "name", "id", "tracking_valid", "x", "y", "z",
-                                    "qx", "qy", "qz", "qw", "mean_error"]
+    assert list(bodies.columns) == [
+        "frame_number",
+        "stamp",
+        "name",
+        "id",
+        "tracking_valid",
+        "x",
+        "y",
+        "z",
+        "qx",
+        "qy",
+        "qz",
+        "qw",
+        "mean_error",
+    ]
     assert len(bodies) == len(bag[1])
     for (_, row), (frame, stamp, body) in zip(bodies.iterrows(), bag[1]):
         assert row.frame_number == frame and row["name"] == "box" and row.id == 1
         assert bool(row.tracking_valid) == body.tracking_valid
         assert row.stamp == pytest.approx(stamp, abs=1e-6)
-        assert (row.y, row.qz, row.qw) == (body.pose.position.y, body.pose.orientation.z, body.pose.orientation.w)
+        assert (row.y, row.qz, row.qw) == (
+            body.pose.position.y,
+            body.pose.orientation.z,
+            body.pose.orientation.w,
+        )
         assert row.mean_error == pytest.approx(0.0002)
     markers = pd.read_csv(tmp_path / "trial_markers.csv", keep_default_na=False)
     assert set(markers.frame_number) == set(range(FIRST, LAST + 1)) - {DROPPED}
     occluded = markers[(markers.frame_number == 105) & (markers["name"] == "box:b")]
     assert len(occluded) == 1 and occluded.occluded.iloc[0] == 1 and occluded.residual.iloc[0] == -1
-    assert len(markers[markers["name"] == ""]) == LAST - FIRST    # the stray, once per received frame
+    assert len(markers[markers["name"] == ""]) == LAST - FIRST  # the stray, once per received frame
 
 
 def test_export_errors_are_clear(bag, tmp_path):
@@ -201,8 +236,22 @@ def test_sessions_lists_recordings_and_unfinished_ones(bag, tmp_path):
 def test_eval_reads_rigid_bodies_of_a_recorded_bag(bag):
     import json
 
-    out = cli("eval", "--bag", str(bag[0]), "--gt-topic", "/lab/rigid_bodies", "--body", "box",
-              "--est-topic", "/lab/rigid_bodies", "--est-body", "box", "--align", "none", "--json")
+    out = cli(
+        "eval",
+        "--bag",
+        str(bag[0]),
+        "--gt-topic",
+        "/lab/rigid_bodies",
+        "--body",
+        "box",
+        "--est-topic",
+        "/lab/rigid_bodies",
+        "--est-body",
+        "box",
+        "--align",
+        "none",
+        "--json",
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads(out.stdout)
     # the same trajectory on both sides: zero error, over the tracked frames only

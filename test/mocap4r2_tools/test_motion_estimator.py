@@ -7,6 +7,7 @@ angular (0, 0, 2 pi / T), and its acceleration the centripetal R (2 pi / T)^2 al
 and the stamps carry latency jitter (plus, on a loaded machine, tens of milliseconds of
 arrival jitter: the nodes get the system's nominal rate, so dt comes from frame numbers).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,18 +28,37 @@ def seconds(stamp) -> float:
 
 def twist_error(m: Odometry) -> float:
     tw = m.twist.twist
-    return float(np.linalg.norm([tw.linear.x - V, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y,
-                                 tw.angular.z - W]))
+    return float(
+        np.linalg.norm(
+            [tw.linear.x - V, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y, tw.angular.z - W]
+        )
+    )
 
 
 def test_motion_estimator_on_the_simulated_system(ros, procs, tmp_path):
-    scene = {"seed": 4, "rate": 100.0, "latency": 0.003, "latency_jitter": 0.0005, "noise": 0.0,
-             "occlusion": 0.0, "dropped_frames": 0.03, "unlabeled_markers": 0,
-             "rigid_bodies": [
-                 {"name": "spinner", "id": 1,
-                  "trajectory": {"type": "circle", "center": [0, 0, 1], "radius": R, "period": T}},
-                 {"name": "blinker", "id": 2, "trajectory": {"type": "static", "position": [1, 1, 0.5]},
-                  "tracking_loss": {"every": 2.0, "duration": 0.8}}]}
+    scene = {
+        "seed": 4,
+        "rate": 100.0,
+        "latency": 0.003,
+        "latency_jitter": 0.0005,
+        "noise": 0.0,
+        "occlusion": 0.0,
+        "dropped_frames": 0.03,
+        "unlabeled_markers": 0,
+        "rigid_bodies": [
+            {
+                "name": "spinner",
+                "id": 1,
+                "trajectory": {"type": "circle", "center": [0, 0, 1], "radius": R, "period": T},
+            },
+            {
+                "name": "blinker",
+                "id": 2,
+                "trajectory": {"type": "static", "position": [1, 1, 0.5]},
+                "tracking_loss": {"every": 2.0, "duration": 0.8},
+            },
+        ],
+    }
     path = tmp_path / "scene.yaml"
     path.write_text(yaml.safe_dump(scene))
     ns = "/me"
@@ -46,14 +66,37 @@ def test_motion_estimator_on_the_simulated_system(ros, procs, tmp_path):
     kf_accel = ros.subscribe(f"{ns}/est_kf/spinner/accel", AccelWithCovarianceStamped)
     fd_odom = ros.subscribe(f"{ns}/est_fd/spinner/odom", Odometry)
     blink = ros.subscribe(f"{ns}/est_kf/blinker/odom", Odometry)
-    kf = procs.start(TOOLS, "motion_estimator", name="est_kf", namespace=ns,
-                     params={"rigid_bodies_topic": f"{ns}/rigid_bodies", "method": "kalman", "timeout": 0.2,
-                             "frame_rate": 100.0})
-    fd = procs.start(TOOLS, "motion_estimator", name="est_fd", namespace=ns,
-                     params={"rigid_bodies_topic": f"{ns}/rigid_bodies", "method": "finite_difference",
-                             "bodies": ["spinner"], "frame_rate": 100.0})
-    sim = procs.start("mocap4r2_drivers", "simulated_system", name="sim", namespace=ns,
-                      params={"scene": str(path), "autostart": True})
+    kf = procs.start(
+        TOOLS,
+        "motion_estimator",
+        name="est_kf",
+        namespace=ns,
+        params={
+            "rigid_bodies_topic": f"{ns}/rigid_bodies",
+            "method": "kalman",
+            "timeout": 0.2,
+            "frame_rate": 100.0,
+        },
+    )
+    fd = procs.start(
+        TOOLS,
+        "motion_estimator",
+        name="est_fd",
+        namespace=ns,
+        params={
+            "rigid_bodies_topic": f"{ns}/rigid_bodies",
+            "method": "finite_difference",
+            "bodies": ["spinner"],
+            "frame_rate": 100.0,
+        },
+    )
+    sim = procs.start(
+        "mocap4r2_drivers",
+        "simulated_system",
+        name="sim",
+        namespace=ns,
+        params={"scene": str(path), "autostart": True},
+    )
 
     kf_odom.wait_count(400, timeout=60)
     fd_odom.wait_count(400, timeout=30)
@@ -80,9 +123,9 @@ def test_motion_estimator_on_the_simulated_system(ros, procs, tmp_path):
     stamps = [seconds(m.header.stamp) for m in blinks]
     i = usable_gap(blinks)
     gap = stamps[i + 1] - stamps[i]
-    before = [m.twist.covariance[0] for m in blinks[i - 29:i + 1]]
-    base = min(before)   # the last tracked frames' (measured) covariance
-    run = [before[-1]]   # the covariances rising into the gap: the predicted frames
+    before = [m.twist.covariance[0] for m in blinks[i - 29 : i + 1]]
+    base = min(before)  # the last tracked frames' (measured) covariance
+    run = [before[-1]]  # the covariances rising into the gap: the predicted frames
     for c in reversed(before[:-1]):
         if c >= run[0]:
             break
@@ -90,9 +133,9 @@ def test_motion_estimator_on_the_simulated_system(ros, procs, tmp_path):
     predicted = [c for c in run if c > 1.5 * base]
     # up to 0.2 s of frames (100 Hz; dropped ones, and on a loaded machine frames the
     # simulator's reader lost) predicted with a growing covariance, then nothing
-    assert len(predicted) >= 3, ([round(s - stamps[i], 3) for s in stamps[i - 29:i + 2]], before, base, gap)
+    assert len(predicted) >= 3, ([round(s - stamps[i], 3) for s in stamps[i - 29 : i + 2]], before, base, gap)
     assert predicted[-1] > 10 * base
-    assert gap > 0.45, gap   # stamps carry arrival jitter: no tight upper bound
+    assert gap > 0.45, gap  # stamps carry arrival jitter: no tight upper bound
     # a static body: no motion made up
     tracked = [m for m in blinks[20:] if m.twist.covariance[0] <= base * 1.01]
     assert tracked and max(abs(m.twist.twist.linear.x) for m in tracked) < 1e-3

@@ -2,6 +2,7 @@
 node, MAVLink over real UDP to a PX4 vehicle stand-in (test/fixtures/px4_vehicle.py)
 that decodes every datagram with pymavlink. Both backends (pymavlink, MAVSDK's Mocap
 plugin)."""
+
 from __future__ import annotations
 
 import math
@@ -9,14 +10,14 @@ import time
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from mocap4r2_interfaces.msg import RigidBodies, RigidBody
 from nav_msgs.msg import Odometry
+from px4_vehicle import Px4VehicleStandIn, free_udp_port
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from scipy.spatial.transform import Rotation
+from support import wait_subscribed
 
 from mocap4r2_control.timebase import time_msg
-from px4_vehicle import Px4VehicleStandIn, free_udp_port
-from support import wait_subscribed
+from mocap4r2_interfaces.msg import RigidBodies, RigidBody
 
 TOOLS = "mocap4r2_tools"
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
@@ -39,8 +40,16 @@ def bodies_msg(t: float, p, q, valid: bool = True, name: str = "drone") -> Rigid
 
 
 def start_bridge(procs, ns: str, port: int, backend: str, **extra):
-    params = {"rigid_bodies_topic": f"{ns}/rigid_bodies", "body": "drone", "connection": f"udpout:127.0.0.1:{port}",
-              "backend": backend, "rate": 50.0, "connect_timeout": 2.0, "diagnostics_period": 0.2, **extra}
+    params = {
+        "rigid_bodies_topic": f"{ns}/rigid_bodies",
+        "body": "drone",
+        "connection": f"udpout:127.0.0.1:{port}",
+        "backend": backend,
+        "rate": 50.0,
+        "connect_timeout": 2.0,
+        "diagnostics_period": 0.2,
+        **extra,
+    }
     return procs.start(TOOLS, "px4_bridge", name="px4_bridge", namespace=ns, params=params)
 
 
@@ -52,11 +61,13 @@ def diagnostics_of(ros, ns: str):
     def matching(predicate):
         def check(array):
             return any(s.name.startswith(name) and predicate(s) for s in array.status)
+
         return check
 
     def status(predicate, timeout=30.0):
         array = collector.wait_for(matching(predicate), timeout)
         return next(s for s in array.status if s.name.startswith(name) and predicate(s))
+
     return status
 
 
@@ -82,7 +93,9 @@ def publish_until_connected(pub, vehicle, start: float, timeout: float = 40.0) -
         if vehicle.messages("ODOMETRY"):
             return t
         time.sleep(0.01)
-    raise AssertionError(f"no ODOMETRY within {timeout} s; vehicle saw {[m.get_type() for m in vehicle.messages()][-10:]}")
+    raise AssertionError(
+        f"no ODOMETRY within {timeout} s; vehicle saw {[m.get_type() for m in vehicle.messages()][-10:]}"
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -93,7 +106,7 @@ def test_enu_motion_and_yaw_arrive_as_ned_odometry(ros, procs, vehicle, backend)
     wait_subscribed(pub)
     t = publish_until_connected(pub, vehicle, T0)
     heartbeat_from_bridge = vehicle.wait_for("HEARTBEAT")
-    assert heartbeat_from_bridge.autopilot == 8   # MAV_AUTOPILOT_INVALID: a companion, not an autopilot
+    assert heartbeat_from_bridge.autopilot == 8  # MAV_AUTOPILOT_INVALID: a companion, not an autopilot
 
     # north-east-up in ENU: +y (north), +x (east), +z (up); yaw 90 deg in ENU (facing north)
     yaw90 = Rotation.from_euler("z", 90, degrees=True).as_quat()
@@ -112,17 +125,17 @@ def test_enu_motion_and_yaw_arrive_as_ned_odometry(ros, procs, vehicle, backend)
     assert len(moving) >= 50, f"{len(moving)} moving samples; bridge log:\n{bridge.log()[-2000:]}"
     for m in moving:
         s = (m.time_usec - start_usec) * 1e-6
-        assert m.frame_id == 20 and m.child_frame_id == 12          # MAV_FRAME_LOCAL_FRD, MAV_FRAME_BODY_FRD
-        assert m.x == pytest.approx(2.0 + 1.0 * s, abs=1e-5)        # north = ENU y
-        assert m.y == pytest.approx(1.0 + 0.5 * s, abs=1e-5)        # east = ENU x
-        assert m.z == pytest.approx(-(0.5 + 0.2 * s), abs=1e-5)     # down = -up
+        assert m.frame_id == 20 and m.child_frame_id == 12  # MAV_FRAME_LOCAL_FRD, MAV_FRAME_BODY_FRD
+        assert m.x == pytest.approx(2.0 + 1.0 * s, abs=1e-5)  # north = ENU y
+        assert m.y == pytest.approx(1.0 + 0.5 * s, abs=1e-5)  # east = ENU x
+        assert m.z == pytest.approx(-(0.5 + 0.2 * s), abs=1e-5)  # down = -up
         w, x, y, z = m.q
         yaw = Rotation.from_quat([x, y, z, w]).as_euler("ZYX")[0]
-        assert abs(yaw) < 1e-6                                       # facing north: heading 0 in NED
-        assert all(math.isnan(v) for v in (m.vx, m.vy, m.vz))        # no velocity source: unknown
-        assert m.pose_covariance[0] == pytest.approx(0.005 ** 2, rel=1e-5)
+        assert abs(yaw) < 1e-6  # facing north: heading 0 in NED
+        assert all(math.isnan(v) for v in (m.vx, m.vy, m.vz))  # no velocity source: unknown
+        assert m.pose_covariance[0] == pytest.approx(0.005**2, rel=1e-5)
         assert m.estimator_type == 6 and 1 <= m.quality <= 100
-    assert all(m.get_msgbuf()[0] == 0xFD for m in moving)           # MAVLink 2 frames
+    assert all(m.get_msgbuf()[0] == 0xFD for m in moving)  # MAVLink 2 frames
     # further north and east, and higher (more negative down), as time goes on
     assert moving[-1].x > moving[0].x and moving[-1].y > moving[0].y and moving[-1].z < moving[0].z
 
@@ -138,22 +151,29 @@ def test_nothing_sent_during_tracking_loss_and_reset_counter_after(ros, procs, v
     before = vehicle.messages("ODOMETRY")[-1].reset_counter
 
     lost_from = t
-    for _ in range(80):       # 0.8 s of capture time not tracked; the pose held, as the topics do
+    for _ in range(80):  # 0.8 s of capture time not tracked; the pose held, as the topics do
         pub.publish(bodies_msg(t, (0, 0, 1), (0, 0, 0, 1), valid=False))
         t += 0.01
         time.sleep(0.01)
     lost_to = t
     # the status the bridge publishes the moment it sees the loss says 0.000 s (a test-load
     # run took that one); a later one counts the time the loss has lasted
-    lost = status(lambda s: s.level == DiagnosticStatus.WARN and "tracking lost for" in s.message
-                  and float(values(s)["tracking_lost_for"]) > 0)
+    lost = status(
+        lambda s: (
+            s.level == DiagnosticStatus.WARN
+            and "tracking lost for" in s.message
+            and float(values(s)["tracking_lost_for"]) > 0
+        )
+    )
     assert float(values(lost)["tracking_lost_for"]) < 30
     for _ in range(50):
         pub.publish(bodies_msg(t, (0.1, 0, 1), (0, 0, 0, 1)))
         t += 0.01
         time.sleep(0.01)
     after = vehicle.wait_for("ODOMETRY", lambda m: m.time_usec >= int(round(lost_to * 1e6)))
-    sent_during = [m for m in vehicle.messages("ODOMETRY") if lost_from * 1e6 <= m.time_usec < lost_to * 1e6 - 1]
+    sent_during = [
+        m for m in vehicle.messages("ODOMETRY") if lost_from * 1e6 <= m.time_usec < lost_to * 1e6 - 1
+    ]
     assert sent_during == []
     assert after.reset_counter == (before + 1) % 256
     back = status(lambda s: s.level == DiagnosticStatus.OK and values(s)["last_loss_duration"] != "")
@@ -169,7 +189,7 @@ def test_rate_holds_below_the_mocap_rate(ros, procs, vehicle):
     t = publish_until_connected(pub, vehicle, T0)
     start = t + 1.0
     t = start
-    frames = 400                      # 2 s of a 200 Hz mocap stream
+    frames = 400  # 2 s of a 200 Hz mocap stream
     for _ in range(frames):
         pub.publish(bodies_msg(t, (0, 0, 1), (0, 0, 0, 1)))
         t += 0.005
@@ -178,6 +198,7 @@ def test_rate_holds_below_the_mocap_rate(ros, procs, vehicle):
 
     def window():
         return [m for m in vehicle.messages("ODOMETRY") if start * 1e6 - 1 <= m.time_usec < end * 1e6 - 1]
+
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(window()) < 76:
         time.sleep(0.05)
@@ -187,7 +208,7 @@ def test_rate_holds_below_the_mocap_rate(ros, procs, vehicle):
     stamps = [m.time_usec for m in got]
     assert stamps == sorted(stamps)
     gaps = [(b - a) * 1e-6 for a, b in zip(stamps, stamps[1:])]
-    assert min(gaps) >= 0.75 / 40          # never faster than the rate allows
+    assert min(gaps) >= 0.75 / 40  # never faster than the rate allows
 
 
 def test_no_vehicle_keeps_the_node_retrying_and_connects_later(ros, procs):
@@ -196,8 +217,13 @@ def test_no_vehicle_keeps_the_node_retrying_and_connects_later(ros, procs):
     bridge = start_bridge(procs, ns, port, "pymavlink", connect_timeout=0.5)
     status = diagnostics_of(ros, ns)
     pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
-    down = status(lambda s: s.level == DiagnosticStatus.ERROR and "no HEARTBEAT" in s.message
-                  and int(values(s)["connect_attempts"]) >= 2)
+    down = status(
+        lambda s: (
+            s.level == DiagnosticStatus.ERROR
+            and "no HEARTBEAT" in s.message
+            and int(values(s)["connect_attempts"]) >= 2
+        )
+    )
     assert values(down)["link"] in ("retrying", "connecting")
     assert bridge.alive()
     vehicle = Px4VehicleStandIn(port)
@@ -246,7 +272,7 @@ def test_velocity_from_an_odometry_topic_goes_out_in_frd(ros, procs, vehicle):
         t += 0.01
         time.sleep(0.01)
     m = vehicle.wait_for("ODOMETRY", lambda m: m.time_usec > first * 1e6 and not math.isnan(m.vx))
-    assert (m.vx, m.vy, m.vz) == pytest.approx((1.0, -0.5, -0.25))   # FLU -> FRD: y and z flip
+    assert (m.vx, m.vy, m.vz) == pytest.approx((1.0, -0.5, -0.25))  # FLU -> FRD: y and z flip
     assert (m.rollspeed, m.pitchspeed, m.yawspeed) == pytest.approx((0.0, 0.0, -0.3))
 
 
@@ -258,7 +284,7 @@ def test_the_other_messages_carry_the_same_ned_pose(ros, procs, vehicle, backend
     pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
     wait_subscribed(pub)
     kind = message.upper()
-    yaw0 = Rotation.from_euler("z", 0, degrees=True).as_quat()    # facing the mocap's +x: "east"
+    yaw0 = Rotation.from_euler("z", 0, degrees=True).as_quat()  # facing the mocap's +x: "east"
     deadline = time.monotonic() + 40
     t = T0
     while time.monotonic() < deadline and not vehicle.messages(kind):
@@ -285,14 +311,25 @@ def test_shipped_config_is_valid(procs):
 
     from mocap4r2_tools import px4_bridge
 
-    values = yaml.safe_load((ROOT / "config" / "px4_bridge.yaml").read_text())["px4_bridge"]["ros__parameters"]
+    values = yaml.safe_load((ROOT / "config" / "px4_bridge.yaml").read_text())["px4_bridge"][
+        "ros__parameters"
+    ]
     specs = {spec.name: spec for spec in px4_bridge.PARAMETERS}
     assert set(values) <= set(specs), set(values) - set(specs)
     for name, value in values.items():
         assert specs[name].validate(value) is None, (name, specs[name].validate(value))
-    proc = procs.start(TOOLS, "px4_bridge", ros=False, args=[
-        "--ros-args", "--params-file", str(ROOT / "config" / "px4_bridge.yaml"), "-p",
-        f"connection:=udpout:127.0.0.1:{free_udp_port()}"])
+    proc = procs.start(
+        TOOLS,
+        "px4_bridge",
+        ros=False,
+        args=[
+            "--ros-args",
+            "--params-file",
+            str(ROOT / "config" / "px4_bridge.yaml"),
+            "-p",
+            f"connection:=udpout:127.0.0.1:{free_udp_port()}",
+        ],
+    )
     assert proc.wait_log("body 'robot1' on /sim/rigid_bodies -> odometry at 50 Hz", timeout=20), proc.log()
     assert "[ERROR]" not in proc.log() and proc.alive()
 
@@ -303,22 +340,40 @@ def test_bad_parameters_are_refused_and_the_node_keeps_running(ros, procs):
     from rcl_interfaces.srv import SetParameters
 
     port = free_udp_port()
-    proc = procs.start(TOOLS, "px4_bridge", name="px4_bridge", namespace="/px4_bad", params={
-        "body": "drone", "rate": 500.0, "connection": f"udpout:127.0.0.1:{port}", "backend": "carrier_pigeon"})
+    proc = procs.start(
+        TOOLS,
+        "px4_bridge",
+        name="px4_bridge",
+        namespace="/px4_bad",
+        params={
+            "body": "drone",
+            "rate": 500.0,
+            "connection": f"udpout:127.0.0.1:{port}",
+            "backend": "carrier_pigeon",
+        },
+    )
     assert proc.wait_log("rate must be <= 200", 20), proc.log()
     assert proc.wait_log("backend must be one of", 20)
-    assert proc.wait_log("odometry at 50 Hz", 20)          # the defaults used instead
+    assert proc.wait_log("odometry at 50 Hz", 20)  # the defaults used instead
 
     def set_parameter(name, value):
         request = SetParameters.Request()
         kind = ParameterType.PARAMETER_DOUBLE if isinstance(value, float) else ParameterType.PARAMETER_STRING
-        request.parameters = [ParameterMsg(name=name, value=ParameterValue(
-            type=kind, double_value=value if isinstance(value, float) else 0.0,
-            string_value=value if isinstance(value, str) else ""))]
+        request.parameters = [
+            ParameterMsg(
+                name=name,
+                value=ParameterValue(
+                    type=kind,
+                    double_value=value if isinstance(value, float) else 0.0,
+                    string_value=value if isinstance(value, str) else "",
+                ),
+            )
+        ]
         return ros.call(SetParameters, "/px4_bad/px4_bridge/set_parameters", request, timeout=20).results[0]
+
     refused = set_parameter("rate", 5.0)
     assert not refused.successful and "rate must be >= 10" in refused.reason
     assert not set_parameter("message", "carrier_pigeon").successful
-    assert not set_parameter("connection", "udpout:127.0.0.1:1").successful     # read-only: needs a restart
+    assert not set_parameter("connection", "udpout:127.0.0.1:1").successful  # read-only: needs a restart
     assert set_parameter("rate", 20.0).successful
     assert proc.alive()

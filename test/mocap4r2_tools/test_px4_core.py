@@ -1,5 +1,6 @@
 """px4_bridge's rclpy-free core: the ENU/FLU -> NED/FRD conversion, the rate limiter, the
 tracking-loss gate and the MAVLink URL."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,13 @@ from scipy.spatial.transform import Rotation
 
 from mocap4r2_tools.px4.frames import enu_flu_to_ned_frd, flu_to_frd, ned_frd_to_enu_flu, quat_to_euler_frd
 from mocap4r2_tools.px4.links import Connection, connection_check
-from mocap4r2_tools.px4.stream import RateLimiter, TrackingGate, build_sample, pose_covariance_urt, twist_covariance_frd
+from mocap4r2_tools.px4.stream import (
+    RateLimiter,
+    TrackingGate,
+    build_sample,
+    pose_covariance_urt,
+    twist_covariance_frd,
+)
 
 
 def test_position_east_north_up_becomes_north_east_down():
@@ -24,7 +31,9 @@ def test_yaw_in_enu_becomes_the_compass_heading_in_ned(yaw_enu_deg, heading_ned_
     _, q_ned = enu_flu_to_ned_frd([0, 0, 0], q)
     roll, pitch, yaw = quat_to_euler_frd(q_ned)
     assert abs(roll) < 1e-12 and abs(pitch) < 1e-12
-    assert math.degrees(math.remainder(yaw - math.radians(heading_ned_deg), 2 * math.pi)) == pytest.approx(0, abs=1e-9)
+    assert math.degrees(math.remainder(yaw - math.radians(heading_ned_deg), 2 * math.pi)) == pytest.approx(
+        0, abs=1e-9
+    )
 
 
 def test_nose_down_and_right_wing_down_keep_their_meaning():
@@ -56,15 +65,25 @@ def test_conversion_is_its_own_inverse_and_keeps_body_vectors_consistent():
 
 
 def test_sample_velocity_covariance_and_stamp():
-    s = build_sample(1_700_000_000.123456, [1, 2, 3], [0, 0, 0, 1], twist=((1.0, 0.5, 0.2), (0.1, 0.2, 0.3)),
-                     twist_covariance=np.diag([0.01, 0.02, 0.03, 0.04, 0.05, 0.06]).ravel(),
-                     position_stddev=0.01, orientation_stddev=0.1, reset_counter=257, quality=150)
+    s = build_sample(
+        1_700_000_000.123456,
+        [1, 2, 3],
+        [0, 0, 0, 1],
+        twist=((1.0, 0.5, 0.2), (0.1, 0.2, 0.3)),
+        twist_covariance=np.diag([0.01, 0.02, 0.03, 0.04, 0.05, 0.06]).ravel(),
+        position_stddev=0.01,
+        orientation_stddev=0.1,
+        reset_counter=257,
+        quality=150,
+    )
     assert s.time_usec == 1_700_000_000_123_456
     assert s.velocity == (1.0, -0.5, -0.2) and s.angular_velocity == (0.1, -0.2, -0.3)
     assert s.reset_counter == 1 and s.quality == 100
     assert s.pose_covariance[0] == pytest.approx(1e-4) and s.pose_covariance[6] == pytest.approx(1e-4)
     assert s.pose_covariance[20] == pytest.approx(1e-2) and s.pose_covariance[1] == 0
-    assert s.velocity_covariance[0] == pytest.approx(0.01) and s.velocity_covariance[20] == pytest.approx(0.06)
+    assert s.velocity_covariance[0] == pytest.approx(0.01) and s.velocity_covariance[20] == pytest.approx(
+        0.06
+    )
     unknown = build_sample(1.0, [0, 0, 0], [0, 0, 0, 1])
     assert all(math.isnan(v) for v in unknown.velocity + unknown.angular_velocity)
     assert math.isnan(unknown.pose_covariance[0]) and math.isnan(unknown.velocity_covariance[0])
@@ -75,8 +94,18 @@ def test_sample_velocity_covariance_and_stamp():
     assert twist_covariance_frd(c.ravel())[1] == -0.5
 
 
-@pytest.mark.parametrize("mocap_hz, rate, expected", [(100, 50, 50), (120, 50, 50), (240, 100, 100), (30, 50, 30),
-                                                      (200, 10, 10), (360, 200, 200), (60, 50, 50)])
+@pytest.mark.parametrize(
+    "mocap_hz, rate, expected",
+    [
+        (100, 50, 50),
+        (120, 50, 50),
+        (240, 100, 100),
+        (30, 50, 30),
+        (200, 10, 10),
+        (360, 200, 200),
+        (60, 50, 50),
+    ],
+)
 def test_rate_limiter_on_capture_stamps(mocap_hz, rate, expected):
     limiter = RateLimiter(rate)
     t0 = 1_700_000_000.0
@@ -87,7 +116,7 @@ def test_rate_limiter_on_capture_stamps(mocap_hz, rate, expected):
 def test_rate_limiter_restarts_after_a_gap():
     limiter = RateLimiter(50)
     assert limiter.admit(10.0) and not limiter.admit(10.01) and limiter.admit(10.02)
-    assert limiter.admit(15.0)          # after a gap, at once
+    assert limiter.admit(15.0)  # after a gap, at once
     assert not limiter.admit(15.01) and limiter.admit(15.02)
     with pytest.raises(ValueError):
         RateLimiter(float("nan"))
@@ -96,7 +125,7 @@ def test_rate_limiter_restarts_after_a_gap():
 def test_tracking_gate_counts_resets_and_loss_duration():
     gate = TrackingGate()
     assert not gate.update(False, 0.0, "not in rigid_bodies") and gate.state == "waiting"
-    assert gate.update(True, 0.1) and gate.reset_counter == 0       # first tracking is no reset
+    assert gate.update(True, 0.1) and gate.reset_counter == 0  # first tracking is no reset
     assert not gate.update(False, 1.0) and gate.state == "lost"
     assert gate.lost_for(1.5) == pytest.approx(0.5)
     assert not gate.update(False, 1.5)
@@ -107,7 +136,7 @@ def test_tracking_gate_counts_resets_and_loss_duration():
     gate.reset_counter = 255
     gate.update(False, 4.0)
     gate.update(True, 4.1)
-    assert gate.reset_counter == 0      # uint8 wraps, as MAVLink's field does
+    assert gate.reset_counter == 0  # uint8 wraps, as MAVLink's field does
 
 
 def test_quality_is_the_tracked_share_of_the_last_second():
@@ -118,18 +147,22 @@ def test_quality_is_the_tracked_share_of_the_last_second():
     assert gate.quality() == 75
 
 
-@pytest.mark.parametrize("url, kind, pym, sdk", [
-    ("udpout:127.0.0.1:14540", "udpout", "udpout:127.0.0.1:14540", "udpout://127.0.0.1:14540"),
-    ("udpin://0.0.0.0:14550", "udpin", "udpin:0.0.0.0:14550", "udpin://0.0.0.0:14550"),
-    ("serial:/dev/ttyACM0:921600", "serial", "/dev/ttyACM0", "serial:///dev/ttyACM0:921600"),
-    ("/dev/ttyUSB0", "serial", "/dev/ttyUSB0", "serial:///dev/ttyUSB0:57600"),
-])
+@pytest.mark.parametrize(
+    "url, kind, pym, sdk",
+    [
+        ("udpout:127.0.0.1:14540", "udpout", "udpout:127.0.0.1:14540", "udpout://127.0.0.1:14540"),
+        ("udpin://0.0.0.0:14550", "udpin", "udpin:0.0.0.0:14550", "udpin://0.0.0.0:14550"),
+        ("serial:/dev/ttyACM0:921600", "serial", "/dev/ttyACM0", "serial:///dev/ttyACM0:921600"),
+        ("/dev/ttyUSB0", "serial", "/dev/ttyUSB0", "serial:///dev/ttyUSB0:57600"),
+    ],
+)
 def test_connection_urls(url, kind, pym, sdk):
     c = Connection.parse(url)
     assert (c.kind, c.pymavlink_device(), c.mavsdk_url()) == (kind, pym, sdk)
 
 
-@pytest.mark.parametrize("url", ["", "tcp:1.2.3.4:5", "udpout:host", "udpout:host:99999", "serial:ttyS0",
-                                 "serial:/dev/ttyS0:fast"])
+@pytest.mark.parametrize(
+    "url", ["", "tcp:1.2.3.4:5", "udpout:host", "udpout:host:99999", "serial:ttyS0", "serial:/dev/ttyS0:fast"]
+)
 def test_bad_connection_urls_are_refused_with_a_reason(url):
     assert connection_check(url)

@@ -1,25 +1,37 @@
 """The rclpy-free parts of the session recorder: session ids as path names, frame numbers
 read from serialized bytes (against rclpy's own serializer), gap bookkeeping, and a bag
 written by SessionBag read back by rosbags."""
+
 from __future__ import annotations
 
 import time
 
 import pytest
-from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 from rclpy.serialization import serialize_message
 
+from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 from mocap4r2_tools.recording.bag_writer import SessionBag, TopicSpec, qos_profile
 from mocap4r2_tools.recording.frames import FrameTrack, frame_number, system_gaps
 from mocap4r2_tools.recording.session_id import session_dir, session_id_problem
 
 
-@pytest.mark.parametrize("bad, reason", [
-    ("a/b", "path separator"), ("a\\b", "path separator"), ("..", ".."), ("a..b", ".."),
-    ("a\x00b", "NUL"), ("a\tb", "control character"), ("a\x7fb", "control character"),
-    ("x" * 129, "more than 128"), ("\u00e9" * 65, "more than 128"), ("", "empty"), (".hidden", "starts with '.'"),
-    (" trial", "white space"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        ("a/b", "path separator"),
+        ("a\\b", "path separator"),
+        ("..", ".."),
+        ("a..b", ".."),
+        ("a\x00b", "NUL"),
+        ("a\tb", "control character"),
+        ("a\x7fb", "control character"),
+        ("x" * 129, "more than 128"),
+        ("\u00e9" * 65, "more than 128"),
+        ("", "empty"),
+        (".hidden", "starts with '.'"),
+        (" trial", "white space"),
+    ],
+)
 def test_bad_session_ids_are_refused_with_the_reason(bad, reason, tmp_path):
     problem = session_id_problem(bad)
     assert problem is not None and reason in problem, problem
@@ -46,19 +58,19 @@ def test_frame_number_from_bytes_matches_rclpy_serialization(frame_id):
 
 def test_frame_number_of_garbage_is_none():
     assert frame_number(b"") is None
-    assert frame_number(b"\x00\x01\x00\x00" + b"\xff" * 12) is None   # a string length past the end
+    assert frame_number(b"\x00\x01\x00\x00" + b"\xff" * 12) is None  # a string length past the end
 
 
 def test_gaps_whole_frames_and_partial_misses():
     a, b = FrameTrack(), FrameTrack()
-    for n in [1, 2, 3, 6, 7, 8, 9, 10]:      # 4, 5 missing
+    for n in [1, 2, 3, 6, 7, 8, 9, 10]:  # 4, 5 missing
         a.add(n)
-    for n in [1, 2, 3, 5, 6, 7, 9, 10]:      # 4 and 8 missing
+    for n in [1, 2, 3, 5, 6, 7, 9, 10]:  # 4 and 8 missing
         b.add(n)
     assert (a.missing, b.missing) == (2, 2)
     whole, partial = system_gaps([a, b])
-    assert whole == 1          # frame 4: on no topic
-    assert partial == 2        # 5 missing on a only, 8 on b only
+    assert whole == 1  # frame 4: on no topic
+    assert partial == 2  # 5 missing on a only, 8 on b only
 
 
 def test_session_bag_counts_and_frame_gaps_read_back_by_rosbags(tmp_path):

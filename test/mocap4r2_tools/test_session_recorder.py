@@ -2,6 +2,7 @@
 auxiliar system: a session started from the CLI is recorded, and the bag is read back
 with third-party readers only (rosbags, mcap). Also: refused session ids and directories,
 SIGKILL in the middle of a session, and a write error (file size limit)."""
+
 from __future__ import annotations
 
 import os
@@ -16,11 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
-from mocap4r2_interfaces.msg import Control, ControlAck, RigidBodies
 from std_msgs.msg import Float64MultiArray
+from support import INSTALL, ProcessRunner, executable, param_args, wait_for
 
 from mocap4r2_control.control_plane import ACK_QOS, ControlClient
-from support import INSTALL, ProcessRunner, executable, param_args, wait_for
+from mocap4r2_interfaces.msg import Control, ControlAck, RigidBodies
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 AUX = ("mocap4r2_control", "auxiliar_system")
@@ -39,8 +40,13 @@ def rosbags_reader(path: Path):
 
 def cli(*args, timeout=90):
     env = dict(os.environ, COLUMNS="400")  # rich wraps long ack messages at the terminal width
-    return subprocess.run([str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def ack_counts(message: str) -> dict[str, int]:
@@ -54,23 +60,46 @@ def ack_counts(message: str) -> dict[str, int]:
 def plane(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rec")
     scene = tmp / "scene.yaml"
-    scene.write_text(yaml.safe_dump({
-        "rate": 100.0, "dropped_frames": 0.0, "unlabeled_markers": 2,
-        "rigid_bodies": [
-            {"name": "box", "id": 1, "markers": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
-             "trajectory": {"type": "circle", "center": [0, 0, 1], "radius": 0.5, "period": 4.0}},
-            {"name": "wand", "id": 2, "markers": [[0.2, 0, 0], [0, 0.2, 0], [0.1, 0.1, 0]],
-             "trajectory": {"type": "static", "position": [1, 0, 0.5]}}]}))
+    scene.write_text(
+        yaml.safe_dump(
+            {
+                "rate": 100.0,
+                "dropped_frames": 0.0,
+                "unlabeled_markers": 2,
+                "rigid_bodies": [
+                    {
+                        "name": "box",
+                        "id": 1,
+                        "markers": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
+                        "trajectory": {"type": "circle", "center": [0, 0, 1], "radius": 0.5, "period": 4.0},
+                    },
+                    {
+                        "name": "wand",
+                        "id": 2,
+                        "markers": [[0.2, 0, 0], [0, 0.2, 0], [0.1, 0.1, 0]],
+                        "trajectory": {"type": "static", "position": [1, 0, 0.5]},
+                    },
+                ],
+            }
+        )
+    )
     out = tmp / "sessions"
     out.mkdir()
     runner = ProcessRunner(tmp)
     procs = {
         SYSTEM: runner.start(*SIM, name="sim", namespace="/rec", params={"scene": str(scene)}),
-        EMG: runner.start(*AUX, name="emg", namespace="/rec",
-                          params={"type": "emg", "topics": [EMG_TOPIC],
-                                  "topic_types": ["std_msgs/msg/Float64MultiArray"]}),
-        RECORDER: runner.start(*REC, name="session_recorder", namespace="/rec",
-                               params={"output_dir": str(out), "flush_period": 0.2}),
+        EMG: runner.start(
+            *AUX,
+            name="emg",
+            namespace="/rec",
+            params={"type": "emg", "topics": [EMG_TOPIC], "topic_types": ["std_msgs/msg/Float64MultiArray"]},
+        ),
+        RECORDER: runner.start(
+            *REC,
+            name="session_recorder",
+            namespace="/rec",
+            params={"output_dir": str(out), "flush_period": 0.2},
+        ),
     }
     yield {"procs": procs, "out": out, "tmp": tmp, "runner": runner}
     runner.stop_all()
@@ -116,8 +145,9 @@ def acks(ros_session, plane):
 
 
 def recorder_ack(acks, session_id: str, command: int, system: str = RECORDER, timeout=30.0) -> ControlAck:
-    return acks.wait_for(lambda a: a.system == system and a.session_id == session_id and a.command == command,
-                         timeout)
+    return acks.wait_for(
+        lambda a: a.system == system and a.session_id == session_id and a.command == command, timeout
+    )
 
 
 def test_cli_session_is_recorded_and_reads_back_with_rosbags_and_mcap(plane, client, emg_samples, acks, ros):
@@ -140,8 +170,11 @@ def test_cli_session_is_recorded_and_reads_back_with_rosbags_and_mcap(plane, cli
     stop_ack = recorder_ack(acks, "", 1)
     assert stop_ack.success, stop_ack.message
     counts = ack_counts(stop_ack.message)
-    gaps = re.search(re.escape(SYSTEM) + r": (\d+) frames, (\d+) frame gaps \((\d+) dropped by the system, "
-                     r"(\d+) missed by the recorder\)", stop_ack.message)
+    gaps = re.search(
+        re.escape(SYSTEM) + r": (\d+) frames, (\d+) frame gaps \((\d+) dropped by the system, "
+        r"(\d+) missed by the recorder\)",
+        stop_ack.message,
+    )
     assert gaps, stop_ack.message
     whole_gaps, reported, missed = int(gaps.group(2)), int(gaps.group(3)), int(gaps.group(4))
     # every whole-frame gap is attributed once; on a loaded machine the system's last
@@ -158,9 +191,12 @@ def test_cli_session_is_recorded_and_reads_back_with_rosbags_and_mcap(plane, cli
     with rosbags_reader(bag_dir) as reader:
         types = {c.topic: c.msgtype for c in reader.connections}
         for connection, stamp, raw in reader.messages():
-            msg = reader.deserialize(raw, connection.msgtype)   # every message decodes
+            msg = reader.deserialize(raw, connection.msgtype)  # every message decodes
             topics_seen[connection.topic] = topics_seen.get(connection.topic, 0) + 1
-            if connection.msgtype in ("mocap4r2_interfaces/msg/RigidBodies", "mocap4r2_interfaces/msg/Markers"):
+            if connection.msgtype in (
+                "mocap4r2_interfaces/msg/RigidBodies",
+                "mocap4r2_interfaces/msg/Markers",
+            ):
                 frame_numbers.setdefault(connection.topic, []).append(msg.frame_number)
             elif connection.topic == EMG_TOPIC:
                 emg_values.append(msg.data[0])
@@ -168,8 +204,15 @@ def test_cli_session_is_recorded_and_reads_back_with_rosbags_and_mcap(plane, cli
                 control_sessions.append((msg.command, msg.session_id))
     assert types["/rec/rigid_bodies"] == "mocap4r2_interfaces/msg/RigidBodies"
     assert types[EMG_TOPIC] == "std_msgs/msg/Float64MultiArray"
-    for topic in ("/mocap4r2/systems", "/mocap4r2/control", "/mocap4r2/control_ack",
-                  "/rec/markers", "/rec/rigid_bodies", EMG_TOPIC, "/diagnostics"):
+    for topic in (
+        "/mocap4r2/systems",
+        "/mocap4r2/control",
+        "/mocap4r2/control_ack",
+        "/rec/markers",
+        "/rec/rigid_bodies",
+        EMG_TOPIC,
+        "/diagnostics",
+    ):
         assert topics_seen.get(topic, 0) > 0, f"nothing recorded on {topic}: {topics_seen}"
     # the counts the recorder announced are what a third-party reader finds
     assert topics_seen == {t: n for t, n in counts.items() if n}, (topics_seen, counts)
@@ -180,17 +223,21 @@ def test_cli_session_is_recorded_and_reads_back_with_rosbags_and_mcap(plane, cli
     for topic, numbers in frame_numbers.items():
         assert all(b > a for a, b in zip(numbers, numbers[1:])), f"{topic}: frame numbers out of order"
         holes[topic] = set(range(numbers[0], numbers[-1] + 1)) - set(numbers)
-        assert len(holes[topic]) == whole_gaps, f"{topic}: {len(holes[topic])} holes, the ack said {whole_gaps}"
+        assert len(holes[topic]) == whole_gaps, (
+            f"{topic}: {len(holes[topic])} holes, the ack said {whole_gaps}"
+        )
     assert holes["/rec/markers"] == holes["/rec/rigid_bodies"]
     assert emg_values == sorted(emg_values) and len(emg_values) >= 30
-    assert (0, "trial-01") in control_sessions   # the START that opened the session
+    assert (0, "trial-01") in control_sessions  # the START that opened the session
     # and the mcap library's own reader agrees, from the summary and by reading every record
     from mcap.reader import make_reader
 
     with open(bag_dir / "trial-01_0.mcap", "rb") as f:
         reader = make_reader(f)
         summary = reader.get_summary()
-        by_channel = {summary.channels[k].topic: v for k, v in summary.statistics.channel_message_counts.items()}
+        by_channel = {
+            summary.channels[k].topic: v for k, v in summary.statistics.channel_message_counts.items()
+        }
         assert {t: n for t, n in by_channel.items() if n} == topics_seen
         assert all(s.encoding == "ros2msg" for s in summary.schemas.values())
         assert sum(1 for _ in reader.iter_messages()) == sum(topics_seen.values())
@@ -216,8 +263,8 @@ BAD_IDS = {
     "dotdot-inside": ("x..y", ".."),
     "control": ("trial\x1b[2J", "control character"),
     "newline": ("trial\n01", "control character"),
-    "long": ("x" * 129, "at most 128"),   # refused by the control plane before the recorder sees it
-    "long-utf8": ("é" * 65, "at most 128"),   # 130 bytes in UTF-8
+    "long": ("x" * 129, "at most 128"),  # refused by the control plane before the recorder sees it
+    "long-utf8": ("é" * 65, "at most 128"),  # 130 bytes in UTF-8
     "empty": ("", "empty"),
 }
 
@@ -242,8 +289,9 @@ def test_a_bad_session_id_is_refused_with_the_reason(plane, client, acks, name):
 def test_an_unusable_output_directory_makes_start_fail(plane, procs, ros, acks):
     blocker = plane["tmp"] / "not-a-dir"
     blocker.write_text("a file")
-    procs.start(*REC, name="session_recorder", namespace="/rec2",
-                params={"output_dir": str(blocker / "sessions")})
+    procs.start(
+        *REC, name="session_recorder", namespace="/rec2", params={"output_dir": str(blocker / "sessions")}
+    )
     client = ControlClient(ros.node)
     try:
         client.wait_for_systems(names=["/rec2/session_recorder"], timeout=30)
@@ -262,8 +310,9 @@ def test_a_system_announced_after_start_joins_the_recording(plane, procs, ros):
     out = plane["tmp"] / "late"
     out.mkdir()
     recorder, late = "/rec4/session_recorder", "/rec4/late"
-    rec = procs.start(*REC, name="session_recorder", namespace="/rec4",
-                      params={"output_dir": str(out), "flush_period": 0.2})
+    rec = procs.start(
+        *REC, name="session_recorder", namespace="/rec4", params={"output_dir": str(out), "flush_period": 0.2}
+    )
     client = ControlClient(ros.node)
     try:
         client.wait_for_systems(names=[recorder], timeout=30)
@@ -272,14 +321,20 @@ def test_a_system_announced_after_start_joins_the_recording(plane, procs, ros):
         assert result.acks and all(a.success for a in result.acks if a.system == recorder), result.acks
         frames = ros.subscribe("/rec4/rigid_bodies", RigidBodies)
         # autostart: it streams without having seen the START it was addressed by
-        procs.start(*SIM, name="late", namespace="/rec4",
-                    params={"scene": str(plane["tmp"] / "scene.yaml"), "autostart": True})
+        procs.start(
+            *SIM,
+            name="late",
+            namespace="/rec4",
+            params={"scene": str(plane["tmp"] / "scene.yaml"), "autostart": True},
+        )
         # the recorder subscribes when the announcement reaches it, and its reader is
         # matched some time after that (later still on a loaded machine): frames count
         # only from then on
         assert rec.wait_log(f"{late} joined the recording", timeout=30), rec.log()
-        wait_for(lambda: ros.node.count_subscribers("/rec4/rigid_bodies") >= 2,
-                 what="the recorder's reader of /rec4/rigid_bodies")
+        wait_for(
+            lambda: ros.node.count_subscribers("/rec4/rigid_bodies") >= 2,
+            what="the recorder's reader of /rec4/rigid_bodies",
+        )
         frames.wait_count(len(frames.messages) + 100, timeout=30)
         stop = client.request(Control.STOP, [recorder], "late-01", timeout=20)
         acks = [a for a in stop.acks if a.system == recorder]
@@ -300,8 +355,12 @@ def test_sigkill_mid_session_keeps_everything_older_than_a_second(plane, procs, 
     out = plane["tmp"] / "crash"
     out.mkdir()
     name = "/rec3/session_recorder"
-    rec = procs.start(*REC, name="session_recorder", namespace="/rec3",
-                      params={"output_dir": str(out), "flush_period": 0.25, "extra_topics": ["/rec3/probe"]})
+    rec = procs.start(
+        *REC,
+        name="session_recorder",
+        namespace="/rec3",
+        params={"output_dir": str(out), "flush_period": 0.25, "extra_topics": ["/rec3/probe"]},
+    )
     frames = ros.subscribe("/rec/rigid_bodies", RigidBodies)
     probe = ros.publisher("/rec3/probe", Float64MultiArray, 100)
     client = ControlClient(ros.node)
@@ -336,8 +395,8 @@ def test_sigkill_mid_session_keeps_everything_older_than_a_second(plane, procs, 
     old_enough = [k for k, t in sent if killed_at - t > 1.0]
     assert len(old_enough) > 100
     # the mcap library's reader, scanning a file whose end is missing
-    from mcap.stream_reader import StreamReader
     from mcap.records import Channel, Message
+    from mcap.stream_reader import StreamReader
 
     raw_values = []
     channels = {}
@@ -375,22 +434,39 @@ def test_write_error_makes_diagnostics_error_and_keeps_what_was_written(plane, r
     def limit_size():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    cmd = [str(executable(*REC)), "--ros-args", "-r", "__node:=session_recorder", "-r", "__ns:=/rec4",
-           *param_args({"output_dir": str(out), "flush_period": 0.1, "chunk_size": 16384,
-                        "diagnostics_period": 0.2, "extra_topics": ["/rec4/probe"]})]
+    cmd = [
+        str(executable(*REC)),
+        "--ros-args",
+        "-r",
+        "__node:=session_recorder",
+        "-r",
+        "__ns:=/rec4",
+        *param_args(
+            {
+                "output_dir": str(out),
+                "flush_period": 0.1,
+                "chunk_size": 16384,
+                "diagnostics_period": 0.2,
+                "extra_topics": ["/rec4/probe"],
+            }
+        ),
+    ]
     log = open(tmp_path / "rec4.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit_size,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit_size, start_new_session=True
+    )
     diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)
     probe = ros.publisher("/rec4/probe", Float64MultiArray, 100)
     msg = Float64MultiArray()
-    msg.data = [0.5] * 1000          # 8 kB a message: the limit is reached within a second
+    msg.data = [0.5] * 1000  # 8 kB a message: the limit is reached within a second
     client = ControlClient(ros.node)
     try:
         client.wait_for_systems(names=[name], timeout=30)
         deadline = time.monotonic() + 30
-        while not any(i.node_name == "session_recorder" and i.node_namespace == "/rec4"
-                      for i in ros.node.get_subscriptions_info_by_topic("/rec4/probe")):
+        while not any(
+            i.node_name == "session_recorder" and i.node_namespace == "/rec4"
+            for i in ros.node.get_subscriptions_info_by_topic("/rec4/probe")
+        ):
             assert time.monotonic() < deadline, "the recorder did not subscribe to /rec4/probe"
             probe.publish(msg)
             time.sleep(0.1)
@@ -398,7 +474,7 @@ def test_write_error_makes_diagnostics_error_and_keeps_what_was_written(plane, r
         assert result.acks and result.acks[0].success, [(a.system, a.message) for a in result.acks]
 
         def error_status(array):
-            probe.publish(msg)       # keep writing until the limit bites
+            probe.publish(msg)  # keep writing until the limit bites
             return any(s.hardware_id == name and s.level == b"\x02" for s in array.status)
 
         bad = diagnostics.wait_for(error_status, timeout=60)
@@ -410,8 +486,8 @@ def test_write_error_makes_diagnostics_error_and_keeps_what_was_written(plane, r
         mcap_file = out / "full-01" / "full-01_0.mcap"
         assert 0 < mcap_file.stat().st_size <= limit
         assert (out / "full-01" / "metadata.yaml").is_file()
-        from mcap.stream_reader import StreamReader
         from mcap.records import Message
+        from mcap.stream_reader import StreamReader
 
         kept = 0
         try:

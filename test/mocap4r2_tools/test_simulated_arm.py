@@ -3,6 +3,7 @@ accepted and rejected goals, the queue order, the status service, monitor result
 the right feedback, bad goals refused with the reason without the node dying, every
 accepted goal on ~/accepted_goals for a late subscriber, and the commanded end-effector
 pose on ~/ee_pose."""
+
 from __future__ import annotations
 
 import math
@@ -11,6 +12,11 @@ import time
 import pytest
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseArray, PoseStamped
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from support import wait_for
+from trajectory_msgs.msg import JointTrajectoryPoint
+
 from motion_control_interfaces.action import QueueTrajectory
 from motion_control_interfaces.msg import (
     Monitor,
@@ -19,10 +25,6 @@ from motion_control_interfaces.msg import (
     TriggerCondition,
 )
 from motion_control_interfaces.srv import GetTrajectoryStatus
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import JointState
-from support import wait_for
-from trajectory_msgs.msg import JointTrajectoryPoint
 
 NS = "/arm"
 NODE = f"{NS}/simulated_arm"
@@ -58,8 +60,12 @@ def ratio_monitor(mid: str, ratio: float, kind: int = TriggerCondition.RATIO) ->
 
 
 def status(ros, tid: str) -> int:
-    return ros.call(GetTrajectoryStatus, f"{NODE}/get_trajectory_status",
-                    GetTrajectoryStatus.Request(trajectory_id=tid), timeout=20).status
+    return ros.call(
+        GetTrajectoryStatus,
+        f"{NODE}/get_trajectory_status",
+        GetTrajectoryStatus.Request(trajectory_id=tid),
+        timeout=20,
+    ).status
 
 
 def test_simulated_arm_goals_queue_status_and_monitors(ros, procs):
@@ -69,8 +75,9 @@ def test_simulated_arm_goals_queue_status_and_monitors(ros, procs):
     client = ros.action_client(QueueTrajectory, f"{NODE}/queue_trajectory")
 
     R = GetTrajectoryStatus.Response
-    first = wait(client.send_goal_async(goal("A", 1.5, points=6, monitors=[ratio_monitor("half", 0.5)])),
-                 what="goal A")
+    first = wait(
+        client.send_goal_async(goal("A", 1.5, points=6, monitors=[ratio_monitor("half", 0.5)])), what="goal A"
+    )
     second = wait(client.send_goal_async(goal("B", 0.6)), what="goal B")
     assert first.accepted and second.accepted
     deadline = time.monotonic() + 20
@@ -80,14 +87,26 @@ def test_simulated_arm_goals_queue_status_and_monitors(ros, procs):
     assert status(ros, "nobody") == R.UNKNOWN
 
     # bad goals: each refused, with the reason in the log
-    bad = {"too few points": goal("C", points=2), "empty id": goal(""), "duplicate id": goal("A"),
-           "no velocities": goal("D", velocities=False), "unknown monitor type": goal("E", monitors=[
-               ratio_monitor("m", 0.5, kind=9)]), "NaN position": goal("F", nan=True),
-           "ratio out of range": goal("G", monitors=[ratio_monitor("m", 1.5)])}
+    bad = {
+        "too few points": goal("C", points=2),
+        "empty id": goal(""),
+        "duplicate id": goal("A"),
+        "no velocities": goal("D", velocities=False),
+        "unknown monitor type": goal("E", monitors=[ratio_monitor("m", 0.5, kind=9)]),
+        "NaN position": goal("F", nan=True),
+        "ratio out of range": goal("G", monitors=[ratio_monitor("m", 1.5)]),
+    }
     for what, g in bad.items():
         assert not wait(client.send_goal_async(g), what=what).accepted, what
-    for reason in ("at least 3 points", "non-empty", "already used", "velocities are required",
-                   "unknown trigger type 9", "not finite", "ratio_of_trajectory must be in"):
+    for reason in (
+        "at least 3 points",
+        "non-empty",
+        "already used",
+        "velocities are required",
+        "unknown trigger type 9",
+        "not finite",
+        "ratio_of_trajectory must be in",
+    ):
         assert reason in proc.log(), reason
 
     result_a = wait(first.get_result_async(), what="result A").result
@@ -100,17 +119,24 @@ def test_simulated_arm_goals_queue_status_and_monitors(ros, procs):
     assert "A" in ids and "B" in ids
     assert max(i for i, x in enumerate(ids) if x == "A") < min(i for i, x in enumerate(ids) if x == "B")
     # the monitor: false while the ratio is below 0.5, true from the first feedback at 0.5 on
-    ratio_at = {(m.header.stamp.sec, m.header.stamp.nanosec): m.data.ratio_of_trajectory
-                for m in feedback.snapshot() if m.data.trajectory_id == "A"}
-    pairs = [(ratio_at[(m.header.stamp.sec, m.header.stamp.nanosec)], m.monitor_results[0].is_triggered)
-             for m in results.snapshot() if (m.header.stamp.sec, m.header.stamp.nanosec) in ratio_at]
+    ratio_at = {
+        (m.header.stamp.sec, m.header.stamp.nanosec): m.data.ratio_of_trajectory
+        for m in feedback.snapshot()
+        if m.data.trajectory_id == "A"
+    }
+    pairs = [
+        (ratio_at[(m.header.stamp.sec, m.header.stamp.nanosec)], m.monitor_results[0].is_triggered)
+        for m in results.snapshot()
+        if (m.header.stamp.sec, m.header.stamp.nanosec) in ratio_at
+    ]
     assert pairs and all(hit == (ratio >= 0.5) for ratio, hit in pairs), pairs
     assert any(hit for _, hit in pairs) and any(not hit for _, hit in pairs)
 
     # a subscriber joining after the goals were accepted still gets them (transient
     # local), the accepted ones only, monitors included
-    latched = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    latched = QoSProfile(
+        depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
     accepted = ros.subscribe(f"{NODE}/accepted_goals", QueueTrajectory.Goal, latched)
     got = accepted.wait_count(2)
     wait_for(lambda: accepted.quiet(1.0), what="a second without further accepted goals")
@@ -138,7 +164,9 @@ def key(header):
 def test_simulated_arm_ee_pose_is_the_commanded_tip(ros, procs):
     ns = "/arm_ee"
     node = f"{ns}/simulated_arm"
-    proc = procs.start("mocap4r2_tools", "simulated_arm", namespace=ns, params={"rate": 50.0, "frame_id": "lab"})
+    proc = procs.start(
+        "mocap4r2_tools", "simulated_arm", namespace=ns, params={"rate": 50.0, "frame_id": "lab"}
+    )
     ee = ros.subscribe(f"{node}/ee_pose", PoseStamped)
     links = ros.subscribe(f"{node}/link_poses", PoseArray)
     joints = ros.subscribe(f"{node}/joint_states", JointState)
@@ -152,9 +180,14 @@ def test_simulated_arm_ee_pose_is_the_commanded_tip(ros, procs):
 
     by_stamp = {key(m.header): m for m in links.snapshot()}
     js_by_stamp = {key(m.header): m for m in joints.snapshot()}
-    pairs = [(m, by_stamp[key(m.header)], js_by_stamp[key(m.header)]) for m in ee.snapshot()
-             if key(m.header) in by_stamp and key(m.header) in js_by_stamp]
-    assert len(pairs) > 20, f"{len(pairs)} ee_pose messages with link_poses and joint_states of the same stamp"
+    pairs = [
+        (m, by_stamp[key(m.header)], js_by_stamp[key(m.header)])
+        for m in ee.snapshot()
+        if key(m.header) in by_stamp and key(m.header) in js_by_stamp
+    ]
+    assert len(pairs) > 20, (
+        f"{len(pairs)} ee_pose messages with link_poses and joint_states of the same stamp"
+    )
     moved = set()
     for pose, array, js in pairs:
         assert pose.header.frame_id == "lab" == array.header.frame_id
@@ -165,7 +198,8 @@ def test_simulated_arm_ee_pose_is_the_commanded_tip(ros, procs):
     assert len(moved) > 5, "the end effector did not move during the goal"
     # the end of the goal: joints (0.5, -0.3, 0.2)
     assert (last.pose.position.x, last.pose.position.y, last.pose.position.z) == pytest.approx(
-        tip((0.5, -0.3, 0.2)), abs=1e-9)
+        tip((0.5, -0.3, 0.2)), abs=1e-9
+    )
     assert proc.alive()
     client.destroy()
 
@@ -193,7 +227,10 @@ def test_the_demos_looping_goal_is_executed_and_its_monitors_trigger(ros, procs)
         _, velocity = demo.arm_loop(s)
         numeric = [(a - b) / (2 * h * demo.ARM_LOOP_SECONDS) for a, b in zip(ahead, behind)]
         assert velocity == pytest.approx(numeric, abs=1e-6)
-    assert demo.arm_loop(0.0) == ([0.0, 0.0, 0.0], pytest.approx([0.4 * 2 * math.pi / demo.ARM_LOOP_SECONDS, 0, 0]))
+    assert demo.arm_loop(0.0) == (
+        [0.0, 0.0, 0.0],
+        pytest.approx([0.4 * 2 * math.pi / demo.ARM_LOOP_SECONDS, 0, 0]),
+    )
     assert demo.arm_loop(1.0)[0] == pytest.approx([0.0, 0.0, 0.0], abs=1e-12)
     assert demo.arm_loop(0.5)[0] == pytest.approx(list(demo.ARM_TOP), abs=1e-12)
 
@@ -206,19 +243,30 @@ def test_the_demos_looping_goal_is_executed_and_its_monitors_trigger(ros, procs)
     wait_for(sender.client.server_is_ready, what="the arm's action server")
     sender.pump()
     sender.pump()
-    sender.pump()   # at most two outstanding
+    sender.pump()  # at most two outstanding
     assert sender.sent == 2
-    wait_for(lambda: sender.finished >= 1, timeout=60, describe=lambda: (sender.accepted, sender.refused, proc.log()))
+    wait_for(
+        lambda: sender.finished >= 1,
+        timeout=60,
+        describe=lambda: (sender.accepted, sender.refused, proc.log()),
+    )
     assert sender.refused == 0
-    done = results.wait_for(lambda m: {r.monitor_id: r.is_triggered for r in m.monitor_results}
-                            == {"half": True, "t1_5": True, "top": True})
+    done = results.wait_for(
+        lambda m: (
+            {r.monitor_id: r.is_triggered for r in m.monitor_results}
+            == {"half": True, "t1_5": True, "top": True}
+        )
+    )
     assert done is not None
     assert any(not r.is_triggered for m in results.snapshot() for r in m.monitor_results)
     # the end of loop-1 is the start of loop-2: back at zero, the loops chain without a jump
     end = feedback.wait_for(lambda m: m.data.trajectory_id == "loop-1" and m.data.ratio_of_trajectory == 1.0)
     assert list(end.data.current_joint_state.position) == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
-    middle = [m for m in feedback.snapshot() if m.data.trajectory_id == "loop-1"
-              and max(abs(v) for v in m.data.current_joint_state.position) > 0.3]
+    middle = [
+        m
+        for m in feedback.snapshot()
+        if m.data.trajectory_id == "loop-1" and max(abs(v) for v in m.data.current_joint_state.position) > 0.3
+    ]
     assert middle, "loop-1 never moved the joints"
     sender.client.destroy()
     assert proc.alive()

@@ -1,6 +1,7 @@
 """trajectory_error, robot_ground_truth and marker_viz end to end: real processes, real
 DDS on loopback, inputs published from the test harness node (and, last, the
 simulated_system feeding all three)."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,24 @@ import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, TransformStamped
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import Parameter as ParameterMsg
+from rcl_interfaces.msg import ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from scipy.spatial.transform import Rotation
+from std_srvs.srv import Trigger
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for, wait_subscribed
+from tf2_msgs.msg import TFMessage
+from visualization_msgs.msg import Marker, MarkerArray
+
+from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC
+from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
 from mocap4r2_interfaces.msg import (
     Marker as MocapMarker,
+)
+from mocap4r2_interfaces.msg import (
     Markers,
     MocapSystemInfo,
     RigidBodies,
@@ -23,20 +40,7 @@ from mocap4r2_interfaces.msg import (
     TrajectoryError,
 )
 from mocap4r2_interfaces.srv import SetOrigin
-from nav_msgs.msg import Odometry
-from rcl_interfaces.msg import Parameter as ParameterMsg
-from rcl_interfaces.msg import ParameterType, ParameterValue
-from rcl_interfaces.srv import SetParameters
-from rclpy.qos import QoSProfile, ReliabilityPolicy
-from scipy.spatial.transform import Rotation
-from std_srvs.srv import Trigger
-from tf2_msgs.msg import TFMessage
-from visualization_msgs.msg import Marker, MarkerArray
-
-from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC
-from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
 from mocap4r2_tools.trajectory import EvalOptions, Trajectory, evaluate
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for, wait_subscribed
 
 TOOLS = "mocap4r2_tools"
 RELIABLE = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
@@ -89,14 +93,19 @@ def wait_publisher(ros, topic: str, timeout: float = WAIT) -> None:
     def matched():
         return ros.node.count_publishers(topic) > 0 and all(sub.get_publisher_count() > 0 for sub in ours)
 
-    wait_for(matched, timeout, lambda: (ros.node.count_publishers(topic), [sub.get_publisher_count() for sub in ours]),
-             what=f"a matched publisher of {topic}")
+    wait_for(
+        matched,
+        timeout,
+        lambda: (ros.node.count_publishers(topic), [sub.get_publisher_count() for sub in ours]),
+        what=f"a matched publisher of {topic}",
+    )
 
 
 def set_parameter(ros, node: str, name: str, value: float):
     request = SetParameters.Request()
-    request.parameters = [ParameterMsg(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
-                                                                       double_value=value))]
+    request.parameters = [
+        ParameterMsg(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value))
+    ]
     return ros.call(SetParameters, f"{node}/set_parameters", request).results[0]
 
 
@@ -122,7 +131,12 @@ def estimate_of(gt: Trajectory, every: int = 5, noise: float = 0.01) -> Trajecto
 
 
 # ------------------------------------------------------------------ trajectory_error
-EST_TYPES = {"pose": PoseStamped, "pose_cov": PoseWithCovarianceStamped, "odometry": Odometry, "tf": TFMessage}
+EST_TYPES = {
+    "pose": PoseStamped,
+    "pose_cov": PoseWithCovarianceStamped,
+    "odometry": Odometry,
+    "tf": TFMessage,
+}
 # /tf is one topic for the whole test session: frame names of this test alone, so no other
 # test's transforms (live or latched on /tf_static) can join its chain
 TF_MAP, TF_ODOM, TF_BASE = "te_map", "te_odom", "te_base_link"
@@ -190,10 +204,21 @@ def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
     ns = f"/te_{est_type}"
     # a static map -> odom in front of the estimator's odom -> base_link
     static = (np.array([0.5, 0.0, 0.0]), Rotation.from_euler("z", 0.3))
-    params = {"gt_topic": f"{ns}/rigid_bodies", "gt_body": "robot", "est_type": est_type,
-              "est_topic": f"{ns}/estimate", "est_parent_frame": TF_MAP, "est_child_frame": TF_BASE,
-              "align": "se3", "rpe_delta": 5.0, "rpe_unit": "frames", "max_diff": 0.002,
-              "publish_rate": 10.0, "qos_reliable": True, "output_topic": f"{ns}/trajectory_error"}
+    params = {
+        "gt_topic": f"{ns}/rigid_bodies",
+        "gt_body": "robot",
+        "est_type": est_type,
+        "est_topic": f"{ns}/estimate",
+        "est_parent_frame": TF_MAP,
+        "est_child_frame": TF_BASE,
+        "align": "se3",
+        "rpe_delta": 5.0,
+        "rpe_unit": "frames",
+        "max_diff": 0.002,
+        "publish_rate": 10.0,
+        "qos_reliable": True,
+        "output_topic": f"{ns}/trajectory_error",
+    }
     proc = procs.start(TOOLS, "trajectory_error", name="te", namespace=ns, params=params)
     out = ros.subscribe(f"{ns}/trajectory_error", TrajectoryError)
     gt_pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
@@ -204,8 +229,12 @@ def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
         edge.header.frame_id, edge.child_frame_id = TF_MAP, TF_ODOM
         edge.transform.translation.x = float(static[0][0])
         q = static[1].as_quat()
-        (edge.transform.rotation.x, edge.transform.rotation.y, edge.transform.rotation.z,
-         edge.transform.rotation.w) = (float(v) for v in q)
+        (
+            edge.transform.rotation.x,
+            edge.transform.rotation.y,
+            edge.transform.rotation.z,
+            edge.transform.rotation.w,
+        ) = (float(v) for v in q)
         static_msg = TFMessage(transforms=[edge])
     else:
         est_pub = ros.publisher(f"{ns}/estimate", EST_TYPES[est_type], RELIABLE)
@@ -213,7 +242,7 @@ def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
     wait_matched(est_pub)
     first = out.wait_for(timeout=WAIT)
     assert first.samples == 0 and not first.aligned and math.isfinite(first.ate_rmse)
-    if est_type != "tf":   # (the tf chain is only complete later, on purpose)
+    if est_type != "tf":  # (the tf chain is only complete later, on purpose)
         prime_and_reset(ros, out, gt_pub, est_pub, est_type, f"{ns}/te/reset")
 
     gt = wavy(600, 100.0)
@@ -225,17 +254,25 @@ def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
             # transform reaches the node late: those estimates are held, not lost (a
             # make test-load run formed 119 of 120 pairs when it came late by chance)
             static_pub.publish(static_msg)
-        gt_pub.publish(bodies_msg(gt.stamps[i], [("other", (0, 0, 0), (0, 0, 0, 1), True),
-                                                  ("robot", gt.positions[i], gt.orientations[i], True)]))
+        gt_pub.publish(
+            bodies_msg(
+                gt.stamps[i],
+                [
+                    ("other", (0, 0, 0), (0, 0, 0, 1), True),
+                    ("robot", gt.positions[i], gt.orientations[i], True),
+                ],
+            )
+        )
         while k < len(est) and est.stamps[k] <= gt.stamps[i]:
             est_pub.publish(est_message(est_type, est.stamps[k], est.positions[k], est.orientations[k]))
             k += 1
         time.sleep(0.0015)
     last = out.wait_for(lambda m: m.samples == len(est), timeout=30)
 
-    if est_type == "tf":   # what the node sees: map -> base_link
-        est = Trajectory.build(est.stamps, static[1].apply(est.positions) + static[0],
-                               (static[1] * est.rotations()).as_quat())
+    if est_type == "tf":  # what the node sees: map -> base_link
+        est = Trajectory.build(
+            est.stamps, static[1].apply(est.positions) + static[0], (static[1] * est.rotations()).as_quat()
+        )
     expected = evaluate(gt, est, EvalOptions(max_diff=0.002, align="se3", rpe_delta=5, rpe_unit="frames"))
     assert last.aligned
     assert last.header.frame_id == "world"
@@ -248,16 +285,24 @@ def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
     assert np.allclose([a.position.x, a.position.y, a.position.z], expected.alignment.translation, atol=1e-9)
     got = Rotation.from_quat([a.orientation.x, a.orientation.y, a.orientation.z, a.orientation.w])
     assert (got.inv() * Rotation.from_matrix(expected.alignment.rotation)).magnitude() < 1e-9
-    assert 0.01 < last.ate_rmse < 0.03   # the 1 cm per axis noise put in
+    assert 0.01 < last.ate_rmse < 0.03  # the 1 cm per axis noise put in
     assert abs(seconds(last.header.stamp) - expected.gt.stamps[-1]) < 1e-6
     assert proc.alive()
 
 
 def test_trajectory_error_degenerate_reset_and_parameters(ros, procs):
     ns = "/te_misc"
-    params = {"gt_topic": f"{ns}/rigid_bodies", "gt_body": "robot", "est_type": "pose", "est_topic": f"{ns}/est",
-              "align": "bogus", "rpe_unit": "parsecs", "publish_rate": 20.0, "qos_reliable": True,
-              "output_topic": f"{ns}/trajectory_error"}
+    params = {
+        "gt_topic": f"{ns}/rigid_bodies",
+        "gt_body": "robot",
+        "est_type": "pose",
+        "est_topic": f"{ns}/est",
+        "align": "bogus",
+        "rpe_unit": "parsecs",
+        "publish_rate": 20.0,
+        "qos_reliable": True,
+        "output_topic": f"{ns}/trajectory_error",
+    }
     proc = procs.start(TOOLS, "trajectory_error", name="te", namespace=ns, params=params)
     out = ros.subscribe(f"{ns}/trajectory_error", TrajectoryError)
     gt_pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
@@ -276,9 +321,11 @@ def test_trajectory_error_degenerate_reset_and_parameters(ros, procs):
         time.sleep(0.002)
     still = out.wait_for(lambda m: m.samples >= 20, timeout=WAIT)
     assert not still.aligned
-    assert still.ate_rmse == pytest.approx(math.sqrt(5.0), abs=1e-12)   # unaligned: |(1, 2, 0)|
-    assert all(math.isfinite(v) for v in (still.ate_rmse, still.ate_mean, still.ate_max,
-                                          still.rpe_trans_rmse, still.rpe_rot_rmse))
+    assert still.ate_rmse == pytest.approx(math.sqrt(5.0), abs=1e-12)  # unaligned: |(1, 2, 0)|
+    assert all(
+        math.isfinite(v)
+        for v in (still.ate_rmse, still.ate_mean, still.ate_max, still.rpe_trans_rmse, still.rpe_rot_rmse)
+    )
     assert proc.wait_log("not aligned: the", timeout=WAIT)
 
     # untracked samples are not ground truth: the pair count does not move
@@ -309,8 +356,12 @@ def _edge(parent: str, child: str, t: float, xyz, yaw: float) -> TransformStampe
     edge.header.frame_id, edge.child_frame_id = parent, child
     edge.transform.translation.x, edge.transform.translation.y, edge.transform.translation.z = map(float, xyz)
     q = Rotation.from_euler("z", yaw).as_quat()
-    (edge.transform.rotation.x, edge.transform.rotation.y, edge.transform.rotation.z,
-     edge.transform.rotation.w) = map(float, q)
+    (
+        edge.transform.rotation.x,
+        edge.transform.rotation.y,
+        edge.transform.rotation.z,
+        edge.transform.rotation.w,
+    ) = map(float, q)
     return edge
 
 
@@ -324,13 +375,15 @@ def test_tf_chain_holds_estimates_until_the_static_edge_arrives():
     assert chain.update(_edge("odom", "base_link", 1.0, (1, 0, 0), 0.0), static=False) == []
     assert chain.update(_edge("odom", "base_link", 2.0, (2, 0, 0), 0.5), static=False) == []
     assert chain.held == 2 and chain.dropped == 0
-    assert chain.update(_edge("other", "thing", 2.5, (0, 0, 0), 0.0), static=False) == []   # unrelated edge
+    assert chain.update(_edge("other", "thing", 2.5, (0, 0, 0), 0.0), static=False) == []  # unrelated edge
     ready = chain.update(_edge("map", "odom", 0.0, (0, 1, 0), np.pi / 2), static=True)
     assert [r[0] for r in ready] == pytest.approx([1.0, 2.0], abs=1e-9)
     # map -> odom turns x into y and shifts by (0, 1, 0)
     np.testing.assert_allclose(ready[0][1], [0.0, 2.0, 0.0], atol=1e-12)
     np.testing.assert_allclose(ready[1][1], [0.0, 3.0, 0.0], atol=1e-12)
-    np.testing.assert_allclose(Rotation.from_quat(ready[1][2]).as_euler("xyz")[2], np.pi / 2 + 0.5, atol=1e-12)
+    np.testing.assert_allclose(
+        Rotation.from_quat(ready[1][2]).as_euler("xyz")[2], np.pi / 2 + 0.5, atol=1e-12
+    )
     assert chain.held == 0
     # with the chain complete an estimate is known at once
     (now,) = chain.update(_edge("odom", "base_link", 3.0, (0, 0, 0), 0.0), static=False)
@@ -384,9 +437,18 @@ def assert_odometry_of(received: list, sent: list[float]) -> None:
 
 def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     ns = "/rg"
-    params = {"rigid_bodies_topic": f"{ns}/rigid_bodies", "body": "robot", "root_frame": "world",
-              "robot_frame": "base_link", "offset_xyz": [float(v) for v in OFFSET_XYZ], "offset_rpy": [0.0, 0.0, OFFSET_YAW],
-              "twist_window": 0.0, "odom_topic": f"{ns}/odom", "timeout": 0.3, "diagnostics_period": 0.2}
+    params = {
+        "rigid_bodies_topic": f"{ns}/rigid_bodies",
+        "body": "robot",
+        "root_frame": "world",
+        "robot_frame": "base_link",
+        "offset_xyz": [float(v) for v in OFFSET_XYZ],
+        "offset_rpy": [0.0, 0.0, OFFSET_YAW],
+        "twist_window": 0.0,
+        "odom_topic": f"{ns}/odom",
+        "timeout": 0.3,
+        "diagnostics_period": 0.2,
+    }
     proc = procs.start(TOOLS, "robot_ground_truth", name="robot_gt", namespace=ns, params=params)
     odom = ros.subscribe(f"{ns}/odom", Odometry)
     tf = ros.subscribe("/tf", TFMessage, TF_QOS)
@@ -411,13 +473,20 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     probes = probe_until(
         lambda t: pub.publish(bodies_msg(t, [("robot", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), True)])),
         lambda: any(seconds(m.header.stamp) < T0 - 1.0 for m in odom.snapshot()),
-        T0 - 50.0, "odometry of a probe sample", 0.1)
+        T0 - 50.0,
+        "odometry of a probe sample",
+        0.1,
+    )
     odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(probes[-1], abs=1e-6), timeout=WAIT)
-    tf.wait_for(lambda m: any(seconds(e.header.stamp) == pytest.approx(probes[-1], abs=1e-6)
-                              for e in m.transforms), timeout=WAIT)
+    tf.wait_for(
+        lambda m: any(seconds(e.header.stamp) == pytest.approx(probes[-1], abs=1e-6) for e in m.transforms),
+        timeout=WAIT,
+    )
     diag.clear()
     pub.publish(bodies_msg(T0 - 1.0, [("robot", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), False)]))
-    diag.wait_for(lambda m: any("not tracked" in s.message and "robot" in s.name for s in m.status), timeout=WAIT)
+    diag.wait_for(
+        lambda m: any("not tracked" in s.message and "robot" in s.name for s in m.status), timeout=WAIT
+    )
     odom.clear()
     tf.clear()
 
@@ -436,42 +505,53 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
         # the base moves at v along the body x axis plus w x (R offset): in the base frame
         tw = m.twist.twist
         assert tw.angular.z == pytest.approx(YAW_RATE, abs=1e-9)
-        world_velocity = np.array([SPEED, 0, 0]) + np.cross([0, 0, YAW_RATE], body_pose(t)[1].apply(OFFSET_XYZ))
+        world_velocity = np.array([SPEED, 0, 0]) + np.cross(
+            [0, 0, YAW_RATE], body_pose(t)[1].apply(OFFSET_XYZ)
+        )
         expected = base_pose(t)[1].apply(world_velocity, inverse=True)
         assert np.allclose([tw.linear.x, tw.linear.y, tw.linear.z], expected, atol=2e-3)
-    tf_msg = tf.wait_for(lambda m: any(e.child_frame_id == "base_link_gt" for e in m.transforms), timeout=WAIT)
+    tf_msg = tf.wait_for(
+        lambda m: any(e.child_frame_id == "base_link_gt" for e in m.transforms), timeout=WAIT
+    )
     edge = next(e for e in tf_msg.transforms if e.child_frame_id == "base_link_gt")
     assert edge.header.frame_id == "world"
     t_edge = seconds(edge.header.stamp)
-    assert min(abs(t_edge - s) for s in sent) < 1e-6   # the mocap stamp
+    assert min(abs(t_edge - s) for s in sent) < 1e-6  # the mocap stamp
     tr = edge.transform.translation
     assert np.allclose([tr.x, tr.y, tr.z], base_pose(t_edge)[0], atol=1e-9)
 
     # tracking loss: nothing published for the lost samples, diagnostics say why (not the
     # untracked probe's: the node has been tracking since)
-    diag.wait_for(lambda m: any(s.level == DiagnosticStatus.OK and "tracking" in s.message for s in m.status),
-                  timeout=WAIT)
+    diag.wait_for(
+        lambda m: any(s.level == DiagnosticStatus.OK and "tracking" in s.message for s in m.status),
+        timeout=WAIT,
+    )
     odom.clear()
     diag.clear()
     lost = [send(i, valid=False) for i in range(50, 80)]
-    status = diag.wait_for(lambda m: any("not tracked" in s.message and "robot" in s.name for s in m.status),
-                           timeout=WAIT).status[0]
+    status = diag.wait_for(
+        lambda m: any("not tracked" in s.message and "robot" in s.name for s in m.status), timeout=WAIT
+    ).status[0]
     assert status.level in (DiagnosticStatus.WARN, DiagnosticStatus.ERROR)
     time.sleep(0.5)  # deliberately lets time pass: nothing may be published for lost samples
     assert odom.snapshot() == []
     refused = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", SetOrigin.Request(use_current=True))
     assert not refused.success and "not tracked" in refused.message
     missing = [send(i, present=False) for i in range(80, 90)]
-    diag.wait_for(lambda m: any("not in rigid_bodies" in s.message and "table" in s.message for s in m.status),
-                  timeout=WAIT)
+    diag.wait_for(
+        lambda m: any("not in rigid_bodies" in s.message and "table" in s.message for s in m.status),
+        timeout=WAIT,
+    )
     assert odom.snapshot() == [] and lost and missing
 
     # back: the first fresh sample gives /tf only, odometry resumes with the second
     back = [send(i) for i in range(90, 100)]
     odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(back[-1], abs=1e-6), timeout=WAIT)
     assert_odometry_of(odom.snapshot(), back)
-    diag.wait_for(lambda m: any(s.level == DiagnosticStatus.OK and "tracking" in s.message for s in m.status),
-                  timeout=WAIT)
+    diag.wait_for(
+        lambda m: any(s.level == DiagnosticStatus.OK and "tracking" in s.message for s in m.status),
+        timeout=WAIT,
+    )
 
     # origin at the current pose: from now on poses are relative to it
     reply = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", SetOrigin.Request(use_current=True))
@@ -485,7 +565,7 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
         ep, er = base_pose(seconds(m.header.stamp))
         assert np.allclose(p, origin_r.apply(ep - origin_p, inverse=True), atol=1e-9)
         assert (r.inv() * origin_r.inv() * er).magnitude() < 1e-9
-        assert m.twist.twist.angular.z == pytest.approx(YAW_RATE, abs=1e-9)   # the twist does not jump
+        assert m.twist.twist.angular.z == pytest.approx(YAW_RATE, abs=1e-9)  # the twist does not jump
 
     # an explicit origin, and a refused one
     request = SetOrigin.Request(use_current=False)
@@ -499,7 +579,9 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
     nan_position = SetOrigin.Request(use_current=False)
     set_pose(nan_position.origin, (float("nan"), 0.0, 0.0), (0, 0, 0, 1))
     reply = ros.call(SetOrigin, f"{ns}/robot_gt/set_origin", nan_position)
-    assert not reply.success and "position" in reply.message and "orientation" not in reply.message, reply.message
+    assert not reply.success and "position" in reply.message and "orientation" not in reply.message, (
+        reply.message
+    )
     odom.clear()
     final = [send(i) for i in range(110, 115)]
     m = odom.wait_for(lambda m: seconds(m.header.stamp) == pytest.approx(final[-1], abs=1e-6), timeout=WAIT)
@@ -510,14 +592,23 @@ def test_robot_ground_truth_odometry_tf_origin_and_tracking_loss(ros, procs):
 
 
 def test_robot_ground_truth_without_a_body_reports_and_survives(ros, procs):
-    proc = procs.start(TOOLS, "robot_ground_truth", name="robot_gt", namespace="/rg_none",
-                       params={"rigid_bodies_topic": "/rg_none/rigid_bodies", "offset_xyz": [1.0, 2.0],
-                               "diagnostics_period": 0.2})
+    proc = procs.start(
+        TOOLS,
+        "robot_ground_truth",
+        name="robot_gt",
+        namespace="/rg_none",
+        params={
+            "rigid_bodies_topic": "/rg_none/rigid_bodies",
+            "offset_xyz": [1.0, 2.0],
+            "diagnostics_period": 0.2,
+        },
+    )
     diag = ros.subscribe("/diagnostics", DiagnosticArray)
     assert proc.wait_log("offset_xyz must be a list of 3 numbers", timeout=WAIT)
     assert proc.wait_log("parameter body is empty", timeout=WAIT)
-    status = diag.wait_for(lambda m: any(s.name.startswith("/rg_none/robot_gt") for s in m.status),
-                           timeout=WAIT).status[0]
+    status = diag.wait_for(
+        lambda m: any(s.name.startswith("/rg_none/robot_gt") for s in m.status), timeout=WAIT
+    ).status[0]
     assert status.level == DiagnosticStatus.ERROR and "body is empty" in status.message
     assert proc.alive()
 
@@ -527,8 +618,14 @@ def markers_msg(t: float) -> Markers:
     msg = Markers()
     msg.header.stamp = stamp_of(t)
     msg.header.frame_id = "world"
-    specs = [(101, "a:m1", (0, 0, 1), False), (102, "a:m2", (0.1, 0, 1), False), (103, "a:m3", (0, 0.1, 1), False),
-             (-1, "", (2, 2, 0.5), False), (-1, "", (2, 2.5, 0.5), False), (104, "a:m4", (0.1, 0.1, 1), True)]
+    specs = [
+        (101, "a:m1", (0, 0, 1), False),
+        (102, "a:m2", (0.1, 0, 1), False),
+        (103, "a:m3", (0, 0.1, 1), False),
+        (-1, "", (2, 2, 0.5), False),
+        (-1, "", (2, 2.5, 0.5), False),
+        (104, "a:m4", (0.1, 0.1, 1), True),
+    ]
     for marker_id, name, p, occluded in specs:
         m = MocapMarker(id=marker_id, name=name, occluded=occluded, residual=-1.0)
         m.position.x, m.position.y, m.position.z = (float(v) for v in p)
@@ -557,28 +654,49 @@ def by_ns(array: MarkerArray) -> dict[str, list[Marker]]:
 
 
 def test_marker_viz_draws_markers_bodies_and_skeletons(ros, procs):
-    proc = procs.start(TOOLS, "marker_viz", name="viz", namespace="/mv",
-                       params={"systems": ["/mvsys"], "discover": False, "rate": 5.0, "axis_length": 0.2,
-                               "lifetime": 0.5, "output_topic": "/mv/markers"})
+    proc = procs.start(
+        TOOLS,
+        "marker_viz",
+        name="viz",
+        namespace="/mv",
+        params={
+            "systems": ["/mvsys"],
+            "discover": False,
+            "rate": 5.0,
+            "axis_length": 0.2,
+            "lifetime": 0.5,
+            "output_topic": "/mv/markers",
+        },
+    )
     out = ros.subscribe("/mv/markers", MarkerArray)
-    pubs = [ros.publisher("/mvsys/markers", Markers, RELIABLE), ros.publisher("/mvsys/rigid_bodies", RigidBodies, RELIABLE),
-            ros.publisher("/mvsys/skeletons", Skeletons, RELIABLE)]
+    pubs = [
+        ros.publisher("/mvsys/markers", Markers, RELIABLE),
+        ros.publisher("/mvsys/rigid_bodies", RigidBodies, RELIABLE),
+        ros.publisher("/mvsys/skeletons", Skeletons, RELIABLE),
+    ]
     for pub in pubs:
         wait_matched(pub)
     yaw = Rotation.from_euler("z", math.pi / 2)
     start = time.monotonic()
-    for i in range(100):   # 100 Hz input for about a second
+    for i in range(100):  # 100 Hz input for about a second
         t = T0 + i * 0.01
         pubs[0].publish(markers_msg(t))
-        pubs[1].publish(bodies_msg(t, [("a", (1.0, 0.0, 1.0), yaw.as_quat(), True),
-                                       ("b", (3.0, 3.0, 0.0), (0, 0, 0, 1), False)]))
+        pubs[1].publish(
+            bodies_msg(
+                t, [("a", (1.0, 0.0, 1.0), yaw.as_quat(), True), ("b", (3.0, 3.0, 0.0), (0, 0, 0, 1), False)]
+            )
+        )
         pubs[2].publish(skeletons_msg(t))
         time.sleep(0.01)
-    array = out.wait_for(lambda m: {"mvsys/labeled_markers", "mvsys/bodies", "mvsys/skeletons"}
-                         <= {x.ns for x in m.markers}, timeout=WAIT)
+    array = out.wait_for(
+        lambda m: {"mvsys/labeled_markers", "mvsys/bodies", "mvsys/skeletons"} <= {x.ns for x in m.markers},
+        timeout=WAIT,
+    )
     elapsed = time.monotonic() - start
     layers = by_ns(array)
-    labeled, unlabeled, occluded = (layers[f"mvsys/{k}_markers"][0] for k in ("labeled", "unlabeled", "occluded"))
+    labeled, unlabeled, occluded = (
+        layers[f"mvsys/{k}_markers"][0] for k in ("labeled", "unlabeled", "occluded")
+    )
     assert labeled.type == Marker.SPHERE_LIST and len(labeled.points) == 3
     assert len(unlabeled.points) == 2 and len(occluded.points) == 1
     colors = {(c.r, c.g, c.b) for c in (labeled.color, unlabeled.color, occluded.color)}
@@ -588,15 +706,15 @@ def test_marker_viz_draws_markers_bodies_and_skeletons(ros, procs):
     a, b = axes[1], axes[2]
     assert a.type == Marker.LINE_LIST and len(a.points) == 6
     x_tip = a.points[1]
-    assert (x_tip.x, x_tip.y, x_tip.z) == pytest.approx((1.0, 0.2, 1.0), abs=1e-9)   # x axis turned to +y
+    assert (x_tip.x, x_tip.y, x_tip.z) == pytest.approx((1.0, 0.2, 1.0), abs=1e-9)  # x axis turned to +y
     assert a.colors[0].r > 0.8 and a.colors[2].g > 0.7 and a.colors[4].b > 0.8
-    assert all(abs(c.r - c.g) < 1e-6 and abs(c.g - c.b) < 1e-6 for c in b.colors)   # untracked: grey
+    assert all(abs(c.r - c.g) < 1e-6 and abs(c.g - c.b) < 1e-6 for c in b.colors)  # untracked: grey
     names = {m.id: m.text for m in layers["mvsys/body_names"]}
     assert names == {1: "a", 2: "b (not tracked)"}
     skeleton = layers["mvsys/skeletons"][0]
     assert len(skeleton.points) == 4 and len(layers["mvsys/skeleton_joints"][0].points) == 3
     last_segment = skeleton.colors[3]
-    assert abs(last_segment.r - last_segment.b) < 1e-6   # untracked segment greyed
+    assert abs(last_segment.r - last_segment.b) < 1e-6  # untracked segment greyed
     # rate limited for display: at most 5 arrays per second whatever the input rate
     time.sleep(0.5)  # deliberately: part of the span the rate is measured over
     count = len(out.snapshot())
@@ -605,13 +723,23 @@ def test_marker_viz_draws_markers_bodies_and_skeletons(ros, procs):
 
 
 def test_marker_viz_discovers_announced_systems(ros, procs):
-    proc = procs.start(TOOLS, "marker_viz", name="viz", namespace="/mvd",
-                       params={"rate": 10.0, "output_topic": "/mvd/markers"})
+    proc = procs.start(
+        TOOLS,
+        "marker_viz",
+        name="viz",
+        namespace="/mvd",
+        params={"rate": 10.0, "output_topic": "/mvd/markers"},
+    )
     out = ros.subscribe("/mvd/markers", MarkerArray)
     announce = ros.publisher(SYSTEMS_TOPIC, MocapSystemInfo, SYSTEMS_QOS)
-    info = MocapSystemInfo(system="/disc/fake", type="sim", frame_id="world", frame_rate=100.0,
-                           topics=["/disc/rigid_bodies", "/diagnostics"],
-                           topic_types=["mocap4r2_interfaces/msg/RigidBodies", "diagnostic_msgs/msg/DiagnosticArray"])
+    info = MocapSystemInfo(
+        system="/disc/fake",
+        type="sim",
+        frame_id="world",
+        frame_rate=100.0,
+        topics=["/disc/rigid_bodies", "/diagnostics"],
+        topic_types=["mocap4r2_interfaces/msg/RigidBodies", "diagnostic_msgs/msg/DiagnosticArray"],
+    )
     announce.publish(info)
     assert proc.wait_log("drawing /disc/rigid_bodies", timeout=WAIT)
     pub = ros.publisher("/disc/rigid_bodies", RigidBodies, RELIABLE)
@@ -632,30 +760,67 @@ def test_tools_on_the_simulated_system(ros, procs, tmp_path):
     """sim -> robot_ground_truth -> trajectory_error (estimate = the robot_gt odometry,
     ground truth = the same body): a pure relay, so the ATE is ~0; marker_viz draws the
     discovered system."""
-    scene = {"seed": 1, "rate": 100.0, "latency": 0.002, "latency_jitter": 0.0, "noise": 0.0, "occlusion": 0.0,
-             "dropped_frames": 0.0, "unlabeled_markers": 2,
-             "rigid_bodies": [{"name": "robot1", "id": 2,
-                               "trajectory": {"type": "figure_eight", "center": [0, 0, 0], "size": [2, 1],
-                                              "period": 10.0}}],
-             "skeletons": [{"name": "walker", "id": 1}]}
+    scene = {
+        "seed": 1,
+        "rate": 100.0,
+        "latency": 0.002,
+        "latency_jitter": 0.0,
+        "noise": 0.0,
+        "occlusion": 0.0,
+        "dropped_frames": 0.0,
+        "unlabeled_markers": 2,
+        "rigid_bodies": [
+            {
+                "name": "robot1",
+                "id": 2,
+                "trajectory": {"type": "figure_eight", "center": [0, 0, 0], "size": [2, 1], "period": 10.0},
+            }
+        ],
+        "skeletons": [{"name": "walker", "id": 1}],
+    }
     path = tmp_path / "scene.yaml"
     path.write_text(yaml.safe_dump(scene))
-    sim = procs.start("mocap4r2_drivers", "simulated_system", name="sim", namespace="/s5",
-                      params={"scene": str(path), "autostart": True})
-    robot = procs.start(TOOLS, "robot_ground_truth", name="robot_gt", namespace="/s5",
-                        params={"rigid_bodies_topic": "/s5/rigid_bodies", "body": "robot1", "odom_topic": "/s5/odom"})
-    te = procs.start(TOOLS, "trajectory_error", name="te", namespace="/s5",
-                     params={"gt_topic": "/s5/rigid_bodies", "gt_body": "robot1", "est_type": "odometry",
-                             "est_topic": "/s5/odom", "max_diff": 0.001, "publish_rate": 5.0, "qos_reliable": True,
-                             "output_topic": "/s5/trajectory_error"})
-    viz = procs.start(TOOLS, "marker_viz", name="viz", namespace="/s5", params={"output_topic": "/s5/viz_markers"})
+    sim = procs.start(
+        "mocap4r2_drivers",
+        "simulated_system",
+        name="sim",
+        namespace="/s5",
+        params={"scene": str(path), "autostart": True},
+    )
+    robot = procs.start(
+        TOOLS,
+        "robot_ground_truth",
+        name="robot_gt",
+        namespace="/s5",
+        params={"rigid_bodies_topic": "/s5/rigid_bodies", "body": "robot1", "odom_topic": "/s5/odom"},
+    )
+    te = procs.start(
+        TOOLS,
+        "trajectory_error",
+        name="te",
+        namespace="/s5",
+        params={
+            "gt_topic": "/s5/rigid_bodies",
+            "gt_body": "robot1",
+            "est_type": "odometry",
+            "est_topic": "/s5/odom",
+            "max_diff": 0.001,
+            "publish_rate": 5.0,
+            "qos_reliable": True,
+            "output_topic": "/s5/trajectory_error",
+        },
+    )
+    viz = procs.start(
+        TOOLS, "marker_viz", name="viz", namespace="/s5", params={"output_topic": "/s5/viz_markers"}
+    )
     errors = ros.subscribe("/s5/trajectory_error", TrajectoryError)
     arrays = ros.subscribe("/s5/viz_markers", MarkerArray)
     result = errors.wait_for(lambda m: m.samples >= 100 and m.aligned, timeout=40)
     assert result.ate_rmse < 1e-9 and result.ate_max < 1e-9
     assert result.rpe_trans_rmse < 1e-9 and result.rpe_rot_rmse < 1e-9
-    drawn = arrays.wait_for(lambda m: {"s5/bodies", "s5/skeletons", "s5/labeled_markers"} <= {x.ns for x in m.markers},
-                            timeout=30)
+    drawn = arrays.wait_for(
+        lambda m: {"s5/bodies", "s5/skeletons", "s5/labeled_markers"} <= {x.ns for x in m.markers}, timeout=30
+    )
     assert "robot1" in [m.text for m in drawn.markers if m.ns == "s5/body_names"]
     assert all(p.alive() for p in (sim, robot, te, viz))
 
@@ -670,7 +835,11 @@ def test_tools_yaml_is_valid_for_every_tool(procs):
     from mocap4r2_tools import marker_viz, robot_ground_truth, trajectory_error
 
     config = yaml.safe_load((ROOT / "config" / "tools.yaml").read_text())
-    modules = {"marker_viz": marker_viz, "robot_ground_truth": robot_ground_truth, "trajectory_error": trajectory_error}
+    modules = {
+        "marker_viz": marker_viz,
+        "robot_ground_truth": robot_ground_truth,
+        "trajectory_error": trajectory_error,
+    }
     assert set(config) == set(modules)
     for node, module in modules.items():
         specs = {spec.name: spec for spec in module.PARAMETERS}
@@ -678,13 +847,22 @@ def test_tools_yaml_is_valid_for_every_tool(procs):
         assert set(values) <= set(specs), f"{node}: undeclared {set(values) - set(specs)}"
         for name, value in values.items():
             assert specs[name].validate(value) is None, (node, name, specs[name].validate(value))
-    started = {node: procs.start(TOOLS, exe, ros=False,
-                                 args=["--ros-args", "--params-file", str(ROOT / "config" / "tools.yaml")])
-               for node, exe in (("marker_viz", "marker_viz"), ("robot_ground_truth", "robot_ground_truth"),
-                                 ("trajectory_error", "trajectory_error"))}
-    assert started["robot_ground_truth"].wait_log("following body 'robot1' on /sim/rigid_bodies", timeout=WAIT)
+    started = {
+        node: procs.start(
+            TOOLS, exe, ros=False, args=["--ros-args", "--params-file", str(ROOT / "config" / "tools.yaml")]
+        )
+        for node, exe in (
+            ("marker_viz", "marker_viz"),
+            ("robot_ground_truth", "robot_ground_truth"),
+            ("trajectory_error", "trajectory_error"),
+        )
+    }
+    assert started["robot_ground_truth"].wait_log(
+        "following body 'robot1' on /sim/rigid_bodies", timeout=WAIT
+    )
     assert started["trajectory_error"].wait_log(
-        "estimate /robot_ground_truth/odom (odometry), align se3", timeout=WAIT)
+        "estimate /robot_ground_truth/odom (odometry), align se3", timeout=WAIT
+    )
     assert started["marker_viz"].wait_log("drawing /sim/rigid_bodies", timeout=WAIT)
     for node, proc in started.items():
         assert "[ERROR]" not in proc.log(), (node, proc.log())
@@ -703,7 +881,9 @@ def test_rviz_config_shows_the_markers_and_tf_in_world():
 
 
 def test_launch_file_describes_the_tools():
-    pytest.importorskip("launch_ros", reason="launch_ros exists only on a ROS 2 distribution, not in the wheels")
+    pytest.importorskip(
+        "launch_ros", reason="launch_ros exists only on a ROS 2 distribution, not in the wheels"
+    )
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("tools_launch", ROOT / "launch" / "tools.launch.py")
@@ -713,4 +893,4 @@ def test_launch_file_describes_the_tools():
     from launch_ros.actions import Node as LaunchNode
 
     nodes = [a for a in description.entities if isinstance(a, LaunchNode)]
-    assert len(nodes) == 4   # three tools and RViz
+    assert len(nodes) == 4  # three tools and RViz

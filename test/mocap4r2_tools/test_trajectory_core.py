@@ -1,5 +1,6 @@
 """Trajectory error core: exact recovery of known transforms, hand-computable statistics,
 association rules, degenerate input, and the online running sums against the batch."""
+
 from __future__ import annotations
 
 import math
@@ -113,9 +114,11 @@ def test_first_n_alignment_uses_only_the_first_pairs():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(-math.pi, math.pi), min_size=3, max_size=3),
-       st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=3),
-       st.floats(0.01, 100.0))
+@given(
+    st.lists(st.floats(-math.pi, math.pi), min_size=3, max_size=3),
+    st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=3),
+    st.floats(0.01, 100.0),
+)
 def test_any_similarity_is_recovered(angles, translation, scale):
     gt = wavy(60, dt=0.1)
     rotation = Rotation.from_euler("xyz", angles)
@@ -172,7 +175,7 @@ def test_rpe_pair_selection_in_frames_metres_and_seconds():
     s, e = rpe_pairs(gt, 3, "frames", all_pairs=True)
     assert list(zip(s, e)) == [(i, i + 3) for i in range(5)]
     s, e = rpe_pairs(gt, 2.0, "m")
-    assert list(zip(s, e)) == [(0, 3), (3, 6)]        # first pose at least 2 m further
+    assert list(zip(s, e)) == [(0, 3), (3, 6)]  # first pose at least 2 m further
     s, e = rpe_pairs(gt, 3.0, "m", all_pairs=True, tolerance=0.0)
     # exactly 3 m after i: 0->3, 1->4 and 2->4 (the first of equal distances), 3->6, 4->7, 5->7
     assert list(zip(s, e)) == [(0, 3), (1, 4), (2, 4), (3, 6), (4, 7), (5, 7)]
@@ -187,11 +190,11 @@ def test_rpe_pair_selection_in_frames_metres_and_seconds():
 def test_nearest_association_within_max_diff_with_offset():
     gt = Trajectory.build(np.arange(0.0, 1.0, 0.1), np.c_[np.arange(10.0), np.zeros(10), np.zeros(10)])
     # estimate stamps lag by 0.5 s: stamps + offset land 0.004 s after the ground truth
-    est_t = np.array([-0.496, -0.296, -0.2, 0.01])   # the last lands 0.01 s from any ground truth
+    est_t = np.array([-0.496, -0.296, -0.2, 0.01])  # the last lands 0.01 s from any ground truth
     est = Trajectory.build(est_t, np.zeros((4, 3)))
     pairs = associate(gt, est, max_diff=0.005, offset=0.5)
     assert np.allclose(pairs.gt.stamps, [0.0, 0.2, 0.3])
-    assert np.allclose(pairs.est.stamps, [0.004, 0.204, 0.3])   # in the ground-truth time base
+    assert np.allclose(pairs.est.stamps, [0.004, 0.204, 0.3])  # in the ground-truth time base
     assert len(pairs) == 3 and pairs.est_total == 4 and pairs.gt_total == 10
     # a tie goes to the earlier ground truth pose
     tie = associate(gt, Trajectory.build([0.05], np.zeros((1, 3))), max_diff=0.05)
@@ -211,10 +214,12 @@ def test_sparser_trajectory_drives_nearest_association():
 def test_interpolation_is_linear_and_slerp_and_never_bridges_a_gap():
     q0 = Rotation.identity().as_quat()
     q1 = Rotation.from_euler("z", 1.0).as_quat()
-    gt = Trajectory.build([0.0, 0.02, 5.0, 5.02], [[0, 0, 0], [2, 4, 6], [0, 0, 0], [0, 0, 0]], [q0, q1, q0, q0])
+    gt = Trajectory.build(
+        [0.0, 0.02, 5.0, 5.02], [[0, 0, 0], [2, 4, 6], [0, 0, 0], [0, 0, 0]], [q0, q1, q0, q0]
+    )
     est = Trajectory.build([0.005, 2.5, 5.01], np.zeros((3, 3)))
     pairs = associate(gt, est, max_diff=0.011, method="interpolate")
-    assert len(pairs) == 2   # 2.5 s lies in the gap: no ground truth within max_diff
+    assert len(pairs) == 2  # 2.5 s lies in the gap: no ground truth within max_diff
     assert np.allclose(pairs.gt.positions[0], [0.5, 1.0, 1.5], atol=1e-15)
     assert pairs.gt.rotations()[0].magnitude() == pytest.approx(0.25, abs=1e-12)
     assert pairs.gt.stamps[0] == 0.005
@@ -273,19 +278,26 @@ def test_moments_merge_equals_moments_of_the_union():
 @pytest.mark.parametrize("first_n", [0, 300])
 def test_running_ate_and_rpe_equal_the_batch_far_from_the_origin(method, first_n):
     rng = np.random.default_rng(11)
-    gt = wavy(3000, offset=(4000.0, -2500.0, 30.0))   # kilometres from the origin
+    gt = wavy(3000, offset=(4000.0, -2500.0, 30.0))  # kilometres from the origin
     est = moved(gt, R_TRUE, T_TRUE, scale=1.3 if method == "sim3" else 1.0)
-    noisy = Trajectory.build(est.stamps, est.positions + rng.normal(0, 0.002, est.positions.shape),
-                             (est.rotations() * Rotation.from_rotvec(rng.normal(0, 0.01, (3000, 3)))).as_quat())
+    noisy = Trajectory.build(
+        est.stamps,
+        est.positions + rng.normal(0, 0.002, est.positions.shape),
+        (est.rotations() * Rotation.from_rotvec(rng.normal(0, 0.01, (3000, 3)))).as_quat(),
+    )
     for unit, delta in (("frames", 7), ("m", 0.4), ("s", 0.25)):
-        batch = evaluate(gt, noisy, EvalOptions(align=method, align_first_n=first_n, rpe_delta=delta, rpe_unit=unit))
+        batch = evaluate(
+            gt, noisy, EvalOptions(align=method, align_first_n=first_n, rpe_delta=delta, rpe_unit=unit)
+        )
         ate = RunningATE(method, first_n, history=100_000)
-        sums_only = RunningATE(method, first_n, history=64)   # rmse from the running sums alone
+        sums_only = RunningATE(method, first_n, history=64)  # rmse from the running sums alone
         rpe = RunningRPE(delta, unit)
         for i in range(len(gt)):
             ate.add(gt.positions[i], gt.orientations[i], noisy.positions[i], noisy.orientations[i])
             sums_only.add(gt.positions[i], gt.orientations[i], noisy.positions[i], noisy.orientations[i])
-            rpe.add(gt.stamps[i], gt.positions[i], gt.orientations[i], noisy.positions[i], noisy.orientations[i])
+            rpe.add(
+                gt.stamps[i], gt.positions[i], gt.orientations[i], noisy.positions[i], noisy.orientations[i]
+            )
         snap = ate.snapshot()
         assert snap.samples == 3000
         assert snap.aligned == (method != "none")
@@ -323,19 +335,19 @@ def test_decimated_history_keeps_an_even_subset():
         h.add(np.array([i, 0.0, 0.0]), np.zeros(3))
     kept = h.pairs()[0][:, 0]
     assert len(kept) <= 8
-    assert np.all(np.diff(kept) == kept[1] - kept[0])   # even stride
+    assert np.all(np.diff(kept) == kept[1] - kept[0])  # even stride
     assert kept[0] == 0
 
 
 def test_running_ate_reports_not_aligned_without_nan_then_aligns():
     ate = RunningATE("se3")
     assert ate.snapshot().samples == 0 and not ate.snapshot().aligned
-    for _ in range(50):   # a robot standing still: alignment undetermined
+    for _ in range(50):  # a robot standing still: alignment undetermined
         ate.add(np.ones(3), np.array([0, 0, 0, 1.0]), np.zeros(3), np.array([0, 0, 0, 1.0]))
     snap = ate.snapshot()
     assert not snap.aligned and "do not move" in snap.reason
     assert all(math.isfinite(v) for v in (snap.rmse, snap.mean, snap.max))
-    assert snap.rmse == pytest.approx(math.sqrt(3.0))   # unaligned error reported instead
+    assert snap.rmse == pytest.approx(math.sqrt(3.0))  # unaligned error reported instead
     gt = wavy(100)
     for i in range(100):
         ate.add(gt.positions[i], gt.orientations[i], gt.positions[i] - 1.0, gt.orientations[i])
@@ -346,7 +358,7 @@ def test_running_first_n_window_grows_until_it_determines_the_alignment():
     ate = RunningATE("se3", first_n=10)
     q = np.array([0, 0, 0, 1.0])
     for _ in range(20):
-        ate.add(np.zeros(3), q, np.zeros(3), q)   # static: window too poor
+        ate.add(np.zeros(3), q, np.zeros(3), q)  # static: window too poor
     assert ate.alignment() is None
     gt = wavy(50)
     est = moved(gt, R_TRUE, T_TRUE)
@@ -359,10 +371,11 @@ def test_running_first_n_window_grows_until_it_determines_the_alignment():
 @pytest.mark.parametrize("method", ["nearest", "interpolate"])
 def test_stream_association_equals_the_batch(method):
     rng = np.random.default_rng(2)
-    gt = wavy(3000, dt=0.001)                        # 1 kHz ground truth
-    est_t = np.sort(rng.uniform(0.0, 3.0, 90))      # ~30 Hz estimate, irregular
-    est = Trajectory.build(est_t + 0.0, rng.normal(size=(90, 3)),
-                           Rotation.random(90, random_state=1).as_quat())
+    gt = wavy(3000, dt=0.001)  # 1 kHz ground truth
+    est_t = np.sort(rng.uniform(0.0, 3.0, 90))  # ~30 Hz estimate, irregular
+    est = Trajectory.build(
+        est_t + 0.0, rng.normal(size=(90, 3)), Rotation.random(90, random_state=1).as_quat()
+    )
     batch = associate(gt, est, max_diff=0.0006, offset=-0.0002, method=method)
     stream = StreamAssociator(max_diff=0.0006, offset=-0.0002, method=method, horizon=1.0)
     pairs = []
@@ -385,9 +398,9 @@ def test_stream_association_equals_the_batch(method):
 def test_stream_association_waits_for_ground_truth_and_drops_out_of_order():
     stream = StreamAssociator(max_diff=0.01)
     q = np.array([0, 0, 0, 1.0])
-    assert stream.add_est(1.0, np.zeros(3), q) == []          # no ground truth yet: waits
-    assert stream.add_gt(0.995, np.ones(3), q) == []          # not yet past 1.0
-    pairs = stream.add_gt(1.002, 2 * np.ones(3), q)          # now 1.002 is nearest
+    assert stream.add_est(1.0, np.zeros(3), q) == []  # no ground truth yet: waits
+    assert stream.add_gt(0.995, np.ones(3), q) == []  # not yet past 1.0
+    pairs = stream.add_gt(1.002, 2 * np.ones(3), q)  # now 1.002 is nearest
     assert len(pairs) == 1 and pairs[0].stamp == 1.002
     assert stream.add_gt(0.5, np.zeros(3), q) == [] and stream.gt_out_of_order == 1
     assert stream.add_est(3.0, np.zeros(3), q) == []

@@ -2,6 +2,7 @@
 right feedback, a mocap snapshot interpolated at the trigger stamp, and bad input
 (unknown type, tolerance length mismatch, stamp going backwards, NaN joint) refused or
 logged without the node dying."""
+
 from __future__ import annotations
 
 import math
@@ -10,14 +11,17 @@ import time
 import pytest
 import yaml
 from geometry_msgs.msg import PoseStamped
-from mocap4r2_interfaces.msg import RigidBodies, RigidBody
-from motion_control_interfaces.msg import MonitorResultsStamped, TrajectoryFeedbackStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from support import wait_for, wait_round_trip, wait_subscribed
 
+from mocap4r2_interfaces.msg import RigidBodies, RigidBody
+from motion_control_interfaces.msg import MonitorResultsStamped, TrajectoryFeedbackStamped
+
 TOOLS = "mocap4r2_tools"
 RELIABLE = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
-LATCHED = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+LATCHED = QoSProfile(
+    depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
 T0 = 1_700_000_100.0
 
 
@@ -32,8 +36,9 @@ def seconds(stamp) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 
 
-def feedback(i: int, t: float, positions=None, trajectory_id: str = "traj-1",
-             frame_id: str = "arm") -> TrajectoryFeedbackStamped:
+def feedback(
+    i: int, t: float, positions=None, trajectory_id: str = "traj-1", frame_id: str = "arm"
+) -> TrajectoryFeedbackStamped:
     msg = TrajectoryFeedbackStamped()
     msg.header.stamp = stamp_of(t)
     msg.header.frame_id = frame_id
@@ -48,7 +53,7 @@ def feedback(i: int, t: float, positions=None, trajectory_id: str = "traj-1",
     return msg
 
 
-PROBE = "probe"   # trajectory id and header frame of probe feedback, and so of its results
+PROBE = "probe"  # trajectory id and header frame of probe feedback, and so of its results
 
 
 def wait_results_flowing(fb_pub, results) -> None:
@@ -56,13 +61,16 @@ def wait_results_flowing(fb_pub, results) -> None:
     triggers) until a result of it comes back; from then on the monitor's volatile
     results reach us (see support.wait_round_trip). Results of probes have frame PROBE."""
     probe = feedback(0, T0 - 100.0, trajectory_id=PROBE, frame_id=PROBE)
-    wait_round_trip(lambda: fb_pub.publish(probe),
-                    lambda: any(m.header.frame_id == PROBE for m in results.snapshot()),
-                    what="the result of a probe feedback")
+    wait_round_trip(
+        lambda: fb_pub.publish(probe),
+        lambda: any(m.header.frame_id == PROBE for m in results.snapshot()),
+        what="the result of a probe feedback",
+    )
 
 
 def results_of(results, count: int) -> list[MonitorResultsStamped]:
     """The first ``count`` results that are not of probes, waiting for them."""
+
     def enough():
         got = [m for m in results.snapshot() if m.header.frame_id != PROBE]
         return got[:count] if len(got) >= count else None
@@ -72,21 +80,44 @@ def results_of(results, count: int) -> list[MonitorResultsStamped]:
 
 def test_trajectory_monitor_results_snapshots_and_bad_input(ros, procs, tmp_path):
     path = tmp_path / "monitors.yaml"
-    path.write_text(yaml.safe_dump({"monitors": [
-        {"monitor_id": "half", "type": "RATIO", "ratio_of_trajectory": 0.5},
-        {"monitor_id": "t2", "type": "TIME", "time_from_start": 2.0},
-        {"monitor_id": "pose", "type": "JOINT_STATE", "joint_state": {"name": ["j1", "j2"], "position": [0.7, -0.7]},
-         "joint_state_tolerances": [0.01, 0.01]},
-        {"monitor_id": "bad", "type": "SPEED"},
-        {"monitor_id": "short", "type": "JOINT_STATE", "joint_state": {"position": [0.1, 0.2]},
-         "joint_state_tolerances": [0.1]}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "monitors": [
+                    {"monitor_id": "half", "type": "RATIO", "ratio_of_trajectory": 0.5},
+                    {"monitor_id": "t2", "type": "TIME", "time_from_start": 2.0},
+                    {
+                        "monitor_id": "pose",
+                        "type": "JOINT_STATE",
+                        "joint_state": {"name": ["j1", "j2"], "position": [0.7, -0.7]},
+                        "joint_state_tolerances": [0.01, 0.01],
+                    },
+                    {"monitor_id": "bad", "type": "SPEED"},
+                    {
+                        "monitor_id": "short",
+                        "type": "JOINT_STATE",
+                        "joint_state": {"position": [0.1, 0.2]},
+                        "joint_state_tolerances": [0.1],
+                    },
+                ]
+            }
+        )
+    )
     ns = "/tm"
     results = ros.subscribe(f"{ns}/trajectory_monitor/monitor_results", MonitorResultsStamped)
     snapshot = ros.subscribe(f"{ns}/trajectory_monitor/half/ee", PoseStamped, LATCHED)
-    proc = procs.start(TOOLS, "trajectory_monitor", namespace=ns,
-                       params={"feedback_topic": f"{ns}/feedback", "monitors_file": str(path),
-                               "rigid_bodies_topic": f"{ns}/rigid_bodies", "snapshot_bodies": ["ee"],
-                                   "snapshot_wait": 10.0})
+    proc = procs.start(
+        TOOLS,
+        "trajectory_monitor",
+        namespace=ns,
+        params={
+            "feedback_topic": f"{ns}/feedback",
+            "monitors_file": str(path),
+            "rigid_bodies_topic": f"{ns}/rigid_bodies",
+            "snapshot_bodies": ["ee"],
+            "snapshot_wait": 10.0,
+        },
+    )
     assert proc.wait_log("3 monitors on /tm/feedback", timeout=30), proc.log()
     log = proc.log()
     assert "unknown trigger type 'SPEED'" in log and "the lengths must match" in log
@@ -111,19 +142,23 @@ def test_trajectory_monitor_results_snapshots_and_bad_input(ros, procs, tmp_path
         bodies.publish(msg)
     sent = []
     for i in range(10):
-        t = T0 + 0.5 * i + 0.005   # between two mocap frames
+        t = T0 + 0.5 * i + 0.005  # between two mocap frames
         fb.publish(feedback(i, t))
         sent.append(t)
         if i == 5:
-            fb.publish(feedback(5, T0))                                    # stamp going backwards
-            fb.publish(feedback(5, t + 0.001, positions=[float("nan"), 0.0]))   # NaN joint
+            fb.publish(feedback(5, T0))  # stamp going backwards
+            fb.publish(feedback(5, t + 0.001, positions=[float("nan"), 0.0]))  # NaN joint
             sent.append(t + 0.001)
         time.sleep(0.01)
 
     got = results_of(results, len(sent))
-    assert [seconds(m.header.stamp) for m in got] == pytest.approx(sent, abs=1e-6)   # the backwards one dropped
-    triggered = {mid: [dict((r.monitor_id, r.is_triggered) for r in m.monitor_results)[mid] for m in got]
-                 for mid in ("half", "t2", "pose")}
+    assert [seconds(m.header.stamp) for m in got] == pytest.approx(
+        sent, abs=1e-6
+    )  # the backwards one dropped
+    triggered = {
+        mid: [dict((r.monitor_id, r.is_triggered) for r in m.monitor_results)[mid] for m in got]
+        for mid in ("half", "t2", "pose")
+    }
     # one result per feedback; index 6 is the NaN feedback (point 5 again)
     assert triggered["half"] == [False] * 4 + [True] * 7
     assert triggered["t2"] == [False] * 4 + [True] * 7
@@ -146,19 +181,27 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     file: results false then true at the right feedback, the snapshot at the trigger, and
     a goal's bad monitors refused with the reason while its good one is kept."""
     from builtin_interfaces.msg import Duration
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
     from motion_control_interfaces.action import QueueTrajectory
     from motion_control_interfaces.msg import Monitor, TriggerCondition
-    from trajectory_msgs.msg import JointTrajectoryPoint
 
     ns = "/tmg"
     arm = f"{ns}/simulated_arm"
     monitor = f"{ns}/trajectory_monitor"
     arm_proc = procs.start(TOOLS, "simulated_arm", namespace=ns, params={"rate": 50.0})
-    mon_proc = procs.start(TOOLS, "trajectory_monitor", namespace=ns,
-                           params={"feedback_topic": f"{arm}/trajectory_feedback",
-                                   "goals_topic": f"{arm}/accepted_goals",
-                                   "rigid_bodies_topic": f"{ns}/rigid_bodies", "snapshot_bodies": ["ee"],
-                                   "snapshot_wait": 10.0})
+    mon_proc = procs.start(
+        TOOLS,
+        "trajectory_monitor",
+        namespace=ns,
+        params={
+            "feedback_topic": f"{arm}/trajectory_feedback",
+            "goals_topic": f"{arm}/accepted_goals",
+            "rigid_bodies_topic": f"{ns}/rigid_bodies",
+            "snapshot_bodies": ["ee"],
+            "snapshot_wait": 10.0,
+        },
+    )
     # the mocap system here is the commanded end effector itself, relayed as a rigid body
     # at the arm's stamp: the snapshot must then be the arm's pose at the trigger exactly
     bodies = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
@@ -176,11 +219,18 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     fb = ros.subscribe(f"{arm}/trajectory_feedback", TrajectoryFeedbackStamped)
     results = ros.subscribe(f"{monitor}/monitor_results", MonitorResultsStamped)
     snapshot = ros.subscribe(f"{monitor}/half/ee", PoseStamped, LATCHED)
-    assert mon_proc.wait_log("and the monitors of the goals on /tmg/simulated_arm/accepted_goals"), mon_proc.log()
+    assert mon_proc.wait_log("and the monitors of the goals on /tmg/simulated_arm/accepted_goals"), (
+        mon_proc.log()
+    )
     wait_subscribed(bodies)
-    wait_for(lambda: ros.node.count_publishers(f"{arm}/trajectory_feedback") and
-             ros.node.count_subscribers(f"{arm}/accepted_goals") >= 1, what="the monitor node on the arm's topics")
-    for collector in (ee, fb):   # volatile topics: the first rows must not be lost
+    wait_for(
+        lambda: (
+            ros.node.count_publishers(f"{arm}/trajectory_feedback")
+            and ros.node.count_subscribers(f"{arm}/accepted_goals") >= 1
+        ),
+        what="the monitor node on the arm's topics",
+    )
+    for collector in (ee, fb):  # volatile topics: the first rows must not be lost
         collector.wait_matched()
     # the arm publishes ee_pose even when idle: one received means its writers have
     # matched this process's readers (feedback is only published during a goal)
@@ -201,9 +251,13 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     cond = TriggerCondition
     g.monitors = [
         Monitor(monitor_id="half", trigger_condition=cond(type=cond.RATIO, ratio_of_trajectory=0.5)),
-        Monitor(monitor_id="t06",
-                trigger_condition=cond(type=cond.TIME, time_from_start=Duration(nanosec=600_000_000))),
-        Monitor(monitor_id="end", trigger_condition=cond(type=cond.JOINT_STATE, joint_state_tolerances=[0.01] * 3)),
+        Monitor(
+            monitor_id="t06",
+            trigger_condition=cond(type=cond.TIME, time_from_start=Duration(nanosec=600_000_000)),
+        ),
+        Monitor(
+            monitor_id="end", trigger_condition=cond(type=cond.JOINT_STATE, joint_state_tolerances=[0.01] * 3)
+        ),
     ]
     g.monitors[2].trigger_condition.joint_state.name = ["joint1", "joint2", "joint3"]
     g.monitors[2].trigger_condition.joint_state.position = final
@@ -218,13 +272,21 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     # the result may overtake the last feedback (another topic): wait for the feedback at the end
     end = fb.wait_for(lambda m: m.data.trajectory_id == "loop-1" and m.data.ratio_of_trajectory == 1.0)
     last_key = (end.header.stamp.sec, end.header.stamp.nanosec)
-    feedback = {(m.header.stamp.sec, m.header.stamp.nanosec): m.data for m in fb.snapshot()
-                if m.data.trajectory_id == "loop-1"}
+    feedback = {
+        (m.header.stamp.sec, m.header.stamp.nanosec): m.data
+        for m in fb.snapshot()
+        if m.data.trajectory_id == "loop-1"
+    }
     got = results.wait_for(lambda m: (m.header.stamp.sec, m.header.stamp.nanosec) == last_key)
     assert {r.monitor_id for r in got.monitor_results} == {"half", "t06", "end"}
-    rows = [(feedback[(m.header.stamp.sec, m.header.stamp.nanosec)], {r.monitor_id: r.is_triggered
-                                                                      for r in m.monitor_results})
-            for m in results.snapshot() if (m.header.stamp.sec, m.header.stamp.nanosec) in feedback]
+    rows = [
+        (
+            feedback[(m.header.stamp.sec, m.header.stamp.nanosec)],
+            {r.monitor_id: r.is_triggered for r in m.monitor_results},
+        )
+        for m in results.snapshot()
+        if (m.header.stamp.sec, m.header.stamp.nanosec) in feedback
+    ]
     assert len(rows) > 30, f"{len(rows)} results of loop-1"
 
     def expected(d, mid):
@@ -251,10 +313,13 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     # the good one kept, the node alive
     goals = ros.publisher(f"{arm}/accepted_goals", QueueTrajectory.Goal, LATCHED)
     bad = QueueTrajectory.Goal(trajectory_id="bad-monitors")
-    bad.monitors = [Monitor(monitor_id="odd", trigger_condition=cond(type=9)),
-                    Monitor(monitor_id="short", trigger_condition=cond(type=cond.JOINT_STATE,
-                                                                        joint_state_tolerances=[0.1])),
-                    Monitor(monitor_id="ok", trigger_condition=cond(type=cond.RATIO, ratio_of_trajectory=0.2))]
+    bad.monitors = [
+        Monitor(monitor_id="odd", trigger_condition=cond(type=9)),
+        Monitor(
+            monitor_id="short", trigger_condition=cond(type=cond.JOINT_STATE, joint_state_tolerances=[0.1])
+        ),
+        Monitor(monitor_id="ok", trigger_condition=cond(type=cond.RATIO, ratio_of_trajectory=0.2)),
+    ]
     bad.monitors[1].trigger_condition.joint_state.position = [0.1, 0.2]
     goals.publish(bad)
     assert mon_proc.wait_log("goal 'bad-monitors': 1 of 3 monitors accepted"), mon_proc.log()
@@ -270,33 +335,44 @@ def test_trajectory_monitor_goal_after_feedback_and_repeated_ids(ros, procs):
     next feedback on; a monitor_id repeated in a goal and a goal seen twice are refused
     with the reason."""
     from motion_control_interfaces.action import QueueTrajectory
-    from motion_control_interfaces.msg import Monitor, TriggerCondition as C
+    from motion_control_interfaces.msg import Monitor
+    from motion_control_interfaces.msg import TriggerCondition as C
 
     ns = "/tml"
-    proc = procs.start(TOOLS, "trajectory_monitor", namespace=ns,
-                       params={"feedback_topic": f"{ns}/feedback", "goals_topic": f"{ns}/goals"})
+    proc = procs.start(
+        TOOLS,
+        "trajectory_monitor",
+        namespace=ns,
+        params={"feedback_topic": f"{ns}/feedback", "goals_topic": f"{ns}/goals"},
+    )
     results = ros.subscribe(f"{ns}/trajectory_monitor/monitor_results", MonitorResultsStamped)
     assert proc.wait_log(f"and the monitors of the goals on {ns}/goals"), proc.log()
     fb = ros.publisher(f"{ns}/feedback", TrajectoryFeedbackStamped, RELIABLE)
     goals = ros.publisher(f"{ns}/goals", QueueTrajectory.Goal, LATCHED)
     wait_subscribed(fb)
     wait_subscribed(goals)
-    wait_results_flowing(fb, results)   # the one result of this feedback must not be lost
+    wait_results_flowing(fb, results)  # the one result of this feedback must not be lost
 
-    fb.publish(feedback(0, T0))                        # ratio 0.1, before the goal
+    fb.publish(feedback(0, T0))  # ratio 0.1, before the goal
     first = results_of(results, 1)[0]
     assert list(first.monitor_results) == []
     goal = QueueTrajectory.Goal(trajectory_id="traj-1")
-    goal.monitors = [Monitor(monitor_id="r3", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.3)),
-                     Monitor(monitor_id="r3", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.9))]
+    goal.monitors = [
+        Monitor(monitor_id="r3", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.3)),
+        Monitor(monitor_id="r3", trigger_condition=C(type=C.RATIO, ratio_of_trajectory=0.9)),
+    ]
     goals.publish(goal)
     assert proc.wait_log("goal 'traj-1': 1 of 2 monitors accepted"), proc.log()
     assert "monitor_id 'r3' is already used" in proc.log()
     goals.publish(goal)
     assert proc.wait_log("goal 'traj-1' seen before"), proc.log()
-    for i in range(1, 5):                              # ratios 0.2 .. 0.5
+    for i in range(1, 5):  # ratios 0.2 .. 0.5
         fb.publish(feedback(i, T0 + 0.5 * i))
     got = results_of(results, 5)
     assert [[(r.monitor_id, r.is_triggered) for r in m.monitor_results] for m in got[1:]] == [
-        [("r3", False)], [("r3", True)], [("r3", True)], [("r3", True)]]
+        [("r3", False)],
+        [("r3", True)],
+        [("r3", True)],
+        [("r3", True)],
+    ]
     assert proc.alive()

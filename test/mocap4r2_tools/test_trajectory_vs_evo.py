@@ -7,6 +7,7 @@ evo (GPL) is a test-only reference here. Where they coincide:
   * RPE: evo chooses pairs on the estimate by default; ours are chosen on the ground
     truth, which is evo's ``pairs_from_reference=True``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,8 +52,9 @@ def data():
 
 
 def evo_reference(gt, est, sync_method, max_diff, offset, align_method, first_n):
-    ref, e = evo_sync.associate_trajectories(to_evo(gt), to_evo(est), sync_method=sync_method,
-                                             max_diff=max_diff, offset_2=offset)
+    ref, e = evo_sync.associate_trajectories(
+        to_evo(gt), to_evo(est), sync_method=sync_method, max_diff=max_diff, offset_2=offset
+    )
     e = copy.deepcopy(e)
     if align_method == "origin":
         e.align_origin(ref)
@@ -62,14 +64,20 @@ def evo_reference(gt, est, sync_method, max_diff, offset, align_method, first_n)
 
 
 @pytest.mark.parametrize("association", ["nearest", "interpolate"])
-@pytest.mark.parametrize("align_method,first_n", [("none", 0), ("se3", 0), ("sim3", 0), ("origin", 0),
-                                                  ("se3", 150), ("sim3", 150)])
+@pytest.mark.parametrize(
+    "align_method,first_n", [("none", 0), ("se3", 0), ("sim3", 0), ("origin", 0), ("se3", 150), ("sim3", 150)]
+)
 def test_ate_matches_evo(data, association, align_method, first_n):
     gt, est = data
     sync_method = SyncMethod.nearest_time if association == "nearest" else SyncMethod.interpolation
     ref, e = evo_reference(gt, est, sync_method, 0.004, -0.003, align_method, first_n)
-    ours = evaluate(gt, est, EvalOptions(association=association, max_diff=0.004, offset=-0.003,
-                                         align=align_method, align_first_n=first_n))
+    ours = evaluate(
+        gt,
+        est,
+        EvalOptions(
+            association=association, max_diff=0.004, offset=-0.003, align=align_method, align_first_n=first_n
+        ),
+    )
     assert len(ours.association) == ref.num_poses > 800
     ape = evo_metrics.APE(evo_metrics.PoseRelation.translation_part)
     ape.process_data((ref, e))
@@ -86,14 +94,26 @@ def test_ate_matches_evo(data, association, align_method, first_n):
 def test_rpe_matches_evo(data, unit, delta, all_pairs, align_method):
     gt, est = data
     ref, e = evo_reference(gt, est, SyncMethod.nearest_time, 0.004, -0.003, align_method, 0)
-    ours = evaluate(gt, est, EvalOptions(max_diff=0.004, offset=-0.003, align=align_method, rpe_delta=delta,
-                                         rpe_unit=unit, rpe_all_pairs=all_pairs))
+    ours = evaluate(
+        gt,
+        est,
+        EvalOptions(
+            max_diff=0.004,
+            offset=-0.003,
+            align=align_method,
+            rpe_delta=delta,
+            rpe_unit=unit,
+            rpe_all_pairs=all_pairs,
+        ),
+    )
     evo_unit = evo_metrics.Unit.frames if unit == "frames" else evo_metrics.Unit.meters
     for relation, errors, stats in (
-            (evo_metrics.PoseRelation.translation_part, ours.rpe_trans, ours.rpe_trans_stats),
-            (evo_metrics.PoseRelation.rotation_angle_rad, ours.rpe_rot, ours.rpe_rot_stats)):
-        rpe = evo_metrics.RPE(relation, delta, evo_unit, rel_delta_tol=0.1, all_pairs=all_pairs,
-                              pairs_from_reference=True)
+        (evo_metrics.PoseRelation.translation_part, ours.rpe_trans, ours.rpe_trans_stats),
+        (evo_metrics.PoseRelation.rotation_angle_rad, ours.rpe_rot, ours.rpe_rot_stats),
+    ):
+        rpe = evo_metrics.RPE(
+            relation, delta, evo_unit, rel_delta_tol=0.1, all_pairs=all_pairs, pairs_from_reference=True
+        )
         rpe.process_data((ref, e))
         assert errors.size == rpe.error.size > 5
         assert np.allclose(errors, rpe.error, atol=TOL, rtol=0)

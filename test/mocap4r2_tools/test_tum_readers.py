@@ -6,6 +6,7 @@ here on the same files, written the ways real datasets write them (comments, bla
 scientific notation, CRLF, tabs, commas, a UTF-8 byte order mark), and must agree to the
 bit; evo's own TUM reader (evo.tools.file_interface) must read the same values.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +29,11 @@ ROWS = [
 ]
 PLAIN = {
     "spaces": "\n".join(ROWS) + "\n",
-    "header and comments": "# timestamp tx ty tz qx qy qz qw\n" + ROWS[0] + "\n#\n# mid comment\n"
-                           + "\n".join(ROWS[1:]) + "\n",
+    "header and comments": "# timestamp tx ty tz qx qy qz qw\n"
+    + ROWS[0]
+    + "\n#\n# mid comment\n"
+    + "\n".join(ROWS[1:])
+    + "\n",
     "blank lines": "\n" + ROWS[0] + "\n\n\n" + "\n".join(ROWS[1:]) + "\n\n",
     "CRLF": "# header\r\n" + "\r\n".join(ROWS) + "\r\n",
     "no final newline": "\n".join(ROWS),
@@ -65,9 +69,11 @@ def test_fast_and_careful_readers_agree_to_the_bit(tmp_path, case):
 
 def test_many_random_values_round_trip_through_both_readers(tmp_path):
     rng = np.random.default_rng(7)
-    values = np.c_[1.6e9 + np.cumsum(rng.uniform(1e-4, 1e-2, 3000)),
-                   rng.normal(0, 10, (3000, 3)) * 10.0 ** rng.integers(-8, 8, (3000, 3)),
-                   rng.normal(0, 1, (3000, 4))]
+    values = np.c_[
+        1.6e9 + np.cumsum(rng.uniform(1e-4, 1e-2, 3000)),
+        rng.normal(0, 10, (3000, 3)) * 10.0 ** rng.integers(-8, 8, (3000, 3)),
+        rng.normal(0, 1, (3000, 4)),
+    ]
     lines = [" ".join(repr(float(v)) if k % 2 else f"{v:.17g}" for k, v in enumerate(row)) for row in values]
     path = tmp_path / "random.tum"
     path.write_text("# random\n" + "\n".join(lines) + "\n")
@@ -89,15 +95,20 @@ def test_evo_reads_the_same_values(tmp_path):
         assert ours.positions.tobytes() == theirs.positions_xyz.tobytes(), name
         # evo normalises nothing on reading; both normalise the same rows the same way
         raw = parse_tum_careful(path)
-        assert raw[:, 4:].tobytes() == np.roll(np.asarray(theirs.orientations_quat_wxyz), -1, axis=1).tobytes()
+        assert (
+            raw[:, 4:].tobytes() == np.roll(np.asarray(theirs.orientations_quat_wxyz), -1, axis=1).tobytes()
+        )
 
 
-@pytest.mark.parametrize("text, line, words", [
-    ("0 0 0 0 0 0 0 1\n1 1 0 0 0 0 0 1 # moved\n", 2, "10 fields"),
-    ("0 0 0 0 0 0 0 1\n1 1 0 0 0 0 1\n", 2, "7 fields"),
-    ("0 0 0 0 0 0 0 1\n\n1 1 0 0 0 0 0 y\n", 3, "could not convert string to float: 'y'"),
-    ("# a\r\n0 0 0 0 0 0 0 1\r\n1 1 0 0 0 0 0 1 2\r\n", 3, "9 fields"),
-])
+@pytest.mark.parametrize(
+    "text, line, words",
+    [
+        ("0 0 0 0 0 0 0 1\n1 1 0 0 0 0 0 1 # moved\n", 2, "10 fields"),
+        ("0 0 0 0 0 0 0 1\n1 1 0 0 0 0 1\n", 2, "7 fields"),
+        ("0 0 0 0 0 0 0 1\n\n1 1 0 0 0 0 0 y\n", 3, "could not convert string to float: 'y'"),
+        ("# a\r\n0 0 0 0 0 0 0 1\r\n1 1 0 0 0 0 0 1 2\r\n", 3, "9 fields"),
+    ],
+)
 def test_unusual_lines_go_to_the_careful_reader_which_names_them(tmp_path, text, line, words):
     path = tmp_path / "bad.txt"
     path.write_text(text, newline="")

@@ -1,5 +1,6 @@
 """worldmodel_server's rclpy-free core: identities, support, states, refusals, the frame
 graph and percept verification."""
+
 from __future__ import annotations
 
 import math
@@ -8,16 +9,32 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from mocap4r2_tools.worldmodel import (ACTIVE, CONFIRMED, DISCARDED, INACTIVE, FrameGraph, ModelError, Transform,
-                                       WorldModel, parse_identities, support_from_ratio)
+from mocap4r2_tools.worldmodel import (
+    ACTIVE,
+    CONFIRMED,
+    DISCARDED,
+    INACTIVE,
+    FrameGraph,
+    ModelError,
+    Transform,
+    WorldModel,
+    parse_identities,
+    support_from_ratio,
+)
 from mocap4r2_tools.worldmodel.model import VERIFY_CONFIRM, VERIFY_DISCARD, VERIFY_UNKNOWN
 
 Q0 = (0.0, 0.0, 0.0, 1.0)
 
 
 def test_identities_from_config_and_defaults():
-    ids = parse_identities(["{body: robot1, class_id: robot, name: Ground robot}", "{body: cup, object_id: cup_7}"])
-    assert (ids["robot1"].class_id, ids["robot1"].object_id, ids["robot1"].name) == ("robot", "robot1", "Ground robot")
+    ids = parse_identities(
+        ["{body: robot1, class_id: robot, name: Ground robot}", "{body: cup, object_id: cup_7}"]
+    )
+    assert (ids["robot1"].class_id, ids["robot1"].object_id, ids["robot1"].name) == (
+        "robot",
+        "robot1",
+        "Ground robot",
+    )
     assert (ids["cup"].object_id, ids["cup"].name) == ("cup_7", "cup_7")
     for bad in ["[1, 2]", "{class_id: x}", "{body: a, colour: red}", "{body: a", "{body: a}\n{body: a}"]:
         with pytest.raises(ModelError):
@@ -34,7 +51,9 @@ def test_support_is_the_log_odds_of_the_tracking_ratio():
     assert support_from_ratio(1.0) == pytest.approx(math.log(99)) == -support_from_ratio(0.0)
     model = WorldModel(support_window=1.0)
     for k in range(100):
-        obj, _ = model.update_body("/a/rigid_bodies", "world", "b", k % 4 != 3, (0, 0, 0), Q0, k * 0.01, k * 0.01)
+        obj, _ = model.update_body(
+            "/a/rigid_bodies", "world", "b", k % 4 != 3, (0, 0, 0), Q0, k * 0.01, k * 0.01
+        )
     assert obj.support == pytest.approx(math.log(3), rel=0.05)
 
 
@@ -49,7 +68,7 @@ def test_states_active_inactive_and_service_states_stop_updates():
     assert changed and obj.state == ACTIVE
     model.set_state("b", CONFIRMED)
     model.update_body("/a/rigid_bodies", "world", "b", True, (9, 9, 9), Q0, 10.8, 0.8)
-    assert obj.state == CONFIRMED and obj.position.tolist() == [1, 2, 4]     # updates disabled
+    assert obj.state == CONFIRMED and obj.position.tolist() == [1, 2, 4]  # updates disabled
     assert model.tick(5.0) == [] and obj.state == CONFIRMED
     model.set_state("b", ACTIVE)
     model.update_body("/a/rigid_bodies", "world", "b", True, (9, 9, 9), Q0, 10.9, 5.1)
@@ -63,7 +82,7 @@ def test_refusals_name_the_problem():
         model.set_state("nope", ACTIVE)
     with pytest.raises(ModelError, match="invalid state 10"):
         model.set_state("b", 10)
-    model.set_state("b", 100)      # a user-defined state, as ObjectState allows
+    model.set_state("b", 100)  # a user-defined state, as ObjectState allows
     with pytest.raises(ModelError, match="unknown object_id"):
         model.set_name("x", "y")
     with pytest.raises(ModelError, match="tracked mocap body"):
@@ -106,11 +125,13 @@ def test_verify_confirms_discards_and_knows_when_it_cannot_tell():
     model.update_body("/a/rigid_bodies", "world", "robot", True, (0.0, 0.0, 0.0), Q0, 1.0, 0.0)
     assert model.verify("cup", "world", (1.1, 2.0, 0.5), 0.3)[0] == VERIFY_CONFIRM
     assert model.verify("cup", "world", (3.0, 2.0, 0.5), 0.3)[0] == VERIFY_DISCARD
-    assert model.verify("robot", "world", (1.1, 2.0, 0.5), 0.3)[0] == VERIFY_DISCARD    # wrong class there
-    assert model.verify("plate", "world", (1.0, 2.0, 0.5), 0.3)[0] == VERIFY_DISCARD    # no such class
-    assert model.verify("cup", "camera", (0.0, 0.0, 1.0), 0.3)[0] == VERIFY_UNKNOWN     # frames unrelated
+    assert model.verify("robot", "world", (1.1, 2.0, 0.5), 0.3)[0] == VERIFY_DISCARD  # wrong class there
+    assert model.verify("plate", "world", (1.0, 2.0, 0.5), 0.3)[0] == VERIFY_DISCARD  # no such class
+    assert model.verify("cup", "camera", (0.0, 0.0, 1.0), 0.3)[0] == VERIFY_UNKNOWN  # frames unrelated
     # camera 1 m above the cup, looking down: the cup is 1 m along the camera's z
-    model.frames.set("world", "camera", Transform(np.array([1.0, 2.0, 1.5]), Rotation.from_euler("x", 180, degrees=True)))
+    model.frames.set(
+        "world", "camera", Transform(np.array([1.0, 2.0, 1.5]), Rotation.from_euler("x", 180, degrees=True))
+    )
     assert model.verify("cup", "camera", (0.0, 0.0, 1.0), 0.3)[0] == VERIFY_CONFIRM
     assert model.verify("cup", "camera", (0.0, 0.0, -1.0), 0.3)[0] == VERIFY_DISCARD
     model.set_state("cup", DISCARDED)

@@ -11,6 +11,7 @@ the 8 interfaces:
 * the generated Python classes have exactly the fields, types and constants declared
   by that file, in order. Together: what the generated code carries is the specification.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,13 @@ from motion_control_interfaces import srv as s
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "motion_control_interfaces"
 INTERFACES = {
-    "Monitor": "msg", "MonitorResult": "msg", "MonitorResultsStamped": "msg", "TrajectoryFeedback": "msg",
-    "TrajectoryFeedbackStamped": "msg", "TriggerCondition": "msg", "GetTrajectoryStatus": "srv",
+    "Monitor": "msg",
+    "MonitorResult": "msg",
+    "MonitorResultsStamped": "msg",
+    "TrajectoryFeedback": "msg",
+    "TrajectoryFeedbackStamped": "msg",
+    "TriggerCondition": "msg",
+    "GetTrajectoryStatus": "srv",
     "QueueTrajectory": "action",
 }
 
@@ -35,8 +41,11 @@ INTERFACES = {
 def seed_text() -> str:
     candidates = [Path(os.environ["MOCAP4R2_SEEDS"])] if "MOCAP4R2_SEEDS" in os.environ else []
     # the shared directory sits beside the repository (worktrees: /work/wt/x -> /work/shared)
-    candidates += [ROOT.parent / "shared" / "seeds", ROOT.parents[1] / "shared" / "seeds",
-                   Path("/work/shared/seeds")]
+    candidates += [
+        ROOT.parent / "shared" / "seeds",
+        ROOT.parents[1] / "shared" / "seeds",
+        Path("/work/shared/seeds"),
+    ]
     for folder in candidates:
         for path in sorted(folder.glob("*.txt")) if folder.is_dir() else ():
             text = path.read_text()
@@ -51,7 +60,7 @@ def sections(text: str) -> dict[str, str]:
     out = {}
     for i, head in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        body = text[head.end():end]
+        body = text[head.end() : end]
         # the next level-1 heading ('Services ----', 'Actions ----') is not part of it
         body = re.split(r"\s\w+ -{5,}\s", body + " ")[0]
         out[head.group(1)] = body
@@ -98,7 +107,7 @@ def test_interface_file_says_what_the_specification_says(name):
 def _first_difference(a: list[str], b: list[str]) -> str:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
-            return f"word {i}: file {' '.join(a[max(0, i - 5):i + 5])!r} vs spec {' '.join(b[max(0, i - 5):i + 5])!r}"
+            return f"word {i}: file {' '.join(a[max(0, i - 5) : i + 5])!r} vs spec {' '.join(b[max(0, i - 5) : i + 5])!r}"
     return f"lengths {len(a)} vs {len(b)}"
 
 
@@ -165,14 +174,25 @@ def test_constants_and_key_fields_by_name():
     """Spelled out once, so a reader sees the contract without running the parser."""
     assert (m.TriggerCondition.RATIO, m.TriggerCondition.TIME, m.TriggerCondition.JOINT_STATE) == (1, 2, 3)
     assert m.TriggerCondition.get_fields_and_field_types() == {
-        "ratio_of_trajectory": "double", "time_from_start": "builtin_interfaces/Duration",
-        "joint_state": "sensor_msgs/JointState", "joint_state_tolerances": "sequence<double>", "type": "uint8"}
+        "ratio_of_trajectory": "double",
+        "time_from_start": "builtin_interfaces/Duration",
+        "joint_state": "sensor_msgs/JointState",
+        "joint_state_tolerances": "sequence<double>",
+        "type": "uint8",
+    }
     R = s.GetTrajectoryStatus.Response
     assert (R.EXECUTING, R.FINISHED, R.IN_QUEUE, R.UNKNOWN) == (1, 2, 3, 4)
     assert a.QueueTrajectory.Goal.get_fields_and_field_types() == {
-        "header": "std_msgs/Header", "trajectory": "trajectory_msgs/JointTrajectory", "trajectory_id": "string",
-        "monitors": "sequence<motion_control_interfaces/Monitor>"}
-    assert a.QueueTrajectory.Result.get_fields_and_field_types() == {"header": "std_msgs/Header",
-                                                                      "is_finished": "boolean"}
+        "header": "std_msgs/Header",
+        "trajectory": "trajectory_msgs/JointTrajectory",
+        "trajectory_id": "string",
+        "monitors": "sequence<motion_control_interfaces/Monitor>",
+    }
+    assert a.QueueTrajectory.Result.get_fields_and_field_types() == {
+        "header": "std_msgs/Header",
+        "is_finished": "boolean",
+    }
     assert a.QueueTrajectory.Feedback.get_fields_and_field_types() == {}
-    assert m.TrajectoryFeedback.get_fields_and_field_types()["current_joint_state"] == "sensor_msgs/JointState"
+    assert (
+        m.TrajectoryFeedback.get_fields_and_field_types()["current_joint_state"] == "sensor_msgs/JointState"
+    )

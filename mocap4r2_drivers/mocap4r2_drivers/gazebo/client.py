@@ -7,9 +7,10 @@ no node of our own is hidden in the process. They get their own callback group: 
 executor can run them while a lifecycle transition (configure waiting for the first
 poses) occupies the node's default group.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 # a deep history: the bridge sends every pose, and a pose lost while the process is busy
 # would make a frame use an older one
@@ -30,14 +31,18 @@ class BridgeSubscriptions:
         from tf2_msgs.msg import TFMessage
 
         self.close()
-        qos = QoSProfile(depth=QUEUE_DEPTH, reliability=ReliabilityPolicy.BEST_EFFORT if self.best_effort
-                         else ReliabilityPolicy.RELIABLE)
-        group = MutuallyExclusiveCallbackGroup()     # one pose message at a time, in arrival order
+        qos = QoSProfile(
+            depth=QUEUE_DEPTH,
+            reliability=ReliabilityPolicy.BEST_EFFORT if self.best_effort else ReliabilityPolicy.RELIABLE,
+        )
+        group = MutuallyExclusiveCallbackGroup()  # one pose message at a time, in arrival order
         self._node = node
         self._subscriptions = [
-            node.create_subscription(TFMessage, topic, (lambda msg, t=topic: self.callback(t, msg)), qos,
-                                     callback_group=group)
-            for topic in self.topics]
+            node.create_subscription(
+                TFMessage, topic, (lambda msg, t=topic: self.callback(t, msg)), qos, callback_group=group
+            )
+            for topic in self.topics
+        ]
 
     @property
     def attached(self) -> bool:

@@ -11,6 +11,7 @@
 * everything random is a function of (seed, frame number): the same poses give the same
   frames, run after run.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -18,8 +19,8 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import yaml
@@ -33,12 +34,12 @@ from ..emulation import observe_markers
 
 # an asymmetric 4-marker layout (m), as real rigid bodies need for unique labelling
 DEFAULT_LAYOUT = ((0.10, 0.0, 0.0), (-0.08, 0.06, 0.0), (-0.05, -0.09, 0.01), (0.0, 0.02, 0.07))
-MAX_FRAMES_PER_UPDATE = 1000   # a jump of the simulation clock does not flood the reader
-HISTORY = 512                  # poses remembered per model
-STAMP_TOLERANCE = 1e-6         # s
-SYNC_WINDOW = 0.1              # s of simulation time a frame waits for a lagging topic (no arrival times)
-ARRIVAL_WINDOW = 1.0           # s of wall time after its last pose arrived that a model is waited for
-CLOCK_BACK = 1.0               # s a model's stamps may go back before it counts as a simulation restart
+MAX_FRAMES_PER_UPDATE = 1000  # a jump of the simulation clock does not flood the reader
+HISTORY = 512  # poses remembered per model
+STAMP_TOLERANCE = 1e-6  # s
+SYNC_WINDOW = 0.1  # s of simulation time a frame waits for a lagging topic (no arrival times)
+ARRIVAL_WINDOW = 1.0  # s of wall time after its last pose arrived that a model is waited for
+CLOCK_BACK = 1.0  # s a model's stamps may go back before it counts as a simulation restart
 
 
 def parse_layouts(text: str) -> dict[str, np.ndarray]:
@@ -89,7 +90,7 @@ class Emulation:
 class ModelSpec:
     name: str
     id: int
-    layout: np.ndarray   # (m, 3) in the model frame, m
+    layout: np.ndarray  # (m, 3) in the model frame, m
 
 
 class _History:
@@ -98,7 +99,7 @@ class _History:
     def __init__(self):
         self.stamps: deque[float] = deque(maxlen=HISTORY)
         self.poses: deque[np.ndarray] = deque(maxlen=HISTORY)
-        self.arrival: float | None = None    # wall (monotonic) time the newest pose arrived
+        self.arrival: float | None = None  # wall (monotonic) time the newest pose arrived
 
     def add(self, stamp: float, pose: np.ndarray) -> None:
         if self.stamps and stamp < self.stamps[-1]:
@@ -131,11 +132,17 @@ class _History:
 class MocapEmulator:
     """Poses in, mocap frames out (pure: no ROS, no wall clock)."""
 
-    def __init__(self, models: Sequence[ModelSpec] | None, settings: Emulation,
-                 default_layout: np.ndarray | None = None):
+    def __init__(
+        self,
+        models: Sequence[ModelSpec] | None,
+        settings: Emulation,
+        default_layout: np.ndarray | None = None,
+    ):
         self.settings = settings
         self.track_all = models is None
-        self.default_layout = np.asarray(DEFAULT_LAYOUT if default_layout is None else default_layout, dtype=float)
+        self.default_layout = np.asarray(
+            DEFAULT_LAYOUT if default_layout is None else default_layout, dtype=float
+        )
         self.models: list[ModelSpec] = list(models or [])
         self._index = {m.name: i for i, m in enumerate(self.models)}
         self._history = [_History() for _ in self.models]
@@ -156,15 +163,21 @@ class MocapEmulator:
         self.layout = np.concatenate([m.layout for m in models]) if models else np.zeros((0, 3))
         self.marker_names = tuple(f"{m.name}:marker{i + 1}" for m in models for i in range(m.layout.shape[0]))
         self.marker_ids = np.asarray([stable_id(n) for n in self.marker_names], dtype=np.int32)
-        radius = [max(float(np.sqrt(np.mean(np.sum(m.layout ** 2, axis=1)))), 0.02) for m in models]
+        radius = [max(float(np.sqrt(np.mean(np.sum(m.layout**2, axis=1)))), 0.02) for m in models]
         self.radius = np.asarray(radius)
 
     def asset_names(self) -> AssetNames:
         return AssetNames(rigid_bodies=self.names, markers=self.marker_names)
 
     # ------------------------------------------------------------------ input
-    def add(self, name: str, stamp: float, position: Sequence[float], orientation: Sequence[float],
-            arrival: float | None = None) -> None:
+    def add(
+        self,
+        name: str,
+        stamp: float,
+        position: Sequence[float],
+        orientation: Sequence[float],
+        arrival: float | None = None,
+    ) -> None:
         """One pose of a model at simulation time ``stamp``; ``arrival`` is when it arrived
         (monotonic seconds), so a model whose topic lags is told from one that stopped."""
         row = self._index.get(name)
@@ -218,7 +231,8 @@ class MocapEmulator:
             if not h.stamps:
                 continue
             if h.stamps[-1] >= self._horizon - SYNC_WINDOW or (
-                    now is not None and h.arrival is not None and now - h.arrival <= ARRIVAL_WINDOW):
+                now is not None and h.arrival is not None and now - h.arrival <= ARRIVAL_WINDOW
+            ):
                 active.append(h.stamps[-1])
         complete = min(active) if active else self._horizon
         last = math.floor((complete + STAMP_TOLERANCE) * rate)
@@ -257,24 +271,44 @@ class MocapEmulator:
         norm = np.linalg.norm(quat, axis=1, keepdims=True)
         quat = np.where(fresh[:, None], quat / np.where(norm > 0, norm, 1.0), np.nan)
 
-        seen = observe_markers(rng, self.layout, self.marker_body, position, quat, s.noise, s.occlusion, ~fresh)
+        seen = observe_markers(
+            rng, self.layout, self.marker_body, position, quat, s.noise, s.occlusion, ~fresh
+        )
         world, occluded, residual = seen.positions, seen.occluded, seen.residuals
         visible, valid, mean_error = seen.visible, seen.valid, seen.mean_errors
 
         # the pose a fit to the visible markers would give: the true pose plus the noise
         # of the mean of those markers, and a small rotation of the same origin
-        reported_pos = position + rng.normal(0.0, 1.0, size=(n, 3)) * (s.noise / np.sqrt(np.maximum(visible, 1)))[:, None]
-        rotvec = rng.normal(0.0, 1.0, size=(n, 3)) * (s.noise / self.radius / np.sqrt(np.maximum(visible, 1)))[:, None]
+        reported_pos = (
+            position
+            + rng.normal(0.0, 1.0, size=(n, 3)) * (s.noise / np.sqrt(np.maximum(visible, 1)))[:, None]
+        )
+        rotvec = (
+            rng.normal(0.0, 1.0, size=(n, 3))
+            * (s.noise / self.radius / np.sqrt(np.maximum(visible, 1)))[:, None]
+        )
         reported_quat = np.full((n, 4), np.nan)
         if valid.any():
             reported_quat[valid] = quat_multiply(quat[valid], Rotation.from_rotvec(rotvec[valid]).as_quat())
         reported_pos[~valid] = np.nan
 
-        markers = MarkerArrays(ids=self.marker_ids, names=self.marker_names, positions=world,
-                               occluded=occluded, residuals=residual)
-        bodies = BodyArrays(ids=self.ids, names=self.names, positions=reported_pos, orientations=reported_quat,
-                            valid=valid, mean_errors=mean_error, marker_offsets=self.marker_offsets,
-                            markers=markers)
+        markers = MarkerArrays(
+            ids=self.marker_ids,
+            names=self.marker_names,
+            positions=world,
+            occluded=occluded,
+            residuals=residual,
+        )
+        bodies = BodyArrays(
+            ids=self.ids,
+            names=self.names,
+            positions=reported_pos,
+            orientations=reported_quat,
+            valid=valid,
+            mean_errors=mean_error,
+            marker_offsets=self.marker_offsets,
+            markers=markers,
+        )
         latency = s.latency + (rng.uniform(-1.0, 1.0) * s.latency_jitter if s.latency_jitter > 0 else 0.0)
         return MocapFrame(frame_number=k, markers=markers, bodies=bodies, latency=max(latency, 0.0))
 
@@ -291,7 +325,7 @@ class DelayLine:
     def put(self, frame: MocapFrame, now: float) -> None:
         with self._cond:
             if len(self._items) >= self.capacity:
-                self._items.popleft()   # the reader is far behind: the oldest frame goes
+                self._items.popleft()  # the reader is far behind: the oldest frame goes
                 self.dropped += 1
             self._items.append((now + frame.latency, frame))
             self._cond.notify_all()
@@ -320,7 +354,9 @@ def ros_name(gz_name: str) -> str:
     return gz_name.replace("::", "/")
 
 
-def transform_problem(child: str, parent: str, stamp: float, world: str, simulation_stamps: bool) -> str | None:
+def transform_problem(
+    child: str, parent: str, stamp: float, world: str, simulation_stamps: bool
+) -> str | None:
     """Why a bridged transform cannot be used as a model's world pose, or None.
 
     ros_gz_bridge fills a TransformStamped from the header of each gz.msgs.Pose only:
@@ -329,19 +365,25 @@ def transform_problem(child: str, parent: str, stamp: float, world: str, simulat
     sets only names, so its poses arrive unnamed, unparented and unstamped; PosePublisher
     sets all three, relative to the entity's parent."""
     if not child:
-        return ("a transform has no child_frame_id: ros_gz_bridge leaves it empty for a world's "
-                "pose/info (SceneBroadcaster names poses only in a field the bridge drops). Bridge the "
-                "PosePublisher system's pose vector instead (docs/gazebo.md): <use_pose_vector_msg>true, "
-                "<publish_model_pose>true, <publish_link_pose>false, and "
-                "`ros2 run ros_gz_bridge parameter_bridge /model/<model>/pose@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V`")
+        return (
+            "a transform has no child_frame_id: ros_gz_bridge leaves it empty for a world's "
+            "pose/info (SceneBroadcaster names poses only in a field the bridge drops). Bridge the "
+            "PosePublisher system's pose vector instead (docs/gazebo.md): <use_pose_vector_msg>true, "
+            "<publish_model_pose>true, <publish_link_pose>false, and "
+            "`ros2 run ros_gz_bridge parameter_bridge /model/<model>/pose@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V`"
+        )
     if parent != world:
         what = f"relative to {parent!r}" if parent else "without a frame_id"
-        return (f"the pose of {child!r} is {what}, not a world pose (frame_id {world!r}, the `world` "
-                "parameter): PosePublisher sends link and nested poses relative to their parent; set "
-                "<publish_link_pose>false</publish_link_pose> and <publish_model_pose>true</publish_model_pose> "
-                "in its SDF block, or set `world` to the name of the Gazebo world")
+        return (
+            f"the pose of {child!r} is {what}, not a world pose (frame_id {world!r}, the `world` "
+            "parameter): PosePublisher sends link and nested poses relative to their parent; set "
+            "<publish_link_pose>false</publish_link_pose> and <publish_model_pose>true</publish_model_pose> "
+            "in its SDF block, or set `world` to the name of the Gazebo world"
+        )
     if simulation_stamps and stamp == 0.0:
-        return (f"the pose of {child!r} has a zero stamp, so frames cannot be put on the simulation clock "
-                "(stamp: simulation): ros_gz_bridge drops the stamp of messages without a header, such as "
-                "pose/info; bridge PosePublisher's stamped poses, or set stamp: wall")
+        return (
+            f"the pose of {child!r} has a zero stamp, so frames cannot be put on the simulation clock "
+            "(stamp: simulation): ros_gz_bridge drops the stamp of messages without a header, such as "
+            "pose/info; bridge PosePublisher's stamped poses, or set stamp: wall"
+        )
     return None

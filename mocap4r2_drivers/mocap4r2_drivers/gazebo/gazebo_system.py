@@ -16,13 +16,15 @@ clock (``stamp: simulation``) or arrival minus latency (``stamp: wall``).
 The subscriptions (:mod:`.client`) live on the system node, handed over by
 ``MocapAdapter.attach``.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -46,43 +48,87 @@ from .convert import (  # noqa: F401 - re-exported for users of the emulator
 )
 
 LOG = logging.getLogger("mocap4r2.gazebo")
-RATE_SAMPLES = 30      # pose stamps of one model used to estimate the pose rate
+RATE_SAMPLES = 30  # pose stamps of one model used to estimate the pose rate
 
 
 class GazeboAdapter(MocapAdapter):
     system_type = "gazebo"
     parameters = (
-        ParameterSpec("pose_topics", ["/model/robot/pose"],
-                      "tf2_msgs/TFMessage topics of ros_gz_bridge carrying named, stamped world poses: the "
-                      "PosePublisher system's pose vector of each model (see docs/gazebo.md)."),
-        ParameterSpec("world", "default", "Name of the Gazebo world: only transforms whose frame_id is it are "
-                      "world poses."),
-        ParameterSpec("models", [""], "Models (child_frame_id; model::link may be written as the bridge "
-                      "writes it, model/link) tracked as rigid bodies, in this order; [''] or []: every model seen."),
+        ParameterSpec(
+            "pose_topics",
+            ["/model/robot/pose"],
+            "tf2_msgs/TFMessage topics of ros_gz_bridge carrying named, stamped world poses: the "
+            "PosePublisher system's pose vector of each model (see docs/gazebo.md).",
+        ),
+        ParameterSpec(
+            "world",
+            "default",
+            "Name of the Gazebo world: only transforms whose frame_id is it are world poses.",
+        ),
+        ParameterSpec(
+            "models",
+            [""],
+            "Models (child_frame_id; model::link may be written as the bridge "
+            "writes it, model/link) tracked as rigid bodies, in this order; [''] or []: every model seen.",
+        ),
         ParameterSpec("model_ids", [0], "Rigid body ids of the models (same order); [0]: 1, 2, 3, ..."),
-        ParameterSpec("marker_layouts", "", "YAML mapping model -> [[x, y, z], ...] marker positions in the "
-                      "model frame (m); models not listed get a default 4-marker layout.",
-                      check=_check_layouts),
-        ParameterSpec("rate", 100.0, "Frame rate of the emulated system, Hz (simulation time).",
-                      min_value=1.0, max_value=2000.0),
-        ParameterSpec("latency", 0.005, "Delay from a frame's capture to its delivery, s.", min_value=0.0,
-                      max_value=1.0),
-        ParameterSpec("latency_jitter", 0.0, "Uniform +- jitter of the latency, s.", min_value=0.0, max_value=0.5),
-        ParameterSpec("noise", 0.0003, "Marker position noise (standard deviation), m.", min_value=0.0,
-                      max_value=0.1),
-        ParameterSpec("occlusion", 0.0, "Probability that a marker is not seen in a frame.", min_value=0.0,
-                      max_value=1.0),
-        ParameterSpec("dropped_frames", 0.0, "Probability that a frame never arrives.", min_value=0.0,
-                      max_value=1.0),
-        ParameterSpec("stale_timeout", 0.5, "A model without a pose for this long (simulation time) is not "
-                      "tracked, s.", min_value=0.001, max_value=60.0),
+        ParameterSpec(
+            "marker_layouts",
+            "",
+            "YAML mapping model -> [[x, y, z], ...] marker positions in the "
+            "model frame (m); models not listed get a default 4-marker layout.",
+            check=_check_layouts,
+        ),
+        ParameterSpec(
+            "rate",
+            100.0,
+            "Frame rate of the emulated system, Hz (simulation time).",
+            min_value=1.0,
+            max_value=2000.0,
+        ),
+        ParameterSpec(
+            "latency", 0.005, "Delay from a frame's capture to its delivery, s.", min_value=0.0, max_value=1.0
+        ),
+        ParameterSpec(
+            "latency_jitter", 0.0, "Uniform +- jitter of the latency, s.", min_value=0.0, max_value=0.5
+        ),
+        ParameterSpec(
+            "noise", 0.0003, "Marker position noise (standard deviation), m.", min_value=0.0, max_value=0.1
+        ),
+        ParameterSpec(
+            "occlusion",
+            0.0,
+            "Probability that a marker is not seen in a frame.",
+            min_value=0.0,
+            max_value=1.0,
+        ),
+        ParameterSpec(
+            "dropped_frames", 0.0, "Probability that a frame never arrives.", min_value=0.0, max_value=1.0
+        ),
+        ParameterSpec(
+            "stale_timeout",
+            0.5,
+            "A model without a pose for this long (simulation time) is not tracked, s.",
+            min_value=0.001,
+            max_value=60.0,
+        ),
         ParameterSpec("seed", 0, "Seed of the noise, occlusions and drops.", min_value=0),
         ParameterSpec("best_effort", False, "Subscribe best effort (for a bridge publishing best effort)."),
-        ParameterSpec("connect_timeout", 5.0, "Seconds configure waits for the first pose of every model; 0: do not wait.",
-                      min_value=0.0, max_value=300.0),
-        ParameterSpec("stamp", "simulation", "simulation: stamp each frame with its capture time on Gazebo's "
-                      "clock (k / rate), as the rest of a simulated robot is stamped; wall: arrival time minus "
-                      "the emulated latency, as a real system.", choices=("simulation", "wall")),
+        ParameterSpec(
+            "connect_timeout",
+            5.0,
+            "Seconds configure waits for the first pose of every model; 0: do not wait.",
+            min_value=0.0,
+            max_value=300.0,
+        ),
+        ParameterSpec(
+            "stamp",
+            "simulation",
+            "simulation: stamp each frame with its capture time on Gazebo's "
+            "clock (k / rate), as the rest of a simulated robot is stamped; wall: arrival time minus "
+            "the emulated latency, as a real system.",
+            choices=("simulation", "wall"),
+        ),
     )
 
     def __init__(self, values: Mapping[str, Any]):
@@ -103,11 +149,18 @@ class GazeboAdapter(MocapAdapter):
             raise AdapterError("pose_topics is empty: give the TFMessage topic(s) of ros_gz_bridge")
         self.world = str(values["world"])
         self.settings = Emulation(
-            rate=float(values["rate"]), latency=float(values["latency"]),
-            latency_jitter=float(values["latency_jitter"]), noise=float(values["noise"]),
-            occlusion=float(values["occlusion"]), dropped_frames=float(values["dropped_frames"]),
-            stale_timeout=float(values["stale_timeout"]), seed=int(values["seed"]))
-        specs = [ModelSpec(name, i, layouts.get(name, np.asarray(DEFAULT_LAYOUT))) for name, i in zip(models, ids)]
+            rate=float(values["rate"]),
+            latency=float(values["latency"]),
+            latency_jitter=float(values["latency_jitter"]),
+            noise=float(values["noise"]),
+            occlusion=float(values["occlusion"]),
+            dropped_frames=float(values["dropped_frames"]),
+            stale_timeout=float(values["stale_timeout"]),
+            seed=int(values["seed"]),
+        )
+        specs = [
+            ModelSpec(name, i, layouts.get(name, np.asarray(DEFAULT_LAYOUT))) for name, i in zip(models, ids)
+        ]
         self.models = models
         self.emulator = MocapEmulator(specs if models else None, self.settings)
         self.connect_timeout = float(values["connect_timeout"])
@@ -118,8 +171,8 @@ class GazeboAdapter(MocapAdapter):
         self._streaming = False
         self._configuring = True
         self._seen = threading.Event()
-        self._refused: str | None = None          # why the input cannot be used (found while configuring)
-        self.refusals: dict[str, int] = {}        # input dropped while running, by reason (first words)
+        self._refused: str | None = None  # why the input cannot be used (found while configuring)
+        self.refusals: dict[str, int] = {}  # input dropped while running, by reason (first words)
         self._rate_stamps: list[float] = []
         self._rate_name = ""
         self.pose_rate = 0.0
@@ -127,7 +180,7 @@ class GazeboAdapter(MocapAdapter):
         self.bad_transforms = 0
 
     @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> "GazeboAdapter":
+    def from_parameters(cls, values: Mapping[str, Any]) -> GazeboAdapter:
         return cls(values)
 
     # ------------------------------------------------------------------ connection
@@ -136,7 +189,9 @@ class GazeboAdapter(MocapAdapter):
 
     def connect(self) -> AssetNames:
         if not self.input.attached:
-            raise AdapterError("gazebo_system reads ROS topics: the system node must attach() the adapter first")
+            raise AdapterError(
+                "gazebo_system reads ROS topics: the system node must attach() the adapter first"
+            )
         deadline = time.monotonic() + self.connect_timeout
         while self.connect_timeout > 0 and self._refused is None and not self._ready():
             remaining = deadline - time.monotonic()
@@ -146,7 +201,8 @@ class GazeboAdapter(MocapAdapter):
                     f"no pose of {', '.join(missing) if missing else 'any model'} on {', '.join(self.topics)} "
                     f"within {self.connect_timeout:g} s: is Gazebo running, the PosePublisher system in each "
                     "model, and ros_gz_bridge bridging them, e.g. `ros2 run ros_gz_bridge parameter_bridge "
-                    "/model/<model>/pose@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V`? (docs/gazebo.md)")
+                    "/model/<model>/pose@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V`? (docs/gazebo.md)"
+                )
             self._seen.wait(min(remaining, 0.1))
             self._seen.clear()
         if self._refused is not None:
@@ -221,9 +277,13 @@ class GazeboAdapter(MocapAdapter):
             period = float(np.median(np.diff(self._rate_stamps)))
             self.pose_rate = 1.0 / period if period > 0 else 0.0
             if self.pose_rate and self.settings.rate > 1.05 * self.pose_rate:
-                LOG.warning("rate %g Hz is above the rate of the poses (%.1f Hz of simulation time): "
-                            "consecutive frames will repeat a pose; lower `rate` or raise the "
-                            "PosePublisher's update_frequency", self.settings.rate, self.pose_rate)
+                LOG.warning(
+                    "rate %g Hz is above the rate of the poses (%.1f Hz of simulation time): "
+                    "consecutive frames will repeat a pose; lower `rate` or raise the "
+                    "PosePublisher's update_frequency",
+                    self.settings.rate,
+                    self.pose_rate,
+                )
 
     @property
     def nominal_rate(self) -> float:
@@ -248,9 +308,13 @@ class GazeboAdapter(MocapAdapter):
     def status(self) -> dict[str, str]:
         with self._lock:
             e = self.emulator
-            out = {"pose_topics": ", ".join(self.topics), "pose_messages": str(self.messages),
-                   "frames_skipped_clock_jump": str(e.skipped_frames), "clock_resets": str(e.resets),
-                   "frames_dropped_slow_reader": str(self.delay.dropped)}
+            out = {
+                "pose_topics": ", ".join(self.topics),
+                "pose_messages": str(self.messages),
+                "frames_skipped_clock_jump": str(e.skipped_frames),
+                "clock_resets": str(e.resets),
+                "frames_dropped_slow_reader": str(self.delay.dropped),
+            }
             if self.pose_rate:
                 out["pose_rate"] = f"{self.pose_rate:.1f}"
                 if self.settings.rate > 1.05 * self.pose_rate:

@@ -29,6 +29,7 @@ What is refused, so that nobody but the server shapes what is published:
   * undecodable packets.
 Each kind is logged once and then counted (``ClientStats.rejected``, in /diagnostics).
 """
+
 from __future__ import annotations
 
 import errno
@@ -55,12 +56,12 @@ SKELETON_COORDINATES = ("global", "local")
 _FRAME_ID = int(MessageId.FRAMEOFDATA).to_bytes(2, "little")
 _RECV_BUFFER = 4 * 1024 * 1024
 _MAX_DATAGRAM = 65536
-_SERVER_MESSAGES_LOGGED = 20      # NAT_MESSAGESTRING lines logged; later ones are counted
-_RESYNC_FRAMES = 5                # frames advancing among themselves that restart the numbering
-_LATE_WINDOW = 1000               # frames behind the last one that are late repeats, not a restart
-_MIN_FRAME_JUMP = 10              # frames a number may advance beyond what the rate explains
-_ASSUMED_RATE = 1000.0            # Hz, for the jump bound before the rate is known
-_ANSWER_WINDOW = 5.0              # s an answer may take after its request
+_SERVER_MESSAGES_LOGGED = 20  # NAT_MESSAGESTRING lines logged; later ones are counted
+_RESYNC_FRAMES = 5  # frames advancing among themselves that restart the numbering
+_LATE_WINDOW = 1000  # frames behind the last one that are late repeats, not a restart
+_MIN_FRAME_JUMP = 10  # frames a number may advance beyond what the rate explains
+_ASSUMED_RATE = 1000.0  # Hz, for the jump bound before the rate is known
+_ANSWER_WINDOW = 5.0  # s an answer may take after its request
 
 
 class NatNetConnectionError(ConnectionError):
@@ -70,28 +71,34 @@ class NatNetConnectionError(ConnectionError):
 @dataclass
 class ClientConfig:
     server_address: str = "127.0.0.1"
-    local_address: str = "auto"          # "auto": the interface that routes to the server
+    local_address: str = "auto"  # "auto": the interface that routes to the server
     connection_type: str = "multicast"
     multicast_address: str = nn.DEFAULT_MULTICAST_ADDRESS
     command_port: int = nn.DEFAULT_COMMAND_PORT
     data_port: int = nn.DEFAULT_DATA_PORT
-    up_axis: str = "y"                   # the up axis of the stream (Motive: Y by default)
+    up_axis: str = "y"  # the up axis of the stream (Motive: Y by default)
     skeleton_coordinates: str = "global"  # bones relative to the world, or to their parent
-    keepalive_period: float = 1.0        # unicast keep-alive period, s
-    reconnect_after: float = 1.0         # silence, s, after which the client reconnects
-    retry_period: float = 0.5            # between NAT_CONNECT / model requests, s
+    keepalive_period: float = 1.0  # unicast keep-alive period, s
+    reconnect_after: float = 1.0  # silence, s, after which the client reconnects
+    retry_period: float = 0.5  # between NAT_CONNECT / model requests, s
 
     def check(self) -> None:
         if self.connection_type not in CONNECTION_TYPES:
-            raise ValueError(f"connection_type must be one of {CONNECTION_TYPES}, got {self.connection_type!r}")
+            raise ValueError(
+                f"connection_type must be one of {CONNECTION_TYPES}, got {self.connection_type!r}"
+            )
         if self.up_axis not in UP_AXES:
             raise ValueError(f"up_axis must be one of {UP_AXES}, got {self.up_axis!r}")
         if self.skeleton_coordinates not in SKELETON_COORDINATES:
-            raise ValueError(f"skeleton_coordinates must be one of {SKELETON_COORDINATES}, "
-                             f"got {self.skeleton_coordinates!r}")
-        for problem in (ipv4_problem(self.server_address, "server_address"),
-                        ipv4_problem(self.local_address, "local_address", allow_auto=True),
-                        ipv4_problem(self.multicast_address, "multicast_address", multicast=True)):
+            raise ValueError(
+                f"skeleton_coordinates must be one of {SKELETON_COORDINATES}, "
+                f"got {self.skeleton_coordinates!r}"
+            )
+        for problem in (
+            ipv4_problem(self.server_address, "server_address"),
+            ipv4_problem(self.local_address, "local_address", allow_auto=True),
+            ipv4_problem(self.multicast_address, "multicast_address", multicast=True),
+        ):
             if problem:
                 raise ValueError(problem)
         for name in ("command_port", "data_port"):
@@ -106,8 +113,9 @@ def local_address_towards(server: str, port: int) -> str:
         probe.connect((server, port))  # UDP: picks a route, sends nothing
         return probe.getsockname()[0]
     except OSError as exc:
-        raise NatNetConnectionError(f"no route from this machine to server_address {server}: {exc.strerror}") \
-            from exc
+        raise NatNetConnectionError(
+            f"no route from this machine to server_address {server}: {exc.strerror}"
+        ) from exc
     finally:
         probe.close()
 
@@ -116,8 +124,14 @@ def _interfaces_hint() -> str:
     try:
         import psutil  # optional: only to list the addresses a user could choose from
 
-        addresses = sorted({a.address for addrs in psutil.net_if_addrs().values() for a in addrs
-                            if a.family == socket.AF_INET})
+        addresses = sorted(
+            {
+                a.address
+                for addrs in psutil.net_if_addrs().values()
+                for a in addrs
+                if a.family == socket.AF_INET
+            }
+        )
         return f" (this machine's IPv4 addresses: {', '.join(addresses)})"
     except Exception:  # noqa: BLE001 - a hint only
         return ""
@@ -144,16 +158,16 @@ class NatNetClient:
         self._server = (config.server_address, config.command_port)
         self._command: socket.socket | None = None
         self._data: socket.socket | None = None
-        self._responses: list[bytes | None] = []   # the answer to the pending request (at most one)
-        self._request_lock = threading.Lock()   # one request in flight from other threads
+        self._responses: list[bytes | None] = []  # the answer to the pending request (at most one)
+        self._request_lock = threading.Lock()  # one request in flight from other threads
         self._request_pending = False
-        self._connect_until = 0.0       # NAT_SERVERINFO is accepted until then (after a NAT_CONNECT)
-        self._models_until = 0.0        # NAT_MODELDEF is accepted until then (after a request)
-        self._last_number: int | None = None   # frame number of the last frame handed out
+        self._connect_until = 0.0  # NAT_SERVERINFO is accepted until then (after a NAT_CONNECT)
+        self._models_until = 0.0  # NAT_MODELDEF is accepted until then (after a request)
+        self._last_number: int | None = None  # frame number of the last frame handed out
         self._last_number_time = 0.0
         self._last_timestamp = 0.0
-        self._resync: list[int] = []    # frame numbers out of sequence that advance among themselves
-        self.duplicates = 0             # frames received twice (unicast on both sockets)
+        self._resync: list[int] = []  # frame numbers out of sequence that advance among themselves
+        self.duplicates = 0  # frames received twice (unicast on both sockets)
         self._server_messages = 0
         self._answered_at = 0.0
         self._got_models = False
@@ -161,7 +175,7 @@ class NatNetClient:
         self._last_keepalive = 0.0
         self._last_connect = 0.0
         self._last_model_request = 0.0
-        self._silent_reason = ""          # why no frames arrive, logged once per change
+        self._silent_reason = ""  # why no frames arrive, logged once per change
         self._reconnecting = False
         self._silence_episode = 0.0
         self._bad_frames_in_row = 0
@@ -186,7 +200,8 @@ class NatNetClient:
             command.close()
             if exc.errno == errno.EADDRNOTAVAIL:
                 raise NatNetConnectionError(
-                    f"local_address {local} is not an address of this machine{_interfaces_hint()}") from exc
+                    f"local_address {local} is not an address of this machine{_interfaces_hint()}"
+                ) from exc
             raise NatNetConnectionError(f"cannot open the command socket on {local}: {exc.strerror}") from exc
         _set_recv_buffer(command)
         command.setblocking(False)
@@ -207,16 +222,19 @@ class NatNetClient:
             # POSIX delivers a multicast datagram to sockets bound to the group (or any);
             # Windows wants the local interface address instead
             data.bind((local if sys.platform == "win32" else group, port))
-            data.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
-                            socket.inet_aton(group) + socket.inet_aton(local))
+            data.setsockopt(
+                socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(group) + socket.inet_aton(local)
+            )
         except OSError as exc:
             data.close()
             if exc.errno == errno.EADDRNOTAVAIL or exc.errno == errno.ENODEV:
                 raise NatNetConnectionError(
                     f"cannot join multicast group {group} on interface {local}: {exc.strerror}; "
-                    f"check local_address{_interfaces_hint()}") from exc
-            raise NatNetConnectionError(f"cannot receive multicast {group}:{port} on {local}: {exc.strerror}") \
-                from exc
+                    f"check local_address{_interfaces_hint()}"
+                ) from exc
+            raise NatNetConnectionError(
+                f"cannot receive multicast {group}:{port} on {local}: {exc.strerror}"
+            ) from exc
         _set_recv_buffer(data)
         data.setblocking(False)
         self._data = data
@@ -231,8 +249,10 @@ class NatNetClient:
             data.bind((self.local_address, self.data_port))
         except OSError as exc:
             data.close()
-            self.log.warning(f"cannot listen for unicast frames on {self.local_address}:{self.data_port} "
-                             f"({exc.strerror}); receiving them on the command socket only")
+            self.log.warning(
+                f"cannot listen for unicast frames on {self.local_address}:{self.data_port} "
+                f"({exc.strerror}); receiving them on the command socket only"
+            )
             return
         _set_recv_buffer(data)
         data.setblocking(False)
@@ -281,15 +301,19 @@ class NatNetClient:
                 raise NatNetConnectionError(
                     f"no answer (NAT_SERVERINFO) from {self._server[0]}:{self._server[1]} within {timeout:g} s "
                     f"({self.stats.last_error or 'nothing received'}): is Motive running with streaming "
-                    "enabled, and are server_address and command_port right?")
+                    "enabled, and are server_address and command_port right?"
+                )
             self._send_connect()
-            self._wait(min(self.config.retry_period, deadline - time.monotonic()),
-                       lambda: self.server_info is not None or bool(self._fatal))
+            self._wait(
+                min(self.config.retry_period, deadline - time.monotonic()),
+                lambda: self.server_info is not None or bool(self._fatal),
+            )
         while not self._got_models:
             if time.monotonic() >= deadline:
                 raise NatNetConnectionError(
                     f"{self.server_info.app_name} answered but sent no model definitions (NAT_MODELDEF) within "
-                    f"{timeout:g} s ({self.stats.last_error or 'nothing received'})")
+                    f"{timeout:g} s ({self.stats.last_error or 'nothing received'})"
+                )
             self._request_models(force=True)
             self._wait(min(self.config.retry_period, deadline - time.monotonic()), lambda: self._got_models)
         rate = self.request("FrameRate", timeout=min(0.5, max(deadline - time.monotonic(), 0.1)))
@@ -395,7 +419,9 @@ class NatNetClient:
             if remaining <= 0:
                 return None
             try:
-                ready = select.select(self._sockets(), [], [], min(remaining, self.config.retry_period / 2))[0]
+                ready = select.select(self._sockets(), [], [], min(remaining, self.config.retry_period / 2))[
+                    0
+                ]
             except (OSError, ValueError):
                 return None
 
@@ -417,8 +443,10 @@ class NatNetClient:
                 return None
             if source[0] != self._server[0]:
                 self.stats.foreign_packets += 1
-                self._reject("foreign_packet", f"a packet from {source[0]}:{source[1]}, which is not "
-                             f"server_address {self._server[0]}")
+                self._reject(
+                    "foreign_packet",
+                    f"a packet from {source[0]}:{source[1]}, which is not server_address {self._server[0]}",
+                )
                 continue
             if sock is self._data and packet[:2] != _FRAME_ID:
                 self._reject("non_frame_on_data_socket", "a packet other than a frame on the data socket")
@@ -452,9 +480,14 @@ class NatNetClient:
             elif message_id == MessageId.MESSAGESTRING:
                 self._server_messages += 1
                 if self._server_messages <= _SERVER_MESSAGES_LOGGED:
-                    self.log.info(f"server message: {nn.decode_string(payload)[:200]}"
-                                  + (" (further ones are counted)"
-                                     if self._server_messages == _SERVER_MESSAGES_LOGGED else ""))
+                    self.log.info(
+                        f"server message: {nn.decode_string(payload)[:200]}"
+                        + (
+                            " (further ones are counted)"
+                            if self._server_messages == _SERVER_MESSAGES_LOGGED
+                            else ""
+                        )
+                    )
                 else:
                     self.stats.events["server_messages"] = self._server_messages
         except NatNetProtocolError as exc:
@@ -473,14 +506,18 @@ class NatNetClient:
         self.stats.last_error = f"undecodable packet: {exc}"
         now = time.monotonic()
         if self.stats.decode_errors == 1:
-            self.log.error(f"dropped an undecodable NatNet packet ({exc}); further ones are counted "
-                           "(diagnostics: decode_errors) and summarised every 30 s")
+            self.log.error(
+                f"dropped an undecodable NatNet packet ({exc}); further ones are counted "
+                "(diagnostics: decode_errors) and summarised every 30 s"
+            )
             self._error_log_time = now
         else:
             self._errors_since_log += 1
             if now - self._error_log_time >= 30.0:
-                self.log.warning(f"{self._errors_since_log} more undecodable NatNet packets in the last "
-                                 f"{now - self._error_log_time:.0f} s; last: {exc}")
+                self.log.warning(
+                    f"{self._errors_since_log} more undecodable NatNet packets in the last "
+                    f"{now - self._error_log_time:.0f} s; last: {exc}"
+                )
                 self._error_log_time = now
                 self._errors_since_log = 0
 
@@ -488,9 +525,11 @@ class NatNetClient:
         previous = self.server_info
         version = info.bitstream
         if not version.supported:
-            fatal = (f"{info.app_name} streams NatNet {version}; supported: "
-                     f"{', '.join(str(v) for v in nn.SUPPORTED_VERSIONS)} (set the bitstream version in Motive's "
-                     "streaming settings)")
+            fatal = (
+                f"{info.app_name} streams NatNet {version}; supported: "
+                f"{', '.join(str(v) for v in nn.SUPPORTED_VERSIONS)} (set the bitstream version in Motive's "
+                "streaming settings)"
+            )
             if fatal != self._fatal:
                 self.log.error(fatal)
             self._fatal = self.stats.last_error = fatal
@@ -498,10 +537,12 @@ class NatNetClient:
         self.server_info = info
         self.converter.clock_frequency = info.clock_frequency
         if info != previous:
-            self.log.info(f"connected to {info.app_name} {'.'.join(map(str, info.app_version))} at "
-                          f"{self._server[0]}:{self._server[1]}, NatNet {version}, "
-                          f"{'multicast ' + str(info.multicast_address) if info.multicast else 'unicast'}"
-                          f", data port {info.data_port}")
+            self.log.info(
+                f"connected to {info.app_name} {'.'.join(map(str, info.app_version))} at "
+                f"{self._server[0]}:{self._server[1]}, NatNet {version}, "
+                f"{'multicast ' + str(info.multicast_address) if info.multicast else 'unicast'}"
+                f", data port {info.data_port}"
+            )
         if self.version is not None and self.version != version:
             self.log.warning(f"the server now streams NatNet {version} (was {self.version})")
             self._got_models = False  # the layout changed: read the models again
@@ -517,30 +558,38 @@ class NatNetClient:
         if info.multicast is None:
             return
         group = (info.multicast_address or "0.0.0.0").split(".")
-        if info.multicast and not (224 <= int(group[0]) <= 239 and 0 < (info.data_port or 0)):
-            self.log.warning(f"ignoring the server's connection info (multicast to {info.multicast_address}:"
-                             f"{info.data_port} is not a usable group and port)")
+        if info.multicast and not (224 <= int(group[0]) <= 239 and (info.data_port or 0) > 0):
+            self.log.warning(
+                f"ignoring the server's connection info (multicast to {info.multicast_address}:"
+                f"{info.data_port} is not a usable group and port)"
+            )
             return
         reopen = False
         if info.multicast != self.multicast:
             wanted = "multicast" if info.multicast else "unicast"
-            self.log.warning(f"connection_type is {self.config.connection_type} but the server streams {wanted}: "
-                             f"following the server (set connection_type: {wanted})")
+            self.log.warning(
+                f"connection_type is {self.config.connection_type} but the server streams {wanted}: "
+                f"following the server (set connection_type: {wanted})"
+            )
             self.multicast = info.multicast
             reopen = True
         if info.multicast and info.data_port and info.data_port != self.data_port:
-            self.log.warning(f"data_port is {self.data_port} but the server streams to port {info.data_port}: "
-                             f"following the server (set data_port: {info.data_port})")
+            self.log.warning(
+                f"data_port is {self.data_port} but the server streams to port {info.data_port}: "
+                f"following the server (set data_port: {info.data_port})"
+            )
             self.data_port = info.data_port
             reopen = True
         if info.multicast and info.multicast_address not in (None, "0.0.0.0", self.multicast_address):
-            self.log.warning(f"multicast_address is {self.multicast_address} but the server streams to "
-                             f"{info.multicast_address}: following the server (set multicast_address: "
-                             f"{info.multicast_address})")
+            self.log.warning(
+                f"multicast_address is {self.multicast_address} but the server streams to "
+                f"{info.multicast_address}: following the server (set multicast_address: "
+                f"{info.multicast_address})"
+            )
             self.multicast_address = info.multicast_address
             reopen = True
         if not info.multicast and info.data_port and info.data_port != self.data_port:
-            self.data_port = info.data_port   # unicast to the data port: the server says which one
+            self.data_port = info.data_port  # unicast to the data port: the server says which one
             reopen = True
         if reopen:
             try:
@@ -560,10 +609,12 @@ class NatNetClient:
         self._models_stale = False
         names = ", ".join(b.name for b in models.rigid_bodies[:8])
         more = ", ..." if len(models.rigid_bodies) > 8 else ""
-        self.log.info(f"model definitions: {len(models.rigid_bodies)} rigid bodies"
-                      f"{' (' + names + more + ')' if names else ''}, {len(models.skeletons)} skeletons, "
-                      f"{len(models.marker_sets)} marker sets"
-                      f"{', ' + str(len(models.assets)) + ' assets' if models.assets else ''}")
+        self.log.info(
+            f"model definitions: {len(models.rigid_bodies)} rigid bodies"
+            f"{' (' + names + more + ')' if names else ''}, {len(models.skeletons)} skeletons, "
+            f"{len(models.marker_sets)} marker sets"
+            f"{', ' + str(len(models.assets)) + ' assets' if models.assets else ''}"
+        )
 
     def _on_frame(self, payload: bytes) -> FrameOfData | None:
         if self.version is None:
@@ -574,7 +625,10 @@ class NatNetClient:
             # several undecodable frames in a row: the bitstream version may have changed
             # (another client can switch it in Motive), so ask the server which it is
             self._bad_frames_in_row += 1
-            if self._bad_frames_in_row >= 3 and time.monotonic() - self._last_connect >= self.config.retry_period:
+            if (
+                self._bad_frames_in_row >= 3
+                and time.monotonic() - self._last_connect >= self.config.retry_period
+            ):
                 self._send_connect()
             raise
         self._bad_frames_in_row = 0
@@ -631,7 +685,7 @@ class NatNetClient:
                 self.duplicates += 1
                 return False
             if number > last + ahead and self._server_time_agrees(frame, number - last):
-                ahead = number - last   # the server skipped frames: its clock says so too
+                ahead = number - last  # the server skipped frames: its clock says so too
             if not last < number <= last + ahead:
                 chain = self._resync
                 if chain and number == chain[-1]:
@@ -642,11 +696,16 @@ class NatNetClient:
                 else:
                     self._resync = chain = [number]
                 if len(chain) < _RESYNC_FRAMES:
-                    self._reject("frame_out_of_sequence",
-                                 f"frame {number} out of sequence (last {last}): garbage or a replay")
+                    self._reject(
+                        "frame_out_of_sequence",
+                        f"frame {number} out of sequence (last {last}): garbage or a replay",
+                    )
                     return False
-                self._reject("numbering_restart", f"the server's frame numbers jumping (frame {number}, was "
-                             f"{last}; following after {_RESYNC_FRAMES} frames that agree)")
+                self._reject(
+                    "numbering_restart",
+                    f"the server's frame numbers jumping (frame {number}, was "
+                    f"{last}; following after {_RESYNC_FRAMES} frames that agree)",
+                )
         self._resync = []
         self._last_number = number
         self._last_number_time = now
@@ -685,28 +744,42 @@ class NatNetClient:
             self._reconnecting = True
             self._answered_while_silent = False
             self._silence_episode = now
-            self._last_number = None   # a restarted server numbers its frames anew
+            self._last_number = None  # a restarted server numbers its frames anew
             self.stats.reconnects += 1
         if now - self._last_connect >= cfg.retry_period:
             self._send_connect()
         if not self._answered_while_silent and now - self._silence_episode < 2 * cfg.retry_period:
             return  # give the server a chance to answer before concluding anything
-        if self._answered_while_silent and now - self._answered_at < max(2 * cfg.retry_period, cfg.reconnect_after):
+        if self._answered_while_silent and now - self._answered_at < max(
+            2 * cfg.retry_period, cfg.reconnect_after
+        ):
             return  # it just answered: its frames follow within a few periods
         if not self._answered_while_silent:
-            kind, reason = "silent", (
-                f"no frames for {silent:.1f} s and no answer from {cfg.server_address}:{cfg.command_port}: "
-                "the server is not running or not streaming, or server_address/command_port are wrong; "
-                "reconnecting")
+            kind, reason = (
+                "silent",
+                (
+                    f"no frames for {silent:.1f} s and no answer from {cfg.server_address}:{cfg.command_port}: "
+                    "the server is not running or not streaming, or server_address/command_port are wrong; "
+                    "reconnecting"
+                ),
+            )
         elif self.multicast:
-            kind, reason = "no-multicast", (
-                f"the server answers but no frames reach multicast {self.multicast_address}:{self.data_port} on "
-                f"interface {self.local_address}: check local_address (the interface facing Motive), Motive's "
-                "streaming interface, multicast routing or a firewall")
+            kind, reason = (
+                "no-multicast",
+                (
+                    f"the server answers but no frames reach multicast {self.multicast_address}:{self.data_port} on "
+                    f"interface {self.local_address}: check local_address (the interface facing Motive), Motive's "
+                    "streaming interface, multicast routing or a firewall"
+                ),
+            )
         else:
-            kind, reason = "no-unicast", (
-                "the server answers but sends no unicast frames: check that streaming is enabled in Motive "
-                "and that no firewall blocks UDP from the server")
+            kind, reason = (
+                "no-unicast",
+                (
+                    "the server answers but sends no unicast frames: check that streaming is enabled in Motive "
+                    "and that no firewall blocks UDP from the server"
+                ),
+            )
         if kind != self._silent_reason:
             self.log.warning(reason)
             self._silent_reason = kind

@@ -1,6 +1,7 @@
 """NatNet frames to :class:`~mocap4r2_control.frame.MocapFrame`: names and ids from the
 model definitions, Motive's Y-up to ROS's Z-up, and skeleton bones from parent-relative
 to world poses. Pure numpy, no sockets: the client feeds it decoded frames."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,11 +27,11 @@ from .protocol import FrameOfData, ModelDefinitions
 @dataclass
 class _SkeletonModel:
     name: str
-    bone_ids: np.ndarray        # (s,) description order
+    bone_ids: np.ndarray  # (s,) description order
     bone_names: tuple[str, ...]
-    parent_ids: np.ndarray      # (s,) NO_PARENT for roots
-    parent_rows: np.ndarray     # (s,) row of the parent in this skeleton, -1 for roots
-    levels: list[np.ndarray]    # rows by depth, roots first (for local -> global)
+    parent_ids: np.ndarray  # (s,) NO_PARENT for roots
+    parent_rows: np.ndarray  # (s,) row of the parent in this skeleton, -1 for roots
+    levels: list[np.ndarray]  # rows by depth, roots first (for local -> global)
 
 
 @dataclass
@@ -38,12 +39,12 @@ class ModelIndex:
     """What the model definitions say about names, marker labels and bone hierarchies."""
 
     body_names: dict[int, str] = field(default_factory=dict)
-    marker_names: dict[tuple[int, int], str] = field(default_factory=dict)   # (body id, member) -> name
+    marker_names: dict[tuple[int, int], str] = field(default_factory=dict)  # (body id, member) -> name
     skeletons: dict[int, _SkeletonModel] = field(default_factory=dict)
     generation: int = 0
 
     @classmethod
-    def build(cls, defs: ModelDefinitions, generation: int = 0) -> "ModelIndex":
+    def build(cls, defs: ModelDefinitions, generation: int = 0) -> ModelIndex:
         index = cls(generation=generation)
         set_names = {ms.name: ms.marker_names for ms in defs.marker_sets}
         for body in defs.rigid_bodies:
@@ -51,8 +52,11 @@ class ModelIndex:
             names = [n for n in body.marker_names]
             fallback = set_names.get(body.name, ())
             for member in range(1, len(body.marker_positions) + 1):
-                label = names[member - 1] if member <= len(names) and names[member - 1] else (
-                    fallback[member - 1] if member <= len(fallback) else f"Marker{member}")
+                label = (
+                    names[member - 1]
+                    if member <= len(names) and names[member - 1]
+                    else (fallback[member - 1] if member <= len(fallback) else f"Marker{member}")
+                )
                 index.marker_names[(body.id, member)] = f"{body.name}:{label}"
         for skeleton in defs.skeletons:
             ids = np.asarray([b.id for b in skeleton.bones], dtype=np.int32)
@@ -62,14 +66,21 @@ class ModelIndex:
             row_of = {int(b): r for r, b in enumerate(ids)}
             parent_rows = np.asarray([row_of.get(int(p), -1) for p in parents], dtype=np.int64)
             index.skeletons[skeleton.id] = _SkeletonModel(
-                skeleton.name, ids, tuple(b.name for b in skeleton.bones), parents, parent_rows,
-                _depth_levels(parent_rows))
+                skeleton.name,
+                ids,
+                tuple(b.name for b in skeleton.bones),
+                parents,
+                parent_rows,
+                _depth_levels(parent_rows),
+            )
         return index
 
     def asset_names(self) -> AssetNames:
-        return AssetNames(rigid_bodies=tuple(self.body_names.values()),
-                          markers=tuple(self.marker_names.values()),
-                          skeletons=tuple(s.name for s in self.skeletons.values()))
+        return AssetNames(
+            rigid_bodies=tuple(self.body_names.values()),
+            markers=tuple(self.marker_names.values()),
+            skeletons=tuple(s.name for s in self.skeletons.values()),
+        )
 
 
 def _depth_levels(parent_rows: np.ndarray) -> list[np.ndarray]:
@@ -93,7 +104,7 @@ class _Layout:
     marker_names: tuple[str, ...]
     body_ids: np.ndarray
     body_names: tuple[str, ...]
-    body_marker_rows: np.ndarray    # rows of the body markers in the labeled marker list
+    body_marker_rows: np.ndarray  # rows of the body markers in the labeled marker list
     body_marker_offsets: np.ndarray
     body_marker_ids: np.ndarray
     body_marker_names: tuple[str, ...]
@@ -109,7 +120,7 @@ class FrameConverter:
         self.local_bones = skeleton_coordinates == "local"
         self.index = ModelIndex()
         self.clock_frequency = 0
-        self.unknown_ids: set[int] = set()   # body/skeleton ids the model definitions lack
+        self.unknown_ids: set[int] = set()  # body/skeleton ids the model definitions lack
         self._layout_key: tuple[bytes, bytes, bytes] | None = None
         self._layout: _Layout | None = None
         self._bone_names: dict[tuple[int, bytes], tuple[str, ...]] = {}
@@ -149,37 +160,62 @@ class FrameConverter:
         if len(lm) == 0 and len(frame.other_markers):
             # an old configuration: unlabeled positions only in the legacy list
             n = len(frame.other_markers)
-            markers = MarkerArrays(ids=np.full(n, UNKNOWN_ID, np.int32), names=("",) * n,
-                                   positions=self._positions(frame.other_markers), occluded=np.zeros(n, bool),
-                                   residuals=np.full(n, -1.0, np.float32))
+            markers = MarkerArrays(
+                ids=np.full(n, UNKNOWN_ID, np.int32),
+                names=("",) * n,
+                positions=self._positions(frame.other_markers),
+                occluded=np.zeros(n, bool),
+                residuals=np.full(n, -1.0, np.float32),
+            )
         else:
-            markers = MarkerArrays(ids=layout.marker_ids, names=layout.marker_names,
-                                   positions=self._positions(lm["position"]),
-                                   occluded=(lm["params"] & nn.MARKER_OCCLUDED) != 0,
-                                   residuals=lm["residual"].astype(np.float32))
+            markers = MarkerArrays(
+                ids=layout.marker_ids,
+                names=layout.marker_names,
+                positions=self._positions(lm["position"]),
+                occluded=(lm["params"] & nn.MARKER_OCCLUDED) != 0,
+                residuals=lm["residual"].astype(np.float32),
+            )
         rows = layout.body_marker_rows  # empty when there are no labeled markers
-        body_markers = MarkerArrays(ids=layout.body_marker_ids, names=layout.body_marker_names,
-                                    positions=markers.positions[rows], occluded=markers.occluded[rows],
-                                    residuals=markers.residuals[rows])
-        bodies = BodyArrays(ids=layout.body_ids, names=layout.body_names,
-                            positions=self._positions(rb["position"]),
-                            orientations=self._orientations(rb["orientation"]),
-                            valid=(rb["params"] & nn.RIGID_BODY_TRACKING_VALID) != 0,
-                            mean_errors=rb["mean_error"].astype(np.float32),
-                            marker_offsets=layout.body_marker_offsets, markers=body_markers)
-        return MocapFrame(frame_number=max(int(frame.frame_number), 0), markers=markers, bodies=bodies,
-                          skeletons=self._skeletons(frame), latency=self.latency(frame))
+        body_markers = MarkerArrays(
+            ids=layout.body_marker_ids,
+            names=layout.body_marker_names,
+            positions=markers.positions[rows],
+            occluded=markers.occluded[rows],
+            residuals=markers.residuals[rows],
+        )
+        bodies = BodyArrays(
+            ids=layout.body_ids,
+            names=layout.body_names,
+            positions=self._positions(rb["position"]),
+            orientations=self._orientations(rb["orientation"]),
+            valid=(rb["params"] & nn.RIGID_BODY_TRACKING_VALID) != 0,
+            mean_errors=rb["mean_error"].astype(np.float32),
+            marker_offsets=layout.body_marker_offsets,
+            markers=body_markers,
+        )
+        return MocapFrame(
+            frame_number=max(int(frame.frame_number), 0),
+            markers=markers,
+            bodies=bodies,
+            skeletons=self._skeletons(frame),
+            latency=self.latency(frame),
+        )
 
     # ------------------------------------------------------------------ layout
     def _layout_for(self, rb: np.ndarray, lm: np.ndarray) -> _Layout:
         key = (rb["id"].tobytes(), lm["id"].tobytes(), (lm["params"] & nn.MARKER_UNLABELED).tobytes())
         if key != self._layout_key or self._layout is None:
-            self._layout = self._build_layout(rb["id"].astype(np.int32), lm["id"].astype(np.int32),
-                                              (lm["params"] & nn.MARKER_UNLABELED) != 0)
+            self._layout = self._build_layout(
+                rb["id"].astype(np.int32),
+                lm["id"].astype(np.int32),
+                (lm["params"] & nn.MARKER_UNLABELED) != 0,
+            )
             self._layout_key = key
         return self._layout
 
-    def _build_layout(self, body_ids: np.ndarray, raw_marker_ids: np.ndarray, unlabeled: np.ndarray) -> _Layout:
+    def _build_layout(
+        self, body_ids: np.ndarray, raw_marker_ids: np.ndarray, unlabeled: np.ndarray
+    ) -> _Layout:
         model, member = nn.split_marker_id(raw_marker_ids)
         labeled = (model > 0) & ~unlabeled
         marker_ids = np.where(labeled, raw_marker_ids, UNKNOWN_ID).astype(np.int32)
@@ -193,10 +229,15 @@ class FrameConverter:
         offsets = np.zeros(nb + 1, dtype=np.int64)
         np.cumsum(np.bincount(body_row[picked], minlength=nb), out=offsets[1:])
         return _Layout(
-            marker_ids=marker_ids, marker_names=names, body_ids=body_ids,
-            body_names=tuple(self._body_name(i) for i in body_ids.tolist()), body_marker_rows=picked,
-            body_marker_offsets=offsets, body_marker_ids=marker_ids[picked],
-            body_marker_names=tuple(names[i] for i in picked.tolist()))
+            marker_ids=marker_ids,
+            marker_names=names,
+            body_ids=body_ids,
+            body_names=tuple(self._body_name(i) for i in body_ids.tolist()),
+            body_marker_rows=picked,
+            body_marker_offsets=offsets,
+            body_marker_ids=marker_ids[picked],
+            body_marker_names=tuple(names[i] for i in picked.tolist()),
+        )
 
     def _body_name(self, body_id: int) -> str:
         name = self.index.body_names.get(body_id)
@@ -242,10 +283,14 @@ class FrameConverter:
                 if names is None:
                     if len(self._bone_names) > 256:
                         self._bone_names.clear()
-                    names = tuple(model.bone_names[r] if r >= 0 else f"bone_{b}"
-                                  for r, b in zip(rows.tolist(), bone_ids.tolist()))
+                    names = tuple(
+                        model.bone_names[r] if r >= 0 else f"bone_{b}"
+                        for r, b in zip(rows.tolist(), bone_ids.tolist())
+                    )
                     self._bone_names[key] = names
-                parents = np.where(rows >= 0, model.parent_ids[np.maximum(rows, 0)], NO_PARENT).astype(np.int32)
+                parents = np.where(rows >= 0, model.parent_ids[np.maximum(rows, 0)], NO_PARENT).astype(
+                    np.int32
+                )
                 if self.local_bones:
                     position, orientation = _local_to_global(model, rows, position, orientation)
             skel_ids.append(skeleton.id)
@@ -260,13 +305,21 @@ class FrameConverter:
             seg_valid.append(valid)
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        segments = SegmentArrays(ids=np.concatenate(seg_ids), names=tuple(seg_names),
-                                 parent_ids=np.concatenate(seg_parents),
-                                 positions=self._positions(np.concatenate(seg_pos)),
-                                 orientations=self._orientations(np.concatenate(seg_quat)),
-                                 valid=np.concatenate(seg_valid))
-        return SkeletonArrays(ids=np.asarray(skel_ids, np.int32), names=tuple(skel_names),
-                              valid=np.asarray(skel_valid, bool), segment_offsets=offsets, segments=segments)
+        segments = SegmentArrays(
+            ids=np.concatenate(seg_ids),
+            names=tuple(seg_names),
+            parent_ids=np.concatenate(seg_parents),
+            positions=self._positions(np.concatenate(seg_pos)),
+            orientations=self._orientations(np.concatenate(seg_quat)),
+            valid=np.concatenate(seg_valid),
+        )
+        return SkeletonArrays(
+            ids=np.asarray(skel_ids, np.int32),
+            names=tuple(skel_names),
+            valid=np.asarray(skel_valid, bool),
+            segment_offsets=offsets,
+            segments=segments,
+        )
 
 
 def _rows_of(table: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -283,7 +336,7 @@ def _local_to_global(model: _SkeletonModel, rows: np.ndarray, position: np.ndarr
     """Compose bone poses given relative to their parents into world poses, one tree depth
     at a time (vectorised over the bones of a depth)."""
     n = model.bone_ids.shape[0]
-    frame_row = np.full(n, -1, np.int64)       # description row -> row in this frame
+    frame_row = np.full(n, -1, np.int64)  # description row -> row in this frame
     present = rows >= 0
     frame_row[rows[present]] = np.flatnonzero(present)
     gp = position.copy()

@@ -6,14 +6,16 @@ Motive's model definitions (asked again when Motive flags a model change), poses
 converted from Motive's Y-up to ROS Z-up unless ``up_axis`` says the stream is Z-up,
 and the driver reconnects by itself, logging why no data arrives.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from mocap4r2_control.adapter import AdapterError, MocapAdapter
-from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
 from ..common import ipv4_check
@@ -33,54 +35,95 @@ LOGGER_NAME = "mocap4r2.optitrack"
 class OptiTrackAdapter(MocapAdapter):
     system_type = "optitrack"
     parameters = (
-        ParameterSpec("server_address", "127.0.0.1",
-                      "IPv4 address of the Motive computer (Motive: Streaming > Local Interface).",
-                      check=ipv4_check("server_address")),
-        ParameterSpec("local_address", "auto",
-                      "IPv4 address of this computer's interface facing Motive; auto: the interface that "
-                      "routes to server_address.", check=ipv4_check("local_address", allow_auto=True)),
-        ParameterSpec("connection_type", "multicast",
-                      "multicast or unicast, as Motive's Streaming > Transmission Type (the server's answer "
-                      "wins, with a warning, when they differ).", choices=CONNECTION_TYPES),
-        ParameterSpec("multicast_address", nn.DEFAULT_MULTICAST_ADDRESS,
-                      "Multicast group of the stream (Motive: Streaming > Multicast Interface).", check=ipv4_check("multicast_address", multicast=True)),
-        ParameterSpec("command_port", nn.DEFAULT_COMMAND_PORT, "Motive's command port.", min_value=1,
-                      max_value=65535),
+        ParameterSpec(
+            "server_address",
+            "127.0.0.1",
+            "IPv4 address of the Motive computer (Motive: Streaming > Local Interface).",
+            check=ipv4_check("server_address"),
+        ),
+        ParameterSpec(
+            "local_address",
+            "auto",
+            "IPv4 address of this computer's interface facing Motive; auto: the interface that "
+            "routes to server_address.",
+            check=ipv4_check("local_address", allow_auto=True),
+        ),
+        ParameterSpec(
+            "connection_type",
+            "multicast",
+            "multicast or unicast, as Motive's Streaming > Transmission Type (the server's answer "
+            "wins, with a warning, when they differ).",
+            choices=CONNECTION_TYPES,
+        ),
+        ParameterSpec(
+            "multicast_address",
+            nn.DEFAULT_MULTICAST_ADDRESS,
+            "Multicast group of the stream (Motive: Streaming > Multicast Interface).",
+            check=ipv4_check("multicast_address", multicast=True),
+        ),
+        ParameterSpec(
+            "command_port", nn.DEFAULT_COMMAND_PORT, "Motive's command port.", min_value=1, max_value=65535
+        ),
         ParameterSpec("data_port", nn.DEFAULT_DATA_PORT, "Motive's data port.", min_value=1, max_value=65535),
-        ParameterSpec("up_axis", "y",
-                      "Up axis of the stream (Motive: Streaming > Up Axis, Y by default). y is converted to "
-                      "ROS Z-up (REP-103); z is passed through.", choices=UP_AXES),
-        ParameterSpec("skeleton_coordinates", "global",
-                      "How Motive streams skeleton bones (Streaming > Skeleton Coordinates): global (world) "
-                      "or local (relative to the parent bone; the driver composes them).",
-                      choices=SKELETON_COORDINATES),
-        ParameterSpec("connect_timeout", 3.0, "Seconds configure waits for the server's answers.",
-                      min_value=0.1, max_value=60.0),
-        ParameterSpec("record_on_start", False,
-                      "On a capture session's START, name Motive's take after the session "
-                      "(SetRecordTakeName) and start recording in Motive; on STOP, stop it."),
-        ParameterSpec("reconnect_after", 1.0,
-                      "Seconds without frames after which the driver asks the server again and logs why "
-                      "no data arrives.", min_value=0.1, max_value=60.0),
+        ParameterSpec(
+            "up_axis",
+            "y",
+            "Up axis of the stream (Motive: Streaming > Up Axis, Y by default). y is converted to "
+            "ROS Z-up (REP-103); z is passed through.",
+            choices=UP_AXES,
+        ),
+        ParameterSpec(
+            "skeleton_coordinates",
+            "global",
+            "How Motive streams skeleton bones (Streaming > Skeleton Coordinates): global (world) "
+            "or local (relative to the parent bone; the driver composes them).",
+            choices=SKELETON_COORDINATES,
+        ),
+        ParameterSpec(
+            "connect_timeout",
+            3.0,
+            "Seconds configure waits for the server's answers.",
+            min_value=0.1,
+            max_value=60.0,
+        ),
+        ParameterSpec(
+            "record_on_start",
+            False,
+            "On a capture session's START, name Motive's take after the session "
+            "(SetRecordTakeName) and start recording in Motive; on STOP, stop it.",
+        ),
+        ParameterSpec(
+            "reconnect_after",
+            1.0,
+            "Seconds without frames after which the driver asks the server again and logs why "
+            "no data arrives.",
+            min_value=0.1,
+            max_value=60.0,
+        ),
     )
 
     def __init__(self, config: ClientConfig, connect_timeout: float, record_on_start: bool = False):
         self.config = config
         self.connect_timeout = connect_timeout
         self.record_on_start = record_on_start
-        self.recording_take = ""   # the take Motive records for the current session, if any
+        self.recording_take = ""  # the take Motive records for the current session, if any
         self.client: NatNetClient | None = None
         self.conversion_errors = 0
         self.log = logging.getLogger(LOGGER_NAME)
 
     @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> "OptiTrackAdapter":
+    def from_parameters(cls, values: Mapping[str, Any]) -> OptiTrackAdapter:
         config = ClientConfig(
-            server_address=values["server_address"], local_address=values["local_address"],
-            connection_type=values["connection_type"], multicast_address=values["multicast_address"],
-            command_port=int(values["command_port"]), data_port=int(values["data_port"]),
-            up_axis=values["up_axis"], skeleton_coordinates=values["skeleton_coordinates"],
-            reconnect_after=float(values["reconnect_after"]))
+            server_address=values["server_address"],
+            local_address=values["local_address"],
+            connection_type=values["connection_type"],
+            multicast_address=values["multicast_address"],
+            command_port=int(values["command_port"]),
+            data_port=int(values["data_port"]),
+            up_axis=values["up_axis"],
+            skeleton_coordinates=values["skeleton_coordinates"],
+            reconnect_after=float(values["reconnect_after"]),
+        )
         config.check()
         return cls(config, float(values["connect_timeout"]), bool(values["record_on_start"]))
 
@@ -159,8 +202,11 @@ class OptiTrackAdapter(MocapAdapter):
         out = {
             "server": f"{self.config.server_address}:{self.config.command_port}",
             "natnet_version": str(client.version) if client.version else "unknown",
-            "connection": (f"multicast {client.multicast_address}:{client.data_port} via {client.local_address}"
-                           if client.multicast else f"unicast via {client.local_address}"),
+            "connection": (
+                f"multicast {client.multicast_address}:{client.data_port} via {client.local_address}"
+                if client.multicast
+                else f"unicast via {client.local_address}"
+            ),
             "frames_received": str(stats.frames),
             "decode_errors": str(stats.decode_errors),
             "model_updates": str(stats.model_updates),

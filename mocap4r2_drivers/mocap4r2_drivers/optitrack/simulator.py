@@ -20,6 +20,7 @@ zero pose, as Motive does), and the server clock stamps of each frame.
 
 One process, one thread: a select() loop that answers commands between frames.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,8 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -44,9 +45,9 @@ from ..simulated import scene as scene_module
 from . import protocol as nn
 from .protocol import FrameOfData, MessageId, ModelDefinitions, NatNetProtocolError, Version
 
-CLOCK_FREQUENCY = 10_000_000   # server clock ticks per second (Motive's is QueryPerformanceCounter)
-MARKER_SIZE = 0.014            # metres, a common passive marker
-UNLABELED_ID_BASE = 50000      # point-cloud ids of unlabeled markers (model id 0)
+CLOCK_FREQUENCY = 10_000_000  # server clock ticks per second (Motive's is QueryPerformanceCounter)
+MARKER_SIZE = 0.014  # metres, a common passive marker
+UNLABELED_ID_BASE = 50000  # point-cloud ids of unlabeled markers (model id 0)
 UNICAST_TARGETS = ("command-socket", "data-port", "both")
 log = logging.getLogger("natnet_simulator")
 
@@ -68,20 +69,30 @@ class SceneStream:
     def __init__(self, scene: scene_module.Scene, up_axis: str = "y", skeleton_coordinates: str = "global"):
         self.scene = scene
         self.y_up = up_axis == "y"
-        self.axes = AxisChange("+Y" if self.y_up else "+Z").inverse()   # Z-up scene -> stream
+        self.axes = AxisChange("+Y" if self.y_up else "+Z").inverse()  # Z-up scene -> stream
         self.local_bones = skeleton_coordinates == "local"
         desc = scene.description
         self.body_names = [b.name for b in desc.bodies]
         self.body_ids = np.asarray([b.id for b in desc.bodies], dtype=np.int32)
         counts = [len(b.marker_ids) for b in desc.bodies]
         self.marker_body = np.repeat(np.arange(len(desc.bodies)), counts)
-        self.marker_member = np.concatenate([np.arange(1, c + 1) for c in counts]) if counts else np.zeros(0, int)
-        self.labeled_ids = nn.marker_id(self.body_ids[self.marker_body], self.marker_member) if counts \
+        self.marker_member = (
+            np.concatenate([np.arange(1, c + 1) for c in counts]) if counts else np.zeros(0, int)
+        )
+        self.labeled_ids = (
+            nn.marker_id(self.body_ids[self.marker_body], self.marker_member)
+            if counts
             else np.zeros(0, np.int32)
+        )
         self.unlabeled_ids = nn.marker_id(0, UNLABELED_ID_BASE + np.arange(desc.unlabeled_markers))
         skeletons = desc.skeletons
-        self.bone_ids = (np.concatenate([np.asarray(s.id, np.int64) << 16 | s.segment_ids.astype(np.int64)
-                                         for s in skeletons]).astype(np.int32) if skeletons else np.zeros(0, np.int32))
+        self.bone_ids = (
+            np.concatenate(
+                [np.asarray(s.id, np.int64) << 16 | s.segment_ids.astype(np.int64) for s in skeletons]
+            ).astype(np.int32)
+            if skeletons
+            else np.zeros(0, np.int32)
+        )
         # parent row of each bone in the concatenated bone arrays (-1 for roots)
         parent_rows = []
         start = 0
@@ -117,15 +128,25 @@ class SceneStream:
         for body, name in zip(desc.bodies, self.body_names):
             labels = tuple(n.split(":", 1)[-1] for n in body.marker_names)
             defs.marker_sets.append(nn.MarkerSetDescription(name, labels))
-            defs.rigid_bodies.append(nn.RigidBodyDescription(
-                name=name, id=body.id, parent_id=-1, offset=np.zeros(3, np.float32),
-                marker_positions=self._positions(body.marker_layout).astype(np.float32),
-                marker_labels=np.zeros(len(labels), np.int32), marker_names=labels))
+            defs.rigid_bodies.append(
+                nn.RigidBodyDescription(
+                    name=name,
+                    id=body.id,
+                    parent_id=-1,
+                    offset=np.zeros(3, np.float32),
+                    marker_positions=self._positions(body.marker_layout).astype(np.float32),
+                    marker_labels=np.zeros(len(labels), np.int32),
+                    marker_names=labels,
+                )
+            )
         for skeleton in desc.skeletons:
             offsets = self._positions(skeleton.offsets).astype(np.float32)
-            bones = [nn.RigidBodyDescription(name=str(n), id=int(i), parent_id=int(p), offset=offsets[r])
-                     for r, (n, i, p) in enumerate(zip(skeleton.segment_names, skeleton.segment_ids,
-                                                       skeleton.parent_ids))]
+            bones = [
+                nn.RigidBodyDescription(name=str(n), id=int(i), parent_id=int(p), offset=offsets[r])
+                for r, (n, i, p) in enumerate(
+                    zip(skeleton.segment_names, skeleton.segment_ids, skeleton.parent_ids)
+                )
+            ]
             defs.skeletons.append(nn.SkeletonDescription(skeleton.name, skeleton.id, bones))
         return defs
 
@@ -140,20 +161,24 @@ class SceneStream:
         rb["id"] = bodies.ids
         valid = bodies.valid
         rb["position"] = np.where(valid[:, None], self._positions(np.nan_to_num(bodies.positions)), 0.0)
-        rb["orientation"] = np.where(valid[:, None], self._orientations(np.nan_to_num(bodies.orientations)), 0.0)
+        rb["orientation"] = np.where(
+            valid[:, None], self._orientations(np.nan_to_num(bodies.orientations)), 0.0
+        )
         rb["mean_error"] = bodies.mean_errors
         rb["params"] = np.where(valid, nn.RIGID_BODY_TRACKING_VALID, 0)
 
         body_markers = bodies.markers
         positions = self._positions(body_markers.positions).astype(np.float32)
         offsets = bodies.marker_offsets.tolist()
-        sets = [nn.MarkerSetData(self.body_names[i], positions[offsets[i]:offsets[i + 1]]) for i in range(nb)]
+        sets = [
+            nn.MarkerSetData(self.body_names[i], positions[offsets[i] : offsets[i + 1]]) for i in range(nb)
+        ]
 
         nl = len(body_markers)
         strays = frame.markers.positions[nl:]
         lm = nn.empty_markers(nl + len(strays))
         lm["id"][:nl] = self.labeled_ids
-        lm["id"][nl:] = self.unlabeled_ids[:len(strays)]
+        lm["id"][nl:] = self.unlabeled_ids[: len(strays)]
         lm["position"][:nl] = positions
         lm["position"][nl:] = self._positions(strays)
         lm["size"] = MARKER_SIZE
@@ -162,8 +187,14 @@ class SceneStream:
         lm["residual"][:nl] = body_markers.residuals
         lm["residual"][nl:] = frame.markers.residuals[nl:]
 
-        out = FrameOfData(frame_number=k, marker_sets=sets, other_markers=self._positions(strays).astype(np.float32),
-                          rigid_bodies=rb, labeled_markers=lm, timestamp=scene.time_of(k))
+        out = FrameOfData(
+            frame_number=k,
+            marker_sets=sets,
+            other_markers=self._positions(strays).astype(np.float32),
+            rigid_bodies=rb,
+            labeled_markers=lm,
+            timestamp=scene.time_of(k),
+        )
         skeletons = frame.skeletons
         if len(skeletons):
             seg = skeletons.segments
@@ -176,8 +207,10 @@ class SceneStream:
             bones["orientation"] = np.where(seg.valid[:, None], self._orientations(quat), 0.0)
             bones["params"] = np.where(seg.valid, nn.RIGID_BODY_TRACKING_VALID, 0)
             so = skeletons.segment_offsets
-            out.skeletons = [nn.SkeletonData(int(sid), bones[so[i]:so[i + 1]])
-                             for i, sid in enumerate(skeletons.ids.tolist())]
+            out.skeletons = [
+                nn.SkeletonData(int(sid), bones[so[i] : so[i + 1]])
+                for i, sid in enumerate(skeletons.ids.tolist())
+            ]
         return out
 
     def _to_parent_frames(self, pos: np.ndarray, quat: np.ndarray):
@@ -203,12 +236,12 @@ class ServerOptions:
     data_port: int = nn.DEFAULT_DATA_PORT
     multicast_address: str = nn.DEFAULT_MULTICAST_ADDRESS
     multicast: bool = True
-    rate: float = 0.0            # 0: the scene's rate
+    rate: float = 0.0  # 0: the scene's rate
     up_axis: str = "y"
     skeleton_coordinates: str = "global"
     client_timeout: float = 5.0  # unicast clients silent this long are dropped
-    unicast_to: str = "both"     # command-socket, data-port or both (see the module docstring)
-    frames: int = 0              # stop after this many frames (0: never)
+    unicast_to: str = "both"  # command-socket, data-port or both (see the module docstring)
+    frames: int = 0  # stop after this many frames (0: never)
     app_name: str = "Motive"
     app_version: tuple[int, int, int, int] = (3, 1, 0, 0)
 
@@ -229,13 +262,13 @@ class NatNetSimulator:
         self.command: socket.socket | None = None
         self.data: socket.socket | None = None
         self.data_port = options.data_port
-        self.clients: dict[tuple[str, int], float] = {}   # unicast client -> last heard (monotonic)
+        self.clients: dict[tuple[str, int], float] = {}  # unicast client -> last heard (monotonic)
         self.frames_sent = 0
         self.bad_packets = 0
         self._pending_params = 0
-        self.take_name = ""                                  # SetRecordTakeName
-        self.recording = False                               # StartRecording / StopRecording
-        self.recordings: deque[str] = deque(maxlen=100)      # what was recorded, for tests
+        self.take_name = ""  # SetRecordTakeName
+        self.recording = False  # StartRecording / StopRecording
+        self.recordings: deque[str] = deque(maxlen=100)  # what was recorded, for tests
         self._last_frame: bytes | None = None
         self._models_packet: bytes | None = None
         self._models_generation = -1
@@ -258,7 +291,7 @@ class NatNetSimulator:
             # (held while the server runs, so no other server on this host takes it);
             # unicast, another one, since a client on this host binds the data port of its
             # interface and must be the only one receiving there
-            self.data_port = (data.getsockname()[1] if o.multicast else _free_udp_port(o.server_address))
+            self.data_port = data.getsockname()[1] if o.multicast else _free_udp_port(o.server_address)
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(o.server_address))
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
         data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
@@ -278,19 +311,29 @@ class NatNetSimulator:
     def ready_line(self) -> str:
         o = self.options
         host, port = self.command_address
-        target = (f"{o.multicast_address}:{self.data_port}" if o.multicast
-                  else f"each client (unicast to {o.unicast_to})")
-        return (f"natnet_simulator ready: NatNet {self.version} {'multicast' if o.multicast else 'unicast'} "
-                f"command={host}:{port} data={target} data_port={self.data_port} rate={self.rate:g} Hz "
-                f"up_axis={o.up_axis}")
+        target = (
+            f"{o.multicast_address}:{self.data_port}"
+            if o.multicast
+            else f"each client (unicast to {o.unicast_to})"
+        )
+        return (
+            f"natnet_simulator ready: NatNet {self.version} {'multicast' if o.multicast else 'unicast'} "
+            f"command={host}:{port} data={target} data_port={self.data_port} rate={self.rate:g} Hz "
+            f"up_axis={o.up_axis}"
+        )
 
     # ------------------------------------------------------------------ messages
     def server_info(self) -> nn.ServerInfo:
         o = self.options
-        return nn.ServerInfo(app_name=o.app_name, app_version=o.app_version,
-                             natnet_version=(self.version.major, self.version.minor, 0, 0),
-                             clock_frequency=CLOCK_FREQUENCY, data_port=self.data_port, multicast=o.multicast,
-                             multicast_address=o.multicast_address)
+        return nn.ServerInfo(
+            app_name=o.app_name,
+            app_version=o.app_version,
+            natnet_version=(self.version.major, self.version.minor, 0, 0),
+            clock_frequency=CLOCK_FREQUENCY,
+            data_port=self.data_port,
+            multicast=o.multicast,
+            multicast_address=o.multicast_address,
+        )
 
     def models_packet(self) -> bytes:
         if self._models_generation != self.stream.generation or self._models_version != self.version:
@@ -312,7 +355,9 @@ class NatNetSimulator:
             request = nn.decode_connect(payload)
             if not self.options.multicast:
                 if source not in self.clients:
-                    log.info(f"unicast client {source[0]}:{source[1]} connected ({request.client_name or '?'})")
+                    log.info(
+                        f"unicast client {source[0]}:{source[1]} connected ({request.client_name or '?'})"
+                    )
                 self.clients[source] = now
             reply = nn.encode_server_info(self.server_info())
         elif message_id == MessageId.KEEPALIVE:
@@ -469,33 +514,72 @@ class NatNetSimulator:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="natnet_simulator",
-        description="A Motive stand-in: serves a simulated mocap scene over OptiTrack NatNet (UDP).")
+        description="A Motive stand-in: serves a simulated mocap scene over OptiTrack NatNet (UDP).",
+    )
     p.add_argument("--scene", default="", help="scene YAML (default: the demo scene of mocap4r2_drivers)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: the scene's)")
-    p.add_argument("--natnet-version", default="4.1", choices=[str(v) for v in nn.SUPPORTED_VERSIONS],
-                   help="NatNet bitstream version to stream (default 4.1, as Motive 3.1)")
-    p.add_argument("--server-address", default="127.0.0.1",
-                   help="address to serve on; also the multicast interface (default 127.0.0.1)")
-    p.add_argument("--command-port", type=int, default=nn.DEFAULT_COMMAND_PORT,
-                   help="command port (default 1510; 0 picks a free one)")
-    p.add_argument("--data-port", type=int, default=nn.DEFAULT_DATA_PORT,
-                   help="data port of the multicast stream (default 1511; 0 picks a free one)")
-    p.add_argument("--multicast-address", default=nn.DEFAULT_MULTICAST_ADDRESS,
-                   help="multicast group (default 239.255.42.99)")
+    p.add_argument(
+        "--natnet-version",
+        default="4.1",
+        choices=[str(v) for v in nn.SUPPORTED_VERSIONS],
+        help="NatNet bitstream version to stream (default 4.1, as Motive 3.1)",
+    )
+    p.add_argument(
+        "--server-address",
+        default="127.0.0.1",
+        help="address to serve on; also the multicast interface (default 127.0.0.1)",
+    )
+    p.add_argument(
+        "--command-port",
+        type=int,
+        default=nn.DEFAULT_COMMAND_PORT,
+        help="command port (default 1510; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--data-port",
+        type=int,
+        default=nn.DEFAULT_DATA_PORT,
+        help="data port of the multicast stream (default 1511; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--multicast-address",
+        default=nn.DEFAULT_MULTICAST_ADDRESS,
+        help="multicast group (default 239.255.42.99)",
+    )
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--multicast", dest="multicast", action="store_true", default=True,
-                      help="stream to the multicast group (default)")
-    mode.add_argument("--unicast", dest="multicast", action="store_false",
-                      help="stream to each connected client")
-    p.add_argument("--unicast-to", choices=UNICAST_TARGETS, default="both",
-                   help="where unicast frames go: the client's command socket, the data port of its "
-                        "address, or both (default: both, so that any NatNet client receives them)")
+    mode.add_argument(
+        "--multicast",
+        dest="multicast",
+        action="store_true",
+        default=True,
+        help="stream to the multicast group (default)",
+    )
+    mode.add_argument(
+        "--unicast", dest="multicast", action="store_false", help="stream to each connected client"
+    )
+    p.add_argument(
+        "--unicast-to",
+        choices=UNICAST_TARGETS,
+        default="both",
+        help="where unicast frames go: the client's command socket, the data port of its "
+        "address, or both (default: both, so that any NatNet client receives them)",
+    )
     p.add_argument("--rate", type=float, default=0.0, help="frame rate in Hz (default: the scene's)")
-    p.add_argument("--up-axis", choices=("y", "z"), default="y", help="up axis of the stream (Motive default: y)")
-    p.add_argument("--skeleton-coordinates", choices=("global", "local"), default="global",
-                   help="bone poses in world coordinates or relative to their parent bone")
-    p.add_argument("--client-timeout", type=float, default=5.0,
-                   help="seconds without keep-alive after which a unicast client is dropped")
+    p.add_argument(
+        "--up-axis", choices=("y", "z"), default="y", help="up axis of the stream (Motive default: y)"
+    )
+    p.add_argument(
+        "--skeleton-coordinates",
+        choices=("global", "local"),
+        default="global",
+        help="bone poses in world coordinates or relative to their parent bone",
+    )
+    p.add_argument(
+        "--client-timeout",
+        type=float,
+        default=5.0,
+        help="seconds without keep-alive after which a unicast client is dropped",
+    )
     p.add_argument("--frames", type=int, default=0, help="stop after this many frames (default: run forever)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every client event")
     return p
@@ -503,22 +587,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="[natnet_simulator] %(levelname)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="[natnet_simulator] %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
     if args.rate < 0 or (args.rate and args.rate > 10000):
         print("natnet_simulator: --rate must be in (0, 10000]", file=sys.stderr)
         return 2
     group = args.multicast_address.split(".")
     if len(group) != 4 or not all(p.isdigit() for p in group) or not 224 <= int(group[0]) <= 239:
-        print(f"natnet_simulator: --multicast-address {args.multicast_address} is not a multicast group "
-              "(224.0.0.0-239.255.255.255)", file=sys.stderr)
+        print(
+            f"natnet_simulator: --multicast-address {args.multicast_address} is not a multicast group "
+            "(224.0.0.0-239.255.255.255)",
+            file=sys.stderr,
+        )
         return 2
     options = ServerOptions(
-        scene=args.scene, seed=args.seed, natnet_version=args.natnet_version,
-        server_address=args.server_address, command_port=args.command_port, data_port=args.data_port,
-        multicast_address=args.multicast_address, multicast=args.multicast, rate=args.rate,
-        up_axis=args.up_axis, skeleton_coordinates=args.skeleton_coordinates,
-        client_timeout=args.client_timeout, frames=args.frames, unicast_to=args.unicast_to)
+        scene=args.scene,
+        seed=args.seed,
+        natnet_version=args.natnet_version,
+        server_address=args.server_address,
+        command_port=args.command_port,
+        data_port=args.data_port,
+        multicast_address=args.multicast_address,
+        multicast=args.multicast,
+        rate=args.rate,
+        up_axis=args.up_axis,
+        skeleton_coordinates=args.skeleton_coordinates,
+        client_timeout=args.client_timeout,
+        frames=args.frames,
+        unicast_to=args.unicast_to,
+    )
     try:
         server = NatNetSimulator(options)
     except (scene_module.SceneError, NatNetProtocolError) as exc:
@@ -527,8 +627,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server.open()
     except OSError as exc:
-        print(f"natnet_simulator: cannot open sockets on {args.server_address} "
-              f"(command port {args.command_port}): {exc.strerror}", file=sys.stderr)
+        print(
+            f"natnet_simulator: cannot open sockets on {args.server_address} "
+            f"(command port {args.command_port}): {exc.strerror}",
+            file=sys.stderr,
+        )
         return 1
     stop = threading.Event()
 

@@ -18,6 +18,7 @@ watchdog reconnects when a streaming QTM sends nothing for ``reconnect_after`` s
 Also here: :func:`parse_parameters` (QTM's parameter XML, both the 1.20 and the
 1.21+/1.22+ layouts) and :class:`TimestampMapper` (QTM's measurement clock to Unix time).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,9 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -52,16 +54,16 @@ class QtmConnectionError(ConnectionError):
 @dataclass(frozen=True)
 class BodySetup:
     name: str
-    point_names: tuple[str, ...]   # empty before protocol 1.21 (points had no names)
-    points_mm: np.ndarray          # (m, 3) marker layout in the body frame
+    point_names: tuple[str, ...]  # empty before protocol 1.21 (points had no names)
+    points_mm: np.ndarray  # (m, 3) marker layout in the body frame
 
 
 @dataclass(frozen=True)
 class SkeletonSetup:
     name: str
-    segment_ids: np.ndarray        # (s,) int32
+    segment_ids: np.ndarray  # (s,) int32
     segment_names: tuple[str, ...]
-    parent_ids: np.ndarray         # (s,) int32, NO_PARENT for the root
+    parent_ids: np.ndarray  # (s,) int32, NO_PARENT for the root
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,9 @@ def parse_parameters(xml_text: str | bytes) -> QtmParameters:
         labels = tuple(_text(label.find("Name")) for label in threed.findall("Label"))
     bodies = tuple(_parse_body(body) for body in root.findall("The_6D/Body"))
     skeletons = tuple(_parse_skeleton(s) for s in root.findall("Skeletons/Skeleton"))
-    return QtmParameters(frequency=frequency, axis_upwards=axis, labels=labels, bodies=bodies, skeletons=skeletons)
+    return QtmParameters(
+        frequency=frequency, axis_upwards=axis, labels=labels, bodies=bodies, skeletons=skeletons
+    )
 
 
 def _parse_body(body: ET.Element) -> BodySetup:
@@ -118,14 +122,17 @@ def _parse_body(body: ET.Element) -> BodySetup:
         for point in new_points:
             names.append(point.get("Name", ""))
             points.append((_float_attr(point, "X"), _float_attr(point, "Y"), _float_attr(point, "Z")))
-    else:           # up to 1.20: child elements, no names
+    else:  # up to 1.20: child elements, no names
         for point in body.findall("Point"):
             try:
                 points.append(tuple(float(_text(point.find(a), "nan")) for a in "XYZ"))
             except ValueError:
                 points.append((float("nan"),) * 3)
-    return BodySetup(name=_text(body.find("Name")), point_names=tuple(names) if any(names) else (),
-                     points_mm=np.asarray(points, dtype=float).reshape(-1, 3))
+    return BodySetup(
+        name=_text(body.find("Name")),
+        point_names=tuple(names) if any(names) else (),
+        points_mm=np.asarray(points, dtype=float).reshape(-1, 3),
+    )
 
 
 def _parse_skeleton(skeleton: ET.Element) -> SkeletonSetup:
@@ -143,12 +150,16 @@ def _parse_skeleton(skeleton: ET.Element) -> SkeletonSetup:
             ids.append(sid)
             names.append(segment.get("Name", ""))
             parents.append(int(explicit) if explicit not in (None, "") else parent)
-            visit(segment, sid)   # 1.22+: children nest inside their parent
+            visit(segment, sid)  # 1.22+: children nest inside their parent
 
     container = skeleton.find("Segments")
     visit(container if container is not None else skeleton, NO_PARENT)
-    return SkeletonSetup(name=skeleton.get("Name", ""), segment_ids=np.asarray(ids, dtype=np.int32),
-                         segment_names=tuple(names), parent_ids=np.asarray(parents, dtype=np.int32))
+    return SkeletonSetup(
+        name=skeleton.get("Name", ""),
+        segment_ids=np.asarray(ids, dtype=np.int32),
+        segment_names=tuple(names),
+        parent_ids=np.asarray(parents, dtype=np.int32),
+    )
 
 
 def parameter_parts(components: list[str]) -> list[str]:
@@ -173,7 +184,7 @@ class TimestampMapper:
 
     def __init__(self, window: float = 10.0):
         self.window = window
-        self._offsets: deque[tuple[float, float]] = deque()   # (arrival, offset), offsets increasing
+        self._offsets: deque[tuple[float, float]] = deque()  # (arrival, offset), offsets increasing
         self._last = None
 
     def capture_time(self, timestamp_us: int, arrival: float) -> float:
@@ -191,7 +202,7 @@ class TimestampMapper:
 
 
 # ====================================================================== connection
-DISCONNECTED = object()   # queued when the connection drops, to wake the reader
+DISCONNECTED = object()  # queued when the connection drops, to wake the reader
 
 
 def _qtm_words(exc: BaseException) -> str:
@@ -209,7 +220,7 @@ class GuardedStream:
     """What stands between the socket and qtm-rt's reader: bounded framing, a check of
     every packet, and the time of the last byte received (for the watchdog)."""
 
-    def __init__(self, client: "QtmClient"):
+    def __init__(self, client: QtmClient):
         self.client = client
         self.reader = qp.PacketReader(qp.MAX_PACKET_SIZE)
         self.last_receive = time.monotonic()
@@ -254,18 +265,28 @@ def _guarded_protocol(guard: GuardedStream, **kwargs):
 class QtmClient:
     """A qtm-rt connection in its own event-loop thread, with blocking methods."""
 
-    def __init__(self, host: str, port: int, version: str, components: list[str], *,
-                 password: str | None = None, timeout: float = 5.0, reconnect_period: float = 1.0,
-                 reconnect_after: float = 2.0, queue_size: int = 256,
-                 on_parameters: Callable[[QtmParameters], None] | None = None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        version: str,
+        components: list[str],
+        *,
+        password: str | None = None,
+        timeout: float = 5.0,
+        reconnect_period: float = 1.0,
+        reconnect_after: float = 2.0,
+        queue_size: int = 256,
+        on_parameters: Callable[[QtmParameters], None] | None = None,
+    ):
         self.host = host
         self.port = port
         self.version = version
         self.components = list(components)
         self.password = password
         self.timeout = timeout
-        self.reconnect_period = reconnect_period   # 0: never reconnect
-        self.reconnect_after = reconnect_after     # silence while streaming, s, that drops the connection
+        self.reconnect_period = reconnect_period  # 0: never reconnect
+        self.reconnect_after = reconnect_after  # silence while streaming, s, that drops the connection
         self.on_parameters = on_parameters
         self.stats = ClientStats()
         self.parameters = QtmParameters()
@@ -275,7 +296,7 @@ class QtmClient:
         self._thread = threading.Thread(target=self._loop.run_forever, name="qtm-rt", daemon=True)
         self._thread.start()
         self._connection: Any = None
-        self._streaming = False        # what the user asked for (kept across reconnects)
+        self._streaming = False  # what the user asked for (kept across reconnects)
         self._closing = False
         self._reconnect_task: asyncio.Task | None = None
         self._guard: GuardedStream | None = None
@@ -349,11 +370,13 @@ class QtmClient:
         where = f"{self.host}:{self.port}"
         try:
             connection = await asyncio.wait_for(self._connect_guarded(qtm_rt), self.timeout)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise QtmConnectionError(f"no answer from QTM at {where} within {self.timeout} s") from exc
         if connection is None:
-            raise QtmConnectionError(f"cannot connect to QTM at {where} with protocol {self.version}: is QTM running, "
-                           "is its real-time output enabled, and is the port the little-endian one (base + 1)?")
+            raise QtmConnectionError(
+                f"cannot connect to QTM at {where} with protocol {self.version}: is QTM running, "
+                "is its real-time output enabled, and is the port the little-endian one (base + 1)?"
+            )
         try:
             self.qtm_version = (await connection.qtm_version()).decode(errors="replace")
             await self._read_parameters(connection)
@@ -391,7 +414,7 @@ class QtmClient:
             raise QtmConnectionError(f"QTM refused: {_qtm_words(exc)}") from exc
 
     async def _start_capture(self, password: str) -> str:
-        if self.password is None:   # control is needed to start a capture
+        if self.password is None:  # control is needed to start a capture
             await self._connection.take_control(password)
         answer = await self._connection.start()
         return answer.decode(errors="replace")
@@ -399,7 +422,7 @@ class QtmClient:
     async def _stop_and_save(self, filename: str) -> str:
         await self._connection.stop()
         answer = await self._connection.save(filename)
-        if self.password is None:   # control was taken for the capture only
+        if self.password is None:  # control was taken for the capture only
             try:
                 await self._connection.release_control()
             except Exception as exc:  # noqa: BLE001 - the measurement is saved already
@@ -412,8 +435,12 @@ class QtmClient:
         guard = GuardedStream(self)
         try:
             _, protocol = await self._loop.create_connection(
-                lambda: _guarded_protocol(guard, loop=self._loop, on_event=self._on_event,
-                                          on_disconnect=self._on_disconnect), self.host, self.port)
+                lambda: _guarded_protocol(
+                    guard, loop=self._loop, on_event=self._on_event, on_disconnect=self._on_disconnect
+                ),
+                self.host,
+                self.port,
+            )
         except OSError as exc:
             self.stats.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
             return None
@@ -447,7 +474,9 @@ class QtmClient:
     async def _watchdog(self) -> None:
         warned = False
         while not self._closing:
-            await asyncio.sleep(max(min(0.25, self.reconnect_after / 4), 0.02) if self.reconnect_after > 0 else 0.5)
+            await asyncio.sleep(
+                max(min(0.25, self.reconnect_after / 4), 0.02) if self.reconnect_after > 0 else 0.5
+            )
             guard, connection = self._guard, self._connection
             if not (self.reconnect_after > 0 and self._streaming and guard is not None and self.connected):
                 continue
@@ -455,8 +484,10 @@ class QtmClient:
             if silent < self.reconnect_after:
                 warned = False
                 continue
-            reason = (f"no data from QTM for {silent:.1f} s while streaming (reconnect_after "
-                      f"{self.reconnect_after:g} s): reconnecting")
+            reason = (
+                f"no data from QTM for {silent:.1f} s while streaming (reconnect_after "
+                f"{self.reconnect_after:g} s): reconnecting"
+            )
             self.watchdog_reconnects += 1
             if not warned:
                 LOG.warning(reason)
@@ -480,8 +511,9 @@ class QtmClient:
     async def _stream(self) -> None:
         if self._guard is not None:
             self._guard.last_receive = time.monotonic()
-        await self._connection.stream_frames(frames="allframes", components=self.components,
-                                             on_packet=self._on_packet)
+        await self._connection.stream_frames(
+            frames="allframes", components=self.components, on_packet=self._on_packet
+        )
 
     def _start_watchdog(self) -> None:
         self._watchdog_task = self._loop.create_task(self._watchdog())

@@ -2,6 +2,7 @@
 column-major rotation matrices to quaternions, QTM's up axis to +Z, NaN ("missing") to
 tracking_valid false / occluded, and names and 1-based ids from QTM's parameter XML.
 Pure numpy on the packet bytes (:mod:`.protocol`); no sockets."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,12 +22,10 @@ from . import protocol as qp
 from .client import QtmParameters
 
 
-
-
 def _residuals_m(residuals_mm: np.ndarray) -> np.ndarray:
-    """mm to m; unknown (NaN or negative) residuals become -1."""
+    """Mm to m; unknown (NaN or negative) residuals become -1."""
     out = np.asarray(residuals_mm, dtype=np.float32) * np.float32(1e-3)
-    out[~(out >= 0)] = -1.0    # comparisons with NaN are False
+    out[~(out >= 0)] = -1.0  # comparisons with NaN are False
     return out
 
 
@@ -85,7 +84,7 @@ class FrameConverter:
         names = self._fallback_names.get(key)
         if names is None:
             names = tuple(known[i] if i < len(known) else f"{kind}{i + 1}" for i in range(count))
-            if len(self._fallback_names) >= 64:   # bounded whatever counts a peer sends
+            if len(self._fallback_names) >= 64:  # bounded whatever counts a peer sends
                 self._fallback_names.clear()
             self._fallback_names[key] = names
         return names
@@ -112,9 +111,12 @@ class FrameConverter:
                 names=self._all_names(labeled.names, len(unlabeled)),
                 positions=np.concatenate((labeled.positions, unlabeled.positions)),
                 occluded=np.concatenate((labeled.occluded, unlabeled.occluded)),
-                residuals=np.concatenate((labeled.residuals, unlabeled.residuals)))
+                residuals=np.concatenate((labeled.residuals, unlabeled.residuals)),
+            )
         skeletons = self._skeletons(comps)
-        return MocapFrame(frame_number=packet.frame_number, markers=markers, bodies=bodies, skeletons=skeletons)
+        return MocapFrame(
+            frame_number=packet.frame_number, markers=markers, bodies=bodies, skeletons=skeletons
+        )
 
     def _all_names(self, labeled: tuple[str, ...], unlabeled: int) -> tuple[str, ...]:
         key = (id(labeled), unlabeled)
@@ -122,45 +124,74 @@ class FrameConverter:
         if hit is not None and hit[0] is labeled:
             return hit[1]
         names = labeled + ("",) * unlabeled
-        if len(self._all_names_cache) >= 64:   # bounded: counts change only with the scene
+        if len(self._all_names_cache) >= 64:  # bounded: counts change only with the scene
             self._all_names_cache.clear()
         self._all_names_cache[key] = (labeled, names)
         return names
 
     def _labeled(self, comps: dict) -> MarkerArrays | None:
-        ctype = next((c for c in (qp.ComponentType.MARKERS_3D_RESIDUALS, qp.ComponentType.MARKERS_3D)
-                      if c in comps), None)
+        ctype = next(
+            (c for c in (qp.ComponentType.MARKERS_3D_RESIDUALS, qp.ComponentType.MARKERS_3D) if c in comps),
+            None,
+        )
         if ctype is None:
             return None
         records = qp.unpack_markers(ctype, comps[ctype])
         n = len(records)
         positions, _ = self._z_up(records["position"].astype(np.float64) * 1e-3)
         occluded = ~np.isfinite(positions).all(axis=1)
-        residuals = _residuals_m(records["residual"]) if "residual" in records.dtype.names \
+        residuals = (
+            _residuals_m(records["residual"])
+            if "residual" in records.dtype.names
             else np.full(n, -1.0, np.float32)
+        )
         residuals[occluded] = -1.0
         ids = self.label_ids if n == len(self.labels) else np.arange(1, n + 1, dtype=np.int32)
-        return MarkerArrays(ids=ids, names=self._names("marker", self.labels, n), positions=positions,
-                            occluded=occluded, residuals=residuals)
+        return MarkerArrays(
+            ids=ids,
+            names=self._names("marker", self.labels, n),
+            positions=positions,
+            occluded=occluded,
+            residuals=residuals,
+        )
 
     def _unlabeled(self, comps: dict) -> MarkerArrays | None:
-        ctype = next((c for c in (qp.ComponentType.MARKERS_3D_NO_LABELS_RESIDUALS,
-                                  qp.ComponentType.MARKERS_3D_NO_LABELS) if c in comps), None)
+        ctype = next(
+            (
+                c
+                for c in (
+                    qp.ComponentType.MARKERS_3D_NO_LABELS_RESIDUALS,
+                    qp.ComponentType.MARKERS_3D_NO_LABELS,
+                )
+                if c in comps
+            ),
+            None,
+        )
         if ctype is None:
             return None
         records = qp.unpack_markers(ctype, comps[ctype])
         n = len(records)
         positions, _ = self._z_up(records["position"].astype(np.float64) * 1e-3)
-        residuals = _residuals_m(records["residual"]) if "residual" in records.dtype.names \
+        residuals = (
+            _residuals_m(records["residual"])
+            if "residual" in records.dtype.names
             else np.full(n, -1.0, np.float32)
+        )
         # QTM's ids of unlabeled markers only follow a trajectory for a while: they
         # are not stable identities, so these markers are published as unlabeled
-        return MarkerArrays(ids=np.full(n, UNKNOWN_ID, np.int32), names=("",) * n, positions=positions,
-                            occluded=~np.isfinite(positions).all(axis=1), residuals=residuals)
+        return MarkerArrays(
+            ids=np.full(n, UNKNOWN_ID, np.int32),
+            names=("",) * n,
+            positions=positions,
+            occluded=~np.isfinite(positions).all(axis=1),
+            residuals=residuals,
+        )
 
     def _bodies(self, comps: dict, labeled: MarkerArrays | None) -> BodyArrays:
-        ctype = next((c for c in (qp.ComponentType.BODIES_6D_RESIDUALS, qp.ComponentType.BODIES_6D)
-                      if c in comps), None)
+        ctype = next(
+            (c for c in (qp.ComponentType.BODIES_6D_RESIDUALS, qp.ComponentType.BODIES_6D) if c in comps),
+            None,
+        )
         if ctype is None:
             return BodyArrays()
         records = qp.unpack_bodies(ctype, comps[ctype])
@@ -172,21 +203,36 @@ class FrameConverter:
         if valid.any():
             quats[valid] = quat_from_matrix(qp.qtm_to_matrices(rotations[valid].astype(np.float64)))
         positions, quats = self._z_up(positions, quats)
-        mean_errors = _residuals_m(records["residual"]) if "residual" in records.dtype.names \
+        mean_errors = (
+            _residuals_m(records["residual"])
+            if "residual" in records.dtype.names
             else np.full(n, -1.0, np.float32)
+        )
         names = self._names("body", self.body_names, n)
         ids = self.body_ids if n == len(self.body_names) else np.arange(1, n + 1, dtype=np.int32)
         if labeled is not None and n == len(self.body_names) and len(labeled) == len(self.labels):
             rows = self.body_marker_rows
-            markers = MarkerArrays(ids=labeled.ids[rows], names=self.body_marker_names,
-                                   positions=labeled.positions[rows], occluded=labeled.occluded[rows],
-                                   residuals=labeled.residuals[rows])
+            markers = MarkerArrays(
+                ids=labeled.ids[rows],
+                names=self.body_marker_names,
+                positions=labeled.positions[rows],
+                occluded=labeled.occluded[rows],
+                residuals=labeled.residuals[rows],
+            )
             offsets = self.body_marker_offsets
         else:
             markers = MarkerArrays()
             offsets = np.zeros(n + 1, dtype=np.int64)
-        return BodyArrays(ids=ids, names=names, positions=positions, orientations=quats, valid=valid,
-                          mean_errors=mean_errors, marker_offsets=offsets, markers=markers)
+        return BodyArrays(
+            ids=ids,
+            names=names,
+            positions=positions,
+            orientations=quats,
+            valid=valid,
+            mean_errors=mean_errors,
+            marker_offsets=offsets,
+            markers=markers,
+        )
 
     def _skeletons(self, comps: dict) -> SkeletonArrays:
         data = comps.get(qp.ComponentType.SKELETON)
@@ -196,9 +242,9 @@ class FrameConverter:
         m = len(self.segment_ids)
         positions = np.full((m, 3), np.nan)
         quats = np.full((m, 4), np.nan)
-        for i, records in enumerate(streamed[:len(self.skeleton_names)]):
+        for i, records in enumerate(streamed[: len(self.skeleton_names)]):
             if len(records) == 0:
-                continue   # not seen in this frame
+                continue  # not seen in this frame
             ids = self.parameters.skeletons[i].segment_ids
             order = self._segment_order[i]
             found = np.searchsorted(ids[order], records["id"])
@@ -209,9 +255,22 @@ class FrameConverter:
             quats[rows] = records["rotation"][match].astype(np.float64)
         positions, quats = self._z_up(positions, quats)
         seg_valid = np.isfinite(positions).all(axis=1) & np.isfinite(quats).all(axis=1)
-        skel_valid = np.asarray([seg_valid[a:b].any() for a, b in
-                                 zip(self.segment_offsets[:-1], self.segment_offsets[1:])], dtype=bool)
-        segments = SegmentArrays(ids=self.segment_ids, names=self.segment_names, parent_ids=self.segment_parents,
-                                 positions=positions, orientations=quats, valid=seg_valid)
-        return SkeletonArrays(ids=self.skeleton_ids, names=self.skeleton_names, valid=skel_valid,
-                              segment_offsets=self.segment_offsets, segments=segments)
+        skel_valid = np.asarray(
+            [seg_valid[a:b].any() for a, b in zip(self.segment_offsets[:-1], self.segment_offsets[1:])],
+            dtype=bool,
+        )
+        segments = SegmentArrays(
+            ids=self.segment_ids,
+            names=self.segment_names,
+            parent_ids=self.segment_parents,
+            positions=positions,
+            orientations=quats,
+            valid=seg_valid,
+        )
+        return SkeletonArrays(
+            ids=self.skeleton_ids,
+            names=self.skeleton_names,
+            valid=skel_valid,
+            segment_offsets=self.segment_offsets,
+            segments=segments,
+        )

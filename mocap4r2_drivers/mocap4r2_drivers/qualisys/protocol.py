@@ -18,20 +18,21 @@ Facts of the protocol used here (from the public QTM RT protocol documentation):
   32 bits set in its floats (a NaN); a 6DOF rotation is a 3x3 matrix of 9 floats in
   column-major order; skeleton rotations are quaternions x, y, z, w.
 """
+
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Sequence
 
 import numpy as np
 
-HEADER = struct.Struct("<II")            # size including the header, packet type
-DATA_HEADER = struct.Struct("<qII")      # timestamp (us), frame number, component count
+HEADER = struct.Struct("<II")  # size including the header, packet type
+DATA_HEADER = struct.Struct("<qII")  # timestamp (us), frame number, component count
 COMPONENT_HEADER = struct.Struct("<II")  # size including the header, component type
 COUNT_AND_RATES = struct.Struct("<ihh")  # 3D/6D: count, 2D drop rate, 2D out-of-sync rate
-COUNT = struct.Struct("<i")              # skeleton and segment counts
+COUNT = struct.Struct("<i")  # skeleton and segment counts
 
 # Bounds: QTM's own packets stay far below this; anything larger is a broken peer.
 MAX_PACKET_SIZE = 16 * 1024 * 1024
@@ -54,7 +55,7 @@ class PacketType(IntEnum):
     QTM_FILE = 8
 
 
-_LAST_PACKET_TYPE = max(PacketType)   # max() walks the enum: once, not per header
+_LAST_PACKET_TYPE = max(PacketType)  # max() walks the enum: once, not per header
 
 
 class ComponentType(IntEnum):
@@ -116,12 +117,14 @@ MARKER_DTYPES: dict[ComponentType, np.dtype] = {
     ComponentType.MARKERS_3D_RESIDUALS: np.dtype([("position", *_XYZ), ("residual", "<f4")]),
     ComponentType.MARKERS_3D_NO_LABELS: np.dtype([("position", *_XYZ), ("id", "<i4")]),
     ComponentType.MARKERS_3D_NO_LABELS_RESIDUALS: np.dtype(
-        [("position", *_XYZ), ("id", "<i4"), ("residual", "<f4")]),
+        [("position", *_XYZ), ("id", "<i4"), ("residual", "<f4")]
+    ),
 }
 BODY_DTYPES: dict[ComponentType, np.dtype] = {
     ComponentType.BODIES_6D: np.dtype([("position", *_XYZ), ("rotation", "<f4", (9,))]),
     ComponentType.BODIES_6D_RESIDUALS: np.dtype(
-        [("position", *_XYZ), ("rotation", "<f4", (9,)), ("residual", "<f4")]),
+        [("position", *_XYZ), ("rotation", "<f4", (9,)), ("residual", "<f4")]
+    ),
 }
 SEGMENT_DTYPE = np.dtype([("id", "<i4"), ("position", *_XYZ), ("rotation", "<f4", (4,))])
 
@@ -195,21 +198,21 @@ class PacketReader:
         out = []
         while len(self._buffer) >= HEADER.size:
             try:
-                payload_size, packet_type = parse_header(bytes(self._buffer[:HEADER.size]), self.max_size)
+                payload_size, packet_type = parse_header(bytes(self._buffer[: HEADER.size]), self.max_size)
             except QtmProtocolError as exc:
                 self._buffer = bytearray()
                 return out, exc
             end = HEADER.size + payload_size
             if len(self._buffer) < end:
                 break
-            out.append((packet_type, bytes(self._buffer[HEADER.size:end])))
+            out.append((packet_type, bytes(self._buffer[HEADER.size : end])))
             del self._buffer[:end]
         return out, None
 
 
 # the component types and events a client may meet (anything else is a broken peer)
 KNOWN_COMPONENT_TYPES = frozenset(int(c) for c in ComponentType)
-KNOWN_EVENTS = frozenset(range(1, 18))   # 1..16 plus "none" (17), as QTM's documentation lists
+KNOWN_EVENTS = frozenset(range(1, 18))  # 1..16 plus "none" (17), as QTM's documentation lists
 
 
 def check_packet(packet_type: int, payload: bytes | memoryview) -> None:
@@ -224,8 +227,10 @@ def check_packet(packet_type: int, payload: bytes | memoryview) -> None:
             raise QtmProtocolError(f"data packet with unknown component type {unknown[0]}")
     elif packet_type == PacketType.EVENT:
         if len(payload) != 1 or payload[0] not in KNOWN_EVENTS:
-            raise QtmProtocolError(f"event packet of {len(payload)} bytes"
-                                   f"{' with unknown event ' + str(payload[0]) if len(payload) else ''}")
+            raise QtmProtocolError(
+                f"event packet of {len(payload)} bytes"
+                f"{' with unknown event ' + str(payload[0]) if len(payload) else ''}"
+            )
     elif packet_type not in (PacketType.ERROR, PacketType.COMMAND, PacketType.XML, PacketType.NO_MORE_DATA):
         raise QtmProtocolError(f"packet type {packet_type} is not sent to a real-time client")
 
@@ -235,7 +240,7 @@ def check_packet(packet_type: int, payload: bytes | memoryview) -> None:
 class DataPacket:
     """A parsed data packet: components map to their bytes (after the component header)."""
 
-    timestamp: int       # microseconds since the measurement started
+    timestamp: int  # microseconds since the measurement started
     frame_number: int
     components: dict[int, memoryview]
 
@@ -254,7 +259,7 @@ def decode_frame(payload: bytes | memoryview) -> DataPacket:
         size, component_type = COMPONENT_HEADER.unpack_from(view, position)
         if size < COMPONENT_HEADER.size or position + size > len(view):
             raise QtmProtocolError(f"component of type {component_type} has size {size} beyond the packet")
-        components[component_type] = view[position + COMPONENT_HEADER.size:position + size]
+        components[component_type] = view[position + COMPONENT_HEADER.size : position + size]
         position += size
     return DataPacket(timestamp, frame_number, components)
 
@@ -274,7 +279,9 @@ def _records(dtype: np.dtype, data: memoryview, offset: int, count: int, what: s
         raise QtmProtocolError(f"{what}: negative count {count}")
     end = offset + count * dtype.itemsize
     if end > len(data):
-        raise QtmProtocolError(f"{what}: {count} records of {dtype.itemsize} bytes do not fit in {len(data) - offset}")
+        raise QtmProtocolError(
+            f"{what}: {count} records of {dtype.itemsize} bytes do not fit in {len(data) - offset}"
+        )
     return np.frombuffer(data, dtype=dtype, count=count, offset=offset)
 
 
@@ -289,8 +296,14 @@ def _mark_missing(records: np.ndarray, rows: np.ndarray, fields: Sequence[str]) 
 
 
 # ---------------------------------------------------------------------- 3D markers
-def pack_markers(component_type: ComponentType, positions_mm: np.ndarray, residuals_mm: np.ndarray | None = None,
-                 ids: np.ndarray | None = None, drop_rate: int = 0, out_of_sync_rate: int = 0) -> bytes:
+def pack_markers(
+    component_type: ComponentType,
+    positions_mm: np.ndarray,
+    residuals_mm: np.ndarray | None = None,
+    ids: np.ndarray | None = None,
+    drop_rate: int = 0,
+    out_of_sync_rate: int = 0,
+) -> bytes:
     """A 3D component. Rows with a non-finite position are sent as missing."""
     dtype = MARKER_DTYPES[component_type]
     positions_mm = np.asarray(positions_mm, dtype=np.float32).reshape(-1, 3)
@@ -303,7 +316,9 @@ def pack_markers(component_type: ComponentType, positions_mm: np.ndarray, residu
         records["id"] = np.arange(1, n + 1) if ids is None else np.asarray(ids, dtype=np.int32)
     missing = ~np.isfinite(positions_mm).all(axis=1)
     _mark_missing(records, missing, [f for f in ("position", "residual") if f in dtype.names])
-    return pack_component(component_type, COUNT_AND_RATES.pack(n, drop_rate, out_of_sync_rate) + records.tobytes())
+    return pack_component(
+        component_type, COUNT_AND_RATES.pack(n, drop_rate, out_of_sync_rate) + records.tobytes()
+    )
 
 
 def unpack_markers(component_type: int, data: memoryview) -> np.ndarray:
@@ -328,8 +343,14 @@ def qtm_to_matrices(flat: np.ndarray) -> np.ndarray:
     return np.asarray(flat).reshape(-1, 3, 3).transpose(0, 2, 1)
 
 
-def pack_bodies(component_type: ComponentType, positions_mm: np.ndarray, rotations: np.ndarray,
-                residuals_mm: np.ndarray | None = None, drop_rate: int = 0, out_of_sync_rate: int = 0) -> bytes:
+def pack_bodies(
+    component_type: ComponentType,
+    positions_mm: np.ndarray,
+    rotations: np.ndarray,
+    residuals_mm: np.ndarray | None = None,
+    drop_rate: int = 0,
+    out_of_sync_rate: int = 0,
+) -> bytes:
     """A 6D component; ``rotations`` are (n, 9) column-major. Non-finite rows are sent
     as untracked (every float missing)."""
     dtype = BODY_DTYPES[component_type]
@@ -344,7 +365,9 @@ def pack_bodies(component_type: ComponentType, positions_mm: np.ndarray, rotatio
         fields.append("residual")
     missing = ~(np.isfinite(records["position"]).all(axis=1) & np.isfinite(records["rotation"]).all(axis=1))
     _mark_missing(records, missing, fields)
-    return pack_component(component_type, COUNT_AND_RATES.pack(n, drop_rate, out_of_sync_rate) + records.tobytes())
+    return pack_component(
+        component_type, COUNT_AND_RATES.pack(n, drop_rate, out_of_sync_rate) + records.tobytes()
+    )
 
 
 def unpack_bodies(component_type: int, data: memoryview) -> np.ndarray:

@@ -13,26 +13,36 @@ qtm-rt delivers the packets (framing, commands, events); the components are deco
 with numpy straight from the packet bytes (:mod:`.protocol`, :mod:`.convert`), which costs a few
 microseconds per component where building qtm-rt's per-marker tuples costs far more.
 """
+
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from mocap4r2_control.adapter import AdapterError, MocapAdapter
-from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
 from . import protocol as qp
-from .convert import FrameConverter
 from .client import DISCONNECTED, STREAMABLE, QtmClient, QtmConnectionError, QtmParameters, TimestampMapper
+from .convert import FrameConverter
 
 LOG = logging.getLogger("mocap4r2.qualisys")
 
 DEFAULT_COMPONENTS = ["6dres", "3dres", "3dnolabelsres", "skeleton:global"]
-_FAMILIES = {"6d": "6d", "6dres": "6d", "3d": "3d", "3dres": "3d", "3dnolabels": "3dnolabels",
-             "3dnolabelsres": "3dnolabels", "skeleton:global": "skeleton"}
+_FAMILIES = {
+    "6d": "6d",
+    "6dres": "6d",
+    "3d": "3d",
+    "3dres": "3d",
+    "3dnolabels": "3dnolabels",
+    "3dnolabelsres": "3dnolabels",
+    "skeleton:global": "skeleton",
+}
+
 
 def _check_components(values: list) -> str | None:
     unknown = [v for v in values if v not in STREAMABLE]
@@ -59,32 +69,74 @@ class QualisysAdapter(MocapAdapter):
     system_type = "qualisys"
     parameters = (
         ParameterSpec("host", "127.0.0.1", "Address of the computer running QTM."),
-        ParameterSpec("port", 22222, "QTM's base port (QTM: Project options > Real-Time output); the driver "
-                      "talks to the little-endian port, base + 1 (22223 by default).", min_value=1,
-                      max_value=65534),
-        ParameterSpec("protocol_version", "1.25", "QTM RT protocol version to ask QTM for.", check=_check_version),
-        ParameterSpec("components", list(DEFAULT_COMPONENTS),
-                      "Data components to stream: one of 6d/6dres (bodies), 3d/3dres (labeled markers), "
-                      "3dnolabels/3dnolabelsres (unlabeled markers), skeleton:global.", check=_check_components),
-        ParameterSpec("take_control", False, "Take control of QTM (TakeControl) while connected; needed only "
-                      "if other clients must not change QTM's settings during a session."),
+        ParameterSpec(
+            "port",
+            22222,
+            "QTM's base port (QTM: Project options > Real-Time output); the driver "
+            "talks to the little-endian port, base + 1 (22223 by default).",
+            min_value=1,
+            max_value=65534,
+        ),
+        ParameterSpec(
+            "protocol_version", "1.25", "QTM RT protocol version to ask QTM for.", check=_check_version
+        ),
+        ParameterSpec(
+            "components",
+            list(DEFAULT_COMPONENTS),
+            "Data components to stream: one of 6d/6dres (bodies), 3d/3dres (labeled markers), "
+            "3dnolabels/3dnolabelsres (unlabeled markers), skeleton:global.",
+            check=_check_components,
+        ),
+        ParameterSpec(
+            "take_control",
+            False,
+            "Take control of QTM (TakeControl) while connected; needed only "
+            "if other clients must not change QTM's settings during a session.",
+        ),
         ParameterSpec("password", "", "Password for TakeControl, when QTM asks for one."),
-        ParameterSpec("record_on_start", False,
-                      "On a capture session's START, start a capture in QTM (taking control with "
-                      "password if needed); on STOP, stop it and save it as <session_id>.qtm."),
-        ParameterSpec("connect_timeout", 5.0, "Seconds to wait for QTM's answers.", min_value=0.1, max_value=60.0),
-        ParameterSpec("reconnect_period", 1.0, "Seconds between reconnection attempts when QTM goes away; "
-                      "0: do not reconnect (reading then fails).", min_value=0.0, max_value=60.0),
-        ParameterSpec("reconnect_after", 2.0, "Seconds without any data from a streaming QTM after which the "
-                      "driver drops the connection and reconnects (a QTM that keeps the socket open but "
-                      "sends nothing); 0: never.", min_value=0.0, max_value=60.0),
+        ParameterSpec(
+            "record_on_start",
+            False,
+            "On a capture session's START, start a capture in QTM (taking control with "
+            "password if needed); on STOP, stop it and save it as <session_id>.qtm.",
+        ),
+        ParameterSpec(
+            "connect_timeout", 5.0, "Seconds to wait for QTM's answers.", min_value=0.1, max_value=60.0
+        ),
+        ParameterSpec(
+            "reconnect_period",
+            1.0,
+            "Seconds between reconnection attempts when QTM goes away; "
+            "0: do not reconnect (reading then fails).",
+            min_value=0.0,
+            max_value=60.0,
+        ),
+        ParameterSpec(
+            "reconnect_after",
+            2.0,
+            "Seconds without any data from a streaming QTM after which the "
+            "driver drops the connection and reconnects (a QTM that keeps the socket open but "
+            "sends nothing); 0: never.",
+            min_value=0.0,
+            max_value=60.0,
+        ),
     )
 
-    def __init__(self, host: str, port: int, version: str, components: list[str], take_control: bool = False,
-                 password: str = "", timeout: float = 5.0, reconnect_period: float = 1.0,
-                 record_on_start: bool = False, reconnect_after: float = 2.0):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        version: str,
+        components: list[str],
+        take_control: bool = False,
+        password: str = "",
+        timeout: float = 5.0,
+        reconnect_period: float = 1.0,
+        record_on_start: bool = False,
+        reconnect_after: float = 2.0,
+    ):
         self.record_on_start = record_on_start
-        self.capture_session = ""   # the session QTM is capturing for, if any
+        self.capture_session = ""  # the session QTM is capturing for, if any
         self.host = host
         self.port = port
         self.version = version
@@ -102,15 +154,23 @@ class QualisysAdapter(MocapAdapter):
         self._lost_reported = False
 
     @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> "QualisysAdapter":
+    def from_parameters(cls, values: Mapping[str, Any]) -> QualisysAdapter:
         for check, key in ((_check_components, "components"), (_check_version, "protocol_version")):
             problem = check(values[key])
             if problem:
                 raise AdapterError(problem)
-        return cls(values["host"], int(values["port"]), values["protocol_version"], list(values["components"]),
-                   bool(values["take_control"]), values["password"], float(values["connect_timeout"]),
-                   float(values["reconnect_period"]), bool(values["record_on_start"]),
-                   float(values.get("reconnect_after", 2.0)))
+        return cls(
+            values["host"],
+            int(values["port"]),
+            values["protocol_version"],
+            list(values["components"]),
+            bool(values["take_control"]),
+            values["password"],
+            float(values["connect_timeout"]),
+            float(values["reconnect_period"]),
+            bool(values["record_on_start"]),
+            float(values.get("reconnect_after", 2.0)),
+        )
 
     def session_started(self, session_id: str) -> str:
         if not self.record_on_start:
@@ -146,10 +206,17 @@ class QualisysAdapter(MocapAdapter):
         self.decoder = FrameConverter(parameters)
 
     def connect(self) -> AssetNames:
-        self.client = QtmClient(self.host, self.port + 1, self.version, self.components,
-                                password=self.password if self.take_control else None, timeout=self.timeout,
-                                reconnect_period=self.reconnect_period, reconnect_after=self.reconnect_after,
-                                on_parameters=self._on_parameters)
+        self.client = QtmClient(
+            self.host,
+            self.port + 1,
+            self.version,
+            self.components,
+            password=self.password if self.take_control else None,
+            timeout=self.timeout,
+            reconnect_period=self.reconnect_period,
+            reconnect_after=self.reconnect_after,
+            on_parameters=self._on_parameters,
+        )
         try:
             self.client.connect()
         except QtmConnectionError as exc:
@@ -177,9 +244,13 @@ class QualisysAdapter(MocapAdapter):
         item = client.get(timeout)
         if item is DISCONNECTED:
             if self.reconnect_period <= 0:
-                raise AdapterError(f"QTM at {self.host}:{self.port + 1} went away ({client.stats.last_error})")
+                raise AdapterError(
+                    f"QTM at {self.host}:{self.port + 1} went away ({client.stats.last_error})"
+                )
             if not self._lost_reported:
-                LOG.warning("QTM at %s went away; reconnecting every %.1f s", self.host, self.reconnect_period)
+                LOG.warning(
+                    "QTM at %s went away; reconnecting every %.1f s", self.host, self.reconnect_period
+                )
                 self._lost_reported = True
             return None
         if item is None:
@@ -212,10 +283,14 @@ class QualisysAdapter(MocapAdapter):
             s = client.stats
             # frames our decoder dropped, plus packets dropped before qtm-rt saw them
             out["decode_errors"] = str(self.decode_errors + s.decode_errors)
-            out.update(qtm_version=client.qtm_version, connected=str(client.connected),
-                       packets=str(s.frames), packets_dropped_slow_reader=str(s.dropped),
-                       reconnects=str(max(s.connects - 1, 0)),
-                       watchdog_reconnects=str(client.watchdog_reconnects))
+            out.update(
+                qtm_version=client.qtm_version,
+                connected=str(client.connected),
+                packets=str(s.frames),
+                packets_dropped_slow_reader=str(s.dropped),
+                reconnects=str(max(s.connects - 1, 0)),
+                watchdog_reconnects=str(client.watchdog_reconnects),
+            )
             for kind, count in sorted(s.rejected.items()):
                 out[f"rejected_{kind}"] = str(count)
             if s.last_error:

@@ -13,6 +13,7 @@ are never sent (their numbers are skipped). Like QTM, the server keeps real time
 client that does not read fast enough loses frames (its socket buffer is bounded), and
 if the server itself falls behind it skips ahead rather than sending a growing backlog.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,24 @@ from .protocol import ComponentType, Event, PacketType
 
 WELCOME = "QTM RT Interface connected"
 QTM_VERSION = "QTM Version is 2.26 (build 1; mocap4r2 qtm_simulator)"
-SUPPORTED_MINOR = range(1, 27)        # protocol versions 1.1 .. 1.26
-DEFAULT_VERSION = "1.1"               # what QTM assumes until a client sends Version
-MAX_SEND_BUFFER = 4 * 1024 * 1024     # a slower client loses frames beyond this backlog
-MAX_LATENESS = 0.25                   # s behind real time before the server skips ahead
-UNSUPPORTED_COMPONENTS = {"2d", "2dlin", "analog", "analogsingle", "force", "forcesingle", "6deuler",
-                          "6deulerres", "image", "gazevector", "eyetracker", "timecode"}
+SUPPORTED_MINOR = range(1, 27)  # protocol versions 1.1 .. 1.26
+DEFAULT_VERSION = "1.1"  # what QTM assumes until a client sends Version
+MAX_SEND_BUFFER = 4 * 1024 * 1024  # a slower client loses frames beyond this backlog
+MAX_LATENESS = 0.25  # s behind real time before the server skips ahead
+UNSUPPORTED_COMPONENTS = {
+    "2d",
+    "2dlin",
+    "analog",
+    "analogsingle",
+    "force",
+    "forcesingle",
+    "6deuler",
+    "6deulerres",
+    "image",
+    "gazevector",
+    "eyetracker",
+    "timecode",
+}
 PARAMETER_PARTS = ("general", "3d", "6d", "skeleton")
 
 
@@ -61,8 +74,12 @@ def _general_xml(parent: ET.Element, scene: Scene) -> None:
     rate = scene.rate
     ET.SubElement(general, "Frequency").text = str(int(rate)) if float(rate).is_integer() else repr(rate)
     ET.SubElement(general, "Capture_Time").text = "0.000000"
-    for key in ("Start_On_External_Trigger", "Start_On_Trigger_NO", "Start_On_Trigger_NC",
-                "Start_On_Trigger_Software"):
+    for key in (
+        "Start_On_External_Trigger",
+        "Start_On_Trigger_NO",
+        "Start_On_Trigger_NC",
+        "Start_On_Trigger_Software",
+    ):
         ET.SubElement(general, key).text = "False"
 
 
@@ -105,13 +122,33 @@ def _sixd_xml(parent: ET.Element, scene: Scene, version: tuple[int, int]) -> Non
         ET.SubElement(element, "Filter", Preset="No filter")
         points = ET.SubElement(element, "Points")
         for name, point in zip(body.marker_names, points_mm):
-            ET.SubElement(points, "Point", X=_fmt(point[0]), Y=_fmt(point[1]), Z=_fmt(point[2]),
-                          Virtual="0", PhysicalId="0", Name=name)
-        ET.SubElement(element, "Data_origin", X="0.000000", Y="0.000000", Z="0.000000",
-                      Relative_body="0").text = "0"
-        ET.SubElement(element, "Data_orientation", R11="1.000000", R12="0.000000", R13="0.000000",
-                      R21="0.000000", R22="1.000000", R23="0.000000", R31="0.000000", R32="0.000000",
-                      R33="1.000000", Relative_body="0").text = "0"
+            ET.SubElement(
+                points,
+                "Point",
+                X=_fmt(point[0]),
+                Y=_fmt(point[1]),
+                Z=_fmt(point[2]),
+                Virtual="0",
+                PhysicalId="0",
+                Name=name,
+            )
+        ET.SubElement(
+            element, "Data_origin", X="0.000000", Y="0.000000", Z="0.000000", Relative_body="0"
+        ).text = "0"
+        ET.SubElement(
+            element,
+            "Data_orientation",
+            R11="1.000000",
+            R12="0.000000",
+            R13="0.000000",
+            R21="0.000000",
+            R22="1.000000",
+            R23="0.000000",
+            R31="0.000000",
+            R32="0.000000",
+            R33="1.000000",
+            Relative_body="0",
+        ).text = "0"
     if version < (1, 21):
         euler = ET.SubElement(sixd, "Euler")
         for key, value in (("First", "Roll"), ("Second", "Pitch"), ("Third", "Yaw")):
@@ -216,19 +253,25 @@ class SceneStream:
     def _encode(self, frame: MocapFrame, name: str) -> bytes:
         ctype = qp.COMPONENT_NAMES[name]
         if ctype in (ComponentType.MARKERS_3D, ComponentType.MARKERS_3D_RESIDUALS):
-            labeled = frame.bodies.markers     # in the order of the 3D labels
+            labeled = frame.bodies.markers  # in the order of the 3D labels
             return qp.pack_markers(ctype, labeled.positions * 1000.0, _residuals_mm(labeled.residuals))
         if ctype in qp.MARKER_DTYPES:
             rows = frame.markers.ids == UNKNOWN_ID
             positions = frame.markers.positions[rows]
-            return qp.pack_markers(ctype, positions * 1000.0, _residuals_mm(frame.markers.residuals[rows]),
-                                   np.arange(1, positions.shape[0] + 1, dtype=np.int32))
+            return qp.pack_markers(
+                ctype,
+                positions * 1000.0,
+                _residuals_mm(frame.markers.residuals[rows]),
+                np.arange(1, positions.shape[0] + 1, dtype=np.int32),
+            )
         if ctype in qp.BODY_DTYPES:
             bodies = frame.bodies
             rotations = np.full((len(bodies), 9), np.nan)
             good = bodies.valid & np.isfinite(bodies.orientations).all(axis=1)
             if good.any():
-                rotations[good] = qp.matrices_to_qtm(Rotation.from_quat(bodies.orientations[good]).as_matrix())
+                rotations[good] = qp.matrices_to_qtm(
+                    Rotation.from_quat(bodies.orientations[good]).as_matrix()
+                )
             positions = np.where(good[:, None], bodies.positions * 1000.0, np.nan)
             return qp.pack_bodies(ctype, positions, rotations, _residuals_mm(bodies.mean_errors))
         if ctype == ComponentType.SKELETON:
@@ -273,8 +316,8 @@ def _residuals_mm(residuals_m: np.ndarray) -> np.ndarray:
 @dataclass
 class StreamRequest:
     components: list[str]
-    divisor: int = 1            # send frames whose number is a multiple of this
-    frequency: float = 0.0      # or about this many frames per second (0: every frame)
+    divisor: int = 1  # send frames whose number is a multiple of this
+    frequency: float = 0.0  # or about this many frames per second (0: every frame)
 
 
 @dataclass
@@ -313,8 +356,9 @@ class Session:
 class QtmSimulator:
     """The RT server: sessions, commands and the real-time frame clock."""
 
-    def __init__(self, scene: Scene, password: str | None = None, max_clients: int = 10,
-                 verbose: bool = False):
+    def __init__(
+        self, scene: Scene, password: str | None = None, max_clients: int = 10, verbose: bool = False
+    ):
         self.scene = scene
         self.password = password
         self.max_clients = max_clients
@@ -322,15 +366,15 @@ class QtmSimulator:
         self.encoder = SceneStream(scene)
         self.sessions: list[Session] = []
         self.master: Session | None = None
-        self.start_time = time.monotonic()   # the measurement started with the server
+        self.start_time = time.monotonic()  # the measurement started with the server
         self._streaming = asyncio.Event()
         self._server: asyncio.base_events.Server | None = None
         self._clock_task: asyncio.Task | None = None
         self.frames_late_skipped = 0
         self.port = 0
-        self.capturing = False                 # Start .. Stop
-        self.unsaved_capture = False           # stopped, not saved yet
-        self.saved: list[str] = []             # file names of saved captures (bounded below)
+        self.capturing = False  # Start .. Stop
+        self.unsaved_capture = False  # stopped, not saved yet
+        self.saved: list[str] = []  # file names of saved captures (bounded below)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, host: str, port: int) -> int:
@@ -389,8 +433,10 @@ class QtmSimulator:
         session.closed = True
         if session in self.sessions:
             self.sessions.remove(session)
-            self.log(f"client {session.peer} disconnected after {session.frames_sent} frames "
-                     f"({session.frames_skipped} skipped for a full send buffer)")
+            self.log(
+                f"client {session.peer} disconnected after {session.frames_sent} frames "
+                f"({session.frames_skipped} skipped for a full send buffer)"
+            )
         if self.master is session:
             self.master = None
         self._update_streaming()
@@ -413,9 +459,20 @@ class QtmSimulator:
         name, args = qp.parse_command(text)
         handler = getattr(self, f"_cmd_{name}", None) if name.isalpha() else None
         if handler is None:
-            if name in ("new", "close", "load", "loadproject", "trig",
-                        "setqtmevent", "event", "reprocess", "led", "calibrate", "getcapturec3d",
-                        "getcaptureqtm"):
+            if name in (
+                "new",
+                "close",
+                "load",
+                "loadproject",
+                "trig",
+                "setqtmevent",
+                "event",
+                "reprocess",
+                "led",
+                "calibrate",
+                "getcapturec3d",
+                "getcaptureqtm",
+            ):
                 session.send_text(PacketType.ERROR, "Command not supported.")
             else:
                 session.send_text(PacketType.ERROR, "Parse Error")
@@ -515,7 +572,7 @@ class QtmSimulator:
                     raise ValueError
             elif mode.startswith("frequency:"):
                 request.frequency = float(mode.split(":", 1)[1])
-                if not 0 < request.frequency:
+                if not request.frequency > 0:
                     raise ValueError
             else:
                 raise ValueError
@@ -653,17 +710,25 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qtm_simulator",
         description="A QTM real-time server stand-in serving a simulated mocap scene "
-                    "(QTM RT protocol 1.2x, little-endian TCP on base port + 1).")
+        "(QTM RT protocol 1.2x, little-endian TCP on base port + 1).",
+    )
     parser.add_argument("--scene", default="", help="scene YAML file (default: the demo scene)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=22222,
-                        help="QTM base port; the little-endian RT port is this + 1 (default 22222); "
-                             "0 picks a free RT port and prints it")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=22222,
+        help="QTM base port; the little-endian RT port is this + 1 (default 22222); "
+        "0 picks a free RT port and prints it",
+    )
     parser.add_argument("--rate", type=float, default=0.0, help="frame rate in Hz (default: the scene's)")
     parser.add_argument("--seed", type=int, default=-1, help="random seed (default: the scene's)")
-    parser.add_argument("--password", default=None,
-                        help="password TakeControl needs (default: any client may take control)")
-    parser.add_argument("--max-clients", type=int, default=10, help="simultaneous clients (default 10, as QTM)")
+    parser.add_argument(
+        "--password", default=None, help="password TakeControl needs (default: any client may take control)"
+    )
+    parser.add_argument(
+        "--max-clients", type=int, default=10, help="simultaneous clients (default 10, as QTM)"
+    )
     parser.add_argument("--verbose", action="store_true", help="print every command received")
     return parser
 
@@ -677,7 +742,9 @@ def load_scene(path: str, seed: int, rate: float) -> Scene:
 
 
 async def _run(args: argparse.Namespace, scene: Scene) -> int:
-    simulator = QtmSimulator(scene, password=args.password, max_clients=args.max_clients, verbose=args.verbose)
+    simulator = QtmSimulator(
+        scene, password=args.password, max_clients=args.max_clients, verbose=args.verbose
+    )
     rt_port = 0 if args.port == 0 else args.port + 1
     try:
         rt_port = await simulator.start(args.host, rt_port)
@@ -691,9 +758,12 @@ async def _run(args: argparse.Namespace, scene: Scene) -> int:
     if stop_noted():  # a signal while the scene loaded and the server started
         stop.set()
     d = scene.description
-    print(f"qtm_simulator ready: RT port {args.host}:{rt_port} (little-endian, base port {rt_port - 1}), "
-          f"{len(d.bodies)} bodies, {sum(len(b.marker_names) for b in d.bodies)} labeled markers, "
-          f"{len(d.skeletons)} skeletons at {scene.rate:g} Hz", flush=True)
+    print(
+        f"qtm_simulator ready: RT port {args.host}:{rt_port} (little-endian, base port {rt_port - 1}), "
+        f"{len(d.bodies)} bodies, {sum(len(b.marker_names) for b in d.bodies)} labeled markers, "
+        f"{len(d.skeletons)} skeletons at {scene.rate:g} Hz",
+        flush=True,
+    )
     await stop.wait()
     await simulator.stop()
     simulator.log(f"stopped ({simulator.frames_late_skipped} frames skipped to keep real time)")

@@ -22,6 +22,7 @@ with another number of poses is refused (counted, and the arm goes stale), so se
 names and ids never change while a scene runs; before the first message the skeleton
 has no segments.
 """
+
 from __future__ import annotations
 
 import threading
@@ -29,7 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mocap4r2_control.frame import NO_PARENT, BodyArrays, MarkerArrays, MocapFrame, SegmentArrays, SkeletonArrays
+from mocap4r2_control.frame import (
+    NO_PARENT,
+    BodyArrays,
+    MarkerArrays,
+    MocapFrame,
+    SegmentArrays,
+    SkeletonArrays,
+)
 from mocap4r2_control.geometry import pose_is_usable
 
 from ..common import stable_id
@@ -47,10 +55,10 @@ class LinkPosesRefused(ValueError):
 @dataclass
 class _ArmState:
     spec: ArmSpec
-    positions: np.ndarray | None = None      # (N, 3) newest link tips
-    orientations: np.ndarray | None = None   # (N, 4)
-    received: float | None = None            # monotonic time of the newest
-    links: int = 0                           # N, 0 until the first message
+    positions: np.ndarray | None = None  # (N, 3) newest link tips
+    orientations: np.ndarray | None = None  # (N, 4)
+    received: float | None = None  # monotonic time of the newest
+    links: int = 0  # N, 0 until the first message
     messages: int = 0
     refused: int = 0
 
@@ -75,7 +83,7 @@ class SceneArms:
         self._skel_ids = np.asarray([s.skeleton_id for s in specs], dtype=np.int32)
         self._skel_names = tuple(s.name for s in specs)
         self._occlusion = scene.occlusion
-        self._names_cache: dict = {}   # merged name tuples, kept identical frame to frame
+        self._names_cache: dict = {}  # merged name tuples, kept identical frame to frame
 
     def __len__(self) -> int:
         return len(self.arms)
@@ -112,8 +120,10 @@ class SceneArms:
 
     def counters(self) -> dict[str, str]:
         with self._lock:
-            return {f"arm {a.spec.name}": f"{a.messages} link pose messages, {a.refused} refused, {a.links} links"
-                    for a in self.arms}
+            return {
+                f"arm {a.spec.name}": f"{a.messages} link pose messages, {a.refused} refused, {a.links} links"
+                for a in self.arms
+            }
 
     def compose(self, frame: MocapFrame, now: float) -> MocapFrame:
         """``frame`` (the scene's own bodies and skeletons) with the arms added, as seen at
@@ -121,8 +131,15 @@ class SceneArms:
         if not self.arms:
             return frame
         with self._lock:
-            states = [(a.positions, a.orientations, a.links,
-                       a.received is not None and now - a.received <= a.spec.timeout) for a in self.arms]
+            states = [
+                (
+                    a.positions,
+                    a.orientations,
+                    a.links,
+                    a.received is not None and now - a.received <= a.spec.timeout,
+                )
+                for a in self.arms
+            ]
         na = len(states)
         fresh = np.asarray([s[3] for s in states], dtype=bool)
         tip_pos = np.zeros((na, 3))
@@ -133,8 +150,9 @@ class SceneArms:
         # the arms' draws come from a generator of their own, so the scene's bodies stay
         # the same frames with or without arms
         rng = np.random.default_rng([self.scene.seed, 0xA12, frame.frame_number])
-        seen = observe_markers(rng, self._layout, self._marker_arm, tip_pos, tip_quat, self.scene.noise,
-                               self._occlusion, ~fresh)
+        seen = observe_markers(
+            rng, self._layout, self._marker_arm, tip_pos, tip_quat, self.scene.noise, self._occlusion, ~fresh
+        )
         body_pos = np.full((na, 3), np.nan)
         body_quat = np.full((na, 4), np.nan)
         valid = seen.valid.copy()
@@ -150,17 +168,26 @@ class SceneArms:
         names = self._names(frame, links)
         bodies = frame.bodies
         n_native = len(bodies.markers)
-        arm_markers = MarkerArrays(ids=self._marker_ids, names=self._marker_names, positions=seen.positions,
-                                   occluded=seen.occluded, residuals=seen.residuals)
+        arm_markers = MarkerArrays(
+            ids=self._marker_ids,
+            names=self._marker_names,
+            positions=seen.positions,
+            occluded=seen.occluded,
+            residuals=seen.residuals,
+        )
         body_markers = _concat_markers(bodies.markers, arm_markers, names["body_markers"])
         new_bodies = BodyArrays(
-            ids=np.concatenate([bodies.ids, self._body_ids]), names=names["bodies"],
+            ids=np.concatenate([bodies.ids, self._body_ids]),
+            names=names["bodies"],
             positions=np.concatenate([bodies.positions, body_pos]),
             orientations=np.concatenate([bodies.orientations, body_quat]),
             valid=np.concatenate([bodies.valid, valid]),
             mean_errors=np.concatenate([bodies.mean_errors, seen.mean_errors]),
-            marker_offsets=np.concatenate([bodies.marker_offsets, bodies.marker_offsets[-1] + self._marker_offsets[1:]]),
-            markers=body_markers)
+            marker_offsets=np.concatenate(
+                [bodies.marker_offsets, bodies.marker_offsets[-1] + self._marker_offsets[1:]]
+            ),
+            markers=body_markers,
+        )
         # every marker of the frame: the scene's labeled ones, the arms', then the strays
         all_markers = frame.markers
         head = _slice_markers(all_markers, 0, n_native)
@@ -168,7 +195,7 @@ class SceneArms:
         markers = _concat_markers(_concat_markers(head, arm_markers, None), tail, names["markers"])
 
         seg_pos, seg_quat, seg_valid = [], [], []
-        for (p, q, n, ok) in states:
+        for p, q, n, ok in states:
             if n:
                 seg_pos.append(p if ok else np.full((n, 3), np.nan))
                 seg_quat.append(q if ok else np.full((n, 4), np.nan))
@@ -177,23 +204,38 @@ class SceneArms:
         seg = sk.segments
         counts = np.asarray(links, dtype=np.int64)
         skeletons = SkeletonArrays(
-            ids=np.concatenate([sk.ids, self._skel_ids]), names=names["skeletons"],
+            ids=np.concatenate([sk.ids, self._skel_ids]),
+            names=names["skeletons"],
             valid=np.concatenate([sk.valid, fresh & (counts > 0)]),
             segment_offsets=np.concatenate([sk.segment_offsets, sk.segment_offsets[-1] + np.cumsum(counts)]),
             segments=SegmentArrays(
-                ids=np.concatenate([seg.ids, names["segment_ids"]]), names=names["segments"],
+                ids=np.concatenate([seg.ids, names["segment_ids"]]),
+                names=names["segments"],
                 parent_ids=np.concatenate([seg.parent_ids, names["segment_parents"]]),
                 positions=np.concatenate([seg.positions] + seg_pos),
                 orientations=np.concatenate([seg.orientations] + seg_quat),
-                valid=np.concatenate([seg.valid] + seg_valid)))
-        return MocapFrame(frame_number=frame.frame_number, markers=markers, bodies=new_bodies, skeletons=skeletons,
-                          capture_time=frame.capture_time, latency=frame.latency)
+                valid=np.concatenate([seg.valid] + seg_valid),
+            ),
+        )
+        return MocapFrame(
+            frame_number=frame.frame_number,
+            markers=markers,
+            bodies=new_bodies,
+            skeletons=skeletons,
+            capture_time=frame.capture_time,
+            latency=frame.latency,
+        )
 
     def _names(self, frame: MocapFrame, links: tuple[int, ...]) -> dict:
         """Merged names and segment ids, the same objects for as long as the scene's
         names and the arms' link counts stay (the publisher then skips refreshing them)."""
-        key = (id(frame.bodies.names), id(frame.markers.names), id(frame.skeletons.names),
-               id(frame.skeletons.segments.names), links)
+        key = (
+            id(frame.bodies.names),
+            id(frame.markers.names),
+            id(frame.skeletons.names),
+            id(frame.skeletons.segments.names),
+            links,
+        )
         cached = self._names_cache.get(key)
         if cached is not None:
             return cached
@@ -213,19 +255,27 @@ class SceneArms:
             "segment_ids": np.asarray(seg_ids, dtype=np.int32),
             "segment_parents": np.asarray(seg_parents, dtype=np.int32),
         }
-        if len(self._names_cache) > 16:   # link counts are learned once: a few keys at most
+        if len(self._names_cache) > 16:  # link counts are learned once: a few keys at most
             self._names_cache.clear()
         self._names_cache[key] = cached
         return cached
 
 
 def _slice_markers(m: MarkerArrays, a: int, b: int) -> MarkerArrays:
-    return MarkerArrays(ids=m.ids[a:b], names=m.names[a:b], positions=m.positions[a:b],
-                        occluded=m.occluded[a:b], residuals=m.residuals[a:b])
+    return MarkerArrays(
+        ids=m.ids[a:b],
+        names=m.names[a:b],
+        positions=m.positions[a:b],
+        occluded=m.occluded[a:b],
+        residuals=m.residuals[a:b],
+    )
 
 
 def _concat_markers(a: MarkerArrays, b: MarkerArrays, names: tuple[str, ...] | None) -> MarkerArrays:
-    return MarkerArrays(ids=np.concatenate([a.ids, b.ids]), names=names if names is not None else a.names + b.names,
-                        positions=np.concatenate([a.positions, b.positions]),
-                        occluded=np.concatenate([a.occluded, b.occluded]),
-                        residuals=np.concatenate([a.residuals, b.residuals]))
+    return MarkerArrays(
+        ids=np.concatenate([a.ids, b.ids]),
+        names=names if names is not None else a.names + b.names,
+        positions=np.concatenate([a.positions, b.positions]),
+        occluded=np.concatenate([a.occluded, b.occluded]),
+        residuals=np.concatenate([a.residuals, b.residuals]),
+    )

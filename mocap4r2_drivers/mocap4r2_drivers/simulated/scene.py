@@ -11,6 +11,7 @@ Trajectories are sums of sinusoids per axis, ``c + sum_j a_j sin(w_j t + phi_j)`
 which covers circle, figure-eight, static and a smooth bounded random walk, and lets
 one vectorised evaluation serve every body of the scene.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,9 +62,9 @@ class SceneError(ValueError):
 class BodySpec:
     id: int
     name: str
-    marker_ids: np.ndarray          # (m,) stable marker ids
-    marker_names: tuple[str, ...]   # "body:marker_i"
-    marker_layout: np.ndarray       # (m, 3) marker positions in the body frame, metres
+    marker_ids: np.ndarray  # (m,) stable marker ids
+    marker_names: tuple[str, ...]  # "body:marker_i"
+    marker_layout: np.ndarray  # (m, 3) marker positions in the body frame, metres
 
 
 @dataclass(frozen=True)
@@ -72,20 +73,23 @@ class ArmSpec:
     (geometry_msgs/PoseArray, the tip of every link, the end effector last); the scene
     reports a rigid body ``<name>_ee`` with markers on the end effector and a skeleton
     ``<name>`` with a segment ``<name>_link<i>`` per link."""
+
     name: str
     link_poses_topic: str
-    timeout: float                  # s: older link poses make the arm untracked
+    timeout: float  # s: older link poses make the arm untracked
     body_id: int
     body_name: str
     skeleton_id: int
-    marker_ids: np.ndarray          # (4,)
+    marker_ids: np.ndarray  # (4,)
     marker_names: tuple[str, ...]
-    marker_layout: np.ndarray       # (4, 3) in the end effector's frame, metres
+    marker_layout: np.ndarray  # (4, 3) in the end effector's frame, metres
 
 
 # Markers on an arm's end effector, in its frame: a few cm from the tip and not
 # symmetric, so a fit of the seen markers has one answer (as a real marker plate needs).
-ARM_MARKER_LAYOUT = np.array([[0.04, 0.0, 0.01], [-0.03, 0.035, 0.0], [-0.02, -0.045, 0.005], [0.0, 0.01, 0.05]])
+ARM_MARKER_LAYOUT = np.array(
+    [[0.04, 0.0, 0.01], [-0.03, 0.035, 0.0], [-0.02, -0.045, 0.005], [0.0, 0.01, 0.05]]
+)
 ARM_KEYS = ("name", "link_poses_topic", "timeout")
 _TOPIC = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 
@@ -94,10 +98,10 @@ _TOPIC = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 class SkeletonSpec:
     id: int
     name: str
-    segment_ids: np.ndarray          # (s,)
+    segment_ids: np.ndarray  # (s,)
     segment_names: tuple[str, ...]
-    parent_ids: np.ndarray           # (s,) NO_PARENT for the root
-    offsets: np.ndarray              # (s, 3) segment origin in the parent's frame
+    parent_ids: np.ndarray  # (s,) NO_PARENT for the root
+    offsets: np.ndarray  # (s, 3) segment origin in the parent's frame
 
 
 # A human skeleton: (name, parent, offset from parent in metres, swing axis, swing
@@ -128,13 +132,13 @@ _HUMAN = (
 @dataclass
 class _Skeleton:
     spec: SkeletonSpec
-    trajectory: int                  # row in the trajectory tables
-    parent_rows: list[int]           # parent's row in this skeleton or -1
-    swing_axes: np.ndarray           # (s, 3)
-    swing_amp: np.ndarray            # (s,)
-    swing_phase: np.ndarray          # (s,)
-    step_rate: float                 # gait cycles per second
-    loss: tuple[float, float]        # (every, duration) seconds, (0, 0) = never lost
+    trajectory: int  # row in the trajectory tables
+    parent_rows: list[int]  # parent's row in this skeleton or -1
+    swing_axes: np.ndarray  # (s, 3)
+    swing_amp: np.ndarray  # (s,)
+    swing_phase: np.ndarray  # (s,)
+    step_rate: float  # gait cycles per second
+    loss: tuple[float, float]  # (every, duration) seconds, (0, 0) = never lost
 
 
 @dataclass
@@ -202,8 +206,8 @@ class Scene:
         self._phase = np.zeros((n_traj, _TERMS, 3))
         self._yaw0 = np.zeros(n_traj)
         self._yaw_rate = np.zeros(n_traj)
-        self._heading = np.zeros(n_traj, dtype=bool)   # yaw follows the velocity
-        self._tilt = np.zeros(n_traj)                  # roll/pitch wobble amplitude, rad
+        self._heading = np.zeros(n_traj, dtype=bool)  # yaw follows the velocity
+        self._tilt = np.zeros(n_traj)  # roll/pitch wobble amplitude, rad
 
         specs: list[BodySpec] = []
         used_ids: set[int] = set()
@@ -220,12 +224,15 @@ class Scene:
             if layout.ndim != 2 or layout.shape[1] != 3 or layout.shape[0] < 3:
                 raise SceneError(f"{where}: markers must be 3 or more [x, y, z] points")
             m = layout.shape[0]
-            specs.append(BodySpec(
-                id=body_id, name=name,
-                marker_ids=np.asarray([body_id * 1000 + i + 1 for i in range(m)], dtype=np.int32),
-                marker_names=tuple(f"{name}:marker{i + 1}" for i in range(m)),
-                marker_layout=layout,
-            ))
+            specs.append(
+                BodySpec(
+                    id=body_id,
+                    name=name,
+                    marker_ids=np.asarray([body_id * 1000 + i + 1 for i in range(m)], dtype=np.int32),
+                    marker_names=tuple(f"{name}:marker{i + 1}" for i in range(m)),
+                    marker_layout=layout,
+                )
+            )
             self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, f"{where}: trajectory")
             self._body_loss[row] = _loss(cfg, where)
             self._body_occlusion[row] = _probability(cfg, "occlusion", self.occlusion)
@@ -246,31 +253,41 @@ class Scene:
             names = tuple(s[0] for s in _HUMAN)
             index = {n: j for j, n in enumerate(names)}
             seg_ids = np.arange(1, len(_HUMAN) + 1, dtype=np.int32)
-            parents = np.asarray([seg_ids[index[s[1]]] if s[1] else NO_PARENT for s in _HUMAN], dtype=np.int32)
-            spec = SkeletonSpec(
-                id=skel_id, name=name, segment_ids=seg_ids, segment_names=names,
-                parent_ids=parents, offsets=np.asarray([s[2] for s in _HUMAN], dtype=float),
+            parents = np.asarray(
+                [seg_ids[index[s[1]]] if s[1] else NO_PARENT for s in _HUMAN], dtype=np.int32
             )
-            skeletons.append(_Skeleton(
-                spec=spec, trajectory=row,
-                parent_rows=[index[s[1]] if s[1] else -1 for s in _HUMAN],
-                swing_axes=np.asarray([s[3] or (1, 0, 0) for s in _HUMAN], dtype=float),
-                swing_amp=np.asarray([s[4] for s in _HUMAN]),
-                swing_phase=np.asarray([s[5] for s in _HUMAN]),
-                step_rate=_float(cfg, "step_rate", 0.9, where),
-                loss=_loss(cfg, where),
-            ))
+            spec = SkeletonSpec(
+                id=skel_id,
+                name=name,
+                segment_ids=seg_ids,
+                segment_names=names,
+                parent_ids=parents,
+                offsets=np.asarray([s[2] for s in _HUMAN], dtype=float),
+            )
+            skeletons.append(
+                _Skeleton(
+                    spec=spec,
+                    trajectory=row,
+                    parent_rows=[index[s[1]] if s[1] else -1 for s in _HUMAN],
+                    swing_axes=np.asarray([s[3] or (1, 0, 0) for s in _HUMAN], dtype=float),
+                    swing_amp=np.asarray([s[4] for s in _HUMAN]),
+                    swing_phase=np.asarray([s[5] for s in _HUMAN]),
+                    step_rate=_float(cfg, "step_rate", 0.9, where),
+                    loss=_loss(cfg, where),
+                )
+            )
         self._skeletons = skeletons
         arms = _arms(config.get("arms"), specs, [s.spec for s in skeletons])
         self.description = SceneDescription(
-            bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled, arms=arms)
+            bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled, arms=arms
+        )
         self._prepare_arrays()
         self.batch_size = batch_size_for(self.rate)
         self._cache: tuple[int, list[MocapFrame]] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_file(cls, path: str | Path, seed: int | None = None) -> "Scene":
+    def from_file(cls, path: str | Path, seed: int | None = None) -> Scene:
         try:
             text = Path(path).read_text()
         except OSError as exc:
@@ -281,9 +298,9 @@ class Scene:
             raise SceneError(f"scene {path} is not valid YAML: {exc}") from exc
         try:
             return cls(config or {}, seed=seed)
-        except SceneError as exc:   # say which file: a launch may load several
+        except SceneError as exc:  # say which file: a launch may load several
             raise SceneError(f"scene {path}: {exc}") from None
-        except (TypeError, ValueError) as exc:   # a list or number of the wrong shape or type
+        except (TypeError, ValueError) as exc:  # a list or number of the wrong shape or type
             raise SceneError(f"scene {path}: {exc}") from None
 
     def _set_trajectory(self, row: int, cfg: dict[str, Any], rng: np.random.Generator, name: str) -> None:
@@ -367,9 +384,14 @@ class Scene:
         self._seg_local = np.concatenate([s.spec.offsets for s in sks])
         self._seg_skeleton = np.repeat(np.arange(len(sks)), [len(s.parent_rows) for s in sks])
         self._skel_loss = np.asarray([s.loss for s in sks], dtype=float)
-        parent = np.concatenate([
-            np.where(np.asarray(s.parent_rows) >= 0, np.asarray(s.parent_rows) + int(self._seg_offsets[i]), -1)
-            for i, s in enumerate(sks)])
+        parent = np.concatenate(
+            [
+                np.where(
+                    np.asarray(s.parent_rows) >= 0, np.asarray(s.parent_rows) + int(self._seg_offsets[i]), -1
+                )
+                for i, s in enumerate(sks)
+            ]
+        )
         depth = np.zeros(len(parent), dtype=int)
         for row in range(len(parent)):  # parents precede children in the template
             depth[row] = 0 if parent[row] < 0 else depth[parent[row]] + 1
@@ -438,7 +460,7 @@ class Scene:
         draws = np.empty((count, m))
         strays = np.empty((count, self.unlabeled, 3))
         latency = np.full(count, self.latency)
-        for i, k in enumerate(ks.tolist()):   # the per-frame part: only the random draws
+        for i, k in enumerate(ks.tolist()):  # the per-frame part: only the random draws
             rng = np.random.default_rng([self.seed, k])
             offsets[i], draws[i] = draw_marker_randomness(rng, m, self.noise)
             if self.unlabeled:
@@ -454,15 +476,25 @@ class Scene:
         pos, quat = self.poses(t)
         body_pos, body_quat = pos[:, :nb], quat[:, :nb]
         lost = _lost(self._body_loss, t)
-        seen = observe_markers_batch(self._marker_layout, self._marker_body, body_pos, body_quat, offsets,
-                                     draws, self._body_occlusion[self._marker_body], lost)
+        seen = observe_markers_batch(
+            self._marker_layout,
+            self._marker_body,
+            body_pos,
+            body_quat,
+            offsets,
+            draws,
+            self._body_occlusion[self._marker_body],
+            lost,
+        )
         valid = seen.valid
         out_pos = np.where(valid[..., None], body_pos, np.nan)
         out_quat = np.where(valid[..., None], body_quat, np.nan)
         if self.unlabeled:
             all_pos = np.concatenate([seen.positions, strays], axis=1)
             all_occ = np.concatenate([seen.occluded, np.zeros((count, self.unlabeled), bool)], axis=1)
-            all_res = np.concatenate([seen.residuals, np.full((count, self.unlabeled), -1.0, np.float32)], axis=1)
+            all_res = np.concatenate(
+                [seen.residuals, np.full((count, self.unlabeled), -1.0, np.float32)], axis=1
+            )
         else:
             all_pos, all_occ, all_res = seen.positions, seen.occluded, seen.residuals
         skel = self._skeleton_batch(t, pos[:, nb:], quat[:, nb:])
@@ -470,24 +502,57 @@ class Scene:
         out = []
         for i, k in enumerate(ks.tolist()):
             body_markers = MarkerArrays(
-                ids=self._labeled_ids, names=self._labeled_names, positions=seen.positions[i],
-                occluded=seen.occluded[i], residuals=seen.residuals[i])
+                ids=self._labeled_ids,
+                names=self._labeled_names,
+                positions=seen.positions[i],
+                occluded=seen.occluded[i],
+                residuals=seen.residuals[i],
+            )
             bodies = BodyArrays(
-                ids=self._body_ids, names=self._body_names, positions=out_pos[i], orientations=out_quat[i],
-                valid=valid[i], mean_errors=seen.mean_errors[i], marker_offsets=self._marker_offsets,
-                markers=body_markers)
-            markers = MarkerArrays(ids=self._all_ids, names=self._all_names, positions=all_pos[i],
-                                   occluded=all_occ[i], residuals=all_res[i])
+                ids=self._body_ids,
+                names=self._body_names,
+                positions=out_pos[i],
+                orientations=out_quat[i],
+                valid=valid[i],
+                mean_errors=seen.mean_errors[i],
+                marker_offsets=self._marker_offsets,
+                markers=body_markers,
+            )
+            markers = MarkerArrays(
+                ids=self._all_ids,
+                names=self._all_names,
+                positions=all_pos[i],
+                occluded=all_occ[i],
+                residuals=all_res[i],
+            )
             if skel is None:
                 skeletons = SkeletonArrays()
             else:
                 gp, gq, skel_valid, seg_valid = skel
-                segments = SegmentArrays(ids=self._seg_ids, names=self._seg_names, parent_ids=self._seg_parents,
-                                         positions=gp[i], orientations=gq[i], valid=seg_valid[i])
-                skeletons = SkeletonArrays(ids=self._skel_ids, names=self._skel_names, valid=skel_valid[i],
-                                           segment_offsets=self._seg_offsets, segments=segments)
-            out.append(MocapFrame(frame_number=k, markers=markers, bodies=bodies, skeletons=skeletons,
-                                  latency=float(latency[i])))
+                segments = SegmentArrays(
+                    ids=self._seg_ids,
+                    names=self._seg_names,
+                    parent_ids=self._seg_parents,
+                    positions=gp[i],
+                    orientations=gq[i],
+                    valid=seg_valid[i],
+                )
+                skeletons = SkeletonArrays(
+                    ids=self._skel_ids,
+                    names=self._skel_names,
+                    valid=skel_valid[i],
+                    segment_offsets=self._seg_offsets,
+                    segments=segments,
+                )
+            out.append(
+                MocapFrame(
+                    frame_number=k,
+                    markers=markers,
+                    bodies=bodies,
+                    skeletons=skeletons,
+                    latency=float(latency[i]),
+                )
+            )
         return out
 
     def _skeleton_batch(self, t: np.ndarray, root_pos: np.ndarray, root_quat: np.ndarray):
@@ -561,8 +626,10 @@ def _arms(cfg: Any, bodies: list[BodySpec], skeletons: list[SkeletonSpec]) -> li
             raise SceneError(f"{where}: name must be letters, digits and _ (it names a body and links)")
         topic = entry.get("link_poses_topic")
         if not isinstance(topic, str) or not _TOPIC.match(topic):
-            raise SceneError(f"{where}: link_poses_topic must be an absolute topic name such as "
-                             f"/simulated_arm/link_poses, got {topic!r}")
+            raise SceneError(
+                f"{where}: link_poses_topic must be an absolute topic name such as "
+                f"/simulated_arm/link_poses, got {topic!r}"
+            )
         timeout = _float(entry, "timeout", 0.5, where)
         if not 0 < timeout <= 3600:
             raise SceneError(f"{where}: timeout must be in (0, 3600] s, got {timeout}")
@@ -577,10 +644,19 @@ def _arms(cfg: Any, bodies: list[BodySpec], skeletons: list[SkeletonSpec]) -> li
         body_ids.add(body_id)
         skeleton_ids.add(skeleton_id)
         markers = tuple(f"{body_name}:marker{j + 1}" for j in range(len(ARM_MARKER_LAYOUT)))
-        out.append(ArmSpec(
-            name=name, link_poses_topic=topic, timeout=timeout, body_id=body_id, body_name=body_name,
-            skeleton_id=skeleton_id, marker_ids=np.asarray([stable_id(n) for n in markers], dtype=np.int32),
-            marker_names=markers, marker_layout=ARM_MARKER_LAYOUT.copy()))
+        out.append(
+            ArmSpec(
+                name=name,
+                link_poses_topic=topic,
+                timeout=timeout,
+                body_id=body_id,
+                body_name=body_name,
+                skeleton_id=skeleton_id,
+                marker_ids=np.asarray([stable_id(n) for n in markers], dtype=np.int32),
+                marker_names=markers,
+                marker_layout=ARM_MARKER_LAYOUT.copy(),
+            )
+        )
     return out
 
 
@@ -598,13 +674,28 @@ def _expand_generated(config: dict[str, Any], bodies: list[Any]) -> list[Any]:
     first_id = max([int(b.get("id", i + 1)) for i, b in enumerate(bodies)] + [0]) + 1
     for i in range(count):
         angles = np.linspace(0, 2 * math.pi, per_body, endpoint=False)
-        layout = np.stack([0.08 * np.cos(angles) * (1 + 0.1 * np.arange(per_body)),
-                           0.08 * np.sin(angles), 0.01 * np.arange(per_body)], axis=1)
-        out.append({
-            "name": f"body{first_id + i}", "id": first_id + i, "markers": layout.tolist(),
-            "trajectory": {"type": "circle", "center": [0.0, 0.0, 0.5 + 0.02 * i],
-                           "radius": 0.5 + 0.05 * i, "period": 5.0 + i % 7, "phase": 0.3 * i},
-        })
+        layout = np.stack(
+            [
+                0.08 * np.cos(angles) * (1 + 0.1 * np.arange(per_body)),
+                0.08 * np.sin(angles),
+                0.01 * np.arange(per_body),
+            ],
+            axis=1,
+        )
+        out.append(
+            {
+                "name": f"body{first_id + i}",
+                "id": first_id + i,
+                "markers": layout.tolist(),
+                "trajectory": {
+                    "type": "circle",
+                    "center": [0.0, 0.0, 0.5 + 0.02 * i],
+                    "radius": 0.5 + 0.05 * i,
+                    "period": 5.0 + i % 7,
+                    "phase": 0.3 * i,
+                },
+            }
+        )
     return out
 
 

@@ -12,18 +12,20 @@ A scene with ``arms:`` also tracks arms whose link poses come from ROS topics
 (geometry_msgs/PoseArray, see simulated/arms.py): the adapter subscribes to them on the
 system node it is attached to.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
-from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
 from .arms import MAX_LINKS, LinkPosesRefused, SceneArms
@@ -43,13 +45,25 @@ class SimulatedAdapter(MocapAdapter):
     parameters = (
         ParameterSpec("scene", "", "Scene YAML file; empty: the demo scene shipped in config/."),
         ParameterSpec("seed", -1, "Random seed; -1: the scene file's seed.", min_value=-1),
-        ParameterSpec("rate", 0.0, "Frame rate in Hz; 0: the scene file's rate.", min_value=0.0, max_value=10000.0),
-        ParameterSpec("max_backlog", 0, "Frames a slow reader may fall behind before frames are lost; "
-                      f"0: {BACKLOG_SECONDS} s of frames at the scene's rate, at least {MIN_BACKLOG}.",
-                      min_value=0, max_value=100000),
-        ParameterSpec("batch_frames", 0, "Scene frames computed together; 0: from the rate (32 ms of "
-                      "frames, at most 64); 1: one at a time (the reference of bench_scene).",
-                      min_value=0, max_value=1024),
+        ParameterSpec(
+            "rate", 0.0, "Frame rate in Hz; 0: the scene file's rate.", min_value=0.0, max_value=10000.0
+        ),
+        ParameterSpec(
+            "max_backlog",
+            0,
+            "Frames a slow reader may fall behind before frames are lost; "
+            f"0: {BACKLOG_SECONDS} s of frames at the scene's rate, at least {MIN_BACKLOG}.",
+            min_value=0,
+            max_value=100000,
+        ),
+        ParameterSpec(
+            "batch_frames",
+            0,
+            "Scene frames computed together; 0: from the rate (32 ms of "
+            "frames, at most 64); 1: one at a time (the reference of bench_scene).",
+            min_value=0,
+            max_value=1024,
+        ),
     )
 
     def __init__(self, scene_path: str, seed: int, rate: float, max_backlog: int, batch_frames: int = 0):
@@ -57,7 +71,7 @@ class SimulatedAdapter(MocapAdapter):
         self.seed = None if seed < 0 else seed
         self.rate_override = rate
         self.max_backlog = max_backlog
-        self.backlog = max_backlog   # in frames, known once the scene's rate is (connect)
+        self.backlog = max_backlog  # in frames, known once the scene's rate is (connect)
         self.batch_frames = batch_frames
         self.scene: Scene | None = None
         self._start = 0.0
@@ -70,8 +84,10 @@ class SimulatedAdapter(MocapAdapter):
         self._refusals_logged: set[str] = set()
 
     @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> "SimulatedAdapter":
-        return cls(values["scene"], values["seed"], values["rate"], values["max_backlog"], values["batch_frames"])
+    def from_parameters(cls, values: Mapping[str, Any]) -> SimulatedAdapter:
+        return cls(
+            values["scene"], values["seed"], values["rate"], values["max_backlog"], values["batch_frames"]
+        )
 
     def connect(self) -> AssetNames:
         try:
@@ -83,8 +99,10 @@ class SimulatedAdapter(MocapAdapter):
             raise ConfigurationError(str(exc)) from exc
         arms = scene.description.arms
         if arms and self._node is None:
-            raise AdapterError("the scene has arms, whose link poses are ROS topics: "
-                               "the system node must attach() the adapter first")
+            raise AdapterError(
+                "the scene has arms, whose link poses are ROS topics: "
+                "the system node must attach() the adapter first"
+            )
         if self.batch_frames > 0:
             scene.batch_size = self.batch_frames
         self.backlog = self.max_backlog or max(MIN_BACKLOG, round(BACKLOG_SECONDS * scene.rate))
@@ -109,10 +127,15 @@ class SimulatedAdapter(MocapAdapter):
         group = MutuallyExclusiveCallbackGroup()
         qos = QoSProfile(depth=LINK_POSES_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
         self._subscriptions = [
-            self._node.create_subscription(PoseArray, arm.spec.link_poses_topic,
-                                           (lambda msg, i=i: self._on_link_poses(i, msg)), qos,
-                                           callback_group=group)
-            for i, arm in enumerate(self.arms.arms)]
+            self._node.create_subscription(
+                PoseArray,
+                arm.spec.link_poses_topic,
+                (lambda msg, i=i: self._on_link_poses(i, msg)),
+                qos,
+                callback_group=group,
+            )
+            for i, arm in enumerate(self.arms.arms)
+        ]
 
     def _unsubscribe(self) -> None:
         subscriptions, self._subscriptions = self._subscriptions, []
@@ -127,11 +150,13 @@ class SimulatedAdapter(MocapAdapter):
         if arms is None:
             return
         n = len(msg.poses)
-        if n > MAX_LINKS:   # refused by its count: no need to read the poses
+        if n > MAX_LINKS:  # refused by its count: no need to read the poses
             positions, orientations = np.zeros((n, 3)), np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
         else:
             positions = [(p.position.x, p.position.y, p.position.z) for p in msg.poses]
-            orientations = [(p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w) for p in msg.poses]
+            orientations = [
+                (p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w) for p in msg.poses
+            ]
         try:
             arms.receive(index, positions, orientations, time.monotonic())
         except LinkPosesRefused as exc:

@@ -18,14 +18,15 @@ Written against the behaviour of Vicon's Python wrapper, ``vicon_dssdk.ViconData
 GetFrame blocks until the server has a frame and takes no timeout, so a dedicated SDK
 thread calls the SDK and hands converted frames to the reader through a bounded queue.
 """
+
 from __future__ import annotations
 
 import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from mocap4r2_control.adapter import AdapterError
 
@@ -36,12 +37,16 @@ SDK_MISSING = (
     "Python environment. It comes with Vicon's DataStream SDK (free download from vicon.com), whose "
     "installer puts the package folder at <SDK>/Win64/Python/vicon_dssdk (by default under "
     "C:\\Program Files\\Vicon\\DataStream SDK) together with install_vicon_dssdk.bat: install it with "
-    "`python -m pip install \"<SDK>/Win64/Python/vicon_dssdk\"` from the Python that runs ROS. Every "
+    '`python -m pip install "<SDK>/Win64/Python/vicon_dssdk"` from the Python that runs ROS. Every '
     "published build of this binding we know of is for Windows; on Linux or macOS use the SDK's "
-    "Python folder only if your SDK download contains one for that platform, then configure again")
+    "Python folder only if your SDK download contains one for that platform, then configure again"
+)
 
-STREAM_MODES = {"server_push": "EServerPush", "client_pull": "EClientPull",
-                "client_pull_prefetch": "EClientPullPreFetch"}
+STREAM_MODES = {
+    "server_push": "EServerPush",
+    "client_pull": "EClientPull",
+    "client_pull_prefetch": "EClientPullPreFetch",
+}
 # result codes after which the connection is gone (by their names, DataStreamException.message)
 LOST_CONNECTION = frozenset({"NotConnected", "ClientConnectionFailed", "NullClient", "InvalidOperation"})
 
@@ -101,9 +106,15 @@ class ViconClient:
         self.frame_rate = 0.0
         self.connected = False
         self.last_error = ""
-        self.lost_because = ""       # why the connection was last lost, for diagnostics
-        self.counts = {"frames": 0, "duplicates": 0, "sdk_errors": 0, "bad_frames": 0, "reconnects": 0,
-                       "dropped_slow_reader": 0}
+        self.lost_because = ""  # why the connection was last lost, for diagnostics
+        self.counts = {
+            "frames": 0,
+            "duplicates": 0,
+            "sdk_errors": 0,
+            "bad_frames": 0,
+            "reconnects": 0,
+            "dropped_slow_reader": 0,
+        }
         self.on_reconnect: Callable[[], None] | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=64)
         self._thread: threading.Thread | None = None
@@ -163,8 +174,10 @@ class ViconClient:
         deadline = time.monotonic() + self.settings.connect_timeout
         while not self.client.GetFrame():
             if time.monotonic() > deadline:
-                raise AdapterError(f"no frame from the DataStream server at {self.address} within "
-                                   f"{self.settings.connect_timeout:g} s (is it streaming?)")
+                raise AdapterError(
+                    f"no frame from the DataStream server at {self.address} within "
+                    f"{self.settings.connect_timeout:g} s (is it streaming?)"
+                )
             time.sleep(0.01)
 
     def close(self) -> None:
@@ -181,7 +194,7 @@ class ViconClient:
 
     # ------------------------------------------------------------------ the SDK thread
     def start(self) -> None:
-        while not self._queue.empty():      # frames of an earlier activation are old news
+        while not self._queue.empty():  # frames of an earlier activation are old news
             self._queue.get_nowait()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="vicon-sdk", daemon=True)
@@ -216,7 +229,7 @@ class ViconClient:
             self._queue.put_nowait(item)
         except queue.Full:
             try:
-                self._queue.get_nowait()   # the oldest frame goes: the stream is real time
+                self._queue.get_nowait()  # the oldest frame goes: the stream is real time
             except queue.Empty:
                 pass
             self.counts["dropped_slow_reader"] += 1
@@ -229,13 +242,13 @@ class ViconClient:
                     return
                 continue
             try:
-                if not self.client.GetFrame():      # NoFrame: nothing new yet
+                if not self.client.GetFrame():  # NoFrame: nothing new yet
                     self._stop.wait(0.001)
                     continue
                 frame = self.convert(self.client)
             except self.sdk.DataStreamException as exc:
                 name = error_name(exc)
-                if name == "NoFrame":               # a getter between frames
+                if name == "NoFrame":  # a getter between frames
                     self._stop.wait(0.001)
                     continue
                 self.counts["sdk_errors"] += 1
@@ -247,8 +260,11 @@ class ViconClient:
                 self.counts["bad_frames"] += 1
                 self.last_error = f"bad frame: {exc!r}"
                 if self.counts["bad_frames"] in (1, 10, 100) or self.counts["bad_frames"] % 1000 == 0:
-                    LOG.error("dropped a frame that could not be converted (%d so far): %r",
-                              self.counts["bad_frames"], exc)
+                    LOG.error(
+                        "dropped a frame that could not be converted (%d so far): %r",
+                        self.counts["bad_frames"],
+                        exc,
+                    )
                 continue
             if frame is None:
                 self.counts["duplicates"] += 1

@@ -11,6 +11,7 @@
   can return the same frame again);
 * the DataStream has no ids: ids are ``stable_id`` of the names.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class SubjectLayout:
 
     name: str
     segments: tuple[str, ...]
-    parents: tuple[int, ...]         # parent segment index per segment, -1 for the root
+    parents: tuple[int, ...]  # parent segment index per segment, -1 for the root
     markers: tuple[str, ...]
     marker_segments: tuple[int, ...]
 
@@ -44,8 +45,13 @@ class SubjectLayout:
 class FrameConverter:
     """Reads the SDK client's current frame into a MocapFrame (called in the SDK thread)."""
 
-    def __init__(self, exception: type[BaseException], labeled: bool = True, unlabeled: bool = True,
-                 skeletons: bool = True):
+    def __init__(
+        self,
+        exception: type[BaseException],
+        labeled: bool = True,
+        unlabeled: bool = True,
+        skeletons: bool = True,
+    ):
         self.exception = exception
         self.labeled = labeled
         self.unlabeled = unlabeled
@@ -71,10 +77,11 @@ class FrameConverter:
             try:
                 parent = client.GetSegmentParentName(subject, segment)
             except self.exception:
-                parent = ""   # the root has no parent
+                parent = ""  # the root has no parent
             parents.append(index.get(parent, -1))
-        layout = SubjectLayout(subject, segments, tuple(parents), marker_names,
-                               tuple(index.get(m[1], 0) for m in markers))
+        layout = SubjectLayout(
+            subject, segments, tuple(parents), marker_names, tuple(index.get(m[1], 0) for m in markers)
+        )
         self._layouts[subject] = layout
         return layout
 
@@ -115,7 +122,9 @@ class FrameConverter:
                 body_pos.append(t)
                 body_quat.append(q)
                 body_valid.append(not (t_occluded or q_occluded))
-                body_markers.append([first_marker + j for j, s in enumerate(layout.marker_segments) if s == i])
+                body_markers.append(
+                    [first_marker + j for j, s in enumerate(layout.marker_segments) if s == i]
+                )
             if self.skeletons and not single:
                 skeleton_rows.append((layout, first_body))
 
@@ -123,7 +132,7 @@ class FrameConverter:
         valid = np.asarray(body_valid, dtype=bool)
         positions = np.asarray(body_pos, dtype=float).reshape(-1, 3) * 1e-3
         orientations = np.asarray(body_quat, dtype=float).reshape(-1, 4)
-        positions[~valid] = np.nan       # the SDK reports zeros for an occluded segment
+        positions[~valid] = np.nan  # the SDK reports zeros for an occluded segment
         orientations[~valid] = np.nan
 
         labeled_pos = np.asarray(marker_pos, dtype=float).reshape(-1, 3) * 1e-3
@@ -136,13 +145,22 @@ class FrameConverter:
         counts = [len(r) for r in body_markers]
         body_marker_arrays = MarkerArrays(
             ids=labeled_ids[rows] if rows else np.zeros(0, np.int32),
-            names=self._names(("body_markers", *rows, *labeled_names), lambda: (labeled_names[r] for r in rows)),
+            names=self._names(
+                ("body_markers", *rows, *labeled_names), lambda: (labeled_names[r] for r in rows)
+            ),
             positions=labeled_pos[rows] if rows else np.zeros((0, 3)),
             occluded=labeled_occ[rows] if rows else np.zeros(0, bool),
-            residuals=np.full(len(rows), -1.0, np.float32))
+            residuals=np.full(len(rows), -1.0, np.float32),
+        )
         bodies = BodyArrays.build(
-            ids=[stable_id(n) for n in body_names_t], names=body_names_t, positions=positions,
-            orientations=orientations, valid=valid, markers=body_marker_arrays, marker_counts=counts)
+            ids=[stable_id(n) for n in body_names_t],
+            names=body_names_t,
+            positions=positions,
+            orientations=orientations,
+            valid=valid,
+            markers=body_marker_arrays,
+            marker_counts=counts,
+        )
         bodies.names = body_names_t
 
         unlabeled_pos = np.zeros((0, 3))
@@ -155,14 +173,17 @@ class FrameConverter:
             names=self._names(("all_markers", n_un, *labeled_names), lambda: labeled_names + ("",) * n_un),
             positions=np.concatenate((labeled_pos, unlabeled_pos)),
             occluded=np.concatenate((labeled_occ, np.zeros(n_un, bool))),
-            residuals=np.full(len(labeled_names) + n_un, -1.0, np.float32))
+            residuals=np.full(len(labeled_names) + n_un, -1.0, np.float32),
+        )
 
         skeletons = self._skeleton_arrays(skeleton_rows, positions, orientations, valid)
         try:
             latency = max(float(client.GetLatencyTotal()), 0.0)
         except self.exception:
             latency = 0.0
-        return MocapFrame(frame_number=number, markers=markers, bodies=bodies, skeletons=skeletons, latency=latency)
+        return MocapFrame(
+            frame_number=number, markers=markers, bodies=bodies, skeletons=skeletons, latency=latency
+        )
 
     def _skeleton_arrays(self, rows, positions, orientations, valid) -> SkeletonArrays:
         if not rows:
@@ -182,9 +203,15 @@ class FrameConverter:
         segments = SegmentArrays(
             ids=np.asarray(ids, np.int32),
             names=self._names(("segments", *seg_names), lambda: seg_names),
-            parent_ids=np.asarray(parents, np.int32), positions=positions[take_a],
-            orientations=orientations[take_a], valid=seg_valid)
+            parent_ids=np.asarray(parents, np.int32),
+            positions=positions[take_a],
+            orientations=orientations[take_a],
+            valid=seg_valid,
+        )
         return SkeletonArrays(
-            ids=np.asarray([stable_id(n) for n in names], np.int32), names=names,
+            ids=np.asarray([stable_id(n) for n in names], np.int32),
+            names=names,
             valid=np.asarray([seg_valid[a:b].any() for a, b in zip(offsets[:-1], offsets[1:])], bool),
-            segment_offsets=offsets, segments=segments)
+            segment_offsets=offsets,
+            segments=segments,
+        )

@@ -8,9 +8,11 @@ it is ready), or ClientPull / ClientPullPreFetch. The stamp is arrival minus
 ``GetLatencyTotal()``; the axis mapping is a parameter (Vicon's default,
 forward/left/up, is ROS's Z-up).
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +24,14 @@ from mocap4r2_control.system_node import run_system
 from .client import SDK_MISSING, STREAM_MODES, ClientSettings, ViconClient, load_sdk  # noqa: F401
 from .convert import FrameConverter
 
-DIRECTIONS = {"forward": (1, 0, 0), "backward": (-1, 0, 0), "left": (0, 1, 0), "right": (0, -1, 0),
-              "up": (0, 0, 1), "down": (0, 0, -1)}
+DIRECTIONS = {
+    "forward": (1, 0, 0),
+    "backward": (-1, 0, 0),
+    "left": (0, 1, 0),
+    "right": (0, -1, 0),
+    "up": (0, 0, 1),
+    "down": (0, 0, -1),
+}
 
 
 def _check_axes(value: list) -> str | None:
@@ -42,32 +50,60 @@ class ViconAdapter(MocapAdapter):
     parameters = (
         ParameterSpec("host", "127.0.0.1", "Address of the computer running Nexus, Tracker or Shogun."),
         ParameterSpec("port", 801, "DataStream server port (801 by default).", min_value=1, max_value=65535),
-        ParameterSpec("stream_mode", "server_push", "server_push (lowest latency, every frame), client_pull "
-                      "or client_pull_prefetch.", choices=tuple(STREAM_MODES)),
-        ParameterSpec("axis_mapping", ["forward", "left", "up"], "Directions of the x, y, z axes (SetAxisMapping); "
-                      "forward/left/up is Vicon's default and ROS's Z-up.", check=_check_axes),
+        ParameterSpec(
+            "stream_mode",
+            "server_push",
+            "server_push (lowest latency, every frame), client_pull or client_pull_prefetch.",
+            choices=tuple(STREAM_MODES),
+        ),
+        ParameterSpec(
+            "axis_mapping",
+            ["forward", "left", "up"],
+            "Directions of the x, y, z axes (SetAxisMapping); "
+            "forward/left/up is Vicon's default and ROS's Z-up.",
+            check=_check_axes,
+        ),
         ParameterSpec("labeled_markers", True, "Stream the subjects' labeled markers (EnableMarkerData)."),
         ParameterSpec("unlabeled_markers", True, "Stream unlabeled markers (EnableUnlabeledMarkerData)."),
         ParameterSpec("segments_as_skeletons", True, "Also publish multi-segment subjects as skeletons."),
-        ParameterSpec("buffer_size", 1, "Frames the SDK buffers (SetBufferSize).", min_value=1, max_value=1000),
-        ParameterSpec("connect_timeout", 5.0, "Seconds to wait for the server (the SDK's SetConnectionTimeout) "
-                      "and for its first frame.", min_value=0.1, max_value=120.0),
-        ParameterSpec("reconnect_period", 1.0, "Seconds between reconnection attempts when the server goes "
-                      "away; 0: do not reconnect (reading then fails).", min_value=0.0, max_value=60.0),
+        ParameterSpec(
+            "buffer_size", 1, "Frames the SDK buffers (SetBufferSize).", min_value=1, max_value=1000
+        ),
+        ParameterSpec(
+            "connect_timeout",
+            5.0,
+            "Seconds to wait for the server (the SDK's SetConnectionTimeout) and for its first frame.",
+            min_value=0.1,
+            max_value=120.0,
+        ),
+        ParameterSpec(
+            "reconnect_period",
+            1.0,
+            "Seconds between reconnection attempts when the server goes "
+            "away; 0: do not reconnect (reading then fails).",
+            min_value=0.0,
+            max_value=60.0,
+        ),
     )
 
     def __init__(self, values: Mapping[str, Any]):
         self.settings = ClientSettings(
-            host=str(values["host"]), port=int(values["port"]), stream_mode=values["stream_mode"],
-            axis_mapping=tuple(values["axis_mapping"]), labeled=bool(values["labeled_markers"]),
-            unlabeled=bool(values["unlabeled_markers"]), buffer_size=int(values["buffer_size"]),
-            connect_timeout=float(values["connect_timeout"]), reconnect_period=float(values["reconnect_period"]))
+            host=str(values["host"]),
+            port=int(values["port"]),
+            stream_mode=values["stream_mode"],
+            axis_mapping=tuple(values["axis_mapping"]),
+            labeled=bool(values["labeled_markers"]),
+            unlabeled=bool(values["unlabeled_markers"]),
+            buffer_size=int(values["buffer_size"]),
+            connect_timeout=float(values["connect_timeout"]),
+            reconnect_period=float(values["reconnect_period"]),
+        )
         self.skeletons = bool(values["segments_as_skeletons"])
         self.sdk_client: ViconClient | None = None
-        self._last_client: ViconClient | None = None   # kept after disconnect for its counters
+        self._last_client: ViconClient | None = None  # kept after disconnect for its counters
 
     @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> "ViconAdapter":
+    def from_parameters(cls, values: Mapping[str, Any]) -> ViconAdapter:
         problem = _check_axes(list(values["axis_mapping"]))
         if problem:
             raise AdapterError(problem)
@@ -84,18 +120,24 @@ class ViconAdapter(MocapAdapter):
 
     def connect(self) -> AssetNames:
         sdk = load_sdk()
-        converter = FrameConverter(sdk.DataStreamException, self.settings.labeled, self.settings.unlabeled,
-                                   self.skeletons)
+        converter = FrameConverter(
+            sdk.DataStreamException, self.settings.labeled, self.settings.unlabeled, self.skeletons
+        )
         client = self.sdk_client = self._last_client = ViconClient(sdk, self.settings, converter)
         client.on_reconnect = converter.reset
         client.open()
         try:
             frame = converter(client.client)
         except sdk.DataStreamException as exc:
-            raise AdapterError(f"DataStream server at {self.address}: reading the first frame: "
-                               f"{getattr(exc, 'message', exc)}") from exc
-        return AssetNames(rigid_bodies=frame.bodies.names, markers=tuple(n for n in frame.markers.names if n),
-                          skeletons=frame.skeletons.names)
+            raise AdapterError(
+                f"DataStream server at {self.address}: reading the first frame: "
+                f"{getattr(exc, 'message', exc)}"
+            ) from exc
+        return AssetNames(
+            rigid_bodies=frame.bodies.names,
+            markers=tuple(n for n in frame.markers.names if n),
+            skeletons=frame.skeletons.names,
+        )
 
     @property
     def nominal_rate(self) -> float:

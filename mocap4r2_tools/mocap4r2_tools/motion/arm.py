@@ -5,11 +5,12 @@ Kinematics: joint 1 turns about z (base yaw); every other joint turns about its 
 axis (pitch); link i extends ``link_lengths[i]`` along its x axis. The end effector is the
 tip of the last link.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -23,11 +24,12 @@ MAX_POINTS = 100_000
 class Point:
     positions: tuple[float, ...]
     velocities: tuple[float, ...]
-    time: float   # seconds from the start
+    time: float  # seconds from the start
 
 
-def validate(trajectory_id: str, joint_names: Sequence[str], points: Sequence[Point], n_joints: int,
-             known_ids) -> str | None:
+def validate(
+    trajectory_id: str, joint_names: Sequence[str], points: Sequence[Point], n_joints: int, known_ids
+) -> str | None:
     """The reason a QueueTrajectory goal is refused, or None when it can be executed."""
     if not trajectory_id:
         return "trajectory_id must be a non-empty string"
@@ -44,7 +46,9 @@ def validate(trajectory_id: str, joint_names: Sequence[str], points: Sequence[Po
         if len(p.positions) != n_joints:
             return f"point {i}: {len(p.positions)} positions for {n_joints} joints"
         if len(p.velocities) != n_joints:
-            return f"point {i}: {len(p.velocities)} velocities for {n_joints} joints (velocities are required)"
+            return (
+                f"point {i}: {len(p.velocities)} velocities for {n_joints} joints (velocities are required)"
+            )
         if not all(math.isfinite(v) for v in (*p.positions, *p.velocities, p.time)):
             return f"point {i}: a position, velocity or time_from_start is not finite"
         if i == 0 and p.time < 0:
@@ -75,8 +79,9 @@ def sample(points: Sequence[Point], t: float) -> tuple[np.ndarray, np.ndarray, i
     return pos, vel, i
 
 
-def forward_kinematics(joints: Sequence[float], link_lengths: Sequence[float],
-                       base=(0.0, 0.0, 0.0)) -> list[tuple[np.ndarray, np.ndarray]]:
+def forward_kinematics(
+    joints: Sequence[float], link_lengths: Sequence[float], base=(0.0, 0.0, 0.0)
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """Pose (position, x y z w quaternion) of the tip of every link, base first to end effector."""
     q = np.array([0.0, 0.0, 0.0, 1.0])
     p = np.asarray(base, float)

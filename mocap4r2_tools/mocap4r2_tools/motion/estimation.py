@@ -27,6 +27,7 @@ stamp jitter is averaged out), a frame where the body is not tracked is not a
 measurement (the estimate is predicted and its covariance grows), and after ``timeout``
 seconds of capture time without a tracked pose there is no estimate at all.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -44,16 +45,16 @@ class Estimate:
     """State of one body at time ``t`` (seconds, the capture timebase)."""
 
     t: float
-    position: np.ndarray                 # world, m
-    orientation: np.ndarray              # world, x y z w
-    linear: np.ndarray                   # body axes, m/s
-    angular: np.ndarray                  # body axes, rad/s
-    linear_acceleration: np.ndarray      # body axes, m/s^2
-    angular_acceleration: np.ndarray     # body axes, rad/s^2
+    position: np.ndarray  # world, m
+    orientation: np.ndarray  # world, x y z w
+    linear: np.ndarray  # body axes, m/s
+    angular: np.ndarray  # body axes, rad/s
+    linear_acceleration: np.ndarray  # body axes, m/s^2
+    angular_acceleration: np.ndarray  # body axes, rad/s^2
     pose_covariance: np.ndarray = field(default_factory=lambda: np.zeros((6, 6)))
     twist_covariance: np.ndarray = field(default_factory=lambda: np.zeros((6, 6)))
     accel_covariance: np.ndarray = field(default_factory=lambda: np.zeros((6, 6)))
-    measured: bool = True                # False: predicted over an untracked frame
+    measured: bool = True  # False: predicted over an untracked frame
 
 
 def _block_cov(var_linear: float, var_angular: float) -> np.ndarray:
@@ -68,7 +69,7 @@ class Estimator:
     """Feed tracked poses with :meth:`update`, untracked frames with :meth:`predict`."""
 
     name = ""
-    delay_frames = 0.0   # stated delay of the estimate behind its stamp, in frames
+    delay_frames = 0.0  # stated delay of the estimate behind its stamp, in frames
 
     def __init__(self, position_noise: float = 0.0005, orientation_noise: float = 0.005):
         if not (position_noise > 0 and orientation_noise > 0):
@@ -92,13 +93,18 @@ class Estimator:
         gap = t - last.t
         a = np.linalg.norm(last.linear_acceleration) + 1.0
         out = Estimate(
-            t=t, position=last.position + so3.rotate(last.orientation, last.linear) * gap,
+            t=t,
+            position=last.position + so3.rotate(last.orientation, last.linear) * gap,
             orientation=so3.multiply(last.orientation, so3.exp(last.angular * gap)),
-            linear=last.linear, angular=last.angular, linear_acceleration=last.linear_acceleration,
+            linear=last.linear,
+            angular=last.angular,
+            linear_acceleration=last.linear_acceleration,
             angular_acceleration=last.angular_acceleration,
             pose_covariance=last.pose_covariance + _block_cov((a * gap * gap) ** 2, (a * gap * gap) ** 2),
             twist_covariance=last.twist_covariance + _block_cov((a * gap) ** 2, (a * gap) ** 2),
-            accel_covariance=last.accel_covariance + _block_cov(a * a, a * a), measured=False)
+            accel_covariance=last.accel_covariance + _block_cov(a * a, a * a),
+            measured=False,
+        )
         return out
 
 
@@ -137,8 +143,8 @@ class FiniteDifference(Estimator):
         world_velocity = (position - p0) / dt
         linear = so3.rotate_inverse(orientation, world_velocity)
         angular = so3.relative(q0, orientation) / dt
-        var_v = 2 * self.position_noise ** 2 / dt ** 2
-        var_w = 2 * self.orientation_noise ** 2 / dt ** 2
+        var_v = 2 * self.position_noise**2 / dt**2
+        var_w = 2 * self.orientation_noise**2 / dt**2
         accel = np.zeros(3)
         alpha = np.zeros(3)
         var_a = var_alpha = 1e6  # unknown until a second velocity exists
@@ -149,14 +155,21 @@ class FiniteDifference(Estimator):
             if dtv > 0:
                 accel = so3.rotate_inverse(orientation, (world_velocity - wv) / dtv)
                 alpha = (angular - ang) / dtv
-                var_a = 2 * var_v / dtv ** 2
-                var_alpha = 2 * var_w / dtv ** 2
+                var_a = 2 * var_v / dtv**2
+                var_alpha = 2 * var_w / dtv**2
         self._previous_velocity = (t - 0.5 * dt, world_velocity, angular)
         self._last = Estimate(
-            t=t, position=position, orientation=orientation, linear=linear, angular=angular,
-            linear_acceleration=accel, angular_acceleration=alpha,
-            pose_covariance=_block_cov(self.position_noise ** 2, self.orientation_noise ** 2),
-            twist_covariance=_block_cov(var_v, var_w), accel_covariance=_block_cov(var_a, var_alpha))
+            t=t,
+            position=position,
+            orientation=orientation,
+            linear=linear,
+            angular=angular,
+            linear_acceleration=accel,
+            angular_acceleration=alpha,
+            pose_covariance=_block_cov(self.position_noise**2, self.orientation_noise**2),
+            twist_covariance=_block_cov(var_v, var_w),
+            accel_covariance=_block_cov(var_a, var_alpha),
+        )
         return self._last
 
 
@@ -165,10 +178,13 @@ def savitzky_golay_weights(times: np.ndarray, order: int, at: float) -> np.ndarr
     the least-squares polynomial of ``order`` through (times, y). Works for uneven
     spacing (dropped frames), which the classic fixed-coefficient table does not."""
     x = np.asarray(times, float) - at
-    vander = np.vander(x, order + 1, increasing=True)      # columns 1, x, x^2, ...
-    pinv = np.linalg.pinv(vander)                            # (order+1, n): coefficients
-    rows = [pinv[0], pinv[1] if order >= 1 else np.zeros(len(x)),
-            2 * pinv[2] if order >= 2 else np.zeros(len(x))]
+    vander = np.vander(x, order + 1, increasing=True)  # columns 1, x, x^2, ...
+    pinv = np.linalg.pinv(vander)  # (order+1, n): coefficients
+    rows = [
+        pinv[0],
+        pinv[1] if order >= 1 else np.zeros(len(x)),
+        2 * pinv[2] if order >= 2 else np.zeros(len(x)),
+    ]
     return np.stack(rows)
 
 
@@ -186,8 +202,10 @@ class SavitzkyGolay(Estimator):
     def __init__(self, window: int = 15, order: int = 2, **kw):
         super().__init__(**kw)
         if not (isinstance(window, int) and isinstance(order, int)) or order < 1 or window < order + 2:
-            raise EstimatorError(f"savitzky_golay needs an integer order >= 1 and window >= order + 2, "
-                                 f"got window {window!r}, order {order!r}")
+            raise EstimatorError(
+                f"savitzky_golay needs an integer order >= 1 and window >= order + 2, "
+                f"got window {window!r}, order {order!r}"
+            )
         if window > 512:
             raise EstimatorError(f"savitzky_golay window must be <= 512, got {window}")
         self.window = window
@@ -217,16 +235,22 @@ class SavitzkyGolay(Estimator):
         # d/dt of log(q_t^-1 q(s)) at s = t is the body angular velocity (first order)
         angular = weights[1] @ rotvecs
         alpha = weights[2] @ rotvecs
-        gains = (weights ** 2).sum(axis=1)
-        p2, r2 = self.position_noise ** 2, self.orientation_noise ** 2
+        gains = (weights**2).sum(axis=1)
+        p2, r2 = self.position_noise**2, self.orientation_noise**2
         self._last = Estimate(
-            t=t, position=position + 0.0, orientation=orientation,
-            linear=so3.rotate_inverse(orientation, world_velocity), angular=angular,
-            linear_acceleration=so3.rotate_inverse(orientation, world_accel), angular_acceleration=alpha,
+            t=t,
+            position=position + 0.0,
+            orientation=orientation,
+            linear=so3.rotate_inverse(orientation, world_velocity),
+            angular=angular,
+            linear_acceleration=so3.rotate_inverse(orientation, world_accel),
+            angular_acceleration=alpha,
             pose_covariance=_block_cov(p2 * gains[0], r2 * gains[0]),
             twist_covariance=_block_cov(p2 * gains[1], r2 * gains[1]),
-            accel_covariance=_block_cov(p2 * gains[2] if self.order >= 2 else 1e6,
-                                        r2 * gains[2] if self.order >= 2 else 1e6))
+            accel_covariance=_block_cov(
+                p2 * gains[2] if self.order >= 2 else 1e6, r2 * gains[2] if self.order >= 2 else 1e6
+            ),
+        )
         return self._last
 
 
@@ -238,9 +262,9 @@ def _jerk_noise(dt: float, q: float) -> np.ndarray:
     """Discrete process noise of a constant-acceleration model driven by white jerk
     of spectral density q."""
     d2, d3 = dt * dt, dt * dt * dt
-    return q * np.array([[d3 * d2 / 20, d2 * d2 / 8, d3 / 6],
-                         [d2 * d2 / 8, d3 / 3, d2 / 2],
-                         [d3 / 6, d2 / 2, dt]])
+    return q * np.array(
+        [[d3 * d2 / 20, d2 * d2 / 8, d3 / 6], [d2 * d2 / 8, d3 / 3, d2 / 2], [d3 / 6, d2 / 2, dt]]
+    )
 
 
 class Kalman(Estimator):
@@ -267,11 +291,11 @@ class Kalman(Estimator):
     def reset(self) -> None:
         super().reset()
         self._t: float | None = None
-        self._x = np.zeros((3, 3))        # rows p, v, a; columns x, y, z (world)
+        self._x = np.zeros((3, 3))  # rows p, v, a; columns x, y, z (world)
         self._P = np.eye(3)
         self._q = np.array((0.0, 0.0, 0.0, 1.0))
-        self._w = np.zeros((2, 3))        # rows body angular velocity, acceleration
-        self._Pr = np.eye(3)              # covariance of (rotation error, w, alpha) per axis
+        self._w = np.zeros((2, 3))  # rows body angular velocity, acceleration
+        self._Pr = np.eye(3)  # covariance of (rotation error, w, alpha) per axis
         self.updates = 0
 
     def _propagate(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -293,23 +317,23 @@ class Kalman(Estimator):
             self._x[:] = 0.0
             self._x[0] = position
             big_v, big_a = 4.0, 100.0  # (m/s)^2, (m/s^2)^2: nothing known yet
-            self._P = np.diag([self.position_noise ** 2, big_v, big_a])
+            self._P = np.diag([self.position_noise**2, big_v, big_a])
             self._q = orientation
             self._w[:] = 0.0
-            self._Pr = np.diag([self.orientation_noise ** 2, 4 * big_v, 4 * big_a])
+            self._Pr = np.diag([self.orientation_noise**2, 4 * big_v, 4 * big_a])
             self.updates = 1
             return None
         if t <= self._t:
             return None
         x, P, q, wa, Pr = self._propagate(t)
         # linear: z = p, H = [1 0 0]
-        r = self.position_noise ** 2
+        r = self.position_noise**2
         s = P[0, 0] + r
         k = P[:, 0] / s
         x = x + np.outer(k, position - x[0])
         P = P - np.outer(k, P[0])
         # angular: residual on the manifold, in body axes
-        rr = self.orientation_noise ** 2
+        rr = self.orientation_noise**2
         residual = so3.relative(q, orientation)
         sr = Pr[0, 0] + rr
         kr = Pr[:, 0] / sr
@@ -333,15 +357,31 @@ class Kalman(Estimator):
 
     def _estimate(self, t, x, P, q, wa, Pr, measured):
         return Estimate(
-            t=t, position=x[0].copy(), orientation=q, linear=so3.rotate_inverse(q, x[1]), angular=wa[0].copy(),
-            linear_acceleration=so3.rotate_inverse(q, x[2]), angular_acceleration=wa[1].copy(),
-            pose_covariance=_block_cov(P[0, 0], Pr[0, 0]), twist_covariance=_block_cov(P[1, 1], Pr[1, 1]),
-            accel_covariance=_block_cov(P[2, 2], Pr[2, 2]), measured=measured)
+            t=t,
+            position=x[0].copy(),
+            orientation=q,
+            linear=so3.rotate_inverse(q, x[1]),
+            angular=wa[0].copy(),
+            linear_acceleration=so3.rotate_inverse(q, x[2]),
+            angular_acceleration=wa[1].copy(),
+            pose_covariance=_block_cov(P[0, 0], Pr[0, 0]),
+            twist_covariance=_block_cov(P[1, 1], Pr[1, 1]),
+            accel_covariance=_block_cov(P[2, 2], Pr[2, 2]),
+            measured=measured,
+        )
 
 
-def make_estimator(method: str, *, position_noise: float = 0.0005, orientation_noise: float = 0.005,
-                   window_seconds: float = 0.0, sg_window: int = 15, sg_order: int = 2,
-                   linear_jerk: float = 10.0, angular_jerk: float = 10.0) -> Estimator:
+def make_estimator(
+    method: str,
+    *,
+    position_noise: float = 0.0005,
+    orientation_noise: float = 0.005,
+    window_seconds: float = 0.0,
+    sg_window: int = 15,
+    sg_order: int = 2,
+    linear_jerk: float = 10.0,
+    angular_jerk: float = 10.0,
+) -> Estimator:
     noise = {"position_noise": position_noise, "orientation_noise": orientation_noise}
     if method == "finite_difference":
         return FiniteDifference(window=window_seconds, **noise)
@@ -370,8 +410,9 @@ class FrameClock:
 
     outliers_before_restart = 50
 
-    def __init__(self, period: float | None = None, window: int = 1000, tolerance: float = 0.1,
-                 gain: float = 0.002):
+    def __init__(
+        self, period: float | None = None, window: int = 1000, tolerance: float = 0.1, gain: float = 0.002
+    ):
         self.nominal_period = period if period and period > 0 else None
         self.window = window
         self.tolerance = tolerance
@@ -383,9 +424,9 @@ class FrameClock:
     def reset(self) -> None:
         self._pairs.clear()
         self._outliers = 0
-        self._anchor: tuple[int, float] | None = None   # frame number and stamp the sums are relative to
-        self._sums = [0.0, 0.0, 0.0, 0.0]                # sum k, sum t, sum k^2, sum k t
-        self._last: tuple[int, float] | None = None      # frame number and time of the last frame
+        self._anchor: tuple[int, float] | None = None  # frame number and stamp the sums are relative to
+        self._sums = [0.0, 0.0, 0.0, 0.0]  # sum k, sum t, sum k^2, sum k t
+        self._last: tuple[int, float] | None = None  # frame number and time of the last frame
 
     @property
     def period(self) -> float | None:
@@ -458,8 +499,12 @@ class FrameClock:
         self._anchor = (k0 + int(dk), t0 + dt)
         shifted = deque((k - dk, t - dt) for k, t in self._pairs)
         self._pairs = shifted
-        self._sums = [sum(k for k, _ in shifted), sum(t for _, t in shifted),
-                      sum(k * k for k, _ in shifted), sum(k * t for k, t in shifted)]
+        self._sums = [
+            sum(k for k, _ in shifted),
+            sum(t for _, t in shifted),
+            sum(k * k for k, _ in shifted),
+            sum(k * t for k, t in shifted),
+        ]
 
 
 class BodyTracker:
@@ -472,8 +517,9 @@ class BodyTracker:
         self.last_tracked: float | None = None
         self.last_time: float | None = None
 
-    def on_frame(self, frame_number: int, stamp: float, tracked: bool,
-                 position=None, orientation=None) -> Estimate | None:
+    def on_frame(
+        self, frame_number: int, stamp: float, tracked: bool, position=None, orientation=None
+    ) -> Estimate | None:
         """The estimate for this frame, or None (nothing to publish)."""
         t = self.clock.time(frame_number, stamp)
         if self.last_time is not None and t <= self.last_time:
@@ -489,5 +535,16 @@ class BodyTracker:
         return self.estimator.predict(t)
 
 
-__all__ = ["METHODS", "BodyTracker", "Estimate", "Estimator", "EstimatorError", "FiniteDifference",
-           "FrameClock", "Kalman", "SavitzkyGolay", "make_estimator", "savitzky_golay_weights"]
+__all__ = [
+    "METHODS",
+    "BodyTracker",
+    "Estimate",
+    "Estimator",
+    "EstimatorError",
+    "FiniteDifference",
+    "FrameClock",
+    "Kalman",
+    "SavitzkyGolay",
+    "make_estimator",
+    "savitzky_golay_weights",
+]

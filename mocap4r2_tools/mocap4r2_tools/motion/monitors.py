@@ -15,11 +15,13 @@ A monitor triggers, per the TriggerCondition comments:
 Results are latched: ``is_triggered`` is false until the monitor triggers and true from
 then on, for its trajectory; feedback of another trajectory starts the monitors over.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 RATIO, TIME, JOINT_STATE = 1, 2, 3
 TYPE_NAMES = {"RATIO": RATIO, "TIME": TIME, "JOINT_STATE": JOINT_STATE}
@@ -36,7 +38,7 @@ class Monitor:
     monitor_id: str
     type: int
     ratio_of_trajectory: float = 0.0
-    time_from_start: float = 0.0                   # seconds
+    time_from_start: float = 0.0  # seconds
     joint_names: tuple[str, ...] = ()
     joint_positions: tuple[float, ...] = ()
     joint_state_tolerances: tuple[float, ...] = ()
@@ -48,7 +50,9 @@ class Monitor:
             raise MonitorError("a monitor needs a non-empty monitor_id")
         if self.type == RATIO:
             if not 0.0 <= self.ratio_of_trajectory <= 1.0:  # NaN fails too
-                raise MonitorError(f"{who}: ratio_of_trajectory must be in [0.0, 1.0], got {self.ratio_of_trajectory}")
+                raise MonitorError(
+                    f"{who}: ratio_of_trajectory must be in [0.0, 1.0], got {self.ratio_of_trajectory}"
+                )
         elif self.type == TIME:
             if not (math.isfinite(self.time_from_start) and self.time_from_start >= 0.0):
                 raise MonitorError(f"{who}: time_from_start must be >= 0, got {self.time_from_start}")
@@ -59,8 +63,10 @@ class Monitor:
             if n > MAX_JOINTS:
                 raise MonitorError(f"{who}: more than {MAX_JOINTS} joints")
             if len(self.joint_state_tolerances) != n:
-                raise MonitorError(f"{who}: {len(self.joint_state_tolerances)} joint_state_tolerances for {n} "
-                                   "joint_state positions; the lengths must match")
+                raise MonitorError(
+                    f"{who}: {len(self.joint_state_tolerances)} joint_state_tolerances for {n} "
+                    "joint_state positions; the lengths must match"
+                )
             if self.joint_names and len(self.joint_names) != n:
                 raise MonitorError(f"{who}: {len(self.joint_names)} joint names for {n} positions")
             if not all(math.isfinite(v) for v in self.joint_positions):
@@ -68,8 +74,10 @@ class Monitor:
             if not all(math.isfinite(v) and v >= 0 for v in self.joint_state_tolerances):
                 raise MonitorError(f"{who}: joint_state_tolerances must be finite and >= 0")
         else:
-            raise MonitorError(f"{who}: unknown trigger type {self.type!r} "
-                               f"(RATIO = {RATIO}, TIME = {TIME}, JOINT_STATE = {JOINT_STATE})")
+            raise MonitorError(
+                f"{who}: unknown trigger type {self.type!r} "
+                f"(RATIO = {RATIO}, TIME = {TIME}, JOINT_STATE = {JOINT_STATE})"
+            )
 
 
 @dataclass
@@ -88,10 +96,14 @@ def monitor_from_msg(msg: Any) -> Monitor:
     """A motion_control_interfaces/Monitor message as a Monitor (duck-typed)."""
     cond = msg.trigger_condition
     return Monitor(
-        monitor_id=msg.monitor_id, type=int(cond.type), ratio_of_trajectory=float(cond.ratio_of_trajectory),
+        monitor_id=msg.monitor_id,
+        type=int(cond.type),
+        ratio_of_trajectory=float(cond.ratio_of_trajectory),
         time_from_start=cond.time_from_start.sec + cond.time_from_start.nanosec * 1e-9,
-        joint_names=tuple(cond.joint_state.name), joint_positions=tuple(float(v) for v in cond.joint_state.position),
-        joint_state_tolerances=tuple(float(v) for v in cond.joint_state_tolerances))
+        joint_names=tuple(cond.joint_state.name),
+        joint_positions=tuple(float(v) for v in cond.joint_state.position),
+        joint_state_tolerances=tuple(float(v) for v in cond.joint_state_tolerances),
+    )
 
 
 def monitors_from_config(config: Any) -> tuple[list[tuple[str, Monitor]], list[str]]:
@@ -110,15 +122,19 @@ def monitors_from_config(config: Any) -> tuple[list[tuple[str, Monitor]], list[s
             kind = TYPE_NAMES.get(str(kind).upper(), kind) if isinstance(kind, str) else kind
             joint = item.get("joint_state") or {}
             monitor = Monitor(
-                monitor_id=str(item.get("monitor_id", "")), type=kind if isinstance(kind, int) else -1,
+                monitor_id=str(item.get("monitor_id", "")),
+                type=kind if isinstance(kind, int) else -1,
                 ratio_of_trajectory=float(item.get("ratio_of_trajectory", 0.0)),
                 time_from_start=float(item.get("time_from_start", 0.0)),
                 joint_names=tuple(str(n) for n in joint.get("name", [])),
                 joint_positions=tuple(float(v) for v in joint.get("position", [])),
-                joint_state_tolerances=tuple(float(v) for v in item.get("joint_state_tolerances", [])))
+                joint_state_tolerances=tuple(float(v) for v in item.get("joint_state_tolerances", [])),
+            )
             if monitor.type == -1:
-                raise MonitorError(f"monitor {monitor.monitor_id!r}: unknown trigger type {kind!r} "
-                                   "(RATIO, TIME or JOINT_STATE)")
+                raise MonitorError(
+                    f"monitor {monitor.monitor_id!r}: unknown trigger type {kind!r} "
+                    "(RATIO, TIME or JOINT_STATE)"
+                )
             monitor.check()
             good.append((str(item.get("trajectory_id", "")), monitor))
         except (MonitorError, TypeError, ValueError, AttributeError) as exc:
@@ -144,12 +160,15 @@ class MonitorSet:
         """Update with one feedback of this trajectory; the ids that triggered now.
         Raises MonitorError for feedback that cannot be used (the results stay)."""
         if fb.trajectory_id != self.trajectory_id:
-            raise MonitorError(f"feedback of {fb.trajectory_id!r} given to the monitors of {self.trajectory_id!r}")
+            raise MonitorError(
+                f"feedback of {fb.trajectory_id!r} given to the monitors of {self.trajectory_id!r}"
+            )
         if not math.isfinite(fb.stamp):
             raise MonitorError("feedback stamp is not finite")
         if self.last_stamp is not None and fb.stamp < self.last_stamp:
-            raise MonitorError(f"feedback stamp {fb.stamp:.6f} is before the previous one "
-                               f"({self.last_stamp:.6f}): ignored")
+            raise MonitorError(
+                f"feedback stamp {fb.stamp:.6f} is before the previous one ({self.last_stamp:.6f}): ignored"
+            )
         self.last_stamp = fb.stamp
         fired = []
         for m in self.monitors:
@@ -174,8 +193,9 @@ class MonitorSet:
         actual = _joint_positions(m, fb)
         if actual is None:
             return False
-        return all(t - tol <= a <= t + tol
-                   for a, t, tol in zip(actual, m.joint_positions, m.joint_state_tolerances))
+        return all(
+            t - tol <= a <= t + tol for a, t, tol in zip(actual, m.joint_positions, m.joint_state_tolerances)
+        )
 
 
 def _joint_positions(m: Monitor, fb: Feedback) -> list[float] | None:
@@ -191,7 +211,7 @@ def _joint_positions(m: Monitor, fb: Feedback) -> list[float] | None:
     else:
         if len(positions) < len(m.joint_positions):
             return None
-        values = positions[:len(m.joint_positions)]
+        values = positions[: len(m.joint_positions)]
     if not all(math.isfinite(v) for v in values):
         return None
     return values

@@ -5,6 +5,7 @@ map), never per quaternion component: q and -q are the same rotation, so a sign 
 between two samples (which mocap systems and quaternion conversions produce freely)
 is a zero rotation here, not a jump of magnitude 2.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,10 +22,14 @@ def multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product a * b of single quaternions."""
     ax, ay, az, aw = a
     bx, by, bz, bw = b
-    return np.array((aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw,
-                     aw * bw - ax * bx - ay * by - az * bz))
+    return np.array(
+        (
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+            aw * bw - ax * bx - ay * by - az * bz,
+        )
+    )
 
 
 def conjugate(q: np.ndarray) -> np.ndarray:
@@ -58,7 +63,7 @@ def relative(q0: np.ndarray, q1: np.ndarray) -> np.ndarray:
 
 
 def rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """v expressed in the axes of the frame whose orientation is q (R(q)^T v)."""
+    """V expressed in the axes of the frame whose orientation is q (R(q)^T v)."""
     return rotate(conjugate(q), v)
 
 

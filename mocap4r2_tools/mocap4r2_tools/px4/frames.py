@@ -19,6 +19,7 @@ relative to the mocap x axis rotated to "north" (the mocap y axis).
 Quaternions here are x, y, z, w (ROS/scipy order); MAVLink wants w, x, y, z, which
 :func:`wxyz` gives.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -69,5 +70,5 @@ def rotate_covariance(cov3: np.ndarray, rotation: np.ndarray) -> np.ndarray:
 
 
 def _canonical(q: np.ndarray) -> np.ndarray:
-    """w >= 0: one of the two equal quaternions, so outputs compare exactly."""
+    """W >= 0: one of the two equal quaternions, so outputs compare exactly."""
     return -q if q[3] < 0 else q

@@ -14,14 +14,15 @@ and must never stall the ROS executor), sends the samples in order from a short 
 computer loses nothing, while an old pose is dropped rather than sent late; EKF2 places
 each sample by its ``time_usec`` anyway), and reconnects whenever the vehicle goes silent.
 """
+
 from __future__ import annotations
 
 import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .frames import quat_to_euler_frd, wxyz
 from .stream import VisionSample
@@ -49,20 +50,22 @@ class Connection:
     """A parsed MAVLink URL: ``udpout:host:port``, ``udpin:host:port`` (``//`` after the
     colon accepted), ``serial:/dev/ttyX[:baud]`` or a bare device path."""
 
-    kind: str            # udpout | udpin | serial
+    kind: str  # udpout | udpin | serial
     host: str = ""
     port: int = 0
     device: str = ""
     baud: int = 57600
 
     @classmethod
-    def parse(cls, url: str) -> "Connection":
+    def parse(cls, url: str) -> Connection:
         text = url.strip()
         if text.startswith("/dev/"):
             text = "serial:" + text
         kind, sep, rest = text.partition(":")
         if not sep:
-            raise ValueError(f"connection {url!r}: expected udpout:HOST:PORT, udpin:HOST:PORT or serial:DEVICE[:BAUD]")
+            raise ValueError(
+                f"connection {url!r}: expected udpout:HOST:PORT, udpin:HOST:PORT or serial:DEVICE[:BAUD]"
+            )
         rest = rest[2:] if rest.startswith("//") and kind != "serial" else rest
         if kind == "serial":
             rest = rest[2:] if rest.startswith("///") else rest
@@ -88,7 +91,11 @@ class Connection:
         return f"{self.kind}://{self.host}:{self.port}"
 
     def __str__(self) -> str:
-        return f"serial:{self.device}:{self.baud}" if self.kind == "serial" else f"{self.kind}:{self.host}:{self.port}"
+        return (
+            f"serial:{self.device}:{self.baud}"
+            if self.kind == "serial"
+            else f"{self.kind}:{self.host}:{self.port}"
+        )
 
 
 def connection_check(value: str) -> str | None:
@@ -121,7 +128,7 @@ class Link:
     def close(self) -> None:
         raise NotImplementedError
 
-    vehicle = ""   # "system S component C, autopilot A, type T" once connected
+    vehicle = ""  # "system S component C, autopilot A, type T" once connected
 
 
 class PymavlinkLink(Link):
@@ -142,8 +149,13 @@ class PymavlinkLink(Link):
 
         try:
             self._conn = mavutil.mavlink_connection(
-                self.connection.pymavlink_device(), baud=self.connection.baud, source_system=self.system_id,
-                source_component=self.component_id, dialect="common", autoreconnect=False)
+                self.connection.pymavlink_device(),
+                baud=self.connection.baud,
+                source_system=self.system_id,
+                source_component=self.component_id,
+                dialect="common",
+                autoreconnect=False,
+            )
         except Exception as error:  # OSError, serial errors: reported, retried by the worker
             return f"cannot open {self.connection}: {error}"
         deadline = time.monotonic() + timeout
@@ -151,16 +163,19 @@ class PymavlinkLink(Link):
             self._heartbeat()
             if self._receive(blocking_for=0.1):
                 return None
-        return (f"no HEARTBEAT from an autopilot on {self.connection} within {timeout:g} s "
-                "(is the vehicle on, the URL right, the port free?)")
+        return (
+            f"no HEARTBEAT from an autopilot on {self.connection} within {timeout:g} s "
+            "(is the vehicle on, the URL right, the port free?)"
+        )
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
         if now - self._last_heartbeat_out >= 1.0:
             self._last_heartbeat_out = now
             try:
-                self._conn.mav.heartbeat_send(MAV_TYPE_ONBOARD_CONTROLLER, MAV_AUTOPILOT_INVALID, 0, 0,
-                                              MAV_STATE_ACTIVE)
+                self._conn.mav.heartbeat_send(
+                    MAV_TYPE_ONBOARD_CONTROLLER, MAV_AUTOPILOT_INVALID, 0, 0, MAV_STATE_ACTIVE
+                )
             except OSError:
                 pass  # nobody listening yet (udpout to a closed port): the next one may pass
 
@@ -178,8 +193,10 @@ class PymavlinkLink(Link):
                 break
             if msg.get_type() == "HEARTBEAT" and msg.autopilot != MAV_AUTOPILOT_INVALID:
                 self._last_heartbeat_in = time.monotonic()
-                self.vehicle = (f"system {msg.get_srcSystem()} component {msg.get_srcComponent()}, "
-                                f"autopilot {msg.autopilot}, type {msg.type}")
+                self.vehicle = (
+                    f"system {msg.get_srcSystem()} component {msg.get_srcComponent()}, "
+                    f"autopilot {msg.autopilot}, type {msg.type}"
+                )
                 seen = True
         return seen
 
@@ -196,16 +213,31 @@ class PymavlinkLink(Link):
         x, y, z = (float(v) for v in sample.position)
         try:
             if message == "odometry":
-                mav.odometry_send(sample.time_usec, MAV_FRAME_LOCAL_FRD, MAV_FRAME_BODY_FRD, x, y, z,
-                                  wxyz(sample.quat_xyzw), *sample.velocity, *sample.angular_velocity,
-                                  sample.pose_covariance, sample.velocity_covariance,
-                                  sample.reset_counter, MAV_ESTIMATOR_TYPE_MOCAP, sample.quality)
+                mav.odometry_send(
+                    sample.time_usec,
+                    MAV_FRAME_LOCAL_FRD,
+                    MAV_FRAME_BODY_FRD,
+                    x,
+                    y,
+                    z,
+                    wxyz(sample.quat_xyzw),
+                    *sample.velocity,
+                    *sample.angular_velocity,
+                    sample.pose_covariance,
+                    sample.velocity_covariance,
+                    sample.reset_counter,
+                    MAV_ESTIMATOR_TYPE_MOCAP,
+                    sample.quality,
+                )
             elif message == "vision_position_estimate":
                 roll, pitch, yaw = quat_to_euler_frd(sample.quat_xyzw)
-                mav.vision_position_estimate_send(sample.time_usec, x, y, z, roll, pitch, yaw,
-                                                  sample.pose_covariance, sample.reset_counter)
+                mav.vision_position_estimate_send(
+                    sample.time_usec, x, y, z, roll, pitch, yaw, sample.pose_covariance, sample.reset_counter
+                )
             elif message == "att_pos_mocap":
-                mav.att_pos_mocap_send(sample.time_usec, wxyz(sample.quat_xyzw), x, y, z, sample.pose_covariance)
+                mav.att_pos_mocap_send(
+                    sample.time_usec, wxyz(sample.quat_xyzw), x, y, z, sample.pose_covariance
+                )
             else:
                 raise LinkError(f"unknown message {message!r}")
         except OSError as error:
@@ -224,8 +256,13 @@ class MavsdkLink(Link):
     backend = "mavsdk"
     _log_routed = False
 
-    def __init__(self, connection: Connection, system_id: int, component_id: int,
-                 log: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        connection: Connection,
+        system_id: int,
+        component_id: int,
+        log: Callable[[str], None] | None = None,
+    ):
         self.connection = connection
         self.system_id = system_id
         self.component_id = component_id
@@ -271,8 +308,10 @@ class MavsdkLink(Link):
                 break
             system = self._mavsdk.first_autopilot(min(0.25, remaining))
         if system is None:
-            return (f"no HEARTBEAT from an autopilot on {self.connection.mavsdk_url()} within {timeout:g} s "
-                    "(is the vehicle on, the URL right, the port free?)")
+            return (
+                f"no HEARTBEAT from an autopilot on {self.connection.mavsdk_url()} within {timeout:g} s "
+                "(is the vehicle on, the URL right, the port free?)"
+            )
         self._system = system
         self._mocap = Mocap(system)
         self.vehicle = f"system {system.get_system_id()} (MAVSDK)"
@@ -291,22 +330,38 @@ class MavsdkLink(Link):
         try:
             if message == "odometry":
                 odometry = m.Odometry(
-                    time_usec=sample.time_usec, frame_id=m.Odometry.MavFrame.LOCAL_FRD, position_body=position,
-                    q=m.Quaternion(*wxyz(sample.quat_xyzw)), speed_body=m.SpeedBody(*sample.velocity),
+                    time_usec=sample.time_usec,
+                    frame_id=m.Odometry.MavFrame.LOCAL_FRD,
+                    position_body=position,
+                    q=m.Quaternion(*wxyz(sample.quat_xyzw)),
+                    speed_body=m.SpeedBody(*sample.velocity),
                     angular_velocity_body=m.AngularVelocityBody(*sample.angular_velocity),
-                    pose_covariance=covariance, velocity_covariance=m.Covariance(list(sample.velocity_covariance)),
-                    reset_counter=sample.reset_counter, estimator_type=m.Odometry.MavEstimatorType.MOCAP,
-                    quality_percent=sample.quality)
+                    pose_covariance=covariance,
+                    velocity_covariance=m.Covariance(list(sample.velocity_covariance)),
+                    reset_counter=sample.reset_counter,
+                    estimator_type=m.Odometry.MavEstimatorType.MOCAP,
+                    quality_percent=sample.quality,
+                )
                 self._mocap.set_odometry(odometry)
             elif message == "vision_position_estimate":
                 roll, pitch, yaw = quat_to_euler_frd(sample.quat_xyzw)
-                self._mocap.set_vision_position_estimate(m.VisionPositionEstimate(
-                    time_usec=sample.time_usec, position_body=position, angle_body=m.AngleBody(roll, pitch, yaw),
-                    pose_covariance=covariance))
+                self._mocap.set_vision_position_estimate(
+                    m.VisionPositionEstimate(
+                        time_usec=sample.time_usec,
+                        position_body=position,
+                        angle_body=m.AngleBody(roll, pitch, yaw),
+                        pose_covariance=covariance,
+                    )
+                )
             elif message == "att_pos_mocap":
-                self._mocap.set_attitude_position_mocap(m.AttitudePositionMocap(
-                    time_usec=sample.time_usec, q=m.Quaternion(*wxyz(sample.quat_xyzw)), position_body=position,
-                    pose_covariance=covariance))
+                self._mocap.set_attitude_position_mocap(
+                    m.AttitudePositionMocap(
+                        time_usec=sample.time_usec,
+                        q=m.Quaternion(*wxyz(sample.quat_xyzw)),
+                        position_body=position,
+                        pose_covariance=covariance,
+                    )
+                )
             else:
                 raise LinkError(f"unknown message {message!r}")
         except m.MocapError as error:
@@ -314,12 +369,17 @@ class MavsdkLink(Link):
 
     def close(self) -> None:
         if self._mavsdk is not None:
-            self._mavsdk.destroy()   # releases the system and the plugin with it
+            self._mavsdk.destroy()  # releases the system and the plugin with it
         self._mavsdk = self._system = self._mocap = None
 
 
-def make_link(backend: str, connection: Connection, system_id: int, component_id: int,
-              log: Callable[[str], None] | None = None) -> Link:
+def make_link(
+    backend: str,
+    connection: Connection,
+    system_id: int,
+    component_id: int,
+    log: Callable[[str], None] | None = None,
+) -> Link:
     if backend == "pymavlink":
         return PymavlinkLink(connection, system_id, component_id)
     if backend == "mavsdk":
@@ -330,8 +390,14 @@ def make_link(backend: str, connection: Connection, system_id: int, component_id
 class LinkWorker:
     """Owns a link on its own thread: connects, reconnects, sends the newest sample."""
 
-    def __init__(self, factory: Callable[[], Link], connect_timeout: float, message: str,
-                 retry_delay: float = 1.0, backlog: int = 8):
+    def __init__(
+        self,
+        factory: Callable[[], Link],
+        connect_timeout: float,
+        message: str,
+        retry_delay: float = 1.0,
+        backlog: int = 8,
+    ):
         self._factory = factory
         self.connect_timeout = connect_timeout
         self.message = message
@@ -340,11 +406,11 @@ class LinkWorker:
         self._pending: deque[VisionSample] = deque()
         self.backlog = backlog
         self._stop = threading.Event()
-        self.state = "connecting"          # connecting | connected | retrying | stopped
+        self.state = "connecting"  # connecting | connected | retrying | stopped
         self.reason = "connecting"
         self.vehicle = ""
         self.sent = 0
-        self.dropped = 0                   # samples not sent: no vehicle, or the backlog full
+        self.dropped = 0  # samples not sent: no vehicle, or the backlog full
         self.attempts = 0
         self.errors = 0
         self._thread = threading.Thread(target=self._run, name="mavlink_link", daemon=True)
@@ -358,7 +424,7 @@ class LinkWorker:
                 self.dropped += 1
                 return
             if len(self._pending) >= self.backlog:
-                self._pending.popleft()     # the oldest: the flight controller wants the newest
+                self._pending.popleft()  # the oldest: the flight controller wants the newest
                 self.dropped += 1
             self._pending.append(sample)
             self._cond.notify()
@@ -414,4 +480,3 @@ class LinkWorker:
             if gone:
                 return gone
         return None
-

@@ -6,6 +6,7 @@ pose in ``rigid_bodies`` with ``tracking_valid: false`` (hold-last), so the gate
 sample through only while the body is tracked; after a loss the odometry's
 ``reset_counter`` increments so the estimator knows the pose may have jumped.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,7 @@ def pose_covariance_urt(position_stddev: float, orientation_stddev: float) -> li
     <= 0 means unknown."""
     if not (position_stddev > 0 and orientation_stddev > 0):
         return list(UNKNOWN_COVARIANCE)
-    diagonal = [position_stddev ** 2] * 3 + [orientation_stddev ** 2] * 3
+    diagonal = [position_stddev**2] * 3 + [orientation_stddev**2] * 3
     return urt(np.diag(diagonal))
 
 
@@ -56,19 +57,28 @@ class VisionSample:
     """One pose for the flight controller, already in NED/FRD."""
 
     time_usec: int
-    position: np.ndarray                  # NED, m
-    quat_xyzw: np.ndarray                 # FRD in NED
-    velocity: tuple[float, float, float] = _NAN3          # FRD, m/s (NaN: unknown)
+    position: np.ndarray  # NED, m
+    quat_xyzw: np.ndarray  # FRD in NED
+    velocity: tuple[float, float, float] = _NAN3  # FRD, m/s (NaN: unknown)
     angular_velocity: tuple[float, float, float] = _NAN3  # FRD, rad/s (NaN: unknown)
     pose_covariance: list[float] = field(default_factory=lambda: list(UNKNOWN_COVARIANCE))
     velocity_covariance: list[float] = field(default_factory=lambda: list(UNKNOWN_COVARIANCE))
     reset_counter: int = 0
-    quality: int = 0                      # MAVLink: 0 unknown, 1 worst .. 100 best
+    quality: int = 0  # MAVLink: 0 unknown, 1 worst .. 100 best
 
 
-def build_sample(stamp: float, position_enu, quat_enu_xyzw, *, twist=None, twist_covariance=None,
-                 position_stddev: float = 0.0, orientation_stddev: float = 0.0,
-                 reset_counter: int = 0, quality: int = 0) -> VisionSample:
+def build_sample(
+    stamp: float,
+    position_enu,
+    quat_enu_xyzw,
+    *,
+    twist=None,
+    twist_covariance=None,
+    position_stddev: float = 0.0,
+    orientation_stddev: float = 0.0,
+    reset_counter: int = 0,
+    quality: int = 0,
+) -> VisionSample:
     """The sample of a FLU-in-ENU pose captured at ``stamp`` (s); ``twist`` is the
     body-frame (FLU) (linear, angular) velocity, or None when unknown."""
     position, quat = enu_flu_to_ned_frd(position_enu, quat_enu_xyzw)
@@ -81,11 +91,17 @@ def build_sample(stamp: float, position_enu, quat_enu_xyzw, *, twist=None, twist
             angular = tuple(float(v) for v in angular_frd)
             if twist_covariance is not None:
                 velocity_covariance = twist_covariance_frd(twist_covariance)
-    return VisionSample(time_usec=max(0, int(round(stamp * 1e6))), position=position, quat_xyzw=quat,
-                        velocity=velocity, angular_velocity=angular,
-                        pose_covariance=pose_covariance_urt(position_stddev, orientation_stddev),
-                        velocity_covariance=velocity_covariance, reset_counter=reset_counter % 256,
-                        quality=int(max(0, min(100, quality))))
+    return VisionSample(
+        time_usec=max(0, int(round(stamp * 1e6))),
+        position=position,
+        quat_xyzw=quat,
+        velocity=velocity,
+        angular_velocity=angular,
+        pose_covariance=pose_covariance_urt(position_stddev, orientation_stddev),
+        velocity_covariance=velocity_covariance,
+        reset_counter=reset_counter % 256,
+        quality=int(max(0, min(100, quality))),
+    )
 
 
 class RateLimiter:
@@ -113,7 +129,7 @@ class RateLimiter:
         if self._next is not None and stamp < self._next - 0.25 * self.period:
             return False
         if self._next is None or stamp - self._next >= self.period:
-            self._next = stamp + self.period       # first frame, or after a gap
+            self._next = stamp + self.period  # first frame, or after a gap
         else:
             self._next += self.period
         return True
@@ -129,7 +145,7 @@ class TrackingGate:
     """
 
     def __init__(self, quality_window: float = 1.0, budget: int = 4096):
-        self.state = "waiting"                  # waiting | tracking | lost
+        self.state = "waiting"  # waiting | tracking | lost
         self.reason = "no rigid_bodies message yet"
         self.reset_counter = 0
         self.losses = 0

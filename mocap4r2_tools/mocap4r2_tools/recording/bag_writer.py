@@ -14,6 +14,7 @@ A write error (disk full, file size limit) stops the writing for good: ``failure
 gives the reason, what was written so far stays on disk, and the bag is closed as well
 as the disk allows.
 """
+
 from __future__ import annotations
 
 import collections
@@ -21,9 +22,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import yaml
 from mcap.writer import CompressionType, Writer
@@ -40,8 +41,8 @@ ROSBAG2_VERSION = 9
 class TopicSpec:
     name: str
     type: str
-    qos: list[dict] = field(default_factory=list)   # offered QoS profiles, rosbag2 v9 form
-    system: str = ""                                 # the announcing system, if any
+    qos: list[dict] = field(default_factory=list)  # offered QoS profiles, rosbag2 v9 form
+    system: str = ""  # the announcing system, if any
 
 
 @dataclass
@@ -50,13 +51,20 @@ class Summary:
     start_ns: int
     end_ns: int
     counts: dict[str, int]
-    frames: dict[str, dict]          # system -> gap figures
+    frames: dict[str, dict]  # system -> gap figures
     queue_drops: int
     failure: str
 
     def as_dict(self) -> dict:
-        return {"path": self.path, "start_ns": self.start_ns, "end_ns": self.end_ns, "counts": self.counts,
-                "frames": self.frames, "queue_drops": self.queue_drops, "failure": self.failure}
+        return {
+            "path": self.path,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "counts": self.counts,
+            "frames": self.frames,
+            "queue_drops": self.queue_drops,
+            "failure": self.failure,
+        }
 
     @property
     def duration(self) -> float:
@@ -64,11 +72,18 @@ class Summary:
 
     def describe(self) -> str:
         counts = ", ".join(f"{t}: {n}" for t, n in sorted(self.counts.items()))
-        systems = "; ".join(
-            f"{s}: {f['frames']} frames, {f['gaps']} frame gaps ({f['reported_dropped']} dropped by the system, "
-            f"{f['missed']} missed by the recorder)" for s, f in sorted(self.frames.items())) or "no frame topics"
-        text = (f"recorded {self.path} ({self.duration:.2f} s); messages per topic: {counts or 'none'}; "
-                f"frames: {systems}; queue drops: {self.queue_drops}")
+        systems = (
+            "; ".join(
+                f"{s}: {f['frames']} frames, {f['gaps']} frame gaps ({f['reported_dropped']} dropped by the system, "
+                f"{f['missed']} missed by the recorder)"
+                for s, f in sorted(self.frames.items())
+            )
+            or "no frame topics"
+        )
+        text = (
+            f"recorded {self.path} ({self.duration:.2f} s); messages per topic: {counts or 'none'}; "
+            f"frames: {systems}; queue drops: {self.queue_drops}"
+        )
         if self.failure:
             text += f"; WRITE FAILED: {self.failure}"
         return text
@@ -76,31 +91,50 @@ class Summary:
 
 def qos_profile(reliable: bool, transient_local: bool, depth: int) -> list[dict]:
     """One offered QoS profile as rosbag2 (metadata version 9) writes it."""
-    def infinite():   # one dict each: a shared one becomes a YAML anchor some readers dislike
+
+    def infinite():  # one dict each: a shared one becomes a YAML anchor some readers dislike
         return {"sec": 2147483647, "nsec": 4294967295}
-    return [{
-        "history": "keep_last", "depth": depth,
-        "reliability": "reliable" if reliable else "best_effort",
-        "durability": "transient_local" if transient_local else "volatile",
-        "deadline": infinite(), "lifespan": infinite(), "liveliness": "automatic",
-        "liveliness_lease_duration": infinite(), "avoid_ros_namespace_conventions": False,
-    }]
+
+    return [
+        {
+            "history": "keep_last",
+            "depth": depth,
+            "reliability": "reliable" if reliable else "best_effort",
+            "durability": "transient_local" if transient_local else "volatile",
+            "deadline": infinite(),
+            "lifespan": infinite(),
+            "liveliness": "automatic",
+            "liveliness_lease_duration": infinite(),
+            "avoid_ros_namespace_conventions": False,
+        }
+    ]
 
 
 class SessionBag:
-    def __init__(self, output_dir: str | os.PathLike, session_id: str, topics: list[TopicSpec],
-                 chunk_size: int = 1 << 20, flush_period: float = 0.5, queue_size: int = 100_000,
-                 compression: str = "none", find_msg: Callable[[str, str], str] | None = None,
-                 custom_data: dict[str, str] | None = None):
+    def __init__(
+        self,
+        output_dir: str | os.PathLike,
+        session_id: str,
+        topics: list[TopicSpec],
+        chunk_size: int = 1 << 20,
+        flush_period: float = 0.5,
+        queue_size: int = 100_000,
+        compression: str = "none",
+        find_msg: Callable[[str, str], str] | None = None,
+        custom_data: dict[str, str] | None = None,
+    ):
         self.session_id = session_id
-        self.directory = session_dir(output_dir, session_id)   # raises ValueError with the reason
+        self.directory = session_dir(output_dir, session_id)  # raises ValueError with the reason
         self.output_dir = Path(output_dir)
         self.file = self.directory / f"{session_id}_0.mcap"
         self.chunk_size = chunk_size
         self.flush_period = flush_period
         self.queue_size = queue_size
-        self.compression = {"none": CompressionType.NONE, "lz4": CompressionType.LZ4,
-                            "zstd": CompressionType.ZSTD}[compression]
+        self.compression = {
+            "none": CompressionType.NONE,
+            "lz4": CompressionType.LZ4,
+            "zstd": CompressionType.ZSTD,
+        }[compression]
         self._find = find_msg or share_msg_finder()
         self.custom_data = dict(custom_data or {})
         self.topics: dict[str, TopicSpec] = {}
@@ -132,10 +166,11 @@ class SessionBag:
         if not os.access(self.output_dir, os.W_OK | os.X_OK):
             raise OSError(f"the output directory {self.output_dir} is not writable")
         try:
-            self.directory.mkdir()      # never exist_ok: an existing session is not overwritten
+            self.directory.mkdir()  # never exist_ok: an existing session is not overwritten
         except FileExistsError:
-            raise OSError(f"{self.directory} already exists; a session is never overwritten "
-                          "(choose another session id)") from None
+            raise OSError(
+                f"{self.directory} already exists; a session is never overwritten (choose another session id)"
+            ) from None
         try:
             self._stream = open(self.file, "xb", buffering=1 << 20)
             self._writer = Writer(self._stream, chunk_size=self.chunk_size, compression=self.compression)
@@ -164,8 +199,9 @@ class SessionBag:
                 schema_id = 0
             self._schemas[spec.type] = schema_id
         qos_text = yaml.safe_dump(spec.qos, default_flow_style=False) if spec.qos else ""
-        channel = self._writer.register_channel(spec.name, "cdr", schema_id,
-                                                {"offered_qos_profiles": qos_text})
+        channel = self._writer.register_channel(
+            spec.name, "cdr", schema_id, {"offered_qos_profiles": qos_text}
+        )
         self._channels[spec.name] = channel
         self.topics[spec.name] = spec
         self.counts[spec.name] = 0
@@ -221,7 +257,7 @@ class SessionBag:
                     self.bytes_written += len(data)
                 now = time.monotonic()
                 if now - last_flush >= self.flush_period:
-                    writer.flush()       # closes the chunk in progress: on disk even if we die now
+                    writer.flush()  # closes the chunk in progress: on disk even if we die now
                     last_flush = now
                 if stopping and not queue:
                     break
@@ -231,8 +267,11 @@ class SessionBag:
             queue.clear()
 
     # ------------------------------------------------------------------ closing
-    def close(self, reported_dropped: dict[str, int] | None = None,
-              system_topics: dict[str, list[str]] | None = None) -> Summary:
+    def close(
+        self,
+        reported_dropped: dict[str, int] | None = None,
+        system_topics: dict[str, list[str]] | None = None,
+    ) -> Summary:
         """Drain, finish the MCAP summary, write metadata.yaml. Safe to call twice."""
         if not self._closed:
             self._closed = True
@@ -252,15 +291,24 @@ class SessionBag:
             custom = dict(self.custom_data)
             custom["mocap4r2.summary"] = json.dumps(summary.as_dict(), sort_keys=True)
             try:
-                write_metadata(self.directory, self.file.name, self.start_ns, self.end_ns,
-                               [(self.topics[t], self.counts[t]) for t in self.topics], custom)
+                write_metadata(
+                    self.directory,
+                    self.file.name,
+                    self.start_ns,
+                    self.end_ns,
+                    [(self.topics[t], self.counts[t]) for t in self.topics],
+                    custom,
+                )
             except Exception as exc:  # noqa: BLE001
                 self.failure = self.failure or f"metadata.yaml: {type(exc).__name__}: {exc}"
             self._final = self.summary(reported_dropped, system_topics)
         return self._final
 
-    def summary(self, reported_dropped: dict[str, int] | None = None,
-                system_topics: dict[str, list[str]] | None = None) -> Summary:
+    def summary(
+        self,
+        reported_dropped: dict[str, int] | None = None,
+        system_topics: dict[str, list[str]] | None = None,
+    ) -> Summary:
         frames = {}
         for system, topics in (system_topics or {}).items():
             tracks = [self.tracks[t] for t in topics if t in self.tracks]
@@ -274,13 +322,25 @@ class SessionBag:
                 "reported_dropped": reported,
                 "missed": partial + whole - reported,
             }
-        return Summary(path=str(self.directory), start_ns=self.start_ns, end_ns=self.end_ns,
-                       counts=dict(self.counts), frames=frames, queue_drops=self.queue_drops,
-                       failure=self.failure)
+        return Summary(
+            path=str(self.directory),
+            start_ns=self.start_ns,
+            end_ns=self.end_ns,
+            counts=dict(self.counts),
+            frames=frames,
+            queue_drops=self.queue_drops,
+            failure=self.failure,
+        )
 
 
-def write_metadata(directory: Path, file_name: str, start_ns: int, end_ns: int,
-                   topics: list[tuple[TopicSpec, int]], custom_data: dict[str, str] | None = None) -> Path:
+def write_metadata(
+    directory: Path,
+    file_name: str,
+    start_ns: int,
+    end_ns: int,
+    topics: list[tuple[TopicSpec, int]],
+    custom_data: dict[str, str] | None = None,
+) -> Path:
     """rosbag2's metadata.yaml (version 9) for one MCAP file; written to a temporary
     name and renamed, so a reader never sees half of it."""
     duration = max(0, end_ns - start_ns)
@@ -293,14 +353,28 @@ def write_metadata(directory: Path, file_name: str, start_ns: int, end_ns: int,
         "starting_time": {"nanoseconds_since_epoch": start_ns},
         "message_count": total,
         "topics_with_message_count": [
-            {"topic_metadata": {"name": spec.name, "type": spec.type, "serialization_format": "cdr",
-                                "offered_qos_profiles": spec.qos, "type_description_hash": ""},
-             "message_count": count}
-            for spec, count in topics],
+            {
+                "topic_metadata": {
+                    "name": spec.name,
+                    "type": spec.type,
+                    "serialization_format": "cdr",
+                    "offered_qos_profiles": spec.qos,
+                    "type_description_hash": "",
+                },
+                "message_count": count,
+            }
+            for spec, count in topics
+        ],
         "compression_format": "",
         "compression_mode": "",
-        "files": [{"path": file_name, "starting_time": {"nanoseconds_since_epoch": start_ns},
-                   "duration": {"nanoseconds": duration}, "message_count": total}],
+        "files": [
+            {
+                "path": file_name,
+                "starting_time": {"nanoseconds_since_epoch": start_ns},
+                "duration": {"nanoseconds": duration},
+                "message_count": total,
+            }
+        ],
         "custom_data": dict(custom_data or {}),
         "ros_distro": os.environ.get("ROS_DISTRO", "kilted"),
     }

@@ -14,13 +14,14 @@ Frames are placed by their frame number (``frame_number - first``), so a dropped
 keeps its slot and the time axis stays that of the system. The frame rate is the one the
 system announced on /mocap4r2/systems in the session, else estimated from the stamps.
 """
+
 from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -41,10 +42,10 @@ class MarkerTable:
     """Labeled markers of one system: positions in metres, NaN where missing."""
 
     labels: list[str]
-    frame_numbers: np.ndarray          # (frames,) every number from first to last
-    stamps: np.ndarray                 # (frames,) s, NaN for frames not received
-    positions: np.ndarray              # (frames, labels, 3), NaN = missing/occluded
-    residuals: np.ndarray              # (frames, labels), m; -1 = invalid
+    frame_numbers: np.ndarray  # (frames,) every number from first to last
+    stamps: np.ndarray  # (frames,) s, NaN for frames not received
+    positions: np.ndarray  # (frames, labels, 3), NaN = missing/occluded
+    residuals: np.ndarray  # (frames, labels), m; -1 = invalid
     rate: float
 
 
@@ -78,18 +79,26 @@ def read_bag(path: str | Path, system: str | None = None, progress: Progress | N
         by_type: dict[str, list[str]] = {}
         for c in reader.connections:
             by_type.setdefault(c.msgtype, []).append(c.topic)
-        namespaces = sorted({t.rsplit("/", 1)[0] or "/" for t in by_type.get(MARKERS, []) + by_type.get(RIGID_BODIES, [])})
+        namespaces = sorted(
+            {t.rsplit("/", 1)[0] or "/" for t in by_type.get(MARKERS, []) + by_type.get(RIGID_BODIES, [])}
+        )
         if system is None:
             if len(namespaces) != 1:
-                raise ExportError(f"{path} holds {len(namespaces)} systems ({', '.join(namespaces) or 'none'}); "
-                                  "choose one with --system")
+                raise ExportError(
+                    f"{path} holds {len(namespaces)} systems ({', '.join(namespaces) or 'none'}); "
+                    "choose one with --system"
+                )
             system = namespaces[0]
         system = "/" + system.strip("/") if system.strip("/") else "/"
         prefix = system.rstrip("/")
         markers = f"{prefix}/markers" if f"{prefix}/markers" in by_type.get(MARKERS, []) else None
-        bodies = f"{prefix}/rigid_bodies" if f"{prefix}/rigid_bodies" in by_type.get(RIGID_BODIES, []) else None
+        bodies = (
+            f"{prefix}/rigid_bodies" if f"{prefix}/rigid_bodies" in by_type.get(RIGID_BODIES, []) else None
+        )
         if markers is None and bodies is None:
-            raise ExportError(f"{path}: no markers or rigid_bodies of {system} (systems: {', '.join(namespaces) or 'none'})")
+            raise ExportError(
+                f"{path}: no markers or rigid_bodies of {system} (systems: {', '.join(namespaces) or 'none'})"
+            )
         content = BagContent(system, markers, bodies)
         wanted = [c for c in reader.connections if c.topic in (markers, bodies) or c.msgtype == INFO]
         total = sum(c.msgcount for c in wanted)
@@ -169,7 +178,7 @@ def write_c3d(table: MarkerTable, out: Path) -> Path:
         valid = ~np.isnan(table.positions[row, :, 0])
         points[valid, :3] = table.positions[row, valid] * 1000.0
         points[valid, 3] = np.minimum(table.residuals[row, valid] * 1000.0, 255.0)
-        points[~valid, 3] = -1.0   # invalid the C3D way, whatever the coordinates say
+        points[~valid, 3] = -1.0  # invalid the C3D way, whatever the coordinates say
         frames.append((points, analog))
     writer.add_frames(frames)
     with open(out, "wb") as handle:
@@ -209,15 +218,44 @@ def write_csv(content: BagContent, out: Path) -> list[Path]:
         path = base.with_name(base.name + "_rigid_bodies.csv")
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["frame_number", "stamp", "name", "id", "tracking_valid", "x", "y", "z",
-                        "qx", "qy", "qz", "qw", "mean_error"])
+            w.writerow(
+                [
+                    "frame_number",
+                    "stamp",
+                    "name",
+                    "id",
+                    "tracking_valid",
+                    "x",
+                    "y",
+                    "z",
+                    "qx",
+                    "qy",
+                    "qz",
+                    "qw",
+                    "mean_error",
+                ]
+            )
             for msg in sorted(content.body_msgs, key=lambda m: m.frame_number):
                 stamp = f"{_stamp(msg.header):.9f}"
                 for body in msg.rigid_bodies:
                     p, q = body.pose.position, body.pose.orientation
-                    w.writerow([msg.frame_number, stamp, body.name, body.id, int(bool(body.tracking_valid)),
-                                repr(p.x), repr(p.y), repr(p.z), repr(q.x), repr(q.y), repr(q.z), repr(q.w),
-                                repr(float(body.mean_error))])
+                    w.writerow(
+                        [
+                            msg.frame_number,
+                            stamp,
+                            body.name,
+                            body.id,
+                            int(bool(body.tracking_valid)),
+                            repr(p.x),
+                            repr(p.y),
+                            repr(p.z),
+                            repr(q.x),
+                            repr(q.y),
+                            repr(q.z),
+                            repr(q.w),
+                            repr(float(body.mean_error)),
+                        ]
+                    )
         written.append(path)
     if content.marker_msgs:
         path = base.with_name(base.name + "_markers.csv")
@@ -228,16 +266,32 @@ def write_csv(content: BagContent, out: Path) -> list[Path]:
                 stamp = f"{_stamp(msg.header):.9f}"
                 for marker in msg.markers:
                     p = marker.position
-                    w.writerow([msg.frame_number, stamp, marker.name, marker.id, int(bool(marker.occluded)),
-                                repr(p.x), repr(p.y), repr(p.z), repr(float(marker.residual))])
+                    w.writerow(
+                        [
+                            msg.frame_number,
+                            stamp,
+                            marker.name,
+                            marker.id,
+                            int(bool(marker.occluded)),
+                            repr(p.x),
+                            repr(p.y),
+                            repr(p.z),
+                            repr(float(marker.residual)),
+                        ]
+                    )
         written.append(path)
     if not written:
         raise ExportError(f"nothing of {content.system} to write")
     return written
 
 
-def export(bag: str | Path, fmt: str, system: str | None = None, out: str | Path | None = None,
-           progress: Progress | None = None) -> list[Path]:
+def export(
+    bag: str | Path,
+    fmt: str,
+    system: str | None = None,
+    out: str | Path | None = None,
+    progress: Progress | None = None,
+) -> list[Path]:
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     bag = Path(bag)

@@ -7,17 +7,20 @@ length counting the NUL, then the bytes), padding to a multiple of 8 counted fro
 first byte after the encapsulation header, then the uint64. Reading those few bytes is
 all the recorder does with a message, so the hot path never deserializes.
 """
+
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
 
 #: message types whose second field is the system's frame number
-FRAME_TYPES = frozenset({
-    "mocap4r2_interfaces/msg/Markers",
-    "mocap4r2_interfaces/msg/RigidBodies",
-    "mocap4r2_interfaces/msg/Skeletons",
-})
+FRAME_TYPES = frozenset(
+    {
+        "mocap4r2_interfaces/msg/Markers",
+        "mocap4r2_interfaces/msg/RigidBodies",
+        "mocap4r2_interfaces/msg/Skeletons",
+    }
+)
 
 _U32 = {0: struct.Struct("<I"), 1: struct.Struct(">I")}
 _U64 = {0: struct.Struct("<Q"), 1: struct.Struct(">Q")}
@@ -33,7 +36,7 @@ def frame_number(data: bytes) -> int | None:
     little = data[1] & 1
     endian = 0 if little else 1
     length = _U32[endian].unpack_from(data, 12)[0]
-    offset = 16 + length - 4          # relative to the data start (byte 4)
+    offset = 16 + length - 4  # relative to the data start (byte 4)
     offset = (offset + 7) & ~7
     if 4 + offset + 8 > len(data):
         return None
@@ -50,7 +53,7 @@ class FrameTrack:
     missing: int = 0
     restarts: int = 0
     unreadable: int = 0
-    ranges: list[tuple[int, int]] = field(default_factory=list)   # inclusive, missing
+    ranges: list[tuple[int, int]] = field(default_factory=list)  # inclusive, missing
 
     def add(self, number: int | None) -> None:
         if number is None:

@@ -7,6 +7,7 @@ one gets everything the writer had flushed. The records are copied into a new, c
 MCAP file (the damaged one is kept as ``*.damaged`` unless told otherwise) and
 metadata.yaml is written from what was found.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ class Recovered:
     path: Path
     messages: int
     counts: dict[str, int]
-    stopped_by: str          # why reading ended early, "" when the file was complete
+    stopped_by: str  # why reading ended early, "" when the file was complete
 
 
 def _mcap_file(bag: Path) -> Path:
@@ -35,7 +36,9 @@ def _mcap_file(bag: Path) -> Path:
     if not files:
         raise FileNotFoundError(f"no .mcap file in {bag}")
     if len(files) > 1:
-        raise ValueError(f"{bag} holds {len(files)} MCAP files; recover one of them: {[f.name for f in files]}")
+        raise ValueError(
+            f"{bag} holds {len(files)} MCAP files; recover one of them: {[f.name for f in files]}"
+        )
     return files[0]
 
 
@@ -58,17 +61,27 @@ def recover(bag: str | Path, keep_damaged: bool = True) -> Recovered:
                 if isinstance(record, Schema):
                     if record.id not in new_schema:
                         schemas[record.id] = record
-                        new_schema[record.id] = writer.register_schema(record.name, record.encoding, record.data)
+                        new_schema[record.id] = writer.register_schema(
+                            record.name, record.encoding, record.data
+                        )
                 elif isinstance(record, Channel):
                     if record.id not in new_channel:
                         channels[record.id] = record
                         new_channel[record.id] = writer.register_channel(
-                            record.topic, record.message_encoding, new_schema.get(record.schema_id, 0),
-                            dict(record.metadata))
+                            record.topic,
+                            record.message_encoding,
+                            new_schema.get(record.schema_id, 0),
+                            dict(record.metadata),
+                        )
                         counts[record.id] = 0
                 elif isinstance(record, Message) and record.channel_id in new_channel:
-                    writer.add_message(new_channel[record.channel_id], record.log_time, record.data,
-                                       record.publish_time, record.sequence)
+                    writer.add_message(
+                        new_channel[record.channel_id],
+                        record.log_time,
+                        record.data,
+                        record.publish_time,
+                        record.sequence,
+                    )
                     counts[record.channel_id] += 1
                     start = record.log_time if not start else min(start, record.log_time)
                     end = max(end, record.log_time)
@@ -86,8 +99,12 @@ def recover(bag: str | Path, keep_damaged: bool = True) -> Recovered:
             qos = yaml.safe_load(qos_text) or [] if qos_text else []
         except yaml.YAMLError:
             qos = []
-        topics.append((TopicSpec(channel.topic, schema.name if schema else "", qos if isinstance(qos, list) else []),
-                       counts[cid]))
+        topics.append(
+            (
+                TopicSpec(channel.topic, schema.name if schema else "", qos if isinstance(qos, list) else []),
+                counts[cid],
+            )
+        )
     write_metadata(directory, source.name, start, end, topics, {"mocap4r2.recovered": "true"})
     by_topic = {channels[cid].topic: n for cid, n in counts.items()}
     return Recovered(path=directory, messages=sum(counts.values()), counts=by_topic, stopped_by=stopped_by)

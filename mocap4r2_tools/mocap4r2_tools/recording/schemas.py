@@ -5,19 +5,35 @@ the text of every message type it uses, each introduced by a line of 80 ``=`` an
 ``MSG: package/Name`` line. ``ros2 bag play``, Foxglove and rosbags decode a bag from
 these texts alone, without the message packages installed.
 """
+
 from __future__ import annotations
 
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 SEPARATOR = "=" * 80
-PRIMITIVES = frozenset({
-    "bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16",
-    "int32", "uint32", "int64", "uint64", "string", "wstring",
-})
+PRIMITIVES = frozenset(
+    {
+        "bool",
+        "byte",
+        "char",
+        "float32",
+        "float64",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "string",
+        "wstring",
+    }
+)
 _BOUND = re.compile(r"<=\d+$")
 
 

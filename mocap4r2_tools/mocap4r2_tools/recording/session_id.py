@@ -1,5 +1,6 @@
 """A session id arrives from the network (any node may publish a Control request) and
 becomes a directory and a file name: it is checked before anything touches the disk."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """What `mocap4r2 sessions` lists: each bag directory of a recorder's output_dir, from its
 metadata.yaml (or, for a session whose recorder died, the fact that it needs recovering)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -8,8 +9,11 @@ from pathlib import Path
 
 import yaml
 
-FRAME_TYPES = ("mocap4r2_interfaces/msg/Markers", "mocap4r2_interfaces/msg/RigidBodies",
-               "mocap4r2_interfaces/msg/Skeletons")
+FRAME_TYPES = (
+    "mocap4r2_interfaces/msg/Markers",
+    "mocap4r2_interfaces/msg/RigidBodies",
+    "mocap4r2_interfaces/msg/Skeletons",
+)
 
 
 @dataclass
@@ -50,25 +54,43 @@ def read_session(directory: Path) -> SessionInfo | None:
     meta_path = directory / "metadata.yaml"
     if not meta_path.is_file():
         if any(directory.glob("*.mcap")):
-            return SessionInfo(session=directory.name, path=str(directory), size=_size(directory),
-                               state="unfinished (mocap4r2 recover)")
+            return SessionInfo(
+                session=directory.name,
+                path=str(directory),
+                size=_size(directory),
+                state="unfinished (mocap4r2 recover)",
+            )
         return None
     try:
         info = yaml.safe_load(meta_path.read_text())["rosbag2_bagfile_information"]
     except (yaml.YAMLError, KeyError, TypeError, OSError):
-        return SessionInfo(session=directory.name, path=str(directory), size=_size(directory),
-                           state="unreadable metadata.yaml")
+        return SessionInfo(
+            session=directory.name,
+            path=str(directory),
+            size=_size(directory),
+            state="unreadable metadata.yaml",
+        )
     custom = info.get("custom_data") or {}
     topics = info.get("topics_with_message_count") or []
     systems = [s for s in (custom.get("mocap4r2.systems") or "").split(",") if s]
     if not systems:  # a bag from elsewhere: the namespaces of its frame topics
-        systems = sorted({t["topic_metadata"]["name"].rsplit("/", 1)[0] for t in topics
-                          if t["topic_metadata"]["type"] in FRAME_TYPES})
-    return SessionInfo(session=custom.get("mocap4r2.session_id", directory.name), path=str(directory),
-                       start_ns=int(info.get("starting_time", {}).get("nanoseconds_since_epoch", 0)),
-                       duration=int(info.get("duration", {}).get("nanoseconds", 0)) / 1e9,
-                       systems=systems, messages=int(info.get("message_count", 0)), size=_size(directory),
-                       state="recovered" if custom.get("mocap4r2.recovered") else "complete")
+        systems = sorted(
+            {
+                t["topic_metadata"]["name"].rsplit("/", 1)[0]
+                for t in topics
+                if t["topic_metadata"]["type"] in FRAME_TYPES
+            }
+        )
+    return SessionInfo(
+        session=custom.get("mocap4r2.session_id", directory.name),
+        path=str(directory),
+        start_ns=int(info.get("starting_time", {}).get("nanoseconds_since_epoch", 0)),
+        duration=int(info.get("duration", {}).get("nanoseconds", 0)) / 1e9,
+        systems=systems,
+        messages=int(info.get("message_count", 0)),
+        size=_size(directory),
+        state="recovered" if custom.get("mocap4r2.recovered") else "complete",
+    )
 
 
 def list_sessions(directory: Path) -> list[SessionInfo]:

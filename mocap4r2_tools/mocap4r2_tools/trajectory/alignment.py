@@ -16,6 +16,7 @@ one pass or updated one pair at a time (see running.py): the same closed forms s
 the offline evaluator and the online node. Centring keeps the sums exact to rounding
 even far from the origin.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,13 +42,13 @@ class AlignmentError(TrajectoryInputError):
 
 @dataclass(frozen=True, eq=False)
 class Alignment:
-    rotation: np.ndarray     # (3, 3)
+    rotation: np.ndarray  # (3, 3)
     translation: np.ndarray  # (3,)
     scale: float = 1.0
     method: str = "none"
 
     @classmethod
-    def identity(cls) -> "Alignment":
+    def identity(cls) -> Alignment:
         return cls(np.eye(3), np.zeros(3), 1.0, "none")
 
     def apply_positions(self, positions: np.ndarray) -> np.ndarray:
@@ -58,7 +59,7 @@ class Alignment:
             return traj
         # q * o for every row o is linear in o: one (n, 4) x (4, 4) product instead of
         # elementwise work down the columns of an (n, 4) array
-        rows = quat_multiply(self.quaternion(), np.eye(4))   # row k: q * e_k
+        rows = quat_multiply(self.quaternion(), np.eye(4))  # row k: q * e_k
         orientations = traj.orientations @ rows
         return Trajectory(traj.stamps, self.apply_positions(traj.positions), orientations, traj.name)
 
@@ -79,32 +80,40 @@ class PointMoments:
     """Sufficient statistics of paired positions x (estimate) and y (ground truth)."""
 
     count: int
-    mean_est: np.ndarray     # (3,)
-    mean_gt: np.ndarray      # (3,)
-    scatter_est: float       # sum |x - mean_est|^2
-    scatter_gt: float        # sum |y - mean_gt|^2
-    cross: np.ndarray        # (3, 3) sum (y - mean_gt)(x - mean_est)^T
+    mean_est: np.ndarray  # (3,)
+    mean_gt: np.ndarray  # (3,)
+    scatter_est: float  # sum |x - mean_est|^2
+    scatter_gt: float  # sum |y - mean_gt|^2
+    cross: np.ndarray  # (3, 3) sum (y - mean_gt)(x - mean_est)^T
 
     @classmethod
-    def empty(cls) -> "PointMoments":
+    def empty(cls) -> PointMoments:
         return cls(0, np.zeros(3), np.zeros(3), 0.0, 0.0, np.zeros((3, 3)))
 
     @classmethod
-    def of(cls, est: np.ndarray, gt: np.ndarray) -> "PointMoments":
+    def of(cls, est: np.ndarray, gt: np.ndarray) -> PointMoments:
         est = np.asarray(est, dtype=np.float64).reshape(-1, 3)
         gt = np.asarray(gt, dtype=np.float64).reshape(-1, 3)
         if est.shape != gt.shape:
-            raise TrajectoryInputError(f"{est.shape[0]} estimate positions for {gt.shape[0]} ground truth positions")
+            raise TrajectoryInputError(
+                f"{est.shape[0]} estimate positions for {gt.shape[0]} ground truth positions"
+            )
         if est.shape[0] == 0:
             return cls.empty()
         mean_est = est.mean(axis=0)
         mean_gt = gt.mean(axis=0)
         dx = est - mean_est
         dy = gt - mean_gt
-        return cls(est.shape[0], mean_est, mean_gt, float(np.einsum("ij,ij->", dx, dx)),
-                   float(np.einsum("ij,ij->", dy, dy)), dy.T @ dx)
+        return cls(
+            est.shape[0],
+            mean_est,
+            mean_gt,
+            float(np.einsum("ij,ij->", dx, dx)),
+            float(np.einsum("ij,ij->", dy, dy)),
+            dy.T @ dx,
+        )
 
-    def merged(self, other: "PointMoments") -> "PointMoments":
+    def merged(self, other: PointMoments) -> PointMoments:
         """Moments of both sets together (Chan et al.'s pairwise update)."""
         if other.count == 0:
             return self
@@ -115,19 +124,26 @@ class PointMoments:
         dx = other.mean_est - self.mean_est
         dy = other.mean_gt - self.mean_gt
         return PointMoments(
-            n, self.mean_est + dx * (other.count / n), self.mean_gt + dy * (other.count / n),
+            n,
+            self.mean_est + dx * (other.count / n),
+            self.mean_gt + dy * (other.count / n),
             self.scatter_est + other.scatter_est + w * float(dx @ dx),
             self.scatter_gt + other.scatter_gt + w * float(dy @ dy),
-            self.cross + other.cross + w * np.outer(dy, dx))
+            self.cross + other.cross + w * np.outer(dy, dx),
+        )
 
     def residual_sse(self, alignment: Alignment) -> float:
-        """sum |y - (s R x + t)|^2 over the pairs, from the moments alone (never negative)."""
+        """Sum |y - (s R x + t)|^2 over the pairs, from the moments alone (never negative)."""
         if self.count == 0:
             return 0.0
         s, r = alignment.scale, alignment.rotation
         offset = self.mean_gt - s * (r @ self.mean_est) - alignment.translation
-        sse = (self.scatter_gt + s * s * self.scatter_est - 2.0 * s * float(np.sum(r * self.cross))
-               + self.count * float(offset @ offset))
+        sse = (
+            self.scatter_gt
+            + s * s * self.scatter_est
+            - 2.0 * s * float(np.sum(r * self.cross))
+            + self.count * float(offset @ offset)
+        )
         return max(sse, 0.0)
 
 
@@ -148,14 +164,18 @@ def solve(moments: PointMoments, method: str) -> Alignment:
         if np.hypot(cos_part, sin_part) <= _COLLINEAR * np.sqrt(moments.scatter_est * moments.scatter_gt):
             raise AlignmentError("posyaw alignment: no horizontal motion, the yaw is undetermined")
         yaw = np.arctan2(sin_part, cos_part)
-        rotation = np.array([[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
+        rotation = np.array(
+            [[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]]
+        )
         return Alignment(rotation, moments.mean_gt - rotation @ moments.mean_est, 1.0, method)
     u, d, vt = np.linalg.svd(c)
     if d[0] <= _COLLINEAR * np.sqrt(moments.scatter_est * moments.scatter_gt):
         raise AlignmentError(f"{method} alignment: estimate and ground truth positions are uncorrelated")
     if d[1] <= _COLLINEAR * d[0]:
-        raise AlignmentError(f"{method} alignment: the positions lie on a line, the rotation about it "
-                             "is undetermined (use posyaw or origin, or more varied motion)")
+        raise AlignmentError(
+            f"{method} alignment: the positions lie on a line, the rotation about it "
+            "is undetermined (use posyaw or origin, or more varied motion)"
+        )
     sign = np.ones(3)
     if np.linalg.det(u) * np.linalg.det(vt) < 0.0:
         sign[2] = -1.0  # a reflection would fit better: take the best proper rotation
@@ -165,12 +185,13 @@ def solve(moments: PointMoments, method: str) -> Alignment:
 
 
 def _check_moving(moments: PointMoments) -> None:
-    limit = moments.count * _STATIC_SPREAD ** 2
+    limit = moments.count * _STATIC_SPREAD**2
     for what, scatter in (("estimate", moments.scatter_est), ("ground truth", moments.scatter_gt)):
         if scatter <= limit:
             spread = np.sqrt(scatter / max(moments.count, 1))
-            raise AlignmentError(f"the {what} positions do not move (RMS spread {spread:.3g} m): "
-                                 "the alignment is undetermined")
+            raise AlignmentError(
+                f"the {what} positions do not move (RMS spread {spread:.3g} m): the alignment is undetermined"
+            )
 
 
 def origin_alignment(gt_position, gt_orientation, est_position, est_orientation) -> Alignment:
@@ -178,8 +199,9 @@ def origin_alignment(gt_position, gt_orientation, est_position, est_orientation)
     r_gt = Rotation.from_quat(gt_orientation).as_matrix()
     r_est = Rotation.from_quat(est_orientation).as_matrix()
     rotation = r_gt @ r_est.T
-    return Alignment(rotation, np.asarray(gt_position, float) - rotation @ np.asarray(est_position, float),
-                     1.0, "origin")
+    return Alignment(
+        rotation, np.asarray(gt_position, float) - rotation @ np.asarray(est_position, float), 1.0, "origin"
+    )
 
 
 def align(gt: Trajectory, est: Trajectory, method: str, first_n: int = 0) -> Alignment:

@@ -15,6 +15,7 @@ Two methods:
 
 :class:`StreamAssociator` does the same online, with bounded memory.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -45,8 +46,9 @@ class Association:
         return len(self.gt)
 
 
-def associate(gt: Trajectory, est: Trajectory, max_diff: float = 0.01, offset: float = 0.0,
-              method: str = "nearest") -> Association:
+def associate(
+    gt: Trajectory, est: Trajectory, max_diff: float = 0.01, offset: float = 0.0, method: str = "nearest"
+) -> Association:
     """Pairs of ground truth and estimate poses; TrajectoryInputError when none match."""
     if method not in METHODS:
         raise TrajectoryInputError(f"unknown association {method!r} (one of {', '.join(METHODS)})")
@@ -55,7 +57,9 @@ def associate(gt: Trajectory, est: Trajectory, max_diff: float = 0.01, offset: f
     if not np.isfinite(offset):
         raise TrajectoryInputError(f"offset must be finite, not {offset}")
     if len(gt) == 0 or len(est) == 0:
-        raise TrajectoryInputError(f"nothing to associate: {len(gt)} ground truth and {len(est)} estimate poses")
+        raise TrajectoryInputError(
+            f"nothing to associate: {len(gt)} ground truth and {len(est)} estimate poses"
+        )
     est_times = est.stamps + offset
     if method == "nearest" and len(gt) < len(est):
         # ground truth is the sparser side: it looks for estimate poses
@@ -66,7 +70,8 @@ def associate(gt: Trajectory, est: Trajectory, max_diff: float = 0.01, offset: f
         raise TrajectoryInputError(
             f"no estimate stamp is within max_diff={max_diff} s of a ground truth stamp (offset {offset} s): "
             f"ground truth spans [{gt.stamps[0]:.3f}, {gt.stamps[-1]:.3f}] s, estimate+offset "
-            f"[{est_times[0]:.3f}, {est_times[-1]:.3f}] s")
+            f"[{est_times[0]:.3f}, {est_times[-1]:.3f}] s"
+        )
     est_pairs = est.take(est_rows).with_stamps(est_times[est_rows])
     if method == "interpolate":
         gt_pairs = interpolate(gt, est_times[est_rows])
@@ -75,7 +80,9 @@ def associate(gt: Trajectory, est: Trajectory, max_diff: float = 0.01, offset: f
     return Association(gt_pairs, est_pairs, len(gt), len(est))
 
 
-def nearest_indices(query: np.ndarray, reference: np.ndarray, max_diff: float) -> tuple[np.ndarray, np.ndarray]:
+def nearest_indices(
+    query: np.ndarray, reference: np.ndarray, max_diff: float
+) -> tuple[np.ndarray, np.ndarray]:
     """For each query stamp the nearest reference stamp within max_diff (both sorted).
 
     Returns (query rows, reference rows) of the accepted matches."""
@@ -120,9 +127,9 @@ def interpolate(traj: Trajectory, times: np.ndarray) -> Trajectory:
 # --------------------------------------------------------------------------- online
 @dataclass(frozen=True)
 class PosePair:
-    stamp: float                 # ground-truth time
-    gt_position: np.ndarray      # (3,)
-    gt_orientation: np.ndarray   # (4,) x, y, z, w
+    stamp: float  # ground-truth time
+    gt_position: np.ndarray  # (3,)
+    gt_orientation: np.ndarray  # (4,) x, y, z, w
     est_position: np.ndarray
     est_orientation: np.ndarray
 
@@ -137,8 +144,15 @@ class StreamAssociator:
     plus a binary search.
     """
 
-    def __init__(self, max_diff: float = 0.01, offset: float = 0.0, method: str = "nearest",
-                 horizon: float = 5.0, max_gt: int = 100_000, max_pending: int = 1000):
+    def __init__(
+        self,
+        max_diff: float = 0.01,
+        offset: float = 0.0,
+        method: str = "nearest",
+        horizon: float = 5.0,
+        max_gt: int = 100_000,
+        max_pending: int = 1000,
+    ):
         if method not in METHODS:
             raise ValueError(f"unknown association {method!r} (one of {', '.join(METHODS)})")
         self.max_diff = float(max_diff)

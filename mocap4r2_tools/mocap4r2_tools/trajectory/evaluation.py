@@ -1,4 +1,5 @@
 """The offline pipeline: associate, align, ATE, RPE; one call, one result."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,13 +14,13 @@ from .poses import Trajectory
 
 @dataclass(frozen=True)
 class EvalOptions:
-    association: str = "nearest"   # nearest | interpolate
-    max_diff: float = 0.01         # s
-    offset: float = 0.0            # s, added to the estimate's stamps
-    align: str = "se3"             # none | se3 | sim3 | posyaw | origin
-    align_first_n: int = 0         # 0: align on every pair
+    association: str = "nearest"  # nearest | interpolate
+    max_diff: float = 0.01  # s
+    offset: float = 0.0  # s, added to the estimate's stamps
+    align: str = "se3"  # none | se3 | sim3 | posyaw | origin
+    align_first_n: int = 0  # 0: align on every pair
     rpe_delta: float = 1.0
-    rpe_unit: str = "frames"       # frames | m | s
+    rpe_unit: str = "frames"  # frames | m | s
     rpe_all_pairs: bool = False
 
 
@@ -29,11 +30,11 @@ class EvaluationResult:
     association: Association
     alignment: Alignment
     est_aligned: Trajectory
-    ate: np.ndarray                # per pair, metres
+    ate: np.ndarray  # per pair, metres
     rpe_starts: np.ndarray
     rpe_ends: np.ndarray
-    rpe_trans: np.ndarray          # per step, metres
-    rpe_rot: np.ndarray            # per step, radians
+    rpe_trans: np.ndarray  # per step, metres
+    rpe_rot: np.ndarray  # per step, radians
     ate_stats: ErrorStats = field(init=False)
     rpe_trans_stats: ErrorStats = field(init=False)
     rpe_rot_stats: ErrorStats = field(init=False)

@@ -11,21 +11,24 @@ Bags are read with ``rosbags``. Supported topic types, stamped with their header
   mocap4r2_interfaces/RigidBodies (one body by name, ``body``; only tracked samples).
 Messages may be recorded out of stamp order, so bag trajectories are sorted by stamp.
 """
+
 from __future__ import annotations
 
 import warnings
 from array import array
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
+
 from mocap4r2_control.timebase import stamp_to_seconds
 
 from .poses import Trajectory, TrajectoryInputError
 
-ProgressCallback = Callable[[int, int], None]   # (messages done, messages in total)
+ProgressCallback = Callable[[int, int], None]  # (messages done, messages in total)
 
 SUPPORTED_TYPES = (
     "geometry_msgs/msg/PoseStamped",
@@ -36,8 +39,8 @@ SUPPORTED_TYPES = (
     "mocap4r2_interfaces/msg/RigidBodies",
 )
 
-_CHUNK = 1 << 20        # bytes read at a time while checking a file is text
-MAX_LINE = 1 << 20      # longest run without a newline accepted (a TUM line is < 200 bytes)
+_CHUNK = 1 << 20  # bytes read at a time while checking a file is text
+MAX_LINE = 1 << 20  # longest run without a newline accepted (a TUM line is < 200 bytes)
 # largest TUM file read: about ten million poses. Both readers hold the poses as float64
 # (64 bytes a pose) and the fast one briefly the text as well, so this bounds memory
 MAX_TUM_BYTES = 1 << 30
@@ -67,8 +70,8 @@ class TextScan:
     """What one pass over a file found, enough to choose a reader."""
 
     size: int
-    comma: bool    # a comma anywhere: the fast reader then splits on commas
-    plain: bool    # every '#' is the first byte of a line (whole-line comments only)
+    comma: bool  # a comma anywhere: the fast reader then splits on commas
+    plain: bool  # every '#' is the first byte of a line (whole-line comments only)
 
 
 def _check_text(path: Path) -> TextScan:
@@ -84,19 +87,22 @@ def _check_text(path: Path) -> TextScan:
                 nul = chunk.find(b"\0")
                 if nul >= 0:
                     raise TrajectoryInputError(
-                        f"{path} is not a text file (TUM format expected): NUL byte at offset {size + nul}")
+                        f"{path} is not a text file (TUM format expected): NUL byte at offset {size + nul}"
+                    )
                 newline = chunk.rfind(b"\n")
                 open_line = open_line + len(chunk) if newline < 0 else len(chunk) - newline - 1
                 if open_line > MAX_LINE:
                     raise TrajectoryInputError(
                         f"{path}: more than {MAX_LINE} bytes without a line break at offset {size} "
-                        "(not a TUM file)")
+                        "(not a TUM file)"
+                    )
                 if size + len(chunk) > MAX_TUM_BYTES:
                     raise TrajectoryInputError(
                         f"{path} is larger than {MAX_TUM_BYTES:,} bytes, the most read from a TUM file "
-                        "(about ten million poses)")
+                        "(about ten million poses)"
+                    )
                 chunk_hashes = chunk.count(b"#")
-                if chunk_hashes:   # a '#' elsewhere than at a line start is an inline comment
+                if chunk_hashes:  # a '#' elsewhere than at a line start is an inline comment
                     hashes += chunk_hashes
                     line_hashes += chunk.count(b"\n#") + (after_newline and chunk[:1] == b"#")
                 comma = comma or b"," in chunk
@@ -114,9 +120,15 @@ def parse_tum_fast(path: Path, scan: TextScan) -> np.ndarray | None:
     would also accept a comment after the values, which the careful reader refuses."""
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # an empty file warns; it is refused by the caller
-            data = np.loadtxt(path, comments="#", delimiter="," if scan.comma else None, ndmin=2,
-                              dtype=np.float64, encoding="utf-8-sig")
+            warnings.simplefilter("ignore")  # an empty file warns; it is refused by the caller
+            data = np.loadtxt(
+                path,
+                comments="#",
+                delimiter="," if scan.comma else None,
+                ndmin=2,
+                dtype=np.float64,
+                encoding="utf-8-sig",
+            )
     except (ValueError, UnicodeDecodeError):
         return None
     if data.shape[1] != 8:
@@ -140,14 +152,16 @@ def parse_tum_careful(path: Path) -> np.ndarray:
                 fields = stripped.replace(",", " ").split()
                 if len(fields) != 8:
                     raise TrajectoryInputError(
-                        f"{path}:{number}: {len(fields)} fields, a TUM line has 8 (stamp tx ty tz qx qy qz qw)")
+                        f"{path}:{number}: {len(fields)} fields, a TUM line has 8 (stamp tx ty tz qx qy qz qw)"
+                    )
                 try:
                     values.extend(map(float, fields))
                 except ValueError as exc:
                     raise TrajectoryInputError(f"{path}:{number}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise TrajectoryInputError(
-            f"{path} is not a text file (TUM format expected): not UTF-8 (after line {number})") from exc
+            f"{path} is not a text file (TUM format expected): not UTF-8 (after line {number})"
+        ) from exc
     except OSError as exc:
         raise TrajectoryInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
     return np.frombuffer(values, dtype=np.float64).reshape(-1, 8)
@@ -195,13 +209,19 @@ def typestore():
 
 # --------------------------------------------------------------------------- bags
 def bag_topics(path: str | Path) -> dict[str, str]:
-    """topic -> message type of a bag."""
+    """Topic -> message type of a bag."""
     with _open_bag(path) as reader:
         return {c.topic: c.msgtype for c in reader.connections}
 
 
-def read_bag(path: str | Path, topic: str, body: str | None = None, frames: tuple[str, str] | None = None,
-             progress: ProgressCallback | None = None, name: str | None = None) -> Trajectory:
+def read_bag(
+    path: str | Path,
+    topic: str,
+    body: str | None = None,
+    frames: tuple[str, str] | None = None,
+    progress: ProgressCallback | None = None,
+    name: str | None = None,
+) -> Trajectory:
     """The trajectory on ``topic`` of a rosbag2 bag (directory, .db3 or .mcap file)."""
     with _open_bag(path) as reader:
         connections = [c for c in reader.connections if c.topic == topic]
@@ -211,7 +231,8 @@ def read_bag(path: str | Path, topic: str, body: str | None = None, frames: tupl
         msgtype = connections[0].msgtype
         if msgtype not in SUPPORTED_TYPES:
             raise TrajectoryInputError(
-                f"{path}: topic {topic} has type {msgtype}, which is not a pose (supported: {', '.join(SUPPORTED_TYPES)})")
+                f"{path}: topic {topic} has type {msgtype}, which is not a pose (supported: {', '.join(SUPPORTED_TYPES)})"
+            )
         if msgtype.endswith("/RigidBodies") and not body:
             raise TrajectoryInputError(f"topic {topic} carries rigid bodies: say which one with a body name")
         if msgtype.endswith("/TFMessage") and not frames:
@@ -227,7 +248,9 @@ def read_bag(path: str | Path, topic: str, body: str | None = None, frames: tupl
             try:
                 msg = store.deserialize_cdr(raw, connection.msgtype)
             except Exception as exc:  # a corrupt record: say where instead of a stack trace
-                raise TrajectoryInputError(f"{path}: message {done} on {topic} cannot be decoded: {exc}") from exc
+                raise TrajectoryInputError(
+                    f"{path}: message {done} on {topic} cannot be decoded: {exc}"
+                ) from exc
             found = False
             for stamp, pose in extract(msg):
                 stamps.append(stamp)
@@ -236,7 +259,9 @@ def read_bag(path: str | Path, topic: str, body: str | None = None, frames: tupl
             skipped += not found
             if progress is not None and (done % 5000 == 0 or done == total):
                 progress(done, total)
-    label = name or f"{topic}" + (f" [{body}]" if body else "") + (f" [{frames[0]}->{frames[1]}]" if frames else "")
+    label = name or f"{topic}" + (f" [{body}]" if body else "") + (
+        f" [{frames[0]}->{frames[1]}]" if frames else ""
+    )
     if not stamps:
         raise TrajectoryInputError(_nothing_found(path, topic, msgtype, body, frames, total, names_seen))
     values = np.asarray(poses, dtype=np.float64)
@@ -308,8 +333,9 @@ def _transform(tf) -> tuple:
     return (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
 
 
-def _extractor(msgtype: str, body: str | None, frames: tuple[str, str] | None,
-               names_seen: set[str]) -> Callable[[Any], Iterator]:
+def _extractor(
+    msgtype: str, body: str | None, frames: tuple[str, str] | None, names_seen: set[str]
+) -> Callable[[Any], Iterator]:
     short = msgtype.rsplit("/", 1)[-1]
     if short == "PoseStamped":
         return lambda m: iter(((_stamp(m.header), _pose(m.pose)),))
@@ -324,6 +350,7 @@ def _extractor(msgtype: str, body: str | None, frames: tuple[str, str] | None,
             for tf in m.transforms:
                 if tf.child_frame_id.lstrip("/") == child and tf.header.frame_id.lstrip("/") == parent:
                     yield _stamp(tf.header), _transform(tf.transform)
+
         return from_tf
 
     def from_bodies(m):
@@ -336,4 +363,5 @@ def _extractor(msgtype: str, body: str | None, frames: tuple[str, str] | None,
             names_seen.update(rb.name for rb in m.rigid_bodies)
             return
         names_seen.add(body)
+
     return from_bodies

@@ -15,6 +15,7 @@ The step comes from the ground truth (frames, metres travelled or seconds elapse
 * all pairs: every i paired with the pose nearest to ``delta`` after it, kept when it
   is within ``tolerance * delta`` (for frames: every i with i + delta).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -38,14 +39,21 @@ class ErrorStats:
     sse: float
 
     @classmethod
-    def of(cls, errors: np.ndarray) -> "ErrorStats":
+    def of(cls, errors: np.ndarray) -> ErrorStats:
         errors = np.asarray(errors, dtype=np.float64)
         if errors.size == 0:
             return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         sse = float(np.dot(errors, errors))
-        return cls(int(errors.size), float(np.sqrt(sse / errors.size)), float(np.mean(errors)),
-                   float(np.median(errors)), float(np.std(errors)), float(np.min(errors)),
-                   float(np.max(errors)), sse)
+        return cls(
+            int(errors.size),
+            float(np.sqrt(sse / errors.size)),
+            float(np.mean(errors)),
+            float(np.median(errors)),
+            float(np.std(errors)),
+            float(np.min(errors)),
+            float(np.max(errors)),
+            sse,
+        )
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -58,8 +66,9 @@ def ate_errors(gt: Trajectory, est_aligned: Trajectory) -> np.ndarray:
     return np.linalg.norm(gt.positions - est_aligned.positions, axis=1)
 
 
-def rpe_pairs(gt: Trajectory, delta: float, unit: str = "frames", all_pairs: bool = False,
-              tolerance: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+def rpe_pairs(
+    gt: Trajectory, delta: float, unit: str = "frames", all_pairs: bool = False, tolerance: float = 0.1
+) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs (i, j) of the RPE step, chosen on the ground truth."""
     if unit not in RPE_UNITS:
         raise TrajectoryInputError(f"unknown RPE unit {unit!r} (one of {', '.join(RPE_UNITS)})")
@@ -120,7 +129,9 @@ def _nearest_pairs(coordinate: np.ndarray, delta: float, tol: float) -> tuple[np
     return starts[keep], ends[keep]
 
 
-def rpe_errors(gt: Trajectory, est: Trajectory, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rpe_errors(
+    gt: Trajectory, est: Trajectory, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Translation (m) and rotation (rad) error of each step."""
     if len(gt) != len(est):
         raise TrajectoryInputError(f"{len(est)} estimate poses for {len(gt)} ground truth poses")
@@ -133,7 +144,7 @@ def rpe_errors(gt: Trajectory, est: Trajectory, starts: np.ndarray, ends: np.nda
     p_i, p_j = _columns(est.orientations, starts, ends)
     gt_i, gt_j = _columns(gt.positions, starts, ends)
     est_i, est_j = _columns(est.positions, starts, ends)
-    q_i[:3] *= -1.0   # the inverses (unit quaternions: conjugates)
+    q_i[:3] *= -1.0  # the inverses (unit quaternions: conjugates)
     p_i[:3] *= -1.0
     rel_gt_t = _rotate(q_i, gt_j - gt_i)
     rel_est_t = _rotate(p_i, est_j - est_i)
@@ -149,10 +160,12 @@ def rpe_errors(gt: Trajectory, est: Trajectory, starts: np.ndarray, ends: np.nda
 def _columns(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``starts`` and ``ends`` of (n, k) ``values`` as two (k, m) arrays."""
     columns = values.T
-    if _is_step(starts) and _is_step(ends):   # consecutive pairs: slices, no index gathering
+    if _is_step(starts) and _is_step(ends):  # consecutive pairs: slices, no index gathering
         step = int(starts[1] - starts[0]) if starts.size > 1 else 1
-        return (np.array(columns[:, starts[0]:starts[-1] + 1:step]),
-                np.array(columns[:, ends[0]:ends[-1] + 1:step]))
+        return (
+            np.array(columns[:, starts[0] : starts[-1] + 1 : step]),
+            np.array(columns[:, ends[0] : ends[-1] + 1 : step]),
+        )
     return np.array(columns[:, starts]), np.array(columns[:, ends])
 
 

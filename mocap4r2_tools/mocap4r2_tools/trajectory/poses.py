@@ -4,6 +4,7 @@ Quaternions are ``x, y, z, w`` rows (geometry_msgs order), positions in metres,
 stamps in seconds. A :class:`Trajectory` is immutable once built: every operation
 returns a new one, so an association or alignment never changes its input.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,15 +19,16 @@ class TrajectoryInputError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class Trajectory:
-    stamps: np.ndarray        # (n,) seconds, increasing (a recorded file may repeat one: from_recorded)
-    positions: np.ndarray     # (n, 3) metres
+    stamps: np.ndarray  # (n,) seconds, increasing (a recorded file may repeat one: from_recorded)
+    positions: np.ndarray  # (n, 3) metres
     orientations: np.ndarray  # (n, 4) unit quaternions x, y, z, w
     name: str = ""
-    notes: tuple[str, ...] = ()   # what a reader changed or tolerated, for the user to see
+    notes: tuple[str, ...] = ()  # what a reader changed or tolerated, for the user to see
 
     @classmethod
-    def build(cls, stamps, positions, orientations=None, name: str = "",
-              require_sorted: bool = True) -> "Trajectory":
+    def build(
+        cls, stamps, positions, orientations=None, name: str = "", require_sorted: bool = True
+    ) -> Trajectory:
         """Validated trajectory; orientations default to identity and are normalised.
 
         With ``require_sorted`` (the default) unsorted or duplicate stamps are refused with
@@ -43,7 +45,9 @@ class Trajectory:
             orientations = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
         orientations = np.asarray(orientations, dtype=np.float64)
         if orientations.shape != (n, 4):
-            raise TrajectoryInputError(f"{label}orientations have shape {orientations.shape}, expected ({n}, 4)")
+            raise TrajectoryInputError(
+                f"{label}orientations have shape {orientations.shape}, expected ({n}, 4)"
+            )
         for what, values in (("stamps", stamps), ("positions", positions), ("orientations", orientations)):
             bad = ~np.isfinite(values)
             if bad.any():
@@ -59,7 +63,7 @@ class Trajectory:
         return cls(stamps, positions, orientations, name)
 
     @classmethod
-    def sorted_by_time(cls, stamps, positions, orientations=None, name: str = "") -> "Trajectory":
+    def sorted_by_time(cls, stamps, positions, orientations=None, name: str = "") -> Trajectory:
         """Built after a stable sort by stamp; duplicate stamps are still refused."""
         stamps = np.asarray(stamps, dtype=np.float64).reshape(-1)
         order = np.argsort(stamps, kind="stable")
@@ -69,7 +73,7 @@ class Trajectory:
         return cls.build(stamps[order], positions, orientations, name)
 
     @classmethod
-    def from_recorded(cls, stamps, positions, orientations=None, name: str = "") -> "Trajectory":
+    def from_recorded(cls, stamps, positions, orientations=None, name: str = "") -> Trajectory:
         """A trajectory as a dataset ships it: rows out of time order are sorted (stable),
         repeated stamps are kept, and ``notes`` says what was found.
 
@@ -85,10 +89,12 @@ class Trajectory:
         back = np.flatnonzero(steps < 0.0)
         if back.size:
             row = int(back[0]) + 1
-            notes.append(f"{label}{back.size} rows are earlier than the row before them (first: row {row}, "
-                         f"{stamps[row]:.9f} s following {stamps[row - 1]:.9f} s); rows reordered by stamp")
+            notes.append(
+                f"{label}{back.size} rows are earlier than the row before them (first: row {row}, "
+                f"{stamps[row]:.9f} s following {stamps[row - 1]:.9f} s); rows reordered by stamp"
+            )
             order = np.argsort(stamps, kind="stable")
-            if positions.shape[:1] == stamps.shape:   # else build() names the wrong shape
+            if positions.shape[:1] == stamps.shape:  # else build() names the wrong shape
                 positions = positions[order]
             if orientations is not None and len(orientations) == stamps.size:
                 orientations = np.asarray(orientations, dtype=np.float64)[order]
@@ -96,21 +102,23 @@ class Trajectory:
         same = np.flatnonzero(np.diff(stamps) == 0.0)
         if same.size:
             row = int(same[0])
-            notes.append(f"{label}{same.size} duplicate stamp{'s' if same.size > 1 else ''} (first: "
-                         f"duplicate stamp {stamps[row]:.9f} s at rows {row} and {row + 1} after sorting); "
-                         "kept, each row associated on its own as evo does")
+            notes.append(
+                f"{label}{same.size} duplicate stamp{'s' if same.size > 1 else ''} (first: "
+                f"duplicate stamp {stamps[row]:.9f} s at rows {row} and {row + 1} after sorting); "
+                "kept, each row associated on its own as evo does"
+            )
         traj = cls.build(stamps, positions, orientations, name, require_sorted=False)
         return cls(traj.stamps, traj.positions, traj.orientations, name, tuple(notes))
 
     def __len__(self) -> int:
         return int(self.stamps.shape[0])
 
-    def take(self, rows) -> "Trajectory":
+    def take(self, rows) -> Trajectory:
         """Rows ``rows`` (index array, slice or mask); stamps may then repeat, which is fine
         for an associated copy but never for an input."""
         return Trajectory(self.stamps[rows], self.positions[rows], self.orientations[rows], self.name)
 
-    def with_stamps(self, stamps: np.ndarray) -> "Trajectory":
+    def with_stamps(self, stamps: np.ndarray) -> Trajectory:
         return Trajectory(np.asarray(stamps, dtype=np.float64), self.positions, self.orientations, self.name)
 
     def rotations(self) -> Rotation:
@@ -135,7 +143,9 @@ def _check_increasing(stamps: np.ndarray, label: str) -> None:
     if steps[row] == 0.0:
         raise TrajectoryInputError(
             f"{label}duplicate stamp {stamps[row]:.9f} s at rows {row} and {row + 1} "
-            f"({bad.size} non-increasing steps in all)")
+            f"({bad.size} non-increasing steps in all)"
+        )
     raise TrajectoryInputError(
         f"{label}stamps are not sorted: row {row + 1} ({stamps[row + 1]:.9f} s) is earlier than "
-        f"row {row} ({stamps[row]:.9f} s) ({bad.size} non-increasing steps in all)")
+        f"row {row} ({stamps[row]:.9f} s) ({bad.size} non-increasing steps in all)"
+    )

@@ -1,5 +1,6 @@
 """Results as a JSON object (the TrajectoryError fields plus more statistics), as text,
 and as matplotlib PNG plots."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,7 +29,12 @@ def to_dict(result: EvaluationResult) -> dict:
         "aligned": result.aligned,
         "alignment": {
             "position": {"x": float(trans[0]), "y": float(trans[1]), "z": float(trans[2])},
-            "orientation": {"x": float(quat[0]), "y": float(quat[1]), "z": float(quat[2]), "w": float(quat[3])},
+            "orientation": {
+                "x": float(quat[0]),
+                "y": float(quat[1]),
+                "z": float(quat[2]),
+                "w": float(quat[3]),
+            },
         },
         "alignment_scale": result.alignment.scale,
         "ate_median": ate.median,
@@ -42,9 +48,14 @@ def to_dict(result: EvaluationResult) -> dict:
         "est_poses": result.association.est_total,
         "duration": result.gt.duration,
         "options": {
-            "association": opts.association, "max_diff": opts.max_diff, "offset": opts.offset,
-            "align": opts.align, "align_first_n": opts.align_first_n, "rpe_delta": opts.rpe_delta,
-            "rpe_unit": opts.rpe_unit, "rpe_all_pairs": opts.rpe_all_pairs,
+            "association": opts.association,
+            "max_diff": opts.max_diff,
+            "offset": opts.offset,
+            "align": opts.align,
+            "align_first_n": opts.align_first_n,
+            "rpe_delta": opts.rpe_delta,
+            "rpe_unit": opts.rpe_unit,
+            "rpe_all_pairs": opts.rpe_all_pairs,
         },
     }
 
@@ -57,8 +68,11 @@ def summary_rows(result: EvaluationResult) -> list[tuple[str, str]]:
     al = result.alignment
     unit = {"frames": "frames", "m": "m", "s": "s"}[result.options.rpe_unit]
     rows = [
-        ("pose pairs", f"{len(result.association)} (of {result.association.est_total} estimate, "
-                       f"{result.association.gt_total} ground truth poses)"),
+        (
+            "pose pairs",
+            f"{len(result.association)} (of {result.association.est_total} estimate, "
+            f"{result.association.gt_total} ground truth poses)",
+        ),
         ("alignment", al.method + (f", scale {al.scale:.6f}" if al.method == "sim3" else "")),
     ]
     if al.method != "none":
@@ -68,11 +82,15 @@ def summary_rows(result: EvaluationResult) -> list[tuple[str, str]]:
     rows += [
         ("ATE rmse / mean / median", f"{a.rmse:.6f} / {a.mean:.6f} / {a.median:.6f} m"),
         ("ATE std / min / max", f"{a.std:.6f} / {a.min:.6f} / {a.max:.6f} m"),
-        (f"RPE step {result.options.rpe_delta:g} {unit}",
-         f"{t.count} {'pairs' if result.options.rpe_all_pairs else 'consecutive pairs'}"),
+        (
+            f"RPE step {result.options.rpe_delta:g} {unit}",
+            f"{t.count} {'pairs' if result.options.rpe_all_pairs else 'consecutive pairs'}",
+        ),
         ("RPE trans rmse / mean / max", f"{t.rmse:.6f} / {t.mean:.6f} / {t.max:.6f} m"),
-        ("RPE rot rmse / mean / max", f"{np.degrees(r.rmse):.4f} / {np.degrees(r.mean):.4f} / "
-                                      f"{np.degrees(r.max):.4f} deg"),
+        (
+            "RPE rot rmse / mean / max",
+            f"{np.degrees(r.rmse):.4f} / {np.degrees(r.mean):.4f} / {np.degrees(r.max):.4f} deg",
+        ),
     ]
     return rows
 
@@ -94,8 +112,10 @@ def write_plots(result: EvaluationResult, directory: str | Path, max_points: int
     label = "estimate" + (f" ({result.alignment.method} aligned)" if result.aligned else "")
     written = []
 
-    for filename, (a, b), title in (("trajectory_top.png", (0, 1), "top view"),
-                                    ("trajectory_side.png", (0, 2), "side view")):
+    for filename, (a, b), title in (
+        ("trajectory_top.png", (0, 1), "top view"),
+        ("trajectory_side.png", (0, 2), "side view"),
+    ):
         fig, ax = plt.subplots(figsize=(7, 6))
         ax.plot(gt.positions[rows, a], gt.positions[rows, b], "-", lw=1.2, color="0.25", label="ground truth")
         ax.plot(est.positions[rows, a], est.positions[rows, b], "-", lw=1.0, color="tab:blue", label=label)
@@ -121,8 +141,10 @@ def write_plots(result: EvaluationResult, directory: str | Path, max_points: int
 
     fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(10, 4))
     unit = result.options.rpe_unit
-    for ax, values, xlabel, color in ((ax_t, result.rpe_trans, "translation error [m]", "tab:green"),
-                                      (ax_r, np.degrees(result.rpe_rot), "rotation error [deg]", "tab:purple")):
+    for ax, values, xlabel, color in (
+        (ax_t, result.rpe_trans, "translation error [m]", "tab:green"),
+        (ax_r, np.degrees(result.rpe_rot), "rotation error [deg]", "tab:purple"),
+    ):
         if values.size:
             ax.hist(values, bins=min(60, max(5, values.size // 5)), color=color, alpha=0.85)
         else:
@@ -130,7 +152,9 @@ def write_plots(result: EvaluationResult, directory: str | Path, max_points: int
         ax.set_xlabel(xlabel)
         ax.set_ylabel("pairs")
         ax.grid(alpha=0.3)
-    fig.suptitle(f"relative pose error, step {result.options.rpe_delta:g} {unit} ({result.rpe_trans.size} pairs)")
+    fig.suptitle(
+        f"relative pose error, step {result.options.rpe_delta:g} {unit} ({result.rpe_trans.size} pairs)"
+    )
     written.append(_save(fig, directory / "rpe.png"))
     return written
 

@@ -16,6 +16,7 @@
   seconds on the ground truth) as sums, including the terms that let a sim3 scale
   found later rescale the translation error exactly.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,7 +42,7 @@ class RunningMoments:
         self._my = [0.0, 0.0, 0.0]
         self.scatter_est = 0.0
         self.scatter_gt = 0.0
-        self._c = [0.0] * 9   # row-major sum (y - mean_gt)(x - mean_est)^T
+        self._c = [0.0] * 9  # row-major sum (y - mean_gt)(x - mean_est)^T
 
     def add(self, est, gt) -> None:
         self.count += 1
@@ -85,7 +86,9 @@ class RunningMoments:
         return np.array(self._c).reshape(3, 3)
 
     def snapshot(self) -> PointMoments:
-        return PointMoments(self.count, self.mean_est, self.mean_gt, self.scatter_est, self.scatter_gt, self.cross)
+        return PointMoments(
+            self.count, self.mean_est, self.mean_gt, self.scatter_est, self.scatter_gt, self.cross
+        )
 
 
 class DecimatedHistory:
@@ -106,8 +109,8 @@ class DecimatedHistory:
         if self._seen % self._stride == 0:
             if self._size == self.capacity:
                 keep = self._size // 2
-                self._est[:keep] = self._est[0:self._size:2]
-                self._gt[:keep] = self._gt[0:self._size:2]
+                self._est[:keep] = self._est[0 : self._size : 2]
+                self._gt[:keep] = self._gt[0 : self._size : 2]
                 self._size = keep
                 self._stride *= 2
             if self._seen % self._stride == 0:
@@ -121,7 +124,7 @@ class DecimatedHistory:
         return self._stride == 1
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._est[:self._size], self._gt[:self._size]
+        return self._est[: self._size], self._gt[: self._size]
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ class AteSnapshot:
     max: float
     aligned: bool
     alignment: Alignment
-    reason: str = ""       # why not aligned, when aligned is False and alignment was asked
+    reason: str = ""  # why not aligned, when aligned is False and alignment was asked
 
 
 class RunningATE:
@@ -155,8 +158,13 @@ class RunningATE:
         self._reason = "" if self.method == "none" else "no pose pairs yet"
         self.history = DecimatedHistory(self.history_capacity)
 
-    def add(self, gt_position: np.ndarray, gt_orientation: np.ndarray,
-            est_position: np.ndarray, est_orientation: np.ndarray) -> None:
+    def add(
+        self,
+        gt_position: np.ndarray,
+        gt_orientation: np.ndarray,
+        est_position: np.ndarray,
+        est_orientation: np.ndarray,
+    ) -> None:
         self.moments.add(est_position, gt_position)
         self.history.add(est_position, gt_position)
         if self.method == "origin" and self._frozen is None:
@@ -200,8 +208,15 @@ class RunningATE:
             # exact to rounding; its floor, ~1e-8 of the trajectory's extent, only shows
             # for an estimate identical to the ground truth
             rmse = float(np.sqrt(self.moments.snapshot().residual_sse(applied) / n))
-        return AteSnapshot(n, rmse, float(errors.mean()), float(errors.max()), aligned, applied,
-                           "" if aligned else self._reason)
+        return AteSnapshot(
+            n,
+            rmse,
+            float(errors.mean()),
+            float(errors.max()),
+            aligned,
+            applied,
+            "" if aligned else self._reason,
+        )
 
 
 class RunningRPE:
@@ -220,9 +235,9 @@ class RunningRPE:
 
     def reset(self) -> None:
         self.count = 0
-        self._sum_gt2 = 0.0       # sum |a|^2, a = R(Q_i)^T (q_j - q_i)
-        self._sum_cross = 0.0     # sum a . b
-        self._sum_est2 = 0.0      # sum |b|^2, b = R(P_i)^T (p_j - p_i)
+        self._sum_gt2 = 0.0  # sum |a|^2, a = R(Q_i)^T (q_j - q_i)
+        self._sum_cross = 0.0  # sum a . b
+        self._sum_est2 = 0.0  # sum |b|^2, b = R(P_i)^T (p_j - p_i)
         self._sum_rot2 = 0.0
         self._anchor: tuple | None = None
         self._progress = 0.0
@@ -241,8 +256,11 @@ class RunningRPE:
             self._progress += 1.0
         elif self.unit == "m":
             last = self._last_gt
-            self._progress += math.sqrt((gt_position[0] - last[0]) ** 2 + (gt_position[1] - last[1]) ** 2
-                                        + (gt_position[2] - last[2]) ** 2)
+            self._progress += math.sqrt(
+                (gt_position[0] - last[0]) ** 2
+                + (gt_position[1] - last[1]) ** 2
+                + (gt_position[2] - last[2]) ** 2
+            )
         else:
             self._progress = stamp - self._anchor[0]
         self._last_gt = gt_position
@@ -287,10 +305,12 @@ def _conj(q) -> tuple[float, float, float, float]:
 def _qmul(a, b) -> tuple[float, float, float, float]:
     ax, ay, az, aw = a
     bx, by, bz, bw = b
-    return (aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-            aw * bw - ax * bx - ay * by - az * bz)
+    return (
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+        aw * bw - ax * bx - ay * by - az * bz,
+    )
 
 
 def _rotate_back(q, point, origin) -> tuple[float, float, float]:

@@ -7,6 +7,7 @@ percept at the time it is verified), and this small graph works with or without 
 Edges are looked up in both directions; a lookup is a breadth-first search over at most
 ``max_frames`` frames.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -24,13 +25,15 @@ class Transform:
     rotation: Rotation
 
     @classmethod
-    def identity(cls) -> "Transform":
+    def identity(cls) -> Transform:
         return cls(np.zeros(3), Rotation.identity())
 
-    def __mul__(self, other: "Transform") -> "Transform":
-        return Transform(self.translation + self.rotation.apply(other.translation), self.rotation * other.rotation)
+    def __mul__(self, other: Transform) -> Transform:
+        return Transform(
+            self.translation + self.rotation.apply(other.translation), self.rotation * other.rotation
+        )
 
-    def inverse(self) -> "Transform":
+    def inverse(self) -> Transform:
         inv = self.rotation.inv()
         return Transform(-inv.apply(self.translation), inv)
 
@@ -41,7 +44,7 @@ class Transform:
 class FrameGraph:
     def __init__(self, max_frames: int = 1000):
         self.max_frames = max_frames
-        self._edges: dict[str, dict[str, Transform]] = {}   # parent -> child -> T_parent_child
+        self._edges: dict[str, dict[str, Transform]] = {}  # parent -> child -> T_parent_child
 
     def set(self, parent: str, child: str, transform: Transform) -> bool:
         """Store the newest parent -> child transform; False when refused (a frame
@@ -75,7 +78,7 @@ class FrameGraph:
         neighbours: dict[str, list[tuple[str, Transform]]] = {}
         for parent, children in self._edges.items():
             for child, t in children.items():
-                neighbours.setdefault(parent, []).append((child, t))            # parent <- child
+                neighbours.setdefault(parent, []).append((child, t))  # parent <- child
                 neighbours.setdefault(child, []).append((parent, t.inverse()))  # child <- parent
         # search from target: reach[f] = T_target_f
         reach = {target: Transform.identity()}

@@ -15,6 +15,7 @@ object_id, name, support), a pose in a frame and an ObjectState. Here:
   updates of the object until a state >= 0 is set again.
 * Objects added by hand (AddObject) are static: never updated by mocap.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,15 @@ from .frames import FrameGraph, Transform
 # hector_worldmodel_msgs/ObjectState
 UNKNOWN, PENDING, ACTIVE, INACTIVE = 0, 1, 2, 3
 CONFIRMED, DISCARDED, APPROACHING = -1, -2, -3
-STATE_NAMES = {UNKNOWN: "UNKNOWN", PENDING: "PENDING", ACTIVE: "ACTIVE", INACTIVE: "INACTIVE",
-               CONFIRMED: "CONFIRMED", DISCARDED: "DISCARDED", APPROACHING: "APPROACHING"}
+STATE_NAMES = {
+    UNKNOWN: "UNKNOWN",
+    PENDING: "PENDING",
+    ACTIVE: "ACTIVE",
+    INACTIVE: "INACTIVE",
+    CONFIRMED: "CONFIRMED",
+    DISCARDED: "DISCARDED",
+    APPROACHING: "APPROACHING",
+}
 # hector_worldmodel_msgs/VerifyPercept response
 VERIFY_UNKNOWN, VERIFY_DISCARD, VERIFY_CONFIRM = 0, 1, 2
 
@@ -74,8 +82,10 @@ def parse_identities(entries: list[str]) -> dict[str, Identity]:
         except yaml.YAMLError as error:
             raise ModelError(f"objects entry {entry!r} is not YAML: {error}") from None
         if not isinstance(item, dict) or not isinstance(item.get("body"), str) or not item["body"]:
-            raise ModelError(f"objects entry {entry!r} must be a mapping with a body name, "
-                             "e.g. \"{body: robot1, class_id: robot, name: Robot 1}\"")
+            raise ModelError(
+                f"objects entry {entry!r} must be a mapping with a body name, "
+                'e.g. "{body: robot1, class_id: robot, name: Robot 1}"'
+            )
         unknown = set(item) - {"body", "class_id", "object_id", "name"}
         if unknown:
             raise ModelError(f"objects entry {entry!r}: unknown keys {sorted(unknown)}")
@@ -83,7 +93,9 @@ def parse_identities(entries: list[str]) -> dict[str, Identity]:
         if body in out:
             raise ModelError(f"objects entry {entry!r}: body {body!r} configured twice")
         object_id = str(item.get("object_id") or body)
-        out[body] = Identity(body, str(item.get("class_id", "")), object_id, str(item.get("name") or object_id))
+        out[body] = Identity(
+            body, str(item.get("class_id", "")), object_id, str(item.get("name") or object_id)
+        )
     ids = [i.object_id for i in out.values()]
     if len(set(ids)) != len(ids):
         raise ModelError(f"objects: object ids must be unique, got {ids}")
@@ -97,11 +109,11 @@ class WorldObject:
     name: str
     frame_id: str
     position: np.ndarray
-    orientation: np.ndarray          # x, y, z, w
+    orientation: np.ndarray  # x, y, z, w
     state: int
-    stamp: float = 0.0               # capture time of the pose, s
+    stamp: float = 0.0  # capture time of the pose, s
     support: float = 0.0
-    source: str = ""                 # rigid_bodies topic ("" for an object added by hand)
+    source: str = ""  # rigid_bodies topic ("" for an object added by hand)
     body: str = ""
     last_tracked: float = -math.inf  # monotonic
     tracked: bool = False
@@ -113,9 +125,15 @@ class WorldObject:
 
 
 class WorldModel:
-    def __init__(self, identities: dict[str, Identity] | None = None, default_class_id: str = "mocap_body",
-                 only_configured: bool = False, timeout: float = 1.0, support_window: float = 2.0,
-                 max_objects: int = 1000):
+    def __init__(
+        self,
+        identities: dict[str, Identity] | None = None,
+        default_class_id: str = "mocap_body",
+        only_configured: bool = False,
+        timeout: float = 1.0,
+        support_window: float = 2.0,
+        max_objects: int = 1000,
+    ):
         self.identities = identities or {}
         self.default_class_id = default_class_id
         self.only_configured = only_configured
@@ -123,7 +141,7 @@ class WorldModel:
         self.support_window = support_window
         self.max_objects = max_objects
         self.objects: dict[str, WorldObject] = {}
-        self._by_body: dict[tuple[str, str], str] = {}   # (source, body) -> object_id
+        self._by_body: dict[tuple[str, str], str] = {}  # (source, body) -> object_id
         self.frames = FrameGraph()
 
     # ------------------------------------------------------------------ mocap input
@@ -140,18 +158,36 @@ class WorldModel:
         if identity is None:
             identity = Identity(body, self.default_class_id, body, body)
         object_id = identity.object_id
-        if object_id in self.objects:   # the same body name in a second system
+        if object_id in self.objects:  # the same body name in a second system
             object_id = f"{source.rstrip('/').rsplit('/', 1)[0] or source}/{body}"
             if object_id in self.objects:
                 return None
-        obj = WorldObject(object_id, identity.class_id, identity.name, frame_id, np.zeros(3),
-                          np.array([0.0, 0.0, 0.0, 1.0]), PENDING, source=source, body=body)
+        obj = WorldObject(
+            object_id,
+            identity.class_id,
+            identity.name,
+            frame_id,
+            np.zeros(3),
+            np.array([0.0, 0.0, 0.0, 1.0]),
+            PENDING,
+            source=source,
+            body=body,
+        )
         self.objects[object_id] = obj
         self._by_body[key] = object_id
         return obj
 
-    def update_body(self, source: str, frame_id: str, body: str, tracked: bool, position, orientation,
-                    stamp: float, now: float) -> tuple[WorldObject | None, bool]:
+    def update_body(
+        self,
+        source: str,
+        frame_id: str,
+        body: str,
+        tracked: bool,
+        position,
+        orientation,
+        stamp: float,
+        now: float,
+    ) -> tuple[WorldObject | None, bool]:
         """One body of one rigid_bodies message. Returns (object, state_changed); the
         object is None when the body is not modelled (unconfigured with
         only_configured, or the object budget reached). A body is modelled from its
@@ -162,7 +198,7 @@ class WorldModel:
         if obj is None:
             return None, False
         if obj.state < 0:
-            return obj, False       # CONFIRMED, DISCARDED, ...: updates disabled
+            return obj, False  # CONFIRMED, DISCARDED, ...: updates disabled
         obj.history.append((now, tracked))
         while obj.history and now - obj.history[0][0] > self.support_window:
             obj.history.popleft()
@@ -201,8 +237,10 @@ class WorldModel:
     def set_state(self, object_id: str, state: int) -> WorldObject:
         obj = self.get(object_id)
         if not valid_state(state):
-            raise ModelError(f"invalid state {state}: ObjectState defines {sorted(STATE_NAMES)}; "
-                             "user states are < 0 or > 63")
+            raise ModelError(
+                f"invalid state {state}: ObjectState defines {sorted(STATE_NAMES)}; "
+                "user states are < 0 or > 63"
+            )
         obj.state = state
         return obj
 
@@ -211,8 +249,17 @@ class WorldModel:
         obj.name = name
         return obj
 
-    def add_object(self, object_id: str, class_id: str, name: str, frame_id: str, position, orientation,
-                   state: int, stamp: float) -> WorldObject:
+    def add_object(
+        self,
+        object_id: str,
+        class_id: str,
+        name: str,
+        frame_id: str,
+        position,
+        orientation,
+        state: int,
+        stamp: float,
+    ) -> WorldObject:
         """A static object added by hand; a new id when ``object_id`` is empty."""
         if not frame_id:
             raise ModelError("the object's header.frame_id is empty: a pose needs a frame")
@@ -230,11 +277,22 @@ class WorldModel:
             object_id = f"{class_id or 'object'}_{n}"
         existing = self.objects.get(object_id)
         if existing is not None and not existing.static:
-            raise ModelError(f"object_id {object_id!r} is a tracked mocap body; it cannot be replaced by hand")
+            raise ModelError(
+                f"object_id {object_id!r} is a tracked mocap body; it cannot be replaced by hand"
+            )
         if existing is None and len(self.objects) >= self.max_objects:
             raise ModelError(f"the model holds {self.max_objects} objects already")
-        obj = WorldObject(object_id, class_id, name or object_id, frame_id, position, orientation / norm,
-                          state if state != UNKNOWN else ACTIVE, stamp=stamp, support=support_from_ratio(1.0))
+        obj = WorldObject(
+            object_id,
+            class_id,
+            name or object_id,
+            frame_id,
+            position,
+            orientation / norm,
+            state if state != UNKNOWN else ACTIVE,
+            stamp=stamp,
+            support=support_from_ratio(1.0),
+        )
         self.objects[object_id] = obj
         return obj
 
@@ -248,8 +306,11 @@ class WorldModel:
         if not frame_id or not np.isfinite(point).all():
             return VERIFY_UNKNOWN, "percept without a frame or with a non-finite position"
         unrelated, nearest = [], math.inf
-        candidates = [o for o in self.objects.values()
-                      if o.class_id == class_id and o.state != DISCARDED and (o.static or o.tracked)]
+        candidates = [
+            o
+            for o in self.objects.values()
+            if o.class_id == class_id and o.state != DISCARDED and (o.static or o.tracked)
+        ]
         for obj in candidates:
             t: Transform | None = self.frames.lookup(frame_id, obj.frame_id)
             if t is None:
@@ -260,8 +321,9 @@ class WorldModel:
             if d <= distance:
                 return VERIFY_CONFIRM, f"object {obj.object_id!r} is {d:.3f} m from the percept"
         if unrelated:
-            return VERIFY_UNKNOWN, (f"no transform from frame {frame_id!r} to the frames of "
-                                    f"{', '.join(unrelated[:10])}")
+            return VERIFY_UNKNOWN, (
+                f"no transform from frame {frame_id!r} to the frames of {', '.join(unrelated[:10])}"
+            )
         if not candidates:
             return VERIFY_DISCARD, f"no tracked object of class {class_id!r}"
         return VERIFY_DISCARD, f"the nearest object of class {class_id!r} is {nearest:.3f} m away"

@@ -5,6 +5,7 @@ Gazebo and ros_gz_bridge cannot run here: the input comes from a TEST DOUBLE of 
 bridge's output (test/fixtures/gz_bridge_double.py, which says what it mirrors and where
 that was read): PosePublisher pose vectors (named, stamped, relative to their parent)
 and a world's pose/info (unnamed, unstamped)."""
+
 from __future__ import annotations
 
 import math
@@ -13,25 +14,25 @@ import time
 
 import numpy as np
 import pytest
-from mocap4r2_interfaces.msg import Markers, RigidBodies
+from gz_bridge_double import BridgeDouble, bridged, pose_publisher_vector, scene_broadcaster_pose_info
 from scipy.spatial.transform import Rotation
+from support import CROSS_PROCESS_TIMEOUT as WAIT
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.adapter import AdapterError
 from mocap4r2_control.geometry import quat_rotate
-from gz_bridge_double import BridgeDouble, bridged, pose_publisher_vector, scene_broadcaster_pose_info
 from mocap4r2_drivers.gazebo.convert import (
     ARRIVAL_WINDOW,
     DEFAULT_LAYOUT,
+    SYNC_WINDOW,
     DelayLine,
     Emulation,
     MocapEmulator,
     ModelSpec,
-    SYNC_WINDOW,
     parse_layouts,
 )
 from mocap4r2_drivers.gazebo.gazebo_system import GazeboAdapter
-from support import CROSS_PROCESS_TIMEOUT as WAIT
+from mocap4r2_interfaces.msg import Markers, RigidBodies
 
 DRIVER = ("mocap4r2_drivers", "gazebo_system")
 ROBOT_LAYOUT = [[0.2, 0.0, 0.3], [-0.15, 0.1, 0.3], [-0.15, -0.12, 0.31], [0.0, 0.0, 0.45]]
@@ -40,13 +41,15 @@ ROBOT_LAYOUT = [[0.2, 0.0, 0.3], [-0.15, 0.1, 0.3], [-0.15, -0.12, 0.31], [0.0, 
 def robot_pose(t: float) -> tuple[tuple, tuple]:
     """A robot driving a circle, heading along its path (the 'Gazebo' ground truth)."""
     angle = 0.5 * t
-    return (2.0 * math.cos(angle), 2.0 * math.sin(angle), 0.0), \
-        tuple(Rotation.from_euler("z", angle + math.pi / 2).as_quat())
+    return (2.0 * math.cos(angle), 2.0 * math.sin(angle), 0.0), tuple(
+        Rotation.from_euler("z", angle + math.pi / 2).as_quat()
+    )
 
 
 def drone_pose(t: float) -> tuple[tuple, tuple]:
-    return (0.5, -0.5 + 0.1 * math.sin(t), 1.0 + 0.2 * math.sin(2 * t)), \
-        tuple(Rotation.from_euler("xyz", [0.1 * math.sin(t), 0.05, 0.3 * t]).as_quat())
+    return (0.5, -0.5 + 0.1 * math.sin(t), 1.0 + 0.2 * math.sin(2 * t)), tuple(
+        Rotation.from_euler("xyz", [0.1 * math.sin(t), 0.05, 0.3 * t]).as_quat()
+    )
 
 
 def emulator(models=("robot",), **settings) -> MocapEmulator:
@@ -68,7 +71,7 @@ def feed(emu: MocapEmulator, t0: float, seconds: float, step: float = 0.004, mod
 # ====================================================================== the emulator
 def test_frames_sample_each_model_at_the_frame_time():
     emu = emulator(rate=100.0)
-    frames = feed(emu, 50.0, 1.0)           # poses at 250 Hz, frames at 100 Hz
+    frames = feed(emu, 50.0, 1.0)  # poses at 250 Hz, frames at 100 Hz
     numbers = [f.frame_number for f in frames]
     assert numbers == list(range(5000, 5100))
     for frame in frames:
@@ -127,7 +130,7 @@ def test_noise_occlusion_and_drops_follow_their_settings():
 def test_a_model_without_fresh_poses_is_not_tracked():
     emu = emulator(("robot", "drone"), rate=100.0, stale_timeout=0.2)
     feed(emu, 0.0, 1.0, models=("robot", "drone"))
-    frames = feed(emu, 1.0, 1.0, models=("robot",))      # the drone's poses stop
+    frames = feed(emu, 1.0, 1.0, models=("robot",))  # the drone's poses stop
     valid = np.array([f.bodies.valid for f in frames])
     assert valid[:, 0].all()
     stale = np.array([f.frame_number / 100.0 - 0.996 > 0.2 for f in frames])
@@ -145,16 +148,18 @@ def test_unconfigured_entities_are_ignored_or_all_tracked():
     anything.add("sphere", 1.0, (4, 5, 6), (0, 0, 0, 1))
     (frame,) = anything.advance()
     assert frame.bodies.names == ("box", "sphere")
-    assert frame.bodies.ids.tolist() == sorted(set(frame.bodies.ids.tolist()), key=frame.bodies.ids.tolist().index)
+    assert frame.bodies.ids.tolist() == sorted(
+        set(frame.bodies.ids.tolist()), key=frame.bodies.ids.tolist().index
+    )
     assert frame.bodies.ids.min() >= 0
 
 
 def test_simulation_restart_and_clock_jumps():
     emu = emulator(rate=100.0)
     feed(emu, 100.0, 0.5)
-    after_reset = feed(emu, 0.0, 0.2)                  # the world was reset: its clock went back
+    after_reset = feed(emu, 0.0, 0.2)  # the world was reset: its clock went back
     assert emu.resets == 1 and after_reset[0].frame_number == 0
-    jumped = feed(emu, 1000.0, 0.05)                   # a 1000 s jump ahead
+    jumped = feed(emu, 1000.0, 0.05)  # a 1000 s jump ahead
     # at most MAX_FRAMES_PER_UPDATE frames for the jump (then the 5 of the 50 ms fed)
     assert len(jumped) <= 1000 + 5 and emu.skipped_frames > 98000
     assert not jumped[0].bodies.valid.any(), "no pose in the gap: not tracked"
@@ -183,7 +188,9 @@ def test_parameters_are_checked():
     with pytest.raises(AdapterError, match="model_ids"):
         GazeboAdapter.from_parameters({**values, "models": ["a", "b"], "model_ids": [1]})
     with pytest.raises(AdapterError, match="not in models"):
-        GazeboAdapter.from_parameters({**values, "models": ["a"], "marker_layouts": "{b: [[0,0,0],[1,0,0],[0,1,0]]}"})
+        GazeboAdapter.from_parameters(
+            {**values, "models": ["a"], "marker_layouts": "{b: [[0,0,0],[1,0,0],[0,1,0]]}"}
+        )
     with pytest.raises(AdapterError, match="pose_topics"):
         GazeboAdapter.from_parameters({**values, "pose_topics": [""]})
 
@@ -191,8 +198,10 @@ def test_parameters_are_checked():
 def test_unusable_transforms_are_skipped_and_counted():
     adapter = GazeboAdapter(adapter_values(models=["robot"], noise=0.0))
     adapter.start_streaming()
-    bad = [transform("robot", 1.0, ((float("nan"), 0, 0), (0, 0, 0, 1))),
-           transform("robot", 1.0, ((0, 0, 0), (0, 0, 0, 0)))]
+    bad = [
+        transform("robot", 1.0, ((float("nan"), 0, 0), (0, 0, 0, 1))),
+        transform("robot", 1.0, ((0, 0, 0), (0, 0, 0, 0))),
+    ]
     adapter._on_poses("/t", TFMessage(transforms=bad))
     assert adapter.bad_transforms == 2 and adapter.status()["bad_transforms"] == "2"
     adapter._on_poses("/t", TFMessage(transforms=[transform("robot", 1.0, ((1, 2, 3), (0, 0, 0, 1)))]))
@@ -207,11 +216,11 @@ def test_a_lagging_topic_is_waited_for_not_built_from_stale_poses():
     built from its older poses.)"""
     emu = emulator(("robot", "drone"), rate=100.0, stale_timeout=0.5)
     reference = emulator(("robot", "drone"), rate=100.0, stale_timeout=0.5)
-    step, lag = 0.004, 75                      # 75 poses = 0.3 s behind
+    step, lag = 0.004, 75  # 75 poses = 0.3 s behind
     frames, expected = [], {}
     for i in range(500):
         t = 10.0 + i * step
-        now = 1000.0 + i * step                # arrival times: both topics keep arriving
+        now = 1000.0 + i * step  # arrival times: both topics keep arriving
         emu.add("robot", t, *robot_pose(t), arrival=now)
         reference.add("robot", t, *robot_pose(t))
         reference.add("drone", t, *drone_pose(t))
@@ -240,7 +249,7 @@ def test_a_model_that_stopped_does_not_hold_frames_back():
         emu.add("drone", t, *drone_pose(t), arrival=t)
         emu.advance(t)
     late = []
-    for i in range(100, 900):                  # the drone's topic stops arriving
+    for i in range(100, 900):  # the drone's topic stops arriving
         t = i * 0.004
         emu.add("robot", t, *robot_pose(t), arrival=t)
         late += emu.advance(t)
@@ -252,7 +261,7 @@ def test_one_topic_a_second_behind_is_not_a_simulation_restart():
     for i in range(600):
         t = i * 0.004
         emu.add("robot", t, *robot_pose(t), arrival=t)
-        if i >= 300:                           # the drone's poses arrive 1.2 s late
+        if i >= 300:  # the drone's poses arrive 1.2 s late
             td = (i - 300) * 0.004
             emu.add("drone", td, *drone_pose(td), arrival=t)
         emu.advance(t)
@@ -270,22 +279,27 @@ def test_world_pose_info_is_refused_with_how_to_bridge_instead():
     """The released bridge turns pose/info into unnamed, unstamped transforms: configure
     must refuse it (it used to merge every entity into one body named "")."""
     adapter = attached(pose_topics=["/world/default/pose/info"])
-    info = scene_broadcaster_pose_info({"robot": robot_pose(0.0), "robot::base_link": robot_pose(0.0),
-                                        "sun": ((0, 0, 10), (0, 0, 0, 1))})
+    info = scene_broadcaster_pose_info(
+        {"robot": robot_pose(0.0), "robot::base_link": robot_pose(0.0), "sun": ((0, 0, 10), (0, 0, 0, 1))}
+    )
     assert all(tf.child_frame_id == "" and tf.header.stamp.sec == 0 for tf in info.transforms)
     adapter._on_poses("/world/default/pose/info", info)
     with pytest.raises(AdapterError) as error:
         adapter.connect()
     message = str(error.value)
-    assert "no child_frame_id" in message and "use_pose_vector_msg" in message and "parameter_bridge" in message
+    assert (
+        "no child_frame_id" in message and "use_pose_vector_msg" in message and "parameter_bridge" in message
+    )
     adapter.disconnect()
 
 
 def test_a_link_pose_relative_to_its_model_is_refused():
     """PosePublisher's default sends link poses relative to the model: not world poses."""
     adapter = attached(models=["robot"])
-    msg = pose_publisher_vector(WORLD, 5.0, {}, links={"robot::base_link": ("robot", ((0.1, 0, 0), (0, 0, 0, 1)))})
-    assert msg.transforms[0].child_frame_id == "robot/base_link"      # the bridge's naming
+    msg = pose_publisher_vector(
+        WORLD, 5.0, {}, links={"robot::base_link": ("robot", ((0.1, 0, 0), (0, 0, 0, 1)))}
+    )
+    assert msg.transforms[0].child_frame_id == "robot/base_link"  # the bridge's naming
     adapter._on_poses("/model/robot/pose", msg)
     with pytest.raises(AdapterError, match="relative to 'robot'.*publish_link_pose"):
         adapter.connect()
@@ -300,12 +314,16 @@ def test_a_pose_in_another_world_frame_is_refused():
 
 def test_a_zero_stamp_is_an_error_under_simulation_stamps():
     adapter = attached()
-    adapter._on_poses("/t", TFMessage(transforms=[bridged(robot_pose(0.0), frame_id=WORLD, child_frame_id="robot")]))
+    adapter._on_poses(
+        "/t", TFMessage(transforms=[bridged(robot_pose(0.0), frame_id=WORLD, child_frame_id="robot")])
+    )
     with pytest.raises(AdapterError, match="zero stamp.*stamp: wall"):
         adapter.connect()
     # stamp: wall stamps like a real system, so an unstamped pose is placed at its arrival
     wall = attached(stamp="wall")
-    wall._on_poses("/t", TFMessage(transforms=[bridged(robot_pose(0.0), frame_id=WORLD, child_frame_id="robot")]))
+    wall._on_poses(
+        "/t", TFMessage(transforms=[bridged(robot_pose(0.0), frame_id=WORLD, child_frame_id="robot")])
+    )
     assert wall.connect().rigid_bodies == ("robot",)
 
 
@@ -324,7 +342,7 @@ def test_refused_input_while_running_is_dropped_counted_and_logged_once(caplog):
 def test_a_rate_above_the_pose_rate_warns(caplog):
     adapter = attached(models=["robot"], rate=100.0)
     with caplog.at_level("WARNING", logger="mocap4r2.gazebo"):
-        for i in range(40):                      # poses at 60 Hz, as pose/info at most
+        for i in range(40):  # poses at 60 Hz, as pose/info at most
             adapter._on_poses("/t", world_topic(1.0 + i / 60.0))
     assert adapter.pose_rate == pytest.approx(60.0, rel=0.01)
     assert adapter.status()["rate_above_pose_rate"] == "true"
@@ -382,12 +400,18 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
     reliable reader can wait that long for a repair (``held`` makes the robot's topic do
     so for 1.5 s); the robot is then untracked until its held poses arrive, after which
     its poses are exact again."""
-    values = adapter_values(pose_topics=["/gz0/model/robot/pose", "/gz0/model/drone/pose"],
-                            models=["robot", "drone"], noise=0.0, rate=50.0, latency=0.02, connect_timeout=WAIT)
+    values = adapter_values(
+        pose_topics=["/gz0/model/robot/pose", "/gz0/model/drone/pose"],
+        models=["robot", "drone"],
+        noise=0.0,
+        rate=50.0,
+        latency=0.02,
+        connect_timeout=WAIT,
+    )
     adapter = GazeboAdapter(values)
     adapter.attach(ros.node)
-    received = {"robot": [], "drone": []}     # (stamp, monotonic arrival) of each pose, in arrival order
-    built = {}                                # frame number -> (monotonic time built, poses received by then)
+    received = {"robot": [], "drone": []}  # (stamp, monotonic arrival) of each pose, in arrival order
+    built = {}  # frame number -> (monotonic time built, poses received by then)
 
     def spy(topic, msg, forward=adapter.input.callback):
         arrival = time.monotonic()
@@ -403,10 +427,15 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
 
     adapter.input.callback = spy
     adapter.delay.put = put
-    links = lambda t: pose_publisher_vector(WORLD, t, {"robot": robot_pose(t), "ground_plane": ((0, 0, 0), (0, 0, 0, 1))})  # noqa: E731
-    wanted = 40 if held is None else 150       # 0.8 s; 3 s, past the end of the hold
-    with BridgeDouble(ros, {"/gz0/model/robot/pose": links, "/gz0/model/drone/pose": drone_topic},
-                      held={"/gz0/model/robot/pose": held} if held else None) as bridge:
+    links = lambda t: pose_publisher_vector(
+        WORLD, t, {"robot": robot_pose(t), "ground_plane": ((0, 0, 0), (0, 0, 0, 1))}
+    )  # noqa: E731
+    wanted = 40 if held is None else 150  # 0.8 s; 3 s, past the end of the hold
+    with BridgeDouble(
+        ros,
+        {"/gz0/model/robot/pose": links, "/gz0/model/drone/pose": drone_topic},
+        held={"/gz0/model/robot/pose": held} if held else None,
+    ) as bridge:
         names = adapter.connect()
         assert names.rigid_bodies == ("robot", "drone")
         adapter.start_streaming()
@@ -425,12 +454,14 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
     for frame in frames:
         t = frame.frame_number / 50.0
         when, counts = built[frame.frame_number]
-        horizon = max(s for name in counts for s, _ in received[name][:counts[name]])
+        horizon = max(s for name in counts for s, _ in received[name][: counts[name]])
         for row, (name, truth) in enumerate((("robot", robot_pose), ("drone", drone_pose))):
-            known = received[name][:counts[name]]
+            known = received[name][: counts[name]]
             stamps = np.asarray([s for s, _ in known])
-            where = f"{name} in frame {frame.frame_number}, built {when:.3f}: poses up to {stamps.max():.3f}, " \
-                    f"the last arrived at {known[-1][1]:.3f}"
+            where = (
+                f"{name} in frame {frame.frame_number}, built {when:.3f}: poses up to {stamps.max():.3f}, "
+                f"the last arrived at {known[-1][1]:.3f}"
+            )
             if stamps.max() < t - 1e-6:
                 # built before this model's pose at t arrived: only allowed for a model that
                 # looked stopped (convert.py): its stamps a SYNC_WINDOW behind the newest and
@@ -440,7 +471,9 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
             if newest.size == 0 or t - newest[-1] > values["stale_timeout"]:
                 assert not frame.bodies.valid[row], where
                 continue
-            np.testing.assert_allclose(frame.bodies.positions[row], truth(newest[-1])[0], atol=1e-9, err_msg=where)
+            np.testing.assert_allclose(
+                frame.bodies.positions[row], truth(newest[-1])[0], atol=1e-9, err_msg=where
+            )
             on_time += stamps.max() >= t - 1e-6
         assert frame.latency == pytest.approx(0.02)
         assert frame.capture_time == pytest.approx(t), "stamped on the simulation clock"
@@ -453,28 +486,45 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
 
 
 def test_node_publishes_the_emulated_system(ros, procs):
-    params = {"pose_topics": ["/gz1/model/robot/pose", "/gz1/model/drone/pose"], "models": ["robot", "drone"],
-              "model_ids": [7, 9], "marker_layouts": "{robot: " + str(ROBOT_LAYOUT) + "}",
-              "rate": 50.0, "noise": 0.0005, "occlusion": 0.15, "dropped_frames": 0.1, "seed": 5,
-              "latency": 0.01, "autostart": True}
+    params = {
+        "pose_topics": ["/gz1/model/robot/pose", "/gz1/model/drone/pose"],
+        "models": ["robot", "drone"],
+        "model_ids": [7, 9],
+        "marker_layouts": "{robot: " + str(ROBOT_LAYOUT) + "}",
+        "rate": 50.0,
+        "noise": 0.0005,
+        "occlusion": 0.15,
+        "dropped_frames": 0.1,
+        "seed": 5,
+        "latency": 0.01,
+        "autostart": True,
+    }
     bodies = ros.subscribe("/gz1/rigid_bodies", RigidBodies)
     markers = ros.subscribe("/gz1/markers", Markers)
-    with BridgeDouble(ros, {"/gz1/model/robot/pose": world_topic, "/gz1/model/drone/pose": drone_topic}) as bridge:
+    with BridgeDouble(
+        ros, {"/gz1/model/robot/pose": world_topic, "/gz1/model/drone/pose": drone_topic}
+    ) as bridge:
         proc = procs.start(*DRIVER, name="gazebo", namespace="/gz1", params=params)
         bodies.wait_count(80, timeout=90)
         markers.wait_count(60, timeout=30)
         # the poses are read by the system node itself: no other node in the process
         nodes = ros.node.get_node_names_and_namespaces()
-        assert ("gazebo", "/gz1") in nodes and not [n for n, _ in nodes if n.startswith("gazebo_input")], nodes
+        assert ("gazebo", "/gz1") in nodes and not [n for n, _ in nodes if n.startswith("gazebo_input")], (
+            nodes
+        )
         proc.stop()
         published = list(bridge.published)
     received = bodies.snapshot()
     assert len(received) > 50, proc.log()
 
     # the same poses fed to an emulator here give the same frames: deterministic
-    specs = [ModelSpec("robot", 7, np.asarray(ROBOT_LAYOUT)), ModelSpec("drone", 9, np.asarray(DEFAULT_LAYOUT))]
-    emu = MocapEmulator(specs, Emulation(rate=50.0, noise=0.0005, occlusion=0.15, dropped_frames=0.1, seed=5,
-                                         latency=0.01))
+    specs = [
+        ModelSpec("robot", 7, np.asarray(ROBOT_LAYOUT)),
+        ModelSpec("drone", 9, np.asarray(DEFAULT_LAYOUT)),
+    ]
+    emu = MocapEmulator(
+        specs, Emulation(rate=50.0, noise=0.0005, occlusion=0.15, dropped_frames=0.1, seed=5, latency=0.01)
+    )
     expected = {}
     for t in published:
         emu.add("robot", t, *robot_pose(t))
@@ -493,7 +543,7 @@ def test_node_publishes_the_emulated_system(ros, procs):
     def used_stamp(row: int, k: int, got, want) -> float | None:
         """The published stamp whose pose, with frame k's noise, gives ``got``."""
         truth = truths[row][0]
-        offset = np.asarray(want) - np.asarray(truth(k / 50.0)[0])      # frame k's noise
+        offset = np.asarray(want) - np.asarray(truth(k / 50.0)[0])  # frame k's noise
         for s in stamps[(stamps <= k / 50.0 + 1e-6) & (stamps >= k / 50.0 - 0.5)][::-1]:
             if np.allclose(np.asarray(got) - offset, truth(s)[0], atol=1e-9):
                 return s
@@ -515,10 +565,20 @@ def test_node_publishes_the_emulated_system(ros, procs):
         assert [b.id for b in msg.rigid_bodies] == [7, 9]
         for row, body in enumerate(msg.rigid_bodies):
             p = body.pose.position
-            pose = (p.x, p.y, p.z, body.pose.orientation.x, body.pose.orientation.y, body.pose.orientation.z,
-                    body.pose.orientation.w)
+            pose = (
+                p.x,
+                p.y,
+                p.z,
+                body.pose.orientation.x,
+                body.pose.orientation.y,
+                body.pose.orientation.z,
+                body.pose.orientation.w,
+            )
             if not body.tracking_valid and frame.bodies.valid[row]:
-                assert pose == (last_tracked[row] or (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)), (msg.frame_number, row)
+                assert pose == (last_tracked[row] or (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)), (
+                    msg.frame_number,
+                    row,
+                )
                 late.add((msg.frame_number, row))
                 continue
             assert body.tracking_valid == bool(frame.bodies.valid[row]), (msg.frame_number, row)
@@ -527,21 +587,27 @@ def test_node_publishes_the_emulated_system(ros, procs):
             if body.tracking_valid:
                 p = body.pose.position
                 s = used_stamp(row, msg.frame_number, (p.x, p.y, p.z), frame.bodies.positions[row])
-                assert s is not None, f"frame {msg.frame_number} body {row}: not a published pose with its noise"
+                assert s is not None, (
+                    f"frame {msg.frame_number} body {row}: not a published pose with its noise"
+                )
                 used[(msg.frame_number, row)] = s
                 exact += abs(s - msg.frame_number / 50.0) < 1e-6
             else:
                 saw_invalid = True
         # a marker never seen yet has no position to hold and is left out, at first
         assert len(msg.rigid_bodies[0].markers) == 4 or (i < 20 and len(msg.rigid_bodies[0].markers) < 4)
-        assert msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 == pytest.approx(msg.frame_number / 50.0)
+        assert msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 == pytest.approx(
+            msg.frame_number / 50.0
+        )
     assert saw_invalid
     # the node keeps up with both topics, so nearly every pose is the one at the frame's
     # time. Under rclpy's MultiThreadedExecutor (which spun a core: executors.py) 27 of
     # 147 were, the rest older poses of topics the node had fallen behind on
     assert exact >= 0.9 * len(used), f"{exact} of {len(used)} tracked body poses at exactly the frame time"
-    print(f"{exact} of {len(used)} tracked body poses at exactly the frame time; "
-          f"{len(late)} body rows untracked for poses that came late")
+    print(
+        f"{exact} of {len(used)} tracked body poses at exactly the frame time; "
+        f"{len(late)} body rows untracked for poses that came late"
+    )
     marker_messages = markers.snapshot()
     assert len(marker_messages) > 50
     for i, msg in enumerate(marker_messages):
@@ -552,7 +618,7 @@ def test_node_publishes_the_emulated_system(ros, procs):
         for marker in msg.markers:
             row = rows[marker.id]
             body = int(row >= len(ROBOT_LAYOUT))
-            if (msg.frame_number, body) in late:      # its body's poses came late: not seen
+            if (msg.frame_number, body) in late:  # its body's poses came late: not seen
                 assert marker.occluded
                 continue
             assert marker.occluded == bool(frame.markers.occluded[row])
@@ -565,16 +631,21 @@ def test_node_publishes_the_emulated_system(ros, procs):
 
             def marker_at(when):
                 position, quat = truth(when)
-                return quat_rotate(np.asarray(quat), layout[j:j + 1])[0] + np.asarray(position)
+                return quat_rotate(np.asarray(quat), layout[j : j + 1])[0] + np.asarray(position)
 
             noise = frame.markers.positions[row] - marker_at(t)
-            np.testing.assert_allclose((marker.position.x, marker.position.y, marker.position.z),
-                                       marker_at(s) + noise, atol=1e-9)
+            np.testing.assert_allclose(
+                (marker.position.x, marker.position.y, marker.position.z), marker_at(s) + noise, atol=1e-9
+            )
 
 
 def test_configure_fails_clearly_without_gazebo(ros, procs):
-    proc = procs.start(*DRIVER, name="gazebo", namespace="/gz2",
-                       params={"pose_topics": ["/gz2/model/robot/pose"], "connect_timeout": 1.0})
+    proc = procs.start(
+        *DRIVER,
+        name="gazebo",
+        namespace="/gz2",
+        params={"pose_topics": ["/gz2/model/robot/pose"], "connect_timeout": 1.0},
+    )
     ros.wait_state("/gz2/gazebo", "unconfigured", timeout=WAIT)
     assert not ros.change_state("/gz2/gazebo", "configure")
     assert proc.wait_log("ros_gz_bridge", timeout=WAIT), proc.log()
@@ -594,8 +665,12 @@ def test_node_refuses_world_pose_info_with_the_reason(ros, procs):
     thread = threading.Thread(target=publish, daemon=True)
     thread.start()
     try:
-        proc = procs.start(*DRIVER, name="gazebo", namespace="/gz3",
-                           params={"pose_topics": ["/gz3/world/default/pose/info"], "connect_timeout": 20.0})
+        proc = procs.start(
+            *DRIVER,
+            name="gazebo",
+            namespace="/gz3",
+            params={"pose_topics": ["/gz3/world/default/pose/info"], "connect_timeout": 20.0},
+        )
         ros.wait_state("/gz3/gazebo", "unconfigured", timeout=WAIT)
         assert not ros.change_state("/gz3/gazebo", "configure", timeout=30)
         assert proc.wait_log("no child_frame_id", timeout=WAIT), proc.log()

@@ -6,6 +6,7 @@ int32 counts, truncation, insertion. Whatever the bytes, a decoder returns or ra
 NatNetProtocolError, allocates memory bounded by the packet size, and what it returns
 converts to a consistent MocapFrame; the client and the stand-in never raise.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,20 +21,29 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import CROSS_PROCESS_TIMEOUT as WAIT
 
 from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
 from mocap4r2_drivers.optitrack.convert import FrameConverter, ModelIndex
 from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, SceneStream, ServerOptions
 from mocap4r2_drivers.simulated.scene import Scene
-from support import CROSS_PROCESS_TIMEOUT as WAIT
 
 VERSIONS = [nn.Version(3, 0), nn.Version(3, 1), nn.Version(4, 0), nn.Version(4, 1)]
 SCENE = {
-    "seed": 5, "rate": 100.0, "noise": 0.0003, "occlusion": 0.2, "unlabeled_markers": 4,
+    "seed": 5,
+    "rate": 100.0,
+    "noise": 0.0003,
+    "occlusion": 0.2,
+    "unlabeled_markers": 4,
     "rigid_bodies": [
         {"name": "drone1", "id": 1, "trajectory": {"type": "circle", "period": 4.0}},
-        {"name": "robot1", "id": 2, "trajectory": {"type": "static"}, "tracking_loss": {"every": 0.2, "duration": 0.1}},
+        {
+            "name": "robot1",
+            "id": 2,
+            "trajectory": {"type": "static"},
+            "tracking_loss": {"every": 0.2, "duration": 0.1},
+        },
     ],
     "skeletons": [{"name": "walker", "id": 4}],
 }
@@ -55,15 +65,16 @@ def _model_payload(version: nn.Version) -> bytes:
     defs.devices.append(nn.DeviceDescription(3, "emg", "S", 1, 1, ("a", "b")))
     defs.force_plates.append(nn.ForcePlateDescription(4, "FP", channel_names=("Fz",)))
     if version.assets:
-        defs.assets.append(nn.AssetDescription("asset", 1, 9, defs.rigid_bodies[:1],
-                                               [nn.MarkerDescription("m", 1)]))
+        defs.assets.append(
+            nn.AssetDescription("asset", 1, 9, defs.rigid_bodies[:1], [nn.MarkerDescription("m", 1)])
+        )
     return nn.unpack(nn.encode_model_definitions(defs, version))[1]
 
 
 CORPUS = {("frame", v, k): _frame_payload(v, k) for v in VERSIONS for k in (0, 13)}
 CORPUS.update({("models", v, 0): _model_payload(v) for v in VERSIONS})
 KEYS = sorted(CORPUS, key=str)
-_EXTREME = [0, 1, -1, 2**31 - 1, -2**31, 0x10000, 0xFFFF, 12, 38, 26]
+_EXTREME = [0, 1, -1, 2**31 - 1, -(2**31), 0x10000, 0xFFFF, 12, 38, 26]
 
 
 @st.composite
@@ -80,19 +91,23 @@ def mutated(draw):
         elif kind == "byte":
             data[pos] = draw(st.integers(0, 255))
         elif kind == "int32" and pos + 4 <= len(data):
-            struct.pack_into("<i", data, pos, draw(st.sampled_from(_EXTREME) | st.integers(-2**31, 2**31 - 1)))
+            struct.pack_into(
+                "<i", data, pos, draw(st.sampled_from(_EXTREME) | st.integers(-(2**31), 2**31 - 1))
+            )
         elif kind == "truncate":
             del data[pos:]
         elif kind == "insert":
             data[pos:pos] = draw(st.binary(min_size=1, max_size=16))
         elif kind == "delete":
-            del data[pos:pos + draw(st.integers(1, 16))]
+            del data[pos : pos + draw(st.integers(1, 16))]
     return key, bytes(data)
 
 
 def _converter(version: nn.Version) -> FrameConverter:
     converter = FrameConverter("y", "local")  # local: exercises the bone hierarchy too
-    converter.set_models(ModelIndex.build(nn.decode_model_definitions(CORPUS[("models", version, 0)], version)))
+    converter.set_models(
+        ModelIndex.build(nn.decode_model_definitions(CORPUS[("models", version, 0)], version))
+    )
     converter.clock_frequency = 10_000_000
     return converter
 
@@ -134,8 +149,8 @@ def test_the_client_never_raises_on_mutated_packets(case, message_id):
     client = NatNetClient(ClientConfig())
     client.version = version
     client.converter = CONVERTERS[version]
-    packet = nn.pack(message_id, data[:nn.MAX_PAYLOAD])
-    for candidate in (packet, packet[:len(packet) // 2], data):
+    packet = nn.pack(message_id, data[: nn.MAX_PAYLOAD])
+    for candidate in (packet, packet[: len(packet) // 2], data):
         frame = client._handle(candidate)
         if frame is not None:
             client.converter.convert(frame).check()
@@ -157,8 +172,13 @@ def test_the_stand_in_never_raises_on_garbage_commands(message_id, payload):
 def test_the_stand_in_process_survives_a_garbage_flood(procs, tmp_path):
     scene_path = tmp_path / "scene.yaml"
     scene_path.write_text(yaml.safe_dump(SCENE))
-    proc = procs.start("mocap4r2_drivers", "natnet_simulator", ros=False, name="natnet_simulator",
-                       args=["--scene", str(scene_path), "--command-port", "0", "--data-port", "0", "--unicast"])
+    proc = procs.start(
+        "mocap4r2_drivers",
+        "natnet_simulator",
+        ros=False,
+        name="natnet_simulator",
+        args=["--scene", str(scene_path), "--command-port", "0", "--data-port", "0", "--unicast"],
+    )
     assert proc.wait_log("natnet_simulator ready", 30), proc.log()
     port = int(re.search(r"command=[\d.]+:(\d+)", proc.log()).group(1))
     rng = np.random.default_rng(1)
@@ -181,5 +201,7 @@ def test_the_stand_in_process_survives_a_garbage_flood(procs, tmp_path):
             with contextlib.suppress(socket.timeout):
                 got.add(nn.unpack(s.recvfrom(65536)[0])[0])
     assert proc.alive(), proc.log()
-    assert {nn.MessageId.SERVERINFO, nn.MessageId.FRAMEOFDATA} <= got, "it answers and streams after the flood"
+    assert {nn.MessageId.SERVERINFO, nn.MessageId.FRAMEOFDATA} <= got, (
+        "it answers and streams after the flood"
+    )
     assert "ignored a malformed command packet" in proc.log()

@@ -6,6 +6,7 @@ unicast frames to a different socket.
 Every frame the client hands out is compared with the scene the stand-in served: a
 frame that is not the server's (garbage, a spoofed or repeated frame) shows as a wrong
 pose or a frame number that does not advance."""
+
 from __future__ import annotations
 
 import logging
@@ -22,8 +23,14 @@ from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
 from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, ServerOptions
 
 SCENE = {
-    "seed": 3, "rate": 100.0, "latency": 0.003, "latency_jitter": 0.0, "noise": 0.0, "occlusion": 0.0,
-    "unlabeled_markers": 2, "dropped_frames": 0.0,
+    "seed": 3,
+    "rate": 100.0,
+    "latency": 0.003,
+    "latency_jitter": 0.0,
+    "noise": 0.0,
+    "occlusion": 0.0,
+    "unlabeled_markers": 2,
+    "dropped_frames": 0.0,
     "rigid_bodies": [
         {"name": "drone1", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0}},
         {"name": "robot1", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0}},
@@ -34,12 +41,25 @@ SCENE = {
 class Server:
     """The stand-in in a thread; restartable on the same ports."""
 
-    def __init__(self, tmp_path, multicast: bool, unicast_to: str = "both", command_port: int = 0,
-                 data_port: int = 0, rate: float = 0.0):
+    def __init__(
+        self,
+        tmp_path,
+        multicast: bool,
+        unicast_to: str = "both",
+        command_port: int = 0,
+        data_port: int = 0,
+        rate: float = 0.0,
+    ):
         path = tmp_path / "scene.yaml"
         path.write_text(yaml.safe_dump(SCENE))
-        self.options = ServerOptions(scene=str(path), multicast=multicast, unicast_to=unicast_to,
-                                     command_port=command_port, data_port=data_port, rate=rate)
+        self.options = ServerOptions(
+            scene=str(path),
+            multicast=multicast,
+            unicast_to=unicast_to,
+            command_port=command_port,
+            data_port=data_port,
+            rate=rate,
+        )
         self.start()
 
     def start(self) -> None:
@@ -93,9 +113,14 @@ def servers():
 
 
 def make_client(server: Server, mode: str, log: logging.Logger, **kwargs) -> NatNetClient:
-    config = ClientConfig(server_address="127.0.0.1", connection_type=mode,
-                          command_port=server.options.command_port, data_port=server.options.data_port,
-                          reconnect_after=0.5, **kwargs)
+    config = ClientConfig(
+        server_address="127.0.0.1",
+        connection_type=mode,
+        command_port=server.options.command_port,
+        data_port=server.options.data_port,
+        reconnect_after=0.5,
+        **kwargs,
+    )
     client = NatNetClient(config, log)
     client.connect(10.0)
     return client
@@ -110,16 +135,22 @@ def read_frames(client: NatNetClient, count: int, timeout: float = 20.0, until=N
             frames.append(frame)
         if len(frames) >= count and (until is None or until()):
             return frames
-    raise AssertionError(f"{len(frames)} of {count} frames within {timeout} s "
-                         f"(stats {client.stats}, until: {until() if until else '-'})")
+    raise AssertionError(
+        f"{len(frames)} of {count} frames within {timeout} s "
+        f"(stats {client.stats}, until: {until() if until else '-'})"
+    )
 
 
 def assert_server_frames(server: Server, frames) -> None:
     numbers = [f.frame_number for f in frames]
     assert all(b > a for a, b in zip(numbers, numbers[1:])), f"frame numbers must advance: {numbers}"
     for f in frames:
-        np.testing.assert_allclose(f.rigid_bodies["position"], server.truth(f.frame_number), atol=1e-6,
-                                   err_msg=f"frame {f.frame_number} is not what the server sent")
+        np.testing.assert_allclose(
+            f.rigid_bodies["position"],
+            server.truth(f.frame_number),
+            atol=1e-6,
+            err_msg=f"frame {f.frame_number} is not what the server sent",
+        )
 
 
 def sender(address: str = "127.0.0.1") -> socket.socket:
@@ -179,7 +210,7 @@ def test_packets_from_strangers_are_refused_on_every_socket(tmp_path, servers, l
         spoofed_models = nn.encode_model_definitions(models, server.sim.version)
         info = server.sim.server_info()
         spoofed_info = nn.encode_server_info(info)
-        frame = nn.encode_frame(server.sim.stream.frame_of_data(10 ** 6), server.sim.version)
+        frame = nn.encode_frame(server.sim.stream.frame_of_data(10**6), server.sim.version)
         stranger = sender("127.0.0.2")
         group = (nn.DEFAULT_MULTICAST_ADDRESS, server.options.data_port)
         command = client._command.getsockname()
@@ -204,17 +235,18 @@ def test_garbage_from_the_servers_address_is_never_a_frame(tmp_path, servers, lo
     rng = np.random.default_rng(5)
     try:
         first = read_frames(client, 5)
-        good = bytearray(nn.encode_frame(server.sim.stream.frame_of_data(first[-1].frame_number),
-                                         server.sim.version))
+        good = bytearray(
+            nn.encode_frame(server.sim.stream.frame_of_data(first[-1].frame_number), server.sim.version)
+        )
         s = sender("127.0.0.1")
         group = (nn.DEFAULT_MULTICAST_ADDRESS, server.options.data_port)
         frames = []
         for burst in range(20):
             for i in range(100):
                 kind = i % 4
-                if kind == 0:    # a well-formed frame with a frame number far away, either way
+                if kind == 0:  # a well-formed frame with a frame number far away, either way
                     packet = bytearray(good)
-                    packet[4:8] = int(rng.integers(-2 ** 31, 2 ** 31)).to_bytes(4, "little", signed=True)
+                    packet[4:8] = int(rng.integers(-(2**31), 2**31)).to_bytes(4, "little", signed=True)
                 elif kind == 1:  # a frame from the past
                     packet = bytearray(good)
                     number = max(first[0].frame_number - int(rng.integers(1, 50)), 0)
@@ -225,8 +257,10 @@ def test_garbage_from_the_servers_address_is_never_a_frame(tmp_path, servers, lo
                     packet[at[0]] ^= 0xFF
                     for a in at[1:]:
                         packet[int(a)] = int(rng.integers(0, 256))
-                else:            # noise, some with a frame header
-                    packet = bytearray(rng.integers(0, 256, int(rng.integers(0, 400)), dtype=np.uint8).tobytes())
+                else:  # noise, some with a frame header
+                    packet = bytearray(
+                        rng.integers(0, 256, int(rng.integers(0, 400)), dtype=np.uint8).tobytes()
+                    )
                     if i % 8 == 3:
                         packet = bytearray(nn.pack(nn.MessageId.FRAMEOFDATA, bytes(packet)))
                 s.sendto(bytes(packet), group)
@@ -262,7 +296,9 @@ def test_unsolicited_responses_are_not_kept(tmp_path, servers, logs):
                 sent += 1
             read_frames(client, 1)
         s.close()
-        read_frames(client, 0, until=lambda: client.stats.rejected.get("unsolicited_response", 0) >= sent // 2)
+        read_frames(
+            client, 0, until=lambda: client.stats.rejected.get("unsolicited_response", 0) >= sent // 2
+        )
         assert len(client._responses) <= 1
         # a request still gets its own answer
         assert client.request("FrameRate", timeout=5.0) == pytest.approx(100.0)

@@ -1,5 +1,6 @@
 """NatNet protocol module: byte layouts per bitstream version, bounds, the scene's NatNet
 view, the frame converter, and the pure-Python client against an in-process stand-in."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,6 +12,8 @@ import time
 
 import numpy as np
 import pytest
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
 
 from mocap4r2_control.frame import NO_PARENT, UNKNOWN_ID
 from mocap4r2_drivers.optitrack import protocol as nn
@@ -23,19 +26,33 @@ from mocap4r2_drivers.optitrack.client import (
 )
 from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, SceneStream, ServerOptions
 from mocap4r2_drivers.simulated.scene import Scene
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 VERSIONS = [nn.Version(3, 0), nn.Version(3, 1), nn.Version(4, 0), nn.Version(4, 1)]
 
 SCENE = {
-    "seed": 3, "rate": 200.0, "latency": 0.004, "latency_jitter": 0.0, "noise": 0.0003, "occlusion": 0.05,
+    "seed": 3,
+    "rate": 200.0,
+    "latency": 0.004,
+    "latency_jitter": 0.0,
+    "noise": 0.0003,
+    "occlusion": 0.05,
     "unlabeled_markers": 3,
     "rigid_bodies": [
-        {"name": "drone1", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.2}},
-        {"name": "robot1", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0},
-         "tracking_loss": {"every": 0.5, "duration": 0.2}},
+        {
+            "name": "drone1",
+            "id": 1,
+            "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.2},
+        },
+        {
+            "name": "robot1",
+            "id": 2,
+            "trajectory": {"type": "figure_eight", "period": 6.0},
+            "tracking_loss": {"every": 0.5, "duration": 0.2},
+        },
     ],
-    "skeletons": [{"name": "walker", "id": 7, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}],
+    "skeletons": [
+        {"name": "walker", "id": 7, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}
+    ],
 }
 
 
@@ -57,14 +74,25 @@ def sample_frame() -> nn.FrameOfData:
     lm["params"] = [nn.MARKER_HAS_MODEL, nn.MARKER_UNLABELED]
     lm["residual"] = [0.0002, -1.0]
     return nn.FrameOfData(
-        frame_number=1234, marker_sets=[nn.MarkerSetData("drone1", np.ones((2, 3), np.float32))],
-        other_markers=np.full((1, 3), 7.0, np.float32), rigid_bodies=rb,
-        skeletons=[nn.SkeletonData(7, rb.copy())], assets=[nn.AssetData(9, rb[:1].copy(), lm[:1].copy())],
-        labeled_markers=lm, force_plates=[nn.AnalogData(1, [np.array([1.5, 2.5], np.float32)])],
+        frame_number=1234,
+        marker_sets=[nn.MarkerSetData("drone1", np.ones((2, 3), np.float32))],
+        other_markers=np.full((1, 3), 7.0, np.float32),
+        rigid_bodies=rb,
+        skeletons=[nn.SkeletonData(7, rb.copy())],
+        assets=[nn.AssetData(9, rb[:1].copy(), lm[:1].copy())],
+        labeled_markers=lm,
+        force_plates=[nn.AnalogData(1, [np.array([1.5, 2.5], np.float32)])],
         devices=[nn.AnalogData(2, [np.array([3.0], np.float32), np.zeros(0, np.float32)])],
-        timecode=11, timecode_subframe=12, timestamp=12.5, stamp_camera_mid_exposure=100,
-        stamp_data_received=150, stamp_transmit=200, precision_timestamp_secs=3, precision_timestamp_frac_secs=4,
-        params=nn.FRAME_MODELS_CHANGED)
+        timecode=11,
+        timecode_subframe=12,
+        timestamp=12.5,
+        stamp_camera_mid_exposure=100,
+        stamp_data_received=150,
+        stamp_transmit=200,
+        precision_timestamp_secs=3,
+        precision_timestamp_frac_secs=4,
+        params=nn.FRAME_MODELS_CHANGED,
+    )
 
 
 # ---------------------------------------------------------------------------- layouts
@@ -83,7 +111,12 @@ def test_header_and_bounds():
 def test_connect_and_server_info_layouts():
     connect = nn.encode_connect(nn.ConnectRequest(client_name="tester", requested_bitstream=(4, 0, 0, 0)))
     message_id, payload = nn.unpack(connect)
-    assert message_id == 0 and len(payload) == 269 and payload[:6] == b"tester" and payload[265:269] == b"\4\0\0\0"
+    assert (
+        message_id == 0
+        and len(payload) == 269
+        and payload[:6] == b"tester"
+        and payload[265:269] == b"\4\0\0\0"
+    )
     assert nn.decode_connect(payload).requested_bitstream == (4, 0, 0, 0)
     ping = nn.decode_connect(b"Ping\0")  # the short form other clients send
     assert ping.client_name == "Ping" and ping.requested_bitstream is None
@@ -110,13 +143,13 @@ def _hand_built_frame(version: nn.Version) -> bytes:
 
     out = struct.pack("<i", 77)
     out += dataset(1, b"rb\0" + struct.pack("<i3f", 1, 1.0, 2.0, 3.0))
-    out += dataset(0, b"")                                                    # other markers
+    out += dataset(0, b"")  # other markers
     out += dataset(1, struct.pack("<i3f4ffh", 5, 0.1, 0.2, 0.3, 0.0, 0.0, 0.0, 1.0, 0.001, 1))
-    out += dataset(0, b"")                                                    # skeletons
+    out += dataset(0, b"")  # skeletons
     if version >= (4, 1):
-        out += dataset(0, b"")                                                # assets
+        out += dataset(0, b"")  # assets
     out += dataset(1, struct.pack("<i3ffhf", 5 << 16 | 2, 4.0, 5.0, 6.0, 0.014, 0x08, 0.0003))
-    out += dataset(0, b"") + dataset(0, b"")                                  # force plates, devices
+    out += dataset(0, b"") + dataset(0, b"")  # force plates, devices
     out += struct.pack("<IIdQQQ", 1, 2, 0.5, 10, 20, 30)
     if version >= (4, 1):
         out += struct.pack("<II", 40, 50)
@@ -138,8 +171,9 @@ def test_frame_layout_matches_the_published_layout(version):
     assert np.isclose(marker["residual"], 0.0003)
     assert (frame.timecode, frame.timecode_subframe, frame.timestamp) == (1, 2, 0.5)
     assert (frame.stamp_camera_mid_exposure, frame.stamp_data_received, frame.stamp_transmit) == (10, 20, 30)
-    assert (frame.precision_timestamp_secs, frame.precision_timestamp_frac_secs) == \
-        ((40, 50) if version >= (4, 1) else (0, 0))
+    assert (frame.precision_timestamp_secs, frame.precision_timestamp_frac_secs) == (
+        (40, 50) if version >= (4, 1) else (0, 0)
+    )
     assert frame.tracked_models_changed and not frame.is_recording
     # and the encoder writes exactly these bytes back
     assert nn.encode_frame_payload(frame, version) == payload
@@ -200,7 +234,7 @@ def test_every_truncation_is_a_protocol_error(version):
 
 def test_huge_counts_are_refused_before_allocating():
     payload = bytearray(nn.encode_frame_payload(sample_frame(), nn.Version(3, 0)))
-    struct.pack_into("<i", payload, 4, 0x7FFFFFFF)   # marker set count
+    struct.pack_into("<i", payload, 4, 0x7FFFFFFF)  # marker set count
     with pytest.raises(nn.NatNetProtocolError, match="marker set count 2147483647 does not fit"):
         nn.decode_frame(bytes(payload), nn.Version(3, 0))
     struct.pack_into("<i", payload, 4, -1)
@@ -224,8 +258,15 @@ def test_model_definitions_round_trip(version):
     defs.devices.append(nn.DeviceDescription(3, "emg", "SN1", 1, 2, ("ch1", "ch2")))
     defs.force_plates.append(nn.ForcePlateDescription(4, "FP1", 0.4, 0.6, channel_names=("Fx", "Fy")))
     if version >= (4, 1):
-        defs.assets.append(nn.AssetDescription("trained", 1, 11, [defs.rigid_bodies[0]],
-                                               [nn.MarkerDescription("m1", 1, np.ones(3, np.float32), 0.01, 2)]))
+        defs.assets.append(
+            nn.AssetDescription(
+                "trained",
+                1,
+                11,
+                [defs.rigid_bodies[0]],
+                [nn.MarkerDescription("m1", 1, np.ones(3, np.float32), 0.01, 2)],
+            )
+        )
     back = nn.decode_model_definitions(nn.unpack(nn.encode_model_definitions(defs, version))[1], version)
     assert [b.name for b in back.rigid_bodies] == ["drone1", "robot1"]
     assert [b.id for b in back.rigid_bodies] == [1, 2]
@@ -247,9 +288,16 @@ def test_model_definitions_round_trip(version):
 def test_unknown_dataset_types_skipped_in_41_refused_before():
     def packet(version, counts):
         body = b"future\0"
-        return (struct.pack("<i", 1) + struct.pack("<i", 42) + (struct.pack("<i", len(body)) if counts else b"")
-                + body)
-    assert nn.decode_model_definitions(packet(nn.Version(4, 1), True), nn.Version(4, 1)) == nn.ModelDefinitions()
+        return (
+            struct.pack("<i", 1)
+            + struct.pack("<i", 42)
+            + (struct.pack("<i", len(body)) if counts else b"")
+            + body
+        )
+
+    assert (
+        nn.decode_model_definitions(packet(nn.Version(4, 1), True), nn.Version(4, 1)) == nn.ModelDefinitions()
+    )
     with pytest.raises(nn.NatNetProtocolError, match="unknown dataset type 42"):
         nn.decode_model_definitions(packet(nn.Version(4, 0), False), nn.Version(4, 0))
 
@@ -287,7 +335,9 @@ def test_scene_survives_the_natnet_round_trip(up_axis, coordinates):
         # body markers: grouped by body, named from the model definitions, NatNet ids
         assert b.marker_offsets.tolist() == [0, 4, 8]
         assert b.markers.names[:2] == ("drone1:marker1", "drone1:marker2")
-        assert b.markers.ids.tolist() == [1 << 16 | m for m in range(1, 5)] + [2 << 16 | m for m in range(1, 5)]
+        assert b.markers.ids.tolist() == [1 << 16 | m for m in range(1, 5)] + [
+            2 << 16 | m for m in range(1, 5)
+        ]
         assert b.markers.occluded.tolist() == t.markers.occluded.tolist()
         seen = ~t.markers.occluded
         np.testing.assert_allclose(b.markers.positions[seen], t.markers.positions[seen], atol=1e-6)
@@ -325,7 +375,11 @@ def test_converter_names_unknown_ids_and_latency():
     wire = stream.frame_of_data(3)
     wire.rigid_bodies = wire.rigid_bodies.copy()
     wire.rigid_bodies["id"][1] = 99
-    wire.stamp_camera_mid_exposure, wire.stamp_data_received, wire.stamp_transmit = 1_000_000, 1_010_000, 1_050_000
+    wire.stamp_camera_mid_exposure, wire.stamp_data_received, wire.stamp_transmit = (
+        1_000_000,
+        1_010_000,
+        1_050_000,
+    )
     got = converter.convert(wire)
     assert got.bodies.names == ("drone1", "rigid_body_99") and converter.unknown_ids == {99}
     assert got.latency == pytest.approx(0.005)
@@ -336,8 +390,9 @@ def test_converter_names_unknown_ids_and_latency():
 # ---------------------------------------------------------------------------- client <-> in-process stand-in
 class _Server:
     def __init__(self, **options):
-        self.server = NatNetSimulator(ServerOptions(command_port=0, data_port=0, scene=options.pop("scene", ""),
-                                                 **options))
+        self.server = NatNetSimulator(
+            ServerOptions(command_port=0, data_port=0, scene=options.pop("scene", ""), **options)
+        )
         self.server.open()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.server.serve, args=(self.stop,), daemon=True)
@@ -360,14 +415,16 @@ def server_factory():
     def make(**options):
         servers.append(_Server(**options))
         return servers[-1]
+
     yield make
     for s in servers:
         s.close()
 
 
 def _client(server: _Server, mode: str, **kw) -> NatNetClient:
-    return NatNetClient(ClientConfig(command_port=server.port, data_port=server.server.data_port,
-                                     connection_type=mode, **kw))
+    return NatNetClient(
+        ClientConfig(command_port=server.port, data_port=server.server.data_port, connection_type=mode, **kw)
+    )
 
 
 def _frames(client: NatNetClient, n: int, timeout: float = 10.0):
@@ -393,14 +450,21 @@ def test_client_streams_from_the_stand_in(server_factory, mode):
         frames = _frames(client, 30)
         numbers = [f.frame_number for f in frames]
         assert numbers == sorted(numbers) and len(set(numbers)) == 30
-        assert frames[-1].latency == pytest.approx(0.004, abs=1e-6)   # the demo scene's latency, via clock ticks
+        assert frames[-1].latency == pytest.approx(
+            0.004, abs=1e-6
+        )  # the demo scene's latency, via clock ticks
         if mode == "unicast":
             assert len(srv.server.clients) == 1
     finally:
         client.close()
     if mode == "unicast":  # NAT_DISCONNECT stops the unicast stream to this client
-        wait_for(lambda: not srv.server.clients, WAIT, lambda: srv.server.clients, interval=0.02,
-                 what="the server forgetting the disconnected client")
+        wait_for(
+            lambda: not srv.server.clients,
+            WAIT,
+            lambda: srv.server.clients,
+            interval=0.02,
+            what="the server forgetting the disconnected client",
+        )
         assert not srv.server.clients
 
 
@@ -410,8 +474,13 @@ def test_unicast_needs_keepalives(server_factory):
     try:
         client.connect(5.0)
         # not reading: no keep-alives, the server drops the client after its client_timeout
-        wait_for(lambda: not srv.server.clients, WAIT, lambda: srv.server.clients, interval=0.02,
-                 what="the server dropping the silent client")
+        wait_for(
+            lambda: not srv.server.clients,
+            WAIT,
+            lambda: srv.server.clients,
+            interval=0.02,
+            what="the server dropping the silent client",
+        )
         assert not srv.server.clients
         # reading again (through the frames still buffered) notices the silence and reconnects
         deadline = time.monotonic() + WAIT
@@ -486,10 +555,16 @@ def test_client_follows_the_servers_mode_and_port(server_factory, caplog):
         client.close()
 
 
-@pytest.mark.parametrize("mode,expected", [
-    ("multicast", "the server answers but no frames reach multicast 239.255.42.99:{port} on interface 127.0.0.1"),
-    ("unicast", "the server answers but sends no unicast frames"),
-])
+@pytest.mark.parametrize(
+    "mode,expected",
+    [
+        (
+            "multicast",
+            "the server answers but no frames reach multicast 239.255.42.99:{port} on interface 127.0.0.1",
+        ),
+        ("unicast", "the server answers but sends no unicast frames"),
+    ],
+)
 def test_why_no_frames_arrive_is_logged_once(server_factory, caplog, mode, expected):
     srv = server_factory(multicast=mode == "multicast", rate=0.2)  # answers, but a frame every 5 s
     client = _client(srv, mode, reconnect_after=0.3, retry_period=0.1)
@@ -545,17 +620,22 @@ def test_unsupported_server_version_is_a_clear_error():
 
 def test_bad_local_address_is_a_clear_error():
     client = NatNetClient(ClientConfig(local_address="10.254.254.254"))
-    with pytest.raises(NatNetConnectionError, match="local_address 10.254.254.254 is not an address of this machine"):
+    with pytest.raises(
+        NatNetConnectionError, match="local_address 10.254.254.254 is not an address of this machine"
+    ):
         client.connect(0.5)
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("connection_type", "broadcast", "connection_type must be one of"),
-    ("up_axis", "x", "up_axis must be one of"),
-    ("server_address", "motive.local", "server_address must be an IPv4 address"),
-    ("multicast_address", "10.0.0.1", "is not a multicast group"),
-    ("data_port", 70000, "data_port must be in 1..65535"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("connection_type", "broadcast", "connection_type must be one of"),
+        ("up_axis", "x", "up_axis must be one of"),
+        ("server_address", "motive.local", "server_address must be an IPv4 address"),
+        ("multicast_address", "10.0.0.1", "is not a multicast group"),
+        ("data_port", 70000, "data_port must be in 1..65535"),
+    ],
+)
 def test_config_is_validated(field, value, message):
     with pytest.raises(ValueError, match=message):
         NatNetClient(ClientConfig(**{field: value}))
@@ -593,8 +673,14 @@ def test_server_survives_garbage_commands(server_factory):
     srv = server_factory(multicast=False)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(2.0)
-        for junk in (b"", b"\x01", b"\x00\x00\xff\xff", nn.pack(nn.MessageId.REQUEST, b"\xff\xfe"), bytes(300),
-                     nn.pack(77, b"?")):
+        for junk in (
+            b"",
+            b"\x01",
+            b"\x00\x00\xff\xff",
+            nn.pack(nn.MessageId.REQUEST, b"\xff\xfe"),
+            bytes(300),
+            nn.pack(77, b"?"),
+        ):
             s.sendto(junk, ("127.0.0.1", srv.port))
         s.sendto(nn.encode_connect(), ("127.0.0.1", srv.port))
         while True:

@@ -22,6 +22,7 @@ Known limits of the reference clients, stated where they bite (never silently):
   * natnetsdk advances over rigid body marker names by their character count, not
     their UTF-8 byte count; generated names are ASCII.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,30 +30,47 @@ import io
 import socket
 import struct
 
+import natnet
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import natnet
 from natnetsdk.NatNetClient import NatNetClient as SdkClient
+from optitrack_stand_in import StandIn  # test/fixtures
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
+
 from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.optitrack.simulator import CLOCK_FREQUENCY, SceneStream
 from mocap4r2_drivers.simulated.scene import Scene
-from optitrack_stand_in import StandIn  # test/fixtures
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
 
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
 TEST_SCENE = {
-    "seed": 11, "rate": 100.0, "latency": 0.003, "latency_jitter": 0.0, "noise": 0.0003, "occlusion": 0.1,
-    "unlabeled_markers": 3, "dropped_frames": 0.0,
+    "seed": 11,
+    "rate": 100.0,
+    "latency": 0.003,
+    "latency_jitter": 0.0,
+    "noise": 0.0003,
+    "occlusion": 0.1,
+    "unlabeled_markers": 3,
+    "dropped_frames": 0.0,
     "rigid_bodies": [
-        {"name": "drone1", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1}},
-        {"name": "robot1", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0},
-         "tracking_loss": {"every": 0.3, "duration": 0.1}},
+        {
+            "name": "drone1",
+            "id": 1,
+            "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1},
+        },
+        {
+            "name": "robot1",
+            "id": 2,
+            "trajectory": {"type": "figure_eight", "period": 6.0},
+            "tracking_loss": {"every": 0.3, "duration": 0.1},
+        },
         {"name": "wand", "id": 5, "trajectory": {"type": "random_walk", "period": 5.0}},
     ],
-    "skeletons": [{"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}],
+    "skeletons": [
+        {"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}
+    ],
 }
 
 
@@ -67,12 +85,14 @@ def _f32(values) -> list:
 
 def _same(a, b, what: str) -> None:
     a, b = _f32(a), _f32(b)
-    assert len(a) == len(b) and np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True), \
+    assert len(a) == len(b) and np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True), (
         f"{what}: {a} != {b}"
+    )
 
 
-def compare_sdk_frame(sdk, ours: nn.FrameOfData, version: nn.Version, suffix: bool = True,
-                      stamps: bool = True) -> None:
+def compare_sdk_frame(
+    sdk, ours: nn.FrameOfData, version: nn.Version, suffix: bool = True, stamps: bool = True
+) -> None:
     """natnetsdk's MoCapData against our FrameOfData, field by field."""
     assert sdk.prefix_data.frame_number == ours.frame_number
     sets = sdk.marker_set_data.marker_data_list
@@ -116,8 +136,10 @@ def compare_sdk_frame(sdk, ours: nn.FrameOfData, version: nn.Version, suffix: bo
         assert m.param == r["params"]
         # natnetsdk reports the residual in millimetres (x1000): the wire carries metres
         assert m.residual == pytest.approx(float(r["residual"]) * 1000.0, rel=1e-6, abs=1e-9, nan_ok=True)
-    for sdk_items, our_items in ((sdk.force_plate_data.force_plate_list, ours.force_plates),
-                                 (sdk.device_data.device_list, ours.devices)):
+    for sdk_items, our_items in (
+        (sdk.force_plate_data.force_plate_list, ours.force_plates),
+        (sdk.device_data.device_list, ours.devices),
+    ):
         assert [i.id_num for i in sdk_items] == [i.id for i in our_items]
         for i, o in zip(sdk_items, our_items):
             assert len(i.channel_data_list) == len(o.channels)
@@ -128,11 +150,16 @@ def compare_sdk_frame(sdk, ours: nn.FrameOfData, version: nn.Version, suffix: bo
         assert (sfx.timecode, sfx.timecode_sub) == (ours.timecode, ours.timecode_subframe)
         assert sfx.timestamp == ours.timestamp
         assert (sfx.stamp_camera_mid_exposure, sfx.stamp_data_received, sfx.stamp_transmit) == (
-            ours.stamp_camera_mid_exposure, ours.stamp_data_received, ours.stamp_transmit)
+            ours.stamp_camera_mid_exposure,
+            ours.stamp_data_received,
+            ours.stamp_transmit,
+        )
     if suffix:
         if version.precision_timestamps:
             assert (sfx.prec_timestamp_secs, sfx.prec_timestamp_frac_secs) == (
-                ours.precision_timestamp_secs, ours.precision_timestamp_frac_secs)
+                ours.precision_timestamp_secs,
+                ours.precision_timestamp_frac_secs,
+            )
         assert sfx.param == ours.params
 
 
@@ -146,7 +173,11 @@ def compare_natnet_frame(frame, ours: nn.FrameOfData, version: nn.Version, stamp
     _same(frame.unlabeled_marker_pos, ours.other_markers, "other markers")
     assert [b.id_num for b in frame.rigid_bodies] == u32(ours.rigid_bodies["id"])
     for b, r in zip(frame.rigid_bodies, ours.rigid_bodies):
-        _same(b.pos + b.rot + (b.marker_error,), [*r["position"], *r["orientation"], r["mean_error"]], "rigid body")
+        _same(
+            b.pos + b.rot + (b.marker_error,),
+            [*r["position"], *r["orientation"], r["mean_error"]],
+            "rigid body",
+        )
         assert b.tracking_valid == bool(r["params"] & 1)
     assert [s.id_num for s in frame.skeletons] == u32([s.id for s in ours.skeletons])
     for s, o in zip(frame.skeletons, ours.skeletons):
@@ -159,7 +190,11 @@ def compare_natnet_frame(frame, ours: nn.FrameOfData, version: nn.Version, stamp
             assert [b.id_num for b in a.rigid_bodies] == u32(o.rigid_bodies["id"])
             assert [m.marker_id for m in a.markers] == u32(o.markers["id"])
             for m, r in zip(a.markers, o.markers):
-                _same(m.pos + (m.marker_size, m.residual), [*r["position"], r["size"], r["residual"]], "asset marker")
+                _same(
+                    m.pos + (m.marker_size, m.residual),
+                    [*r["position"], r["size"], r["residual"]],
+                    "asset marker",
+                )
     assert [m.id_num for m in frame.labeled_markers] == u32(ours.labeled_markers["id"])
     for m, r in zip(frame.labeled_markers, ours.labeled_markers):
         _same(m.pos + (m.size, m.residual), [*r["position"], r["size"], r["residual"]], "labeled marker")
@@ -172,10 +207,16 @@ def compare_natnet_frame(frame, ours: nn.FrameOfData, version: nn.Version, stamp
                 _same(c, v, "analog channel")
     s = frame.suffix
     if stamps:
-        assert (s.timecode, s.timecode_sub, s.timestamp) == (ours.timecode, ours.timecode_subframe,
-                                                                   ours.timestamp)
+        assert (s.timecode, s.timecode_sub, s.timestamp) == (
+            ours.timecode,
+            ours.timecode_subframe,
+            ours.timestamp,
+        )
         assert (s.stamp_camera_mid_exposure, s.stamp_data_received, s.stamp_transmit) == (
-            ours.stamp_camera_mid_exposure, ours.stamp_data_received, ours.stamp_transmit)
+            ours.stamp_camera_mid_exposure,
+            ours.stamp_data_received,
+            ours.stamp_transmit,
+        )
     if not version.precision_timestamps:  # natnet 0.3.0 skips none of the 4.1 precision words
         assert s.param == ours.params
 
@@ -191,46 +232,70 @@ def compare_sdk_models(sdk, ours: nn.ModelDefinitions, version: nn.Version) -> N
             assert (a.id_num, a.parent_id) == (b.id, b.parent_id)
             _same(a.pos, b.offset, "offset")
             assert len(a.rb_marker_list) == len(b.marker_positions)
-            for m, p, label, name in zip(a.rb_marker_list, b.marker_positions, b.marker_labels, b.marker_names):
+            for m, p, label, name in zip(
+                a.rb_marker_list, b.marker_positions, b.marker_labels, b.marker_names
+            ):
                 _same(m.pos, p, "marker offset")
                 assert m.active_label == label
                 assert m.marker_name == (name if version.rigid_body_marker_names else "")
 
     bodies(sdk.rigid_body_list, ours.rigid_bodies)
-    assert [(s.name.decode(), s.id_num) for s in sdk.skeleton_list] == [(s.name, s.id) for s in ours.skeletons]
+    assert [(s.name.decode(), s.id_num) for s in sdk.skeleton_list] == [
+        (s.name, s.id) for s in ours.skeletons
+    ]
     for a, b in zip(sdk.skeleton_list, ours.skeletons):
         bodies(a.rigid_body_description_list, b.bones)
-    assert [(c.name.decode(), *_f32(c.position), *_f32(c.orientation)) for c in sdk.camera_list] == \
-        [(c.name, *_f32(c.position), *_f32(c.orientation)) for c in ours.cameras]
-    assert [(d.id_num, d.name.decode(), d.serial_number.decode(), d.device_type, d.channel_data_type,
-             [n.decode() for n in d.channel_list]) for d in sdk.device_list] == \
-        [(d.id, d.name, d.serial, d.device_type, d.channel_data_type, list(d.channel_names)) for d in ours.devices]
+    assert [(c.name.decode(), *_f32(c.position), *_f32(c.orientation)) for c in sdk.camera_list] == [
+        (c.name, *_f32(c.position), *_f32(c.orientation)) for c in ours.cameras
+    ]
+    assert [
+        (
+            d.id_num,
+            d.name.decode(),
+            d.serial_number.decode(),
+            d.device_type,
+            d.channel_data_type,
+            [n.decode() for n in d.channel_list],
+        )
+        for d in sdk.device_list
+    ] == [
+        (d.id, d.name, d.serial, d.device_type, d.channel_data_type, list(d.channel_names))
+        for d in ours.devices
+    ]
     for a, b in zip(sdk.force_plate_list, ours.force_plates):
         assert (a.id_num, a.serial_number.decode(), a.plate_type, a.channel_data_type) == (
-            b.id, b.serial, b.plate_type, b.channel_data_type)
+            b.id,
+            b.serial,
+            b.plate_type,
+            b.channel_data_type,
+        )
         _same([a.width, a.length, *a.position], [b.width, b.length, *b.origin], "force plate geometry")
         _same(a.cal_matrix, b.calibration, "calibration")
         _same(a.corners, b.corners, "corners")
         assert [n.decode() for n in a.channel_list] == list(b.channel_names)
     assert len(sdk.force_plate_list) == len(ours.force_plates)
-    assert [(a.name.decode(), a.assetType, a.assetID) for a in sdk.asset_list] == \
-        [(a.name, a.asset_type, a.id) for a in ours.assets]
+    assert [(a.name.decode(), a.assetType, a.assetID) for a in sdk.asset_list] == [
+        (a.name, a.asset_type, a.id) for a in ours.assets
+    ]
     for a, b in zip(sdk.asset_list, ours.assets):
         bodies(a.rigidbodyArray, b.rigid_bodies)
-        assert [(m.name.decode(), m.marker_id, m.marker_params) for m in a.markerArray] == \
-            [(m.name, m.id, m.params) for m in b.markers]
+        assert [(m.name.decode(), m.marker_id, m.marker_params) for m in a.markerArray] == [
+            (m.name, m.id, m.params) for m in b.markers
+        ]
         for m, o in zip(a.markerArray, b.markers):
             _same([*m.position, m.marker_size[0]], [*o.position, o.size], "asset marker")
 
 
 def compare_natnet_models(theirs, ours: nn.ModelDefinitions, version: nn.Version) -> None:
     u32 = lambda v: int(v) & 0xFFFFFFFF  # noqa: E731
-    assert [(m.name, m.marker_names) for m in theirs.marker_sets] == [(m.name, m.marker_names)
-                                                                      for m in ours.marker_sets]
+    assert [(m.name, m.marker_names) for m in theirs.marker_sets] == [
+        (m.name, m.marker_names) for m in ours.marker_sets
+    ]
 
     def bodies(a_list, b_list):
-        assert [(a.name, a.id_num, a.parent_id) for a in a_list] == [(b.name, u32(b.id), u32(b.parent_id))
-                                                                     for b in b_list]
+        assert [(a.name, a.id_num, a.parent_id) for a in a_list] == [
+            (b.name, u32(b.id), u32(b.parent_id)) for b in b_list
+        ]
         for a, b in zip(a_list, b_list):
             _same(a.pos, b.offset, "offset")
             _same([m.pos for m in a.markers], b.marker_positions, "marker offsets")
@@ -242,12 +307,15 @@ def compare_natnet_models(theirs, ours: nn.ModelDefinitions, version: nn.Version
     assert [(s.name, s.id_num) for s in theirs.skeletons] == [(s.name, u32(s.id)) for s in ours.skeletons]
     for a, b in zip(theirs.skeletons, ours.skeletons):
         bodies(a.rigid_body_descriptions, b.bones)
-    assert [(c.name, *_f32(c.position)) for c in theirs.cameras] == [(c.name, *_f32(c.position))
-                                                                     for c in ours.cameras]
-    assert [(d.name, d.serial_number, d.channel_names) for d in theirs.devices] == \
-        [(d.name, d.serial, d.channel_names) for d in ours.devices]
-    assert [(a.name, a.asset_type, a.asset_id) for a in theirs.assets] == \
-        [(a.name, u32(a.asset_type), u32(a.id)) for a in ours.assets]
+    assert [(c.name, *_f32(c.position)) for c in theirs.cameras] == [
+        (c.name, *_f32(c.position)) for c in ours.cameras
+    ]
+    assert [(d.name, d.serial_number, d.channel_names) for d in theirs.devices] == [
+        (d.name, d.serial, d.channel_names) for d in ours.devices
+    ]
+    assert [(a.name, a.asset_type, a.asset_id) for a in theirs.assets] == [
+        (a.name, u32(a.asset_type), u32(a.id)) for a in ours.assets
+    ]
 
 
 # ---------------------------------------------------------------------------- natnetsdk, live
@@ -344,7 +412,9 @@ def _check_sdk_session(sdk: SdkRecorder, stand_in: StandIn, version: nn.Version,
 @pytest.mark.parametrize("version", ["3.0", "3.1", "4.1"])
 def test_natnetsdk_decodes_the_stand_in_unicast(procs, tmp_path, version):
     # 4.0 frames: see test_natnetsdk_reads_precision_timestamps_in_40_frames (its bug)
-    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, "--unicast", "--rate", "100", scene=TEST_SCENE)
+    stand_in = StandIn(
+        procs, tmp_path, "--natnet-version", version, "--unicast", "--rate", "100", scene=TEST_SCENE
+    )
     with SdkRecorder(stand_in, multicast=False) as sdk:
         _check_sdk_session(sdk, stand_in, nn.Version.parse(version), frames=True)
 
@@ -377,12 +447,18 @@ def test_natnetsdk_reads_precision_timestamps_in_40_frames():
 @pytest.mark.parametrize("mode", ["unicast", "multicast"])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_natnet_client_decodes_the_stand_in(procs, tmp_path, version, mode):
-    stand_in = StandIn(procs, tmp_path, "--natnet-version", version, f"--{mode}", "--rate", "100", scene=TEST_SCENE)
+    stand_in = StandIn(
+        procs, tmp_path, "--natnet-version", version, f"--{mode}", "--rate", "100", scene=TEST_SCENE
+    )
     v = nn.Version.parse(version)
     frames, models = [], []
-    client = natnet.NatNetClient(server_ip_address="127.0.0.1", local_ip_address="127.0.0.1",
-                                 command_port=stand_in.command_port, data_port=stand_in.data_port,
-                                 use_multicast=mode == "multicast")
+    client = natnet.NatNetClient(
+        server_ip_address="127.0.0.1",
+        local_ip_address="127.0.0.1",
+        command_port=stand_in.command_port,
+        data_port=stand_in.data_port,
+        use_multicast=mode == "multicast",
+    )
     client.on_data_frame_received_event.handlers.append(frames.append)
     client.on_data_description_received_event.handlers.append(models.append)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -408,14 +484,15 @@ def test_natnet_client_decodes_the_stand_in(procs, tmp_path, version, mode):
 # ---------------------------------------------------------------------------- same bytes, same values
 _name = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12)
 _f = st.floats(width=32, allow_nan=False, allow_infinity=False)
-_i32 = st.integers(-2**31, 2**31 - 1)
+_i32 = st.integers(-(2**31), 2**31 - 1)
 _id = st.integers(0, 2**31 - 1)
 _params = st.integers(0, 0x7FFF)
 
 
 def _vec(n: int, width: int):
     return st.lists(_f, min_size=n * width, max_size=n * width).map(
-        lambda v: np.asarray(v, np.float32).reshape(n, width))
+        lambda v: np.asarray(v, np.float32).reshape(n, width)
+    )
 
 
 def _records(dtype, max_size: int):
@@ -432,67 +509,155 @@ def _records(dtype, max_size: int):
             else:
                 out[name] = draw(st.lists(fields[name], min_size=n, max_size=n))
         return out
+
     return make()
 
 
 def _analog():
-    return st.builds(nn.AnalogData, _i32, st.lists(st.integers(0, 3).flatmap(lambda n: _vec(n, 1).map(
-        lambda a: a.reshape(-1))), max_size=3))
+    return st.builds(
+        nn.AnalogData,
+        _i32,
+        st.lists(st.integers(0, 3).flatmap(lambda n: _vec(n, 1).map(lambda a: a.reshape(-1))), max_size=3),
+    )
 
 
 @st.composite
 def frames(draw, version: nn.Version):
     return nn.FrameOfData(
         frame_number=draw(_id),
-        marker_sets=draw(st.lists(st.builds(nn.MarkerSetData, _name, st.integers(0, 4).flatmap(lambda n: _vec(n, 3))),
-                                  max_size=3)),
+        marker_sets=draw(
+            st.lists(
+                st.builds(nn.MarkerSetData, _name, st.integers(0, 4).flatmap(lambda n: _vec(n, 3))),
+                max_size=3,
+            )
+        ),
         other_markers=draw(st.integers(0, 4).flatmap(lambda n: _vec(n, 3))),
         rigid_bodies=draw(_records(nn.RIGID_BODY_DTYPE, 5)),
-        skeletons=draw(st.lists(st.builds(nn.SkeletonData, _i32, _records(nn.RIGID_BODY_DTYPE, 4)), max_size=2)),
-        assets=draw(st.lists(st.builds(nn.AssetData, _i32, _records(nn.RIGID_BODY_DTYPE, 3),
-                                       _records(nn.MARKER_DTYPE, 3)), max_size=2)) if version.assets else [],
+        skeletons=draw(
+            st.lists(st.builds(nn.SkeletonData, _i32, _records(nn.RIGID_BODY_DTYPE, 4)), max_size=2)
+        ),
+        assets=draw(
+            st.lists(
+                st.builds(nn.AssetData, _i32, _records(nn.RIGID_BODY_DTYPE, 3), _records(nn.MARKER_DTYPE, 3)),
+                max_size=2,
+            )
+        )
+        if version.assets
+        else [],
         labeled_markers=draw(_records(nn.MARKER_DTYPE, 6)),
         force_plates=draw(st.lists(_analog(), max_size=2)),
         devices=draw(st.lists(_analog(), max_size=2)),
-        timecode=draw(_id), timecode_subframe=draw(_id),
+        timecode=draw(_id),
+        timecode_subframe=draw(_id),
         timestamp=draw(st.floats(allow_nan=False, allow_infinity=False)),
         stamp_camera_mid_exposure=draw(st.integers(0, 2**63 - 1)),
-        stamp_data_received=draw(st.integers(0, 2**63 - 1)), stamp_transmit=draw(st.integers(0, 2**63 - 1)),
+        stamp_data_received=draw(st.integers(0, 2**63 - 1)),
+        stamp_transmit=draw(st.integers(0, 2**63 - 1)),
         precision_timestamp_secs=draw(_id) if version.precision_timestamps else 0,
         precision_timestamp_frac_secs=draw(_id) if version.precision_timestamps else 0,
-        params=draw(_params))
+        params=draw(_params),
+    )
 
 
 def _body_description():
-    return st.integers(0, 4).flatmap(lambda n: st.builds(
-        nn.RigidBodyDescription, _name, _i32, _i32, _vec(1, 3).map(lambda a: a[0]), _vec(n, 3),
-        st.lists(_i32, min_size=n, max_size=n).map(lambda v: np.asarray(v, np.int32)),
-        st.lists(_name, min_size=n, max_size=n).map(tuple)))
+    return st.integers(0, 4).flatmap(
+        lambda n: st.builds(
+            nn.RigidBodyDescription,
+            _name,
+            _i32,
+            _i32,
+            _vec(1, 3).map(lambda a: a[0]),
+            _vec(n, 3),
+            st.lists(_i32, min_size=n, max_size=n).map(lambda v: np.asarray(v, np.int32)),
+            st.lists(_name, min_size=n, max_size=n).map(tuple),
+        )
+    )
 
 
 @st.composite
 def model_definitions(draw, version: nn.Version):
     return nn.ModelDefinitions(
-        marker_sets=draw(st.lists(st.builds(nn.MarkerSetDescription, _name, st.lists(_name, max_size=4).map(tuple)),
-                                  max_size=3)),
+        marker_sets=draw(
+            st.lists(
+                st.builds(nn.MarkerSetDescription, _name, st.lists(_name, max_size=4).map(tuple)), max_size=3
+            )
+        ),
         rigid_bodies=draw(st.lists(_body_description(), max_size=3)),
-        skeletons=draw(st.lists(st.builds(nn.SkeletonDescription, _name, _i32,
-                                          st.lists(_body_description(), max_size=3)), max_size=2)),
-        force_plates=draw(st.lists(st.builds(
-            nn.ForcePlateDescription, _i32, _name, _f, _f, _vec(1, 3).map(lambda a: a[0]), _vec(12, 12),
-            _vec(4, 3), _i32, _i32, st.lists(_name, max_size=3).map(tuple)), max_size=1)),
-        devices=draw(st.lists(st.builds(nn.DeviceDescription, _i32, _name, _name, _i32, _i32,
-                                        st.lists(_name, max_size=3).map(tuple)), max_size=2)),
-        cameras=draw(st.lists(st.builds(nn.CameraDescription, _name, _vec(1, 3).map(lambda a: a[0]),
-                                        _vec(1, 4).map(lambda a: a[0])), max_size=2)),
-        assets=draw(st.lists(st.builds(
-            nn.AssetDescription, _name, _i32, _i32, st.lists(_body_description(), max_size=2),
-            st.lists(st.builds(nn.MarkerDescription, _name, _i32, _vec(1, 3).map(lambda a: a[0]), _f, _params),
-                     max_size=2)), max_size=2)) if version.assets else [])
+        skeletons=draw(
+            st.lists(
+                st.builds(nn.SkeletonDescription, _name, _i32, st.lists(_body_description(), max_size=3)),
+                max_size=2,
+            )
+        ),
+        force_plates=draw(
+            st.lists(
+                st.builds(
+                    nn.ForcePlateDescription,
+                    _i32,
+                    _name,
+                    _f,
+                    _f,
+                    _vec(1, 3).map(lambda a: a[0]),
+                    _vec(12, 12),
+                    _vec(4, 3),
+                    _i32,
+                    _i32,
+                    st.lists(_name, max_size=3).map(tuple),
+                ),
+                max_size=1,
+            )
+        ),
+        devices=draw(
+            st.lists(
+                st.builds(
+                    nn.DeviceDescription,
+                    _i32,
+                    _name,
+                    _name,
+                    _i32,
+                    _i32,
+                    st.lists(_name, max_size=3).map(tuple),
+                ),
+                max_size=2,
+            )
+        ),
+        cameras=draw(
+            st.lists(
+                st.builds(
+                    nn.CameraDescription,
+                    _name,
+                    _vec(1, 3).map(lambda a: a[0]),
+                    _vec(1, 4).map(lambda a: a[0]),
+                ),
+                max_size=2,
+            )
+        ),
+        assets=draw(
+            st.lists(
+                st.builds(
+                    nn.AssetDescription,
+                    _name,
+                    _i32,
+                    _i32,
+                    st.lists(_body_description(), max_size=2),
+                    st.lists(
+                        st.builds(
+                            nn.MarkerDescription, _name, _i32, _vec(1, 3).map(lambda a: a[0]), _f, _params
+                        ),
+                        max_size=2,
+                    ),
+                ),
+                max_size=2,
+            )
+        )
+        if version.assets
+        else [],
+    )
 
 
-_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                             HealthCheck.data_too_large])
+_SETTINGS = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -511,8 +676,13 @@ def test_same_frame_values_as_the_reference_decoders(version):
         else:
             _, theirs = sdk._NatNetClient__unpack_mocap_data(payload, len(payload), v.major, v.minor)
             compare_sdk_frame(theirs, ours, v)
-        compare_natnet_frame(natnet.DataFrame.read_from_buffer(natnet.packet_buffer.PacketBuffer(payload),
-                                                               natnet.Version(v.major, v.minor)), ours, v)
+        compare_natnet_frame(
+            natnet.DataFrame.read_from_buffer(
+                natnet.packet_buffer.PacketBuffer(payload), natnet.Version(v.major, v.minor)
+            ),
+            ours,
+            v,
+        )
         # and what we decoded is what was encoded
         assert np.array_equal(ours.rigid_bodies, frame.rigid_bodies.astype(nn.RIGID_BODY_DTYPE))
         assert nn.encode_frame_payload(ours, v) == payload
@@ -534,12 +704,17 @@ def test_same_model_values_as_the_reference_decoders(version):
         _, theirs = sdk._NatNetClient__unpack_data_descriptions(payload, len(payload), v.major, v.minor)
         compare_sdk_models(theirs, ours, v)
         # natnet 0.3.0 reads force plate corners as 9 floats instead of 12: without plates for it
-        without_plates = nn.ModelDefinitions(defs.marker_sets, defs.rigid_bodies, defs.skeletons, [],
-                                             defs.devices, defs.cameras, defs.assets)
+        without_plates = nn.ModelDefinitions(
+            defs.marker_sets, defs.rigid_bodies, defs.skeletons, [], defs.devices, defs.cameras, defs.assets
+        )
         plain = nn.unpack(nn.encode_model_definitions(without_plates, v))[1]
-        compare_natnet_models(natnet.DataDescriptions.read_from_buffer(natnet.packet_buffer.PacketBuffer(plain),
-                                                                       natnet.Version(v.major, v.minor)),
-                              nn.decode_model_definitions(plain, v), v)
+        compare_natnet_models(
+            natnet.DataDescriptions.read_from_buffer(
+                natnet.packet_buffer.PacketBuffer(plain), natnet.Version(v.major, v.minor)
+            ),
+            nn.decode_model_definitions(plain, v),
+            v,
+        )
         assert nn.unpack(nn.encode_model_definitions(ours, v))[1] == payload
 
     with contextlib.redirect_stdout(io.StringIO()):
@@ -582,4 +757,3 @@ def test_connect_requests_of_the_reference_clients_are_understood():
         finally:
             nclient._NatNetClient__command_socket.close()
         assert message_id == nn.MessageId.CONNECT and nn.decode_connect(payload).client_name == "Ping"
-

@@ -2,16 +2,20 @@
 START names Motive's take after the session (SetRecordTakeName) and starts recording;
 STOP stops it; Motive's refusal fails the ack with Motive's words. Checked against
 natnet_simulator, which answers these NatNet commands as Motive does (0 when done)."""
+
 from __future__ import annotations
 
 import itertools
 
 import pytest
-
 from optitrack_stand_in import StandIn, start_driver  # test/fixtures
 
 _sessions = itertools.count()
-SCENE = {"seed": 4, "rate": 100.0, "rigid_bodies": [{"name": "drone1", "id": 1, "trajectory": {"type": "static"}}]}
+SCENE = {
+    "seed": 4,
+    "rate": 100.0,
+    "rigid_bodies": [{"name": "drone1", "id": 1, "trajectory": {"type": "static"}}],
+}
 
 
 @pytest.fixture
@@ -48,7 +52,7 @@ def test_a_session_records_a_take_named_after_it(procs, tmp_path, control):
 
 def test_motive_refusing_to_record_fails_the_ack_with_its_answer(procs, tmp_path, control):
     stand_in = StandIn(procs, tmp_path, "--unicast", scene=SCENE)
-    stand_in.command("StartRecording")   # someone is recording in Motive already
+    stand_in.command("StartRecording")  # someone is recording in Motive already
     _, ns = start_driver(procs, stand_in, "unicast", autostart=False, record_on_start=True)
     system = _system(ns)
     control.wait_for_systems(names=[system], timeout=30)

@@ -1,6 +1,7 @@
 """optitrack_system end to end, through real processes: natnet_simulator (the Motive
 stand-in) -> UDP -> optitrack_system -> DDS -> a subscriber here, for every bitstream
 version, unicast and multicast, compared with the scene the stand-in served."""
+
 from __future__ import annotations
 
 import socket
@@ -9,27 +10,49 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
+from optitrack_stand_in import DRIVER, StandIn, fresh_namespace, start_driver  # test/fixtures
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
 
 from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.simulated.scene import Scene
-from optitrack_stand_in import DRIVER, StandIn, fresh_namespace, start_driver  # test/fixtures
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
+from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
 SCENE = {
-    "seed": 21, "rate": 100.0, "latency": 0.003, "latency_jitter": 0.0, "noise": 0.0003, "occlusion": 0.05,
-    "unlabeled_markers": 3, "dropped_frames": 0.0,
+    "seed": 21,
+    "rate": 100.0,
+    "latency": 0.003,
+    "latency_jitter": 0.0,
+    "noise": 0.0003,
+    "occlusion": 0.05,
+    "unlabeled_markers": 3,
+    "dropped_frames": 0.0,
     "rigid_bodies": [
-        {"name": "drone1", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1}},
-        {"name": "robot1", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0},
-         "tracking_loss": {"every": 0.8, "duration": 0.3}},
+        {
+            "name": "drone1",
+            "id": 1,
+            "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1},
+        },
+        {
+            "name": "robot1",
+            "id": 2,
+            "trajectory": {"type": "figure_eight", "period": 6.0},
+            "tracking_loss": {"every": 0.8, "duration": 0.3},
+        },
     ],
-    "skeletons": [{"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}],
+    "skeletons": [
+        {"name": "walker", "id": 3, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}
+    ],
 }
+
+
 def subscribe(ros, ns: str):
-    return (ros.subscribe(f"{ns}/rigid_bodies", RigidBodies), ros.subscribe(f"{ns}/markers", Markers),
-            ros.subscribe(f"{ns}/skeletons", Skeletons))
+    return (
+        ros.subscribe(f"{ns}/rigid_bodies", RigidBodies),
+        ros.subscribe(f"{ns}/markers", Markers),
+        ros.subscribe(f"{ns}/skeletons", Skeletons),
+    )
 
 
 def _pos(p) -> list[float]:
@@ -72,8 +95,9 @@ def check_stream(scene: Scene, bodies, markers, skeletons, proc, timeout: float 
         assert [b.name for b in msg.rigid_bodies] == ["drone1", "robot1"]
         assert [b.id for b in msg.rigid_bodies] == [1, 2]
         truth = scene.frame(msg.frame_number).bodies
-        for body, valid, position, orientation in zip(msg.rigid_bodies, truth.valid, truth.positions,
-                                                      truth.orientations):
+        for body, valid, position, orientation in zip(
+            msg.rigid_bodies, truth.valid, truth.positions, truth.orientations
+        ):
             assert body.tracking_valid == bool(valid)
             if valid:
                 np.testing.assert_allclose(_pos(body.pose.position), position, atol=2e-6)
@@ -102,15 +126,22 @@ def check_stream(scene: Scene, bodies, markers, skeletons, proc, timeout: float 
         common = [m.frame_number for m in bodies.snapshot()[-60:] if m.frame_number in by_number]
         return (common, by_number) if common else None
 
-    common, by_number = wait_for(lambda: shared_with(markers), timeout,
-                                 what="markers sharing frame numbers with rigid bodies")
+    common, by_number = wait_for(
+        lambda: shared_with(markers), timeout, what="markers sharing frame numbers with rigid bodies"
+    )
     for n in common[-20:]:
         msg = by_number[n]
         assert _stamp(msg.header) == _stamp(next(m for m in bodies.snapshot() if m.frame_number == n).header)
         truth = scene.frame(n).markers
-        expected = {int(i): (name, pos, occ) for i, name, pos, occ in
-                    zip(nn.marker_id([1] * 4 + [2] * 4, [1, 2, 3, 4] * 2).tolist(), truth.names, truth.positions,
-                        truth.occluded)}
+        expected = {
+            int(i): (name, pos, occ)
+            for i, name, pos, occ in zip(
+                nn.marker_id([1] * 4 + [2] * 4, [1, 2, 3, 4] * 2).tolist(),
+                truth.names,
+                truth.positions,
+                truth.occluded,
+            )
+        }
         labeled = [m for m in msg.markers if m.id != -1]
         unlabeled = [m for m in msg.markers if m.id == -1]
         assert {m.id for m in labeled} <= set(expected)
@@ -122,8 +153,9 @@ def check_stream(scene: Scene, bodies, markers, skeletons, proc, timeout: float 
         assert len(unlabeled) == 3 and all(m.name == "" for m in unlabeled)
         np.testing.assert_allclose([_pos(m.position) for m in unlabeled], truth.positions[8:], atol=2e-6)
 
-    common, by_number = wait_for(lambda: shared_with(skeletons), timeout,
-                                 what="skeletons sharing frame numbers with rigid bodies")
+    common, by_number = wait_for(
+        lambda: shared_with(skeletons), timeout, what="skeletons sharing frame numbers with rigid bodies"
+    )
     msg = by_number[common[-1]]
     truth = scene.frame(msg.frame_number).skeletons
     assert [s.name for s in msg.skeletons] == ["walker"] and msg.skeletons[0].id == 3
@@ -132,8 +164,9 @@ def check_stream(scene: Scene, bodies, markers, skeletons, proc, timeout: float 
     assert [s.parent_id for s in segments] == truth.segments.parent_ids.tolist()
     assert segments[0].parent_id == -1
     np.testing.assert_allclose([_pos(s.pose.position) for s in segments], truth.segments.positions, atol=5e-6)
-    np.testing.assert_allclose([_quat(s.pose.orientation) for s in segments], truth.segments.orientations,
-                               atol=5e-6)
+    np.testing.assert_allclose(
+        [_quat(s.pose.orientation) for s in segments], truth.segments.orientations, atol=5e-6
+    )
 
 
 @pytest.mark.parametrize("mode", ["multicast", "unicast"])
@@ -197,8 +230,12 @@ def test_server_restart_mid_stream(ros, procs, tmp_path, mode):
     assert [b.name for b in first.rigid_bodies] == ["drone1", "robot1"]
     assert driver.wait_log("frames arriving again", WAIT), driver.log()
     # threads of the old connection end shortly after the new one streams
-    wait_for(lambda: sorted(driver.threads()) == threads_before, WAIT, lambda: sorted(driver.threads()),
-             what=f"the threads before the restart {threads_before}")
+    wait_for(
+        lambda: sorted(driver.threads()) == threads_before,
+        WAIT,
+        lambda: sorted(driver.threads()),
+        what=f"the threads before the restart {threads_before}",
+    )
     assert sorted(driver.threads()) == threads_before, "the reconnection must not leak threads"
     assert driver.alive()
 
@@ -254,8 +291,12 @@ def test_configure_without_server_fails_clearly_then_succeeds(ros, procs, tmp_pa
         port = probe.getsockname()[1]
     ns = fresh_namespace()
     node = f"{ns}/optitrack"
-    driver = procs.start(*DRIVER, name="optitrack", namespace=ns,
-                         params={"command_port": port, "connection_type": "unicast", "connect_timeout": 1.0})
+    driver = procs.start(
+        *DRIVER,
+        name="optitrack",
+        namespace=ns,
+        params={"command_port": port, "connection_type": "unicast", "connect_timeout": 1.0},
+    )
     ros.wait_state(node, "unconfigured", timeout=30)
     assert not ros.change_state(node, "configure")
     assert driver.wait_log("no answer (NAT_SERVERINFO) from 127.0.0.1", WAIT), driver.log()
@@ -269,8 +310,12 @@ def test_configure_without_server_fails_clearly_then_succeeds(ros, procs, tmp_pa
 
 def test_bad_parameters_are_refused_with_a_reason(ros, procs):
     ns = fresh_namespace()
-    driver = procs.start(*DRIVER, name="optitrack", namespace=ns,
-                         params={"server_address": "motive-pc", "connection_type": "broadcast"})
+    driver = procs.start(
+        *DRIVER,
+        name="optitrack",
+        namespace=ns,
+        params={"server_address": "motive-pc", "connection_type": "broadcast"},
+    )
     ros.wait_state(f"{ns}/optitrack", "unconfigured", timeout=30)
     log = driver.log()
     assert "server_address must be an IPv4 address like 192.168.1.10" in log

@@ -5,6 +5,7 @@ The QTM stand-in (``QtmSimulator``) runs in a thread of this process, so that a 
 slip raw bytes into the TCP stream of the connected client between two real frames, or
 pause its clock; the driver's adapter (``QualisysAdapter``: qtm-rt inside) reads in the
 test thread. Real sockets, real protocol bytes, qtm-rt unmodified."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,11 +24,19 @@ from mocap4r2_drivers.qualisys.simulator import QtmSimulator
 from mocap4r2_drivers.simulated.scene import Scene
 
 SCENE = {
-    "seed": 4, "rate": 100.0, "latency": 0.002, "noise": 0.0, "occlusion": 0.0, "dropped_frames": 0.0,
+    "seed": 4,
+    "rate": 100.0,
+    "latency": 0.002,
+    "noise": 0.0,
+    "occlusion": 0.0,
+    "dropped_frames": 0.0,
     "unlabeled_markers": 2,
     "rigid_bodies": [
-        {"name": "drone", "id": 1, "trajectory": {"type": "circle", "center": [0, 0, 1.5], "radius": 1.0,
-                                                  "period": 4.0}},
+        {
+            "name": "drone",
+            "id": 1,
+            "trajectory": {"type": "circle", "center": [0, 0, 1.5], "radius": 1.0, "period": 4.0},
+        },
     ],
 }
 
@@ -50,15 +59,19 @@ class Server:
 
     def inject(self, data: bytes) -> None:
         """Raw bytes to every connected client, between two frames."""
+
         async def send():
             for session in self.sim.sessions:
                 session.send(data)
+
         self.call(send())
 
     def pause(self) -> None:
         """The clock stops sending frames; the connection stays open."""
+
         async def pause():
             self.sim._streaming.clear()
+
         self.call(pause())
 
     def close(self) -> None:
@@ -78,8 +91,15 @@ def server(tmp_path):
 
 @pytest.fixture
 def adapter(server):
-    a = QualisysAdapter("127.0.0.1", server.port - 1, "1.25", ["6d", "3d", "3dnolabels"], timeout=5.0,
-                        reconnect_period=0.2, reconnect_after=0.5)
+    a = QualisysAdapter(
+        "127.0.0.1",
+        server.port - 1,
+        "1.25",
+        ["6d", "3d", "3dnolabels"],
+        timeout=5.0,
+        reconnect_period=0.2,
+        reconnect_after=0.5,
+    )
     a.connect()
     a.start_streaming()
     yield a
@@ -96,8 +116,9 @@ def frames_within(adapter, count: int, timeout: float = 20.0, until=lambda: True
             frames.append(frame)
         if len(frames) >= count and until():
             return frames
-    raise AssertionError(f"{len(frames)} of {count} frames in {timeout} s, until={until()}; status "
-                         f"{adapter.status()}")
+    raise AssertionError(
+        f"{len(frames)} of {count} frames in {timeout} s, until={until()}; status {adapter.status()}"
+    )
 
 
 def test_size_zero_header_drops_the_connection_and_reconnects(server, adapter):
@@ -162,19 +183,22 @@ def _parameters(labels: int) -> QtmParameters:
 
 def _packet(k: int, labeled: int, unlabeled: int) -> bytes:
     rng = np.random.default_rng(k)
-    comps = [qp.pack_markers(qp.ComponentType.MARKERS_3D, rng.normal(size=(labeled, 3)) * 1000),
-             qp.pack_markers(qp.ComponentType.MARKERS_3D_NO_LABELS, rng.normal(size=(unlabeled, 3)) * 1000),
-             qp.pack_bodies(qp.ComponentType.BODIES_6D, np.zeros((1, 3)), np.eye(3).reshape(1, 9))]
-    return qp.encode_frame(k * 10000, k, comps)[qp.HEADER.size:]
+    comps = [
+        qp.pack_markers(qp.ComponentType.MARKERS_3D, rng.normal(size=(labeled, 3)) * 1000),
+        qp.pack_markers(qp.ComponentType.MARKERS_3D_NO_LABELS, rng.normal(size=(unlabeled, 3)) * 1000),
+        qp.pack_bodies(qp.ComponentType.BODIES_6D, np.zeros((1, 3)), np.eye(3).reshape(1, 9)),
+    ]
+    return qp.encode_frame(k * 10000, k, comps)[qp.HEADER.size :]
 
 
 def test_marker_names_follow_every_count_change():
     """QTM may stream one labeled marker more (or less) than its parameters list, until
     the new parameters arrive: every frame still has one name per marker."""
     converter = FrameConverter(_parameters(20))
-    for k, (labeled, unlabeled) in enumerate([(20, 3), (21, 3), (20, 3), (19, 3), (20, 3), (20, 4), (21, 4),
-                                               (20, 4)]):
+    for k, (labeled, unlabeled) in enumerate(
+        [(20, 3), (21, 3), (20, 3), (19, 3), (20, 3), (20, 4), (21, 4), (20, 4)]
+    ):
         frame = converter.decode(_packet(k, labeled, unlabeled))
         frame.check()
         assert len(frame.markers.names) == labeled + unlabeled
-        assert frame.markers.names[:min(labeled, 20)] == tuple(f"m{i}" for i in range(min(labeled, 20)))
+        assert frame.markers.names[: min(labeled, 20)] == tuple(f"m{i}" for i in range(min(labeled, 20)))

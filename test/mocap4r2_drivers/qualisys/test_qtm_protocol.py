@@ -3,6 +3,7 @@
 The byte layouts are checked against Qualisys' own parser (qtm_rt.packet.QRTPacket,
 unmodified): what the stand-in packs, the SDK reads back with the same values.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,8 @@ from mocap4r2_control.adapter import AdapterError
 from mocap4r2_drivers.qualisys import protocol as qp
 from mocap4r2_drivers.qualisys.client import TimestampMapper, parse_parameters
 from mocap4r2_drivers.qualisys.protocol import ComponentType as CT
-from mocap4r2_drivers.qualisys.simulator import SceneStream, parameters_xml
 from mocap4r2_drivers.qualisys.qualisys_system import FrameConverter, QualisysAdapter
+from mocap4r2_drivers.qualisys.simulator import SceneStream, parameters_xml
 from mocap4r2_drivers.simulated.scene import Scene, default_scene_path
 
 ALL_COMPONENTS = ["6dres", "3dres", "3dnolabelsres", "skeleton:global"]
@@ -35,7 +36,7 @@ def sdk_packet(packet: bytes) -> QRTPacket:
     """Parse a whole data packet the way qtm-rt does (it strips the 8-byte header)."""
     size, ptype = qp.HEADER.unpack_from(packet)
     assert size == len(packet) and ptype == qp.PacketType.DATA
-    return QRTPacket(packet[qp.HEADER.size:])
+    return QRTPacket(packet[qp.HEADER.size :])
 
 
 # ====================================================================== framing
@@ -58,23 +59,29 @@ def test_header_bounds_are_enforced():
 
 
 def test_packet_reader_reassembles_any_chunking():
-    stream = (qp.pack_text(qp.PacketType.COMMAND, "QTM RT Interface connected")
-              + qp.pack_event(qp.Event.CONNECTED) + qp.pack(qp.PacketType.NO_MORE_DATA)
-              + qp.pack_text(qp.PacketType.XML, "<a/>"))
+    stream = (
+        qp.pack_text(qp.PacketType.COMMAND, "QTM RT Interface connected")
+        + qp.pack_event(qp.Event.CONNECTED)
+        + qp.pack(qp.PacketType.NO_MORE_DATA)
+        + qp.pack_text(qp.PacketType.XML, "<a/>")
+    )
     expected = qp.PacketReader().feed(stream)
     assert [t for t, _ in expected] == [1, 6, 4, 2]
     for chunk in (1, 3, 7, 50):
         reader = qp.PacketReader()
         got = []
         for i in range(0, len(stream), chunk):
-            got += reader.feed(stream[i:i + chunk])
+            got += reader.feed(stream[i : i + chunk])
         assert got == expected
     with pytest.raises(qp.QtmProtocolError):
         qp.PacketReader(max_size=64).feed(struct.pack("<II", 65, 1))
 
 
 def test_commands_are_case_insensitive_words():
-    assert qp.parse_command("StreamFrames AllFrames 6DRes 3D") == ("streamframes", ["AllFrames", "6DRes", "3D"])
+    assert qp.parse_command("StreamFrames AllFrames 6DRes 3D") == (
+        "streamframes",
+        ["AllFrames", "6DRes", "3D"],
+    )
     assert qp.parse_command("   ") == ("", [])
 
 
@@ -95,10 +102,15 @@ def test_rotation_matrices_are_column_major_on_the_wire():
 def test_matrix_to_quaternion_conversion_matches_scipy_everywhere():
     from mocap4r2_control.geometry import quat_from_matrix as quats_from_matrices
 
-    rotations = Rotation.concatenate([
-        Rotation.random(2000, random_state=3),
-        # half turns and the identity: each branch of the conversion, and its edges
-        Rotation.from_rotvec(np.pi * np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0.6, 0.8, 0], [0, 0, 0]]))])
+    rotations = Rotation.concatenate(
+        [
+            Rotation.random(2000, random_state=3),
+            # half turns and the identity: each branch of the conversion, and its edges
+            Rotation.from_rotvec(
+                np.pi * np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0.6, 0.8, 0], [0, 0, 0]])
+            ),
+        ]
+    )
     q = quats_from_matrices(rotations.as_matrix())
     np.testing.assert_allclose(np.linalg.norm(q, axis=1), 1.0)
     assert (np.abs(np.sum(q * rotations.as_quat(), axis=1)) > 1 - 1e-12).all()
@@ -108,7 +120,9 @@ def test_6d_residual_component_reads_back_identically_in_qtm_rt():
     positions = np.array([[100.5, -200.25, 1500.0], [np.nan, np.nan, np.nan], [1.0, 2.0, 3.0]])
     rotations = qp.matrices_to_qtm(_rotations(3))
     residuals = np.array([0.5, np.nan, 1.25])
-    packet = qp.encode_frame(123456, 42, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, positions, rotations, residuals)])
+    packet = qp.encode_frame(
+        123456, 42, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, positions, rotations, residuals)]
+    )
     sdk = sdk_packet(packet)
     assert (sdk.timestamp, sdk.framenumber) == (123456, 42)
     info, bodies = sdk.get_6d_residual()
@@ -121,7 +135,9 @@ def test_6d_residual_component_reads_back_identically_in_qtm_rt():
         np.testing.assert_allclose(rot.matrix, rotations[row], rtol=1e-6, atol=1e-7)
         assert res.residual == pytest.approx(residuals[row])
     # the missing body carries QTM's "all bits set" NaN
-    records = qp.unpack_bodies(CT.BODIES_6D_RESIDUALS, qp.decode_frame(packet[8:]).components[CT.BODIES_6D_RESIDUALS])
+    records = qp.unpack_bodies(
+        CT.BODIES_6D_RESIDUALS, qp.decode_frame(packet[8:]).components[CT.BODIES_6D_RESIDUALS]
+    )
     assert (records["position"][1].view(np.uint32) == 0xFFFFFFFF).all()
     assert (records["rotation"][1].view(np.uint32) == 0xFFFFFFFF).all()
 
@@ -129,12 +145,16 @@ def test_6d_residual_component_reads_back_identically_in_qtm_rt():
 def test_3d_components_read_back_identically_in_qtm_rt():
     labeled = np.array([[1.0, 2.0, 3.0], [np.nan] * 3, [-4.5, 5.5, 6.5]])
     unlabeled = np.array([[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]])
-    packet = qp.encode_frame(0, 7, [
-        qp.pack_markers(CT.MARKERS_3D_RESIDUALS, labeled, [0.1, 0.2, 0.3]),
-        qp.pack_markers(CT.MARKERS_3D_NO_LABELS_RESIDUALS, unlabeled, [1.0, 2.0], ids=[11, 12]),
-        qp.pack_markers(CT.MARKERS_3D, labeled),
-        qp.pack_markers(CT.MARKERS_3D_NO_LABELS, unlabeled, ids=[5, 6]),
-    ])
+    packet = qp.encode_frame(
+        0,
+        7,
+        [
+            qp.pack_markers(CT.MARKERS_3D_RESIDUALS, labeled, [0.1, 0.2, 0.3]),
+            qp.pack_markers(CT.MARKERS_3D_NO_LABELS_RESIDUALS, unlabeled, [1.0, 2.0], ids=[11, 12]),
+            qp.pack_markers(CT.MARKERS_3D, labeled),
+            qp.pack_markers(CT.MARKERS_3D_NO_LABELS, unlabeled, ids=[5, 6]),
+        ],
+    )
     sdk = sdk_packet(packet)
     _, res = sdk.get_3d_markers_residual()
     assert [tuple(m)[:3] for m in res][0] == (1.0, 2.0, 3.0)
@@ -157,15 +177,23 @@ def test_skeleton_component_reads_back_identically_in_qtm_rt():
     assert info.skeleton_count == 3
     assert [len(s) for s in skeletons] == [2, 0, 1]
     sid, pos, rot = skeletons[0][1]
-    assert sid == 9 and tuple(pos) == (4, 5, 6) and rot.z == pytest.approx(0.6) and rot.w == pytest.approx(0.8)
+    assert (
+        sid == 9 and tuple(pos) == (4, 5, 6) and rot.z == pytest.approx(0.6) and rot.w == pytest.approx(0.8)
+    )
     ours = qp.unpack_skeletons(qp.decode_frame(packet[8:]).components[CT.SKELETON])
     assert [len(s) for s in ours] == [2, 0, 1] and ours[2]["id"][0] == 3
 
 
 @pytest.mark.parametrize("cut", [1, 4, 9, 17])
 def test_truncated_components_raise_protocol_errors(cut):
-    full = qp.encode_frame(0, 1, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, np.ones((2, 3)), np.ones((2, 9)), [1, 1]),
-                               qp.pack_skeletons([np.zeros(2, qp.SEGMENT_DTYPE)])])
+    full = qp.encode_frame(
+        0,
+        1,
+        [
+            qp.pack_bodies(CT.BODIES_6D_RESIDUALS, np.ones((2, 3)), np.ones((2, 9)), [1, 1]),
+            qp.pack_skeletons([np.zeros(2, qp.SEGMENT_DTYPE)]),
+        ],
+    )
     with pytest.raises(qp.QtmProtocolError):
         packet = qp.decode_frame(full[8:-cut])
         for ctype, data in packet.components.items():
@@ -304,7 +332,7 @@ def test_decoded_frames_equal_the_scene_frames(scene):
         np.testing.assert_allclose(m.positions[~m.occluded], em.positions[~em.occluded], atol=2e-6)
         np.testing.assert_allclose(m.residuals, em.residuals, atol=1e-6)
         assert m.names == em.names
-        assert (m.ids[-scene.unlabeled:] == -1).all()
+        assert (m.ids[-scene.unlabeled :] == -1).all()
         s, es = frame.skeletons, expected.skeletons
         assert s.names == es.names and s.valid.tolist() == es.valid.tolist()
         np.testing.assert_array_equal(s.segments.parent_ids, es.segments.parent_ids)
@@ -315,12 +343,22 @@ def test_decoded_frames_equal_the_scene_frames(scene):
 
 
 def test_untracked_bodies_and_unseen_skeletons_decode_as_invalid():
-    scene = Scene({"rate": 100, "rigid_bodies": [
-        {"name": "hider", "trajectory": {"type": "static", "position": [0, 0, 1]},
-         "tracking_loss": {"every": 2.0, "duration": 1.0}}],
-        "skeletons": [{"name": "ghost", "tracking_loss": {"every": 2.0, "duration": 1.0}}]}, seed=1)
+    scene = Scene(
+        {
+            "rate": 100,
+            "rigid_bodies": [
+                {
+                    "name": "hider",
+                    "trajectory": {"type": "static", "position": [0, 0, 1]},
+                    "tracking_loss": {"every": 2.0, "duration": 1.0},
+                }
+            ],
+            "skeletons": [{"name": "ghost", "tracking_loss": {"every": 2.0, "duration": 1.0}}],
+        },
+        seed=1,
+    )
     _, seen = _decode(scene, 10)
-    _, lost = _decode(scene, 150)     # t = 1.5 s: both lost
+    _, lost = _decode(scene, 150)  # t = 1.5 s: both lost
     assert seen.bodies.valid.tolist() == [True] and seen.skeletons.valid.tolist() == [True]
     assert lost.bodies.valid.tolist() == [False] and lost.skeletons.valid.tolist() == [False]
     assert not lost.skeletons.segments.valid.any()
@@ -373,7 +411,12 @@ def test_adapter_parameters_are_validated():
     with pytest.raises(AdapterError, match="components"):
         QualisysAdapter.from_parameters(_values(components=["skeleton"]))
     adapter = QualisysAdapter.from_parameters(_values(port=4000))
-    assert adapter.port == 4000 and adapter.components == ["6dres", "3dres", "3dnolabelsres", "skeleton:global"]
+    assert adapter.port == 4000 and adapter.components == [
+        "6dres",
+        "3dres",
+        "3dnolabelsres",
+        "skeleton:global",
+    ]
 
 
 def test_connect_failure_is_an_adapter_error_with_the_reason():
@@ -381,16 +424,18 @@ def test_connect_failure_is_an_adapter_error_with_the_reason():
     with pytest.raises(AdapterError, match="cannot connect to QTM at 127.0.0.1:2"):
         adapter.connect()
     adapter.disconnect()
-    adapter.disconnect()   # twice is fine
+    adapter.disconnect()  # twice is fine
 
 
 def test_an_undecodable_packet_is_dropped_counted_and_the_stream_goes_on(scene):
     from types import SimpleNamespace
 
     good = SceneStream(scene).packet(5, ["6dres", "3dres"])
-    queue = [(SimpleNamespace(data=b"\x01\x02garbage", timestamp=0), 100.0),
-             (SimpleNamespace(data=good[8:-7], timestamp=0), 100.0),          # truncated
-             (SimpleNamespace(data=good[8:], timestamp=50_000), 100.06)]
+    queue = [
+        (SimpleNamespace(data=b"\x01\x02garbage", timestamp=0), 100.0),
+        (SimpleNamespace(data=good[8:-7], timestamp=0), 100.0),  # truncated
+        (SimpleNamespace(data=good[8:], timestamp=50_000), 100.06),
+    ]
     adapter = QualisysAdapter.from_parameters(_values())
     adapter.client = SimpleNamespace(get=lambda timeout: queue.pop(0) if queue else None, connected=True)
     adapter.decoder = FrameConverter(parse_parameters(parameters_xml(scene, ["general", "3d", "6d"], "1.25")))
@@ -402,15 +447,46 @@ def test_an_undecodable_packet_is_dropped_counted_and_the_stream_goes_on(scene):
     assert adapter.decode_errors == 2 and adapter.status()["decode_errors"] == "2"
 
 
-WORDS = ["version", "1.25", "1.x", "qtmversion", "byteorder", "getstate", "getparameters", "all", "3d", "6d",
-         "skeleton:global", "getcurrentframe", "streamframes", "allframes", "frequency:0", "frequency:-3",
-         "frequencydivisor:0", "frequencydivisor:2", "stop", "udp:1234", "6dres", "3dnolabelsres", "analog",
-         "takecontrol", "releasecontrol", "new", "quit", "\u00e9", "", "*", "12345678901234567890"]
+WORDS = [
+    "version",
+    "1.25",
+    "1.x",
+    "qtmversion",
+    "byteorder",
+    "getstate",
+    "getparameters",
+    "all",
+    "3d",
+    "6d",
+    "skeleton:global",
+    "getcurrentframe",
+    "streamframes",
+    "allframes",
+    "frequency:0",
+    "frequency:-3",
+    "frequencydivisor:0",
+    "frequencydivisor:2",
+    "stop",
+    "udp:1234",
+    "6dres",
+    "3dnolabelsres",
+    "analog",
+    "takecontrol",
+    "releasecontrol",
+    "new",
+    "quit",
+    "\u00e9",
+    "",
+    "*",
+    "12345678901234567890",
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(WORDS), max_size=6), st.sampled_from([qp.PacketType.COMMAND, qp.PacketType.XML,
-                                                                    qp.PacketType.DATA]))
+@given(
+    st.lists(st.sampled_from(WORDS), max_size=6),
+    st.sampled_from([qp.PacketType.COMMAND, qp.PacketType.XML, qp.PacketType.DATA]),
+)
 def test_the_stand_in_answers_any_request_without_failing(scene, words, packet_type):
     from mocap4r2_drivers.qualisys.simulator import QtmSimulator, Session
 
@@ -427,5 +503,8 @@ def test_the_stand_in_answers_any_request_without_failing(scene, words, packet_t
     simulator._handle(session, packet_type, " ".join(words).encode() + b"\0")
     replies = qp.PacketReader().feed(bytes(session.writer.data))
     # streaming requests and stop are silent; anything else gets exactly one answer
-    if not (words and words[0] == "streamframes" and session.stream is not None) and words[:2] != ["streamframes", "stop"]:
+    if not (words and words[0] == "streamframes" and session.stream is not None) and words[:2] != [
+        "streamframes",
+        "stop",
+    ]:
         assert len(replies) == 1, (words, replies)

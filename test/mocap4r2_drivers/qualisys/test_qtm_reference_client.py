@@ -5,6 +5,7 @@ values are those of the simulated scene.
 Everything the SDK decodes is compared with ``Scene.frame(k)`` computed here, and the
 parameter XML is read with ElementTree directly (not with the driver's parser).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,28 +36,47 @@ SCENE = {
     "dropped_frames": 0.05,
     "unlabeled_markers": 3,
     "rigid_bodies": [
-        {"name": "drone", "id": 1, "trajectory": {"type": "circle", "center": [0, 0, 1.5], "radius": 1.0,
-                                                  "period": 4.0, "tilt": 0.1}},
-        {"name": "cart", "id": 2, "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0},
-         "tracking_loss": {"every": 2.0, "duration": 0.5}},
+        {
+            "name": "drone",
+            "id": 1,
+            "trajectory": {
+                "type": "circle",
+                "center": [0, 0, 1.5],
+                "radius": 1.0,
+                "period": 4.0,
+                "tilt": 0.1,
+            },
+        },
+        {
+            "name": "cart",
+            "id": 2,
+            "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0},
+            "tracking_loss": {"every": 2.0, "duration": 0.5},
+        },
     ],
-    "skeletons": [{"name": "walker", "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0},
-                   "tracking_loss": {"every": 3.0, "duration": 0.6}}],
+    "skeletons": [
+        {
+            "name": "walker",
+            "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0},
+            "tracking_loss": {"every": 3.0, "duration": 0.6},
+        }
+    ],
 }
 
 
 class Simulator:
     def __init__(self, proc, port: int, scene: Scene):
         self.proc = proc
-        self.port = port          # the little-endian RT port qtm-rt connects to
+        self.port = port  # the little-endian RT port qtm-rt connects to
         self.scene = scene
 
 
 def start_simulator(procs, tmp_path, extra=()) -> Simulator:
     path = tmp_path / "scene.yaml"
     path.write_text(yaml.safe_dump(SCENE))
-    proc = procs.start("mocap4r2_drivers", "qtm_simulator", ros=False,
-                       args=["--scene", str(path), "--port", "0", *extra])
+    proc = procs.start(
+        "mocap4r2_drivers", "qtm_simulator", ros=False, args=["--scene", str(path), "--port", "0", *extra]
+    )
     assert proc.wait_log("qtm_simulator ready", timeout=30), proc.log()
     port = int(re.search(r"RT port 127\.0\.0\.1:(\d+)", proc.log()).group(1))
     return Simulator(proc, port, Scene.from_file(path))
@@ -119,8 +139,9 @@ def test_sdk_reads_parameters_that_describe_the_scene(sim):
     bodies = root.findall("The_6D/Body")
     assert [b.findtext("Name") for b in bodies] == ["drone", "cart"]
     points = bodies[0].findall("Points/Point")
-    np.testing.assert_allclose([[float(p.get(a)) for a in "XYZ"] for p in points],
-                               d.bodies[0].marker_layout * 1000.0, atol=1e-5)
+    np.testing.assert_allclose(
+        [[float(p.get(a)) for a in "XYZ"] for p in points], d.bodies[0].marker_layout * 1000.0, atol=1e-5
+    )
     assert [p.get("Name") for p in points] == list(d.bodies[0].marker_names)
     segments = root.findall("Skeletons/Skeleton/Segments//Segment")
     assert [int(s.get("ID")) for s in segments] == d.skeletons[0].segment_ids.tolist()
@@ -171,7 +192,7 @@ def _check_against_scene(scene: Scene, packet) -> dict[str, int]:
             seen["skeletons_unseen"] += 1
             continue
         a = int(es.segment_offsets[i])
-        assert [s[0] for s in segments] == es.segments.ids[a:a + len(segments)].tolist()
+        assert [s[0] for s in segments] == es.segments.ids[a : a + len(segments)].tolist()
         for j, (_, position, rotation) in enumerate(segments):
             np.testing.assert_allclose(tuple(position), es.segments.positions[a + j] * 1000.0, atol=2e-3)
             np.testing.assert_allclose(tuple(rotation), es.segments.orientations[a + j], atol=1e-6)
@@ -183,8 +204,11 @@ def test_streamed_frames_are_the_scene_frames(sim):
 
     async def body():
         c = await connect(sim)
-        await c.stream_frames(frames="allframes", components=["6dres", "3dres", "3dnolabelsres", "skeleton:global"],
-                              on_packet=packets.append)
+        await c.stream_frames(
+            frames="allframes",
+            components=["6dres", "3dres", "3dnolabelsres", "skeleton:global"],
+            on_packet=packets.append,
+        )
         # 3 s at 100 Hz covers a tracking loss of the cart and of the walker
         while len(packets) < 300:
             await asyncio.sleep(0.05)
@@ -262,7 +286,7 @@ def test_bad_requests_get_errors_and_the_server_goes_on(sim):
         reader, writer = await asyncio.open_connection("127.0.0.1", sim.port)
         writer.write(struct.pack("<II", 4, 1))
         await writer.drain()
-        replies = await asyncio.wait_for(reader.read(), 5)   # until the server closes
+        replies = await asyncio.wait_for(reader.read(), 5)  # until the server closes
         writer.close()
         assert b"Parse Error" in replies
         assert (await c.byte_order()) == b"Byte order is little endian"

@@ -2,16 +2,20 @@
 START starts a capture in QTM (taking control if needed) and STOP stops it and saves it
 as <session_id>.qtm, through qtm-rt; QTM's refusal fails the ack with QTM's words.
 Checked against qtm_simulator, which answers Start / Stop / Save as QTM does."""
+
 from __future__ import annotations
 
 import itertools
 
 import pytest
-
 from qtm_stand_in import start_qtm  # test/fixtures
 
 DRIVER = ("mocap4r2_drivers", "qualisys_system")
-SCENE = {"seed": 2, "rate": 100.0, "rigid_bodies": [{"name": "drone", "id": 1, "trajectory": {"type": "static"}}]}
+SCENE = {
+    "seed": 2,
+    "rate": 100.0,
+    "rigid_bodies": [{"name": "drone", "id": 1, "trajectory": {"type": "static"}}],
+}
 _ids = itertools.count()
 
 

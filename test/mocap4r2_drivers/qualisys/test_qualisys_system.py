@@ -1,6 +1,7 @@
 """qualisys_system end to end: the qtm_simulator process serves a scene over the QTM RT
 protocol, the qualisys_system process (qtm-rt inside) publishes it over DDS, and what
 arrives here is compared with the scene, frame by frame."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,11 +12,12 @@ import time
 import numpy as np
 import pytest
 import qtm_rt
-from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
-from rclpy.qos import QoSProfile
-
 from qtm_stand_in import start_qtm  # test/fixtures
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
+from rclpy.qos import QoSProfile
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
+
+from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
 DRIVER = ("mocap4r2_drivers", "qualisys_system")
 SCENE = {
@@ -27,14 +29,36 @@ SCENE = {
     "dropped_frames": 0.03,
     "unlabeled_markers": 2,
     "rigid_bodies": [
-        {"name": "drone", "id": 1, "trajectory": {"type": "circle", "center": [0, 0, 1.5], "radius": 1.0,
-                                                  "period": 4.0, "tilt": 0.1}},
-        {"name": "cart", "id": 2, "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0},
-         "tracking_loss": {"every": 1.0, "duration": 0.3}},
-        {"name": "table", "id": 3, "trajectory": {"type": "static", "position": [1.5, -1.0, 0.75], "yaw": 0.3}},
+        {
+            "name": "drone",
+            "id": 1,
+            "trajectory": {
+                "type": "circle",
+                "center": [0, 0, 1.5],
+                "radius": 1.0,
+                "period": 4.0,
+                "tilt": 0.1,
+            },
+        },
+        {
+            "name": "cart",
+            "id": 2,
+            "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0},
+            "tracking_loss": {"every": 1.0, "duration": 0.3},
+        },
+        {
+            "name": "table",
+            "id": 3,
+            "trajectory": {"type": "static", "position": [1.5, -1.0, 0.75], "yaw": 0.3},
+        },
     ],
-    "skeletons": [{"name": "walker", "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0},
-                   "tracking_loss": {"every": 1.5, "duration": 0.4}}],
+    "skeletons": [
+        {
+            "name": "walker",
+            "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0},
+            "tracking_loss": {"every": 1.5, "duration": 0.4},
+        }
+    ],
 }
 
 
@@ -49,9 +73,11 @@ def subscribe(ros, namespace):
     # a deep history: this process deserializes three topics in Python and may fall
     # behind for a moment on a loaded machine
     deep = QoSProfile(depth=1000)
-    return {"markers": ros.subscribe(f"{namespace}/markers", Markers, deep),
-            "bodies": ros.subscribe(f"{namespace}/rigid_bodies", RigidBodies, deep),
-            "skeletons": ros.subscribe(f"{namespace}/skeletons", Skeletons, deep)}
+    return {
+        "markers": ros.subscribe(f"{namespace}/markers", Markers, deep),
+        "bodies": ros.subscribe(f"{namespace}/rigid_bodies", RigidBodies, deep),
+        "skeletons": ros.subscribe(f"{namespace}/skeletons", Skeletons, deep),
+    }
 
 
 def values(pose) -> tuple[float, ...]:
@@ -64,19 +90,26 @@ def stamp(msg) -> float:
 
 
 def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path):
-    from mocap4r2_interfaces.msg import MocapSystemInfo
-
     from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
+    from mocap4r2_interfaces.msg import MocapSystemInfo
 
     qtm, base, scene = start_qtm(procs, tmp_path, SCENE)
     systems = ros.subscribe(SYSTEMS_TOPIC, MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     topics = subscribe(ros, "/qs1")
-    driver = procs.start(*DRIVER, name="qualisys", namespace="/qs1",
-                         params={"port": base, "autostart": True, "qos_depth": 1000})
+    driver = procs.start(
+        *DRIVER,
+        name="qualisys",
+        namespace="/qs1",
+        params={"port": base, "autostart": True, "qos_depth": 1000},
+    )
     topics["bodies"].wait_for(timeout=30)
     # about 3 s of stream, counted in frames (a stalled machine streams fewer per second)
-    wait_for(lambda: len(topics["bodies"].snapshot()) >= 250, 2 * WAIT, topics["bodies"]._describe,
-             what="250 frames")
+    wait_for(
+        lambda: len(topics["bodies"].snapshot()) >= 250,
+        2 * WAIT,
+        topics["bodies"]._describe,
+        what="250 frames",
+    )
     driver.stop()
     rec = {k: v.snapshot() for k, v in topics.items()}
     assert len(rec["bodies"]) > 100, driver.log()
@@ -133,8 +166,7 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
             assert published == [n for n in expected if n in published]
             for name in seen_markers.get(body.id, ()):
                 assert name in published, "a marker once measured must stay in the message"
-            seen_markers.setdefault(body.id, set()).update(
-                m.name for m in body.markers if not m.occluded)
+            seen_markers.setdefault(body.id, set()).update(m.name for m in body.markers if not m.occluded)
     assert saw_invalid, "the cart's tracking losses should have shown"
 
     labels = [n for b in scene.description.bodies for n in b.marker_names]
@@ -175,7 +207,9 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
             assert not any(s.tracking_valid for s in skeleton.segments)
     assert saw_lost
     # announced on the control plane with QTM's frequency as the nominal rate
-    active = systems.wait_for(lambda m: m.system == "/qs1/qualisys" and m.state.label == "active", timeout=WAIT)
+    active = systems.wait_for(
+        lambda m: m.system == "/qs1/qualisys" and m.state.label == "active", timeout=WAIT
+    )
     assert active.type == "qualisys" and active.frame_rate == 100.0
 
 
@@ -183,20 +217,28 @@ def test_reconnects_when_qtm_goes_away_and_comes_back(ros, procs, tmp_path):
     base = free_port_pair()
     qtm, _, _ = start_qtm(procs, tmp_path, SCENE, base)
     bodies = ros.subscribe("/qs2/rigid_bodies", RigidBodies)
-    driver = procs.start(*DRIVER, name="qualisys", namespace="/qs2",
-                         params={"port": base, "autostart": True, "reconnect_period": 0.3})
+    driver = procs.start(
+        *DRIVER,
+        name="qualisys",
+        namespace="/qs2",
+        params={"port": base, "autostart": True, "reconnect_period": 0.3},
+    )
     bodies.wait_for(timeout=30)
-    qtm.stop()                                  # QTM says it shuts down and closes
+    qtm.stop()  # QTM says it shuts down and closes
     # frames sent before the shutdown may still be in flight: wait until none arrived for 1 s
-    wait_for(lambda: bodies.quiet(1.0), WAIT, lambda: f"{len(bodies.times)} frames, still arriving",
-             what="the stream to go quiet")
+    wait_for(
+        lambda: bodies.quiet(1.0),
+        WAIT,
+        lambda: f"{len(bodies.times)} frames, still arriving",
+        what="the stream to go quiet",
+    )
     bodies.clear()
     time.sleep(0.5)  # deliberately lets time pass: no frame may arrive while QTM is away
     assert not bodies.snapshot(), "frames while QTM is away?"
     assert driver.alive()
     ros.wait_state("/qs2/qualisys", "active", timeout=WAIT)
 
-    start_qtm(procs, tmp_path, SCENE, base)            # QTM is back, its measurement starts anew
+    start_qtm(procs, tmp_path, SCENE, base)  # QTM is back, its measurement starts anew
     back = bodies.wait_for(timeout=30)
     assert back.frame_number < 1000, "frame numbers of the new measurement"
     assert driver.wait_log("went away", timeout=WAIT)
@@ -204,8 +246,9 @@ def test_reconnects_when_qtm_goes_away_and_comes_back(ros, procs, tmp_path):
 
 
 def test_configure_fails_clearly_when_qtm_is_not_there(ros, procs):
-    driver = procs.start(*DRIVER, name="qualisys", namespace="/qs3",
-                         params={"port": free_port_pair(), "connect_timeout": 2.0})
+    driver = procs.start(
+        *DRIVER, name="qualisys", namespace="/qs3", params={"port": free_port_pair(), "connect_timeout": 2.0}
+    )
     ros.wait_state("/qs3/qualisys", "unconfigured", timeout=WAIT)
     assert not ros.change_state("/qs3/qualisys", "configure")
     assert driver.wait_log("cannot connect to QTM at 127.0.0.1", timeout=WAIT), driver.log()
@@ -216,8 +259,12 @@ def test_configure_fails_clearly_when_qtm_is_not_there(ros, procs):
 def test_takes_control_only_when_asked_and_with_the_password(ros, procs, tmp_path):
     _, base, _ = start_qtm(procs, tmp_path, SCENE, extra=["--password", "pw"])
     node = "/qs4/qualisys"
-    driver = procs.start(*DRIVER, name="qualisys", namespace="/qs4",
-                         params={"port": base, "take_control": True, "password": "nope"})
+    driver = procs.start(
+        *DRIVER,
+        name="qualisys",
+        namespace="/qs4",
+        params={"port": base, "take_control": True, "password": "nope"},
+    )
     ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert not ros.change_state(node, "configure")
     assert driver.wait_log("Wrong or missing password", timeout=WAIT), driver.log()
@@ -232,8 +279,12 @@ def test_takes_control_only_when_asked_and_with_the_password(ros, procs, tmp_pat
         finally:
             c.disconnect()
 
-    master = procs.start(*DRIVER, name="qualisys", namespace="/qs4",
-                         params={"port": base, "take_control": True, "password": "pw"})
+    master = procs.start(
+        *DRIVER,
+        name="qualisys",
+        namespace="/qs4",
+        params={"port": base, "take_control": True, "password": "pw"},
+    )
     ros.wait_state(node, "unconfigured", timeout=WAIT)
     assert ros.change_state(node, "configure")
     assert "is already master" in asyncio.run(other_client_takes_control())
@@ -256,8 +307,12 @@ def test_deactivate_stops_the_stream_and_activate_resumes_it(ros, procs, tmp_pat
     assert [b.name for b in first.rigid_bodies] == ["drone", "cart", "table"]
     assert all(b.mean_error < 0 for b in first.rigid_bodies), "6d has no residuals: unknown"
     assert ros.change_state(node, "deactivate")
-    wait_for(lambda: bodies.quiet(0.5), WAIT, lambda: f"{len(bodies.times)} frames, still arriving",
-             what="the stream to go quiet")
+    wait_for(
+        lambda: bodies.quiet(0.5),
+        WAIT,
+        lambda: f"{len(bodies.times)} frames, still arriving",
+        what="the stream to go quiet",
+    )
     last_before = bodies.snapshot()[-1].frame_number
     bodies.clear()
     time.sleep(1.0)  # deliberately lets time pass: no frame may arrive while inactive

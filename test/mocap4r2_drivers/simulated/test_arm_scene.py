@@ -4,6 +4,7 @@ simulated_system (the installed executable) sees the end effector through marker
 publishes ``arm_ee``: untracked before the arm publishes, then following the arm's forward
 kinematics within the marker noise's effect on the fit (a bad ``arms:`` entry:
 test_scene_errors.py)."""
+
 from __future__ import annotations
 
 import time
@@ -12,12 +13,12 @@ import numpy as np
 import yaml
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseArray
-from mocap4r2_interfaces.msg import RigidBodies, Skeletons
-from motion_control_interfaces.action import QueueTrajectory
+from support import wait_for
 from trajectory_msgs.msg import JointTrajectoryPoint
 
+from mocap4r2_interfaces.msg import RigidBodies, Skeletons
 from mocap4r2_tools.motion.arm import forward_kinematics
-from support import wait_for
+from motion_control_interfaces.action import QueueTrajectory
 
 SIM = ("mocap4r2_drivers", "simulated_system")
 ARM_NS = "/h17arm"
@@ -29,14 +30,22 @@ def stamp(msg) -> float:
     return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
 
 
-FINAL = [0.8, -0.5, 0.6]   # joint positions at the end of the goal
-LINKS = [0.3, 0.25, 0.2]   # simulated_arm's default link lengths
+FINAL = [0.8, -0.5, 0.6]  # joint positions at the end of the goal
+LINKS = [0.3, 0.25, 0.2]  # simulated_arm's default link lengths
 
 
 def scene(topic: str) -> dict:
-    return {"seed": 4, "rate": 120.0, "latency": 0.004, "latency_jitter": 0.0, "noise": 0.0005,
-            "occlusion": 0.01, "dropped_frames": 0.0, "unlabeled_markers": 0,
-            "arms": [{"name": "arm", "link_poses_topic": topic, "timeout": 0.5}]}
+    return {
+        "seed": 4,
+        "rate": 120.0,
+        "latency": 0.004,
+        "latency_jitter": 0.0,
+        "noise": 0.0005,
+        "occlusion": 0.01,
+        "dropped_frames": 0.0,
+        "unlabeled_markers": 0,
+        "arms": [{"name": "arm", "link_poses_topic": topic, "timeout": 0.5}],
+    }
 
 
 def arm_goal(seconds: float = 2.0, points: int = 5) -> QueueTrajectory.Goal:
@@ -98,36 +107,74 @@ def test_the_arm_end_effector_is_measured_along_its_forward_kinematics(ros, proc
     # at rest at the end: the measured end effector is the forward kinematics of the
     # final joints, to within the fit's error (mm, not cm: not the markers' centroid)
     ee_final = forward_kinematics(FINAL, LINKS)[-1][0]
-    links.wait_for(lambda m: len(m.poses) == 3 and np.allclose(
-        [m.poses[-1].position.x, m.poses[-1].position.y, m.poses[-1].position.z], ee_final, atol=1e-6))
+    links.wait_for(
+        lambda m: (
+            len(m.poses) == 3
+            and np.allclose(
+                [m.poses[-1].position.x, m.poses[-1].position.y, m.poses[-1].position.z], ee_final, atol=1e-6
+            )
+        )
+    )
+
     # the system may get the arm's last poses after we do (a loaded machine): rest starts
     # at the system's first frame composed from them, which its skeleton shows exactly
     # (the arm's segments are the link poses it received, without noise)
     def composed_at_rest(m) -> bool:
         s = next((s for s in m.skeletons if s.name == "arm" and s.tracking_valid), None)
-        return s is not None and len(s.segments) == 3 and bool(np.allclose(
-            [s.segments[-1].pose.position.x, s.segments[-1].pose.position.y, s.segments[-1].pose.position.z],
-            ee_final, atol=1e-6))
+        return (
+            s is not None
+            and len(s.segments) == 3
+            and bool(
+                np.allclose(
+                    [
+                        s.segments[-1].pose.position.x,
+                        s.segments[-1].pose.position.y,
+                        s.segments[-1].pose.position.z,
+                    ],
+                    ee_final,
+                    atol=1e-6,
+                )
+            )
+        )
 
     rest_frame = skeletons.wait_for(composed_at_rest).frame_number
 
     def rest_samples():
-        return [m for m in bodies.snapshot()
-                if m.frame_number >= rest_frame and arm_ee(m) and arm_ee(m).tracking_valid]
+        return [
+            m
+            for m in bodies.snapshot()
+            if m.frame_number >= rest_frame and arm_ee(m) and arm_ee(m).tracking_valid
+        ]
 
-    wait_for(lambda: len(rest_samples()) >= 30, what="30 frames at rest", describe=lambda: len(rest_samples()))
-    rest = np.array([[arm_ee(m).pose.position.x, arm_ee(m).pose.position.y, arm_ee(m).pose.position.z]
-                     for m in rest_samples()])
+    wait_for(
+        lambda: len(rest_samples()) >= 30, what="30 frames at rest", describe=lambda: len(rest_samples())
+    )
+    rest = np.array(
+        [
+            [arm_ee(m).pose.position.x, arm_ee(m).pose.position.y, arm_ee(m).pose.position.z]
+            for m in rest_samples()
+        ]
+    )
     errors = np.linalg.norm(rest - ee_final, axis=1)
     assert np.median(errors) < 0.0015 and errors.max() < 0.004, errors
     assert errors.max() > 0, "no noise at all: not a measurement"
 
     # during the motion: every tracked sample lies on the arm's end-effector path (from
     # the link poses the arm published) within a few mm, and the path was covered
-    ee_path = np.array([[m.poses[-1].position.x, m.poses[-1].position.y, m.poses[-1].position.z]
-                        for m in links.snapshot() if len(m.poses) == 3])
-    moving = np.array([[arm_ee(m).pose.position.x, arm_ee(m).pose.position.y, arm_ee(m).pose.position.z]
-                       for m in moving_frames if arm_ee(m) and arm_ee(m).tracking_valid])
+    ee_path = np.array(
+        [
+            [m.poses[-1].position.x, m.poses[-1].position.y, m.poses[-1].position.z]
+            for m in links.snapshot()
+            if len(m.poses) == 3
+        ]
+    )
+    moving = np.array(
+        [
+            [arm_ee(m).pose.position.x, arm_ee(m).pose.position.y, arm_ee(m).pose.position.z]
+            for m in moving_frames
+            if arm_ee(m) and arm_ee(m).tracking_valid
+        ]
+    )
     assert len(moving) > 100, len(moving)
     off_path = [distance_to_path(p, ee_path) for p in moving]
     assert np.median(off_path) < 0.0015 and max(off_path) < 0.005, sorted(off_path)[-5:]
@@ -143,7 +190,9 @@ def test_the_arm_end_effector_is_measured_along_its_forward_kinematics(ros, proc
     stale_from = len(bodies.snapshot())
 
     def first_stale():
-        return next((m for m in bodies.snapshot()[stale_from:] if arm_ee(m) and not arm_ee(m).tracking_valid), None)
+        return next(
+            (m for m in bodies.snapshot()[stale_from:] if arm_ee(m) and not arm_ee(m).tracking_valid), None
+        )
 
     stale = wait_for(first_stale, what="arm_ee untracked after the arm stopped", describe=system.log)
     p = arm_ee(stale).pose.position

@@ -2,6 +2,7 @@
 effector seen through 4 markers with the scene's noise and fitted as a rigid body, a
 skeleton of its links, untracked before link poses arrive and when they are stale,
 and bad link poses refused with the reason (bad ``arms:`` entries: test_scene_errors.py)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,9 +14,15 @@ from mocap4r2_drivers.simulated.arms import MAX_LINKS, LinkPosesRefused, SceneAr
 from mocap4r2_drivers.simulated.scene import ARM_MARKER_LAYOUT, Scene
 
 ARM = {"name": "arm", "link_poses_topic": "/simulated_arm/link_poses", "timeout": 0.5}
-SCENE = {"seed": 3, "rate": 120.0, "noise": 0.0005, "occlusion": 0.0, "unlabeled_markers": 2,
-         "rigid_bodies": [{"name": "box", "id": 1, "trajectory": {"type": "static", "position": [1, 0, 0]}}],
-         "arms": [ARM]}
+SCENE = {
+    "seed": 3,
+    "rate": 120.0,
+    "noise": 0.0005,
+    "occlusion": 0.0,
+    "unlabeled_markers": 2,
+    "rigid_bodies": [{"name": "box", "id": 1, "trajectory": {"type": "static", "position": [1, 0, 0]}}],
+    "arms": [ARM],
+}
 
 
 def links(angle: float) -> tuple[np.ndarray, np.ndarray]:
@@ -41,7 +48,11 @@ def test_untracked_before_link_poses_then_fitted_to_the_tip_then_stale():
     frame.check()
     assert frame.bodies.names == ("box", "arm_ee") and frame.bodies.valid.tolist() == [True, False]
     assert np.isnan(frame.bodies.positions[1]).all()
-    assert frame.skeletons.names == ("arm",) and not frame.skeletons.valid[0] and len(frame.skeletons.segments) == 0
+    assert (
+        frame.skeletons.names == ("arm",)
+        and not frame.skeletons.valid[0]
+        and len(frame.skeletons.segments) == 0
+    )
     assert len(frame.markers) == 4 + 4 + 2 and frame.markers.names[4:8] == scene.asset_names().markers[4:]
 
     errors, centroid_offsets = [], []
@@ -68,8 +79,9 @@ def test_untracked_before_link_poses_then_fitted_to_the_tip_then_stale():
     assert min(centroid_offsets) > 0.01
     # markers: the layout on the end effector plus the residuals reported
     layout_world = quat_rotate(q[-1], ARM_MARKER_LAYOUT) + p[-1]
-    np.testing.assert_allclose(np.linalg.norm(markers - layout_world, axis=1),
-                               frame.bodies.markers.residuals[4:8], rtol=1e-5)
+    np.testing.assert_allclose(
+        np.linalg.norm(markers - layout_world, axis=1), frame.bodies.markers.residuals[4:8], rtol=1e-5
+    )
 
     stale = arms.compose(scene.frame(300), now=100.0 + 199 / 120 + 0.6)
     assert not stale.bodies.valid[1] and not stale.skeletons.valid[0]

@@ -1,6 +1,7 @@
 """Scene frames computed in batches: a frame does not depend on the batch it was computed
 in (its random draws have their own seeded generator), so streaming in batches gives the
 frames one-at-a-time computation gives, and any frame can still be asked for in any order."""
+
 from __future__ import annotations
 
 import math
@@ -12,16 +13,32 @@ from mocap4r2_drivers.simulated.scene import BATCH_SIZE, Scene, batch_size_for
 
 # every feature of a scene: noise, occlusion, jitter, strays, tilt, tracking loss, a skeleton
 SCENE = {
-    "seed": 5, "rate": 2000.0, "latency": 0.004, "latency_jitter": 0.001, "noise": 0.0005,
-    "occlusion": 0.2, "dropped_frames": 0.01, "unlabeled_markers": 3,
+    "seed": 5,
+    "rate": 2000.0,
+    "latency": 0.004,
+    "latency_jitter": 0.001,
+    "noise": 0.0005,
+    "occlusion": 0.2,
+    "dropped_frames": 0.01,
+    "unlabeled_markers": 3,
     "rigid_bodies": [
-        {"name": "flyer", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 0.5, "tilt": 0.1},
-         "tracking_loss": {"every": 0.05, "duration": 0.01}},
+        {
+            "name": "flyer",
+            "id": 1,
+            "trajectory": {"type": "circle", "radius": 1.0, "period": 0.5, "tilt": 0.1},
+            "tracking_loss": {"every": 0.05, "duration": 0.01},
+        },
         {"name": "wander", "id": 2, "trajectory": {"type": "random_walk", "period": 1.0}, "occlusion": 0.5},
         {"name": "eight", "id": 3, "trajectory": {"type": "figure_eight", "period": 2.0}, "occlusion": 0.0},
     ],
-    "skeletons": [{"name": "walker", "id": 4, "trajectory": {"type": "circle", "period": 3.0},
-                   "tracking_loss": {"every": 0.04, "duration": 0.01}}],
+    "skeletons": [
+        {
+            "name": "walker",
+            "id": 4,
+            "trajectory": {"type": "circle", "period": 3.0},
+            "tracking_loss": {"every": 0.04, "duration": 0.01},
+        }
+    ],
 }
 
 

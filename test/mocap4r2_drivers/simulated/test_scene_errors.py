@@ -1,6 +1,7 @@
 """A broken scene file is reported with the file and the key at fault: by the scene
 loader, and by a simulated_system (a real process) whose configure fails, without
 calling it a connection failure."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,13 +47,21 @@ def test_scene_errors_name_the_file_and_the_key(tmp_path, config, key):
 
 
 SYSTEM_CASES = [
-    ({"rate": 100.0, "rigid_bodies": [{"name": "x", "trajectory": {"type": "zigzag"}}]}, ("rigid_bodies[0]", "trajectory")),
-    ({"rate": 100.0, "arms": [{"name": "arm", "link_poses_topic": "no/slash"}]}, ("arms[0]", "link_poses_topic")),
+    (
+        {"rate": 100.0, "rigid_bodies": [{"name": "x", "trajectory": {"type": "zigzag"}}]},
+        ("rigid_bodies[0]", "trajectory"),
+    ),
+    (
+        {"rate": 100.0, "arms": [{"name": "arm", "link_poses_topic": "no/slash"}]},
+        ("arms[0]", "link_poses_topic"),
+    ),
 ]
 
 
 @pytest.mark.parametrize("config,words", SYSTEM_CASES)
-def test_a_system_reports_a_scene_error_without_calling_it_a_connection_failure(ros, procs, tmp_path, config, words):
+def test_a_system_reports_a_scene_error_without_calling_it_a_connection_failure(
+    ros, procs, tmp_path, config, words
+):
     path = tmp_path / "lab_scene.yaml"
     path.write_text(yaml.safe_dump(config))
     proc = procs.start(*SIM, name="sim", namespace="/scerr", params={"scene": str(path)})

@@ -1,13 +1,14 @@
 """The simulated system's adapter alone (no ROS): how far its reader may fall behind
 before frames are lost, as a socket buffer of a real system would lose them. The
 adapter's clock is replaced by one the test moves, so what is due is exact."""
+
 from __future__ import annotations
 
 import pytest
 
 from mocap4r2_drivers.simulated import simulated_system
-from mocap4r2_drivers.simulated.simulated_system import BACKLOG_SECONDS, MIN_BACKLOG, SimulatedAdapter
 from mocap4r2_drivers.simulated.scene import default_scene_path
+from mocap4r2_drivers.simulated.simulated_system import BACKLOG_SECONDS, MIN_BACKLOG, SimulatedAdapter
 
 
 class StoppedClock:
@@ -30,12 +31,17 @@ def clock(monkeypatch):
     return clock
 
 
-@pytest.mark.parametrize("rate, max_backlog, backlog", [
-    (2000.0, 0, round(BACKLOG_SECONDS * 2000)),   # the default: a time span of frames
-    (50.0, 0, MIN_BACKLOG),                       # ... but never fewer than 8
-    (2000.0, 8, 8),                               # or as many as asked
-])
-def test_a_reader_that_falls_behind_loses_the_oldest_frames_beyond_the_backlog(clock, rate, max_backlog, backlog):
+@pytest.mark.parametrize(
+    "rate, max_backlog, backlog",
+    [
+        (2000.0, 0, round(BACKLOG_SECONDS * 2000)),  # the default: a time span of frames
+        (50.0, 0, MIN_BACKLOG),  # ... but never fewer than 8
+        (2000.0, 8, 8),  # or as many as asked
+    ],
+)
+def test_a_reader_that_falls_behind_loses_the_oldest_frames_beyond_the_backlog(
+    clock, rate, max_backlog, backlog
+):
     adapter = SimulatedAdapter(str(default_scene_path()), seed=-1, rate=rate, max_backlog=max_backlog)
     adapter.connect()
     scene = adapter.scene
@@ -43,7 +49,7 @@ def test_a_reader_that_falls_behind_loses_the_oldest_frames_beyond_the_backlog(c
     adapter.start_streaming()
     # the reader is held up for half a second (and a tenth of a frame: no rounding at the edge)
     clock.now += scene.latency + 0.5 + 0.1 / rate
-    newest = int(0.5 * rate)           # the newest frame due by then
+    newest = int(0.5 * rate)  # the newest frame due by then
     frame = adapter.read_frame(0.0)
     # the oldest frame still buffered is `backlog` behind the newest (or the next one
     # the scene does not drop); everything older is lost, and counted
@@ -58,7 +64,7 @@ def test_a_reader_that_falls_behind_loses_the_oldest_frames_beyond_the_backlog(c
     while (frame := adapter.read_frame(0.0)) is not None:
         numbers.append(frame.frame_number)
     assert numbers == [k for k in range(first, newest + 1) if not scene.is_dropped(k)]
-    assert adapter.lost_frames == newest - backlog   # a reader that keeps up loses nothing more
+    assert adapter.lost_frames == newest - backlog  # a reader that keeps up loses nothing more
     adapter.stop_streaming()
     adapter.disconnect()
 

@@ -7,6 +7,7 @@ named by ``.message``, GetFrame returning False on NoFrame, Enum members for the
 setters, NoFrame before the first frame, port 801 by default, the connection timeout.
 It proves the adapter uses that API as the wrapper behaves, not the SDK's timing.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from mocap4r2_control.adapter import AdapterError
-from mocap4r2_drivers.simulated.scene import Scene
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
 from vicon_datastream_double import (
     Client,
     DataStreamException,
@@ -31,7 +31,9 @@ from vicon_datastream_double import (
     module,
     write_shim,
 )
-from support import CROSS_PROCESS_TIMEOUT as WAIT, wait_for
+
+from mocap4r2_control.adapter import AdapterError
+from mocap4r2_drivers.simulated.scene import Scene
 
 
 # ====================================================================== helpers
@@ -67,16 +69,26 @@ def make_adapter(**changes):
 
 
 def drone(number: int, x: float = 1000.0, occluded=False, marker_occluded=False) -> FakeSubject:
-    return FakeSubject("drone", [FakeSegment("drone", "", (x, 2000.0, 1500.0), (0.0, 0.0, 0.6, 0.8), occluded)],
-                       [("front", "drone", (x + 100.0, 2000.0, 1500.0), marker_occluded),
-                        ("back", "drone", (x - 100.0, 2000.0, 1500.0), False)])
+    return FakeSubject(
+        "drone",
+        [FakeSegment("drone", "", (x, 2000.0, 1500.0), (0.0, 0.0, 0.6, 0.8), occluded)],
+        [
+            ("front", "drone", (x + 100.0, 2000.0, 1500.0), marker_occluded),
+            ("back", "drone", (x - 100.0, 2000.0, 1500.0), False),
+        ],
+    )
 
 
 def arm(occluded_forearm=False) -> FakeSubject:
-    return FakeSubject("arm", [FakeSegment("upper", "", (0.0, 0.0, 1000.0)),
-                               FakeSegment("fore", "upper", (300.0, 0.0, 1000.0), occluded=occluded_forearm),
-                               FakeSegment("hand", "fore", (550.0, 0.0, 1000.0))],
-                       [("elbow", "upper", (300.0, 0.0, 1010.0), False), ("wrist", "fore", (550.0, 0.0, 1010.0), False)])
+    return FakeSubject(
+        "arm",
+        [
+            FakeSegment("upper", "", (0.0, 0.0, 1000.0)),
+            FakeSegment("fore", "upper", (300.0, 0.0, 1000.0), occluded=occluded_forearm),
+            FakeSegment("hand", "fore", (550.0, 0.0, 1000.0)),
+        ],
+        [("elbow", "upper", (300.0, 0.0, 1010.0), False), ("wrist", "fore", (550.0, 0.0, 1010.0), False)],
+    )
 
 
 def read(adapter, timeout=5.0):
@@ -108,7 +120,7 @@ def streaming(sdk):
 
 # ====================================================================== unit tests
 def test_missing_sdk_fails_configure_with_install_instructions(monkeypatch):
-    monkeypatch.setitem(sys.modules, "vicon_dssdk", None)   # "import vicon_dssdk" raises ImportError
+    monkeypatch.setitem(sys.modules, "vicon_dssdk", None)  # "import vicon_dssdk" raises ImportError
     adapter = make_adapter()
     with pytest.raises(AdapterError) as info:
         adapter.connect()
@@ -117,7 +129,7 @@ def test_missing_sdk_fails_configure_with_install_instructions(monkeypatch):
     assert "pip install" in message and "Win64/Python/vicon_dssdk" in message, message
     assert "Linux64/Python" not in message, "no Linux build of the binding is published"
     assert "Windows" in message
-    adapter.disconnect()     # nothing to release, nothing crashes
+    adapter.disconnect()  # nothing to release, nothing crashes
 
 
 # ====================================================================== the double is the wrapper
@@ -128,13 +140,13 @@ def test_the_double_behaves_as_the_wrapper(sdk):
         client.GetFrame()
     assert info.value.message == "NotConnected" and not hasattr(info.value, "result")
     assert str(DataStreamException(_Native.NoFrame, "more")) == "NoFrame more"
-    client.Connect("127.0.0.1")                    # no port: 801
+    client.Connect("127.0.0.1")  # no port: 801
     assert client.port == 801 and client.IsConnected()
-    assert client.GetFrame() is False              # no frame yet: False, not NoFrame raised
+    assert client.GetFrame() is False  # no frame yet: False, not NoFrame raised
     with pytest.raises(DataStreamException, match="NoFrame"):
-        client.GetFrameRate()                      # nothing before the first frame
+        client.GetFrameRate()  # nothing before the first frame
     with pytest.raises(KeyError):
-        client.SetStreamMode(2)                    # an int is not a StreamMode member
+        client.SetStreamMode(2)  # an int is not a StreamMode member
     with pytest.raises(KeyError):
         client.SetAxisMapping(4, 2, 0)
     client.SetStreamMode(Client.StreamMode.EServerPush)
@@ -143,6 +155,7 @@ def test_the_double_behaves_as_the_wrapper(sdk):
     translation, occluded = client.GetSegmentGlobalTranslation("drone", "drone")
     assert not occluded and translation == (1000.0, 2000.0, 1500.0)
     import vicon_dssdk.ViconDataStream as wrapper
+
     assert not hasattr(wrapper, "Result"), "the wrapper has no Result class"
 
 
@@ -242,11 +255,13 @@ def test_subjects_and_segments_become_bodies_markers_and_skeletons(streaming):
 
     assert names.rigid_bodies == ("drone", "arm/upper", "arm/fore", "arm/hand")
     assert names.skeletons == ("arm",)
-    frame = publish_and_read(server, adapter, FakeFrame(2, [drone(2), arm()], [(10.0, 20.0, 30.0)], latency=0.004))
+    frame = publish_and_read(
+        server, adapter, FakeFrame(2, [drone(2), arm()], [(10.0, 20.0, 30.0)], latency=0.004)
+    )
     b = frame.bodies
     assert b.names == ("drone", "arm/upper", "arm/fore", "arm/hand")
     assert b.ids.tolist() == [stable_id(n) for n in b.names]
-    np.testing.assert_allclose(b.positions[0], [1.0, 2.0, 1.5])         # mm -> m
+    np.testing.assert_allclose(b.positions[0], [1.0, 2.0, 1.5])  # mm -> m
     np.testing.assert_allclose(b.orientations[0], [0.0, 0.0, 0.6, 0.8])
     assert b.valid.all() and frame.latency == pytest.approx(0.004)
     # a body's markers are those whose parent segment it is
@@ -264,8 +279,11 @@ def test_subjects_and_segments_become_bodies_markers_and_skeletons(streaming):
 
 def test_occluded_segments_and_markers_are_invalid_not_zeros(streaming):
     server, adapter, _ = streaming
-    frame = publish_and_read(server, adapter, FakeFrame(2, [drone(2, occluded=True, marker_occluded=True),
-                                                            arm(occluded_forearm=True)]))
+    frame = publish_and_read(
+        server,
+        adapter,
+        FakeFrame(2, [drone(2, occluded=True, marker_occluded=True), arm(occluded_forearm=True)]),
+    )
     b = frame.bodies
     assert b.valid.tolist() == [False, True, False, True]
     assert np.isnan(b.positions[0]).all() and np.isnan(b.orientations[2]).all()
@@ -292,7 +310,7 @@ def test_subjects_appearing_and_disappearing(streaming):
 
 def test_values_the_adapter_cannot_convert_drop_that_frame_only(streaming):
     server, adapter, _ = streaming
-    broken = FakeSubject("broken", [FakeSegment("broken", "", (1.0, 2.0))])   # a 2-vector translation
+    broken = FakeSubject("broken", [FakeSegment("broken", "", (1.0, 2.0))])  # a 2-vector translation
     server.publish(FakeFrame(2, [broken]))
     time.sleep(0.3)
     assert adapter.read_frame(0.1) is None
@@ -306,7 +324,7 @@ def test_a_frame_is_published_once_in_client_pull(sdk):
     adapter.connect()
     assert Client.instances[-1].mode == Client.StreamMode.EClientPull
     adapter.start_streaming()
-    time.sleep(0.3)                 # the client pulls frame 7 again and again
+    time.sleep(0.3)  # the client pulls frame 7 again and again
     sdk.publish(FakeFrame(8, [drone(8)]))
     time.sleep(0.3)
     frames = []
@@ -349,18 +367,32 @@ def test_without_reconnection_a_lost_server_fails_reading_for_good(sdk):
 def test_stop_streaming_returns_while_the_server_sends_nothing(streaming):
     server, adapter, _ = streaming
     started = time.monotonic()
-    adapter.stop_streaming()       # GetFrame is waiting for a frame that never comes
+    adapter.stop_streaming()  # GetFrame is waiting for a frame that never comes
     assert time.monotonic() - started < 5.0
 
 
 # ====================================================================== end to end
 SCENE = {
-    "seed": 3, "rate": 100.0, "latency": 0.004, "latency_jitter": 0.0, "noise": 0.0002,
-    "occlusion": 0.05, "dropped_frames": 0.02, "unlabeled_markers": 2,
+    "seed": 3,
+    "rate": 100.0,
+    "latency": 0.004,
+    "latency_jitter": 0.0,
+    "noise": 0.0002,
+    "occlusion": 0.05,
+    "dropped_frames": 0.02,
+    "unlabeled_markers": 2,
     "rigid_bodies": [
-        {"name": "drone", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1}},
-        {"name": "cart", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0},
-         "tracking_loss": {"every": 1.0, "duration": 0.3}},
+        {
+            "name": "drone",
+            "id": 1,
+            "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0, "tilt": 0.1},
+        },
+        {
+            "name": "cart",
+            "id": 2,
+            "trajectory": {"type": "figure_eight", "period": 6.0},
+            "tracking_loss": {"every": 1.0, "duration": 0.3},
+        },
     ],
     "skeletons": [{"name": "walker", "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0}}],
 }
@@ -376,23 +408,37 @@ def shim(tmp_path):
     scene_path.write_text(yaml.safe_dump(SCENE))
     control = tmp_path / "server_state"
     here = Path(__file__).resolve().parent
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), str(here), str(here.parents[1] / "fixtures"),
-                                          os.environ.get("PYTHONPATH", "")]),
-           "VICON_DOUBLE_SCENE": str(scene_path), "VICON_DOUBLE_CONTROL": str(control)}
+    env = {
+        "PYTHONPATH": os.pathsep.join(
+            [
+                str(tmp_path / "shim"),
+                str(here),
+                str(here.parents[1] / "fixtures"),
+                os.environ.get("PYTHONPATH", ""),
+            ]
+        ),
+        "VICON_DOUBLE_SCENE": str(scene_path),
+        "VICON_DOUBLE_CONTROL": str(control),
+    }
     return env, Scene.from_file(scene_path), control
 
 
 def test_node_publishes_the_served_subjects(ros, procs, shim):
-    from mocap4r2_interfaces.msg import MocapSystemInfo, RigidBodies, Skeletons
-
     from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
+    from mocap4r2_interfaces.msg import MocapSystemInfo, RigidBodies, Skeletons
 
     env, scene, _ = shim
     systems = ros.subscribe(SYSTEMS_TOPIC, MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     bodies = ros.subscribe("/vi1/rigid_bodies", RigidBodies)
     skeletons = ros.subscribe("/vi1/skeletons", Skeletons)
-    proc = procs.start("mocap4r2_drivers", "vicon_system", name="vicon", namespace="/vi1",
-                       params={"autostart": True}, env=env)
+    proc = procs.start(
+        "mocap4r2_drivers",
+        "vicon_system",
+        name="vicon",
+        namespace="/vi1",
+        params={"autostart": True},
+        env=env,
+    )
     bodies.wait_for(timeout=30)
     time.sleep(2.0)  # deliberately records for a fixed span: the frame count is measured over it
     proc.stop()
@@ -433,13 +479,23 @@ def test_node_survives_the_server_going_away(ros, procs, shim):
 
     env, _, control = shim
     bodies = ros.subscribe("/vi2/rigid_bodies", RigidBodies)
-    proc = procs.start("mocap4r2_drivers", "vicon_system", name="vicon", namespace="/vi2",
-                       params={"autostart": True, "reconnect_period": 0.2}, env=env)
+    proc = procs.start(
+        "mocap4r2_drivers",
+        "vicon_system",
+        name="vicon",
+        namespace="/vi2",
+        params={"autostart": True, "reconnect_period": 0.2},
+        env=env,
+    )
     bodies.wait_for(timeout=30)
     control.write_text("down")
     # frames read before the server went down may still be in flight: wait until none arrived for 1 s
-    wait_for(lambda: bodies.quiet(1.0), WAIT, lambda: f"{len(bodies.times)} frames, still arriving",
-             what="the stream to go quiet")
+    wait_for(
+        lambda: bodies.quiet(1.0),
+        WAIT,
+        lambda: f"{len(bodies.times)} frames, still arriving",
+        what="the stream to go quiet",
+    )
     bodies.clear()
     time.sleep(0.5)  # deliberately lets time pass: no frame may arrive while the server is down
     assert not bodies.snapshot()

@@ -1,5 +1,6 @@
 """NatNet frames of data (NAT_FRAMEOFDATA): decoding into numpy record views, and
 encoding (for the stand-in)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,9 +8,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .wire import (
-    FRAME_BITSTREAM_CHANGED, FRAME_MODELS_CHANGED, FRAME_RECORDING, MARKER_DTYPE, MessageId,
-    POSITION_SIZE, RIGID_BODY_DTYPE, Version, _COUNT_AND_SIZE, _I32, _PRECISION, _Reader,
-    _SUFFIX_3, _U16, _Writer, _records, empty_markers, empty_rigid_bodies, pack,
+    _COUNT_AND_SIZE,
+    _I32,
+    _PRECISION,
+    _SUFFIX_3,
+    _U16,
+    FRAME_BITSTREAM_CHANGED,
+    FRAME_MODELS_CHANGED,
+    FRAME_RECORDING,
+    MARKER_DTYPE,
+    POSITION_SIZE,
+    RIGID_BODY_DTYPE,
+    MessageId,
+    Version,
+    _Reader,
+    _records,
+    _Writer,
+    empty_markers,
+    empty_rigid_bodies,
+    pack,
     require_supported,
 )
 
@@ -30,7 +47,7 @@ class SkeletonData:
 class AssetData:
     id: int
     rigid_bodies: np.ndarray  # RIGID_BODY_DTYPE
-    markers: np.ndarray       # MARKER_DTYPE
+    markers: np.ndarray  # MARKER_DTYPE
 
 
 @dataclass
@@ -51,20 +68,20 @@ class FrameOfData:
 
     frame_number: int
     marker_sets: list[MarkerSetData] = field(default_factory=list)
-    other_markers: np.ndarray = field(default_factory=_zeros3)           # legacy unlabeled positions
+    other_markers: np.ndarray = field(default_factory=_zeros3)  # legacy unlabeled positions
     rigid_bodies: np.ndarray = field(default_factory=empty_rigid_bodies)
     skeletons: list[SkeletonData] = field(default_factory=list)
-    assets: list[AssetData] = field(default_factory=list)               # 4.1+
-    labeled_markers: np.ndarray = field(default_factory=empty_markers)   # every marker, labeled or not
+    assets: list[AssetData] = field(default_factory=list)  # 4.1+
+    labeled_markers: np.ndarray = field(default_factory=empty_markers)  # every marker, labeled or not
     force_plates: list[AnalogData] = field(default_factory=list)
     devices: list[AnalogData] = field(default_factory=list)
     timecode: int = 0
     timecode_subframe: int = 0
-    timestamp: float = 0.0              # seconds since the server started (software clock)
+    timestamp: float = 0.0  # seconds since the server started (software clock)
     stamp_camera_mid_exposure: int = 0  # server clock ticks (ServerInfo.clock_frequency)
     stamp_data_received: int = 0
     stamp_transmit: int = 0
-    precision_timestamp_secs: int = 0   # 4.1+, 0 when the server has no precision (PTP) clock
+    precision_timestamp_secs: int = 0  # 4.1+, 0 when the server has no precision (PTP) clock
     precision_timestamp_frac_secs: int = 0
     params: int = 0
 
@@ -143,7 +160,9 @@ def decode_frame(payload: bytes, version: Version) -> FrameOfData:
             bodies = r.count("asset rigid body", RIGID_BODY_DTYPE.itemsize)
             body_records = r.records(RIGID_BODY_DTYPE, bodies, "asset rigid bodies")
             markers = r.count("asset marker", MARKER_DTYPE.itemsize)
-            assets.append(AssetData(asset_id, body_records, r.records(MARKER_DTYPE, markers, "asset markers")))
+            assets.append(
+                AssetData(asset_id, body_records, r.records(MARKER_DTYPE, markers, "asset markers"))
+            )
         frame.assets = assets
         r.check_end(end, "assets")
 
@@ -155,12 +174,18 @@ def decode_frame(payload: bytes, version: Version) -> FrameOfData:
     frame.force_plates = _read_analog(r, "force plate", counts)
     frame.devices = _read_analog(r, "device", counts)
 
-    (frame.timecode, frame.timecode_subframe, frame.timestamp, frame.stamp_camera_mid_exposure,
-     frame.stamp_data_received, frame.stamp_transmit) = _SUFFIX_3.unpack_from(r.buf, r.need(_SUFFIX_3.size,
-                                                                                            "frame suffix"))
+    (
+        frame.timecode,
+        frame.timecode_subframe,
+        frame.timestamp,
+        frame.stamp_camera_mid_exposure,
+        frame.stamp_data_received,
+        frame.stamp_transmit,
+    ) = _SUFFIX_3.unpack_from(r.buf, r.need(_SUFFIX_3.size, "frame suffix"))
     if version.precision_timestamps:
         frame.precision_timestamp_secs, frame.precision_timestamp_frac_secs = _PRECISION.unpack_from(
-            r.buf, r.need(_PRECISION.size, "precision timestamp"))
+            r.buf, r.need(_PRECISION.size, "precision timestamp")
+        )
     frame.params = r.scalar(_U16, "frame parameters")
     # an end-of-data tag (int32 0) may follow; nothing after the parameters is needed
     return frame
@@ -228,11 +253,20 @@ def encode_frame_payload(frame: FrameOfData, version: Version) -> bytes:
                 w.raw(values.tobytes())
         _dataset(out, len(items), w.bytes(), counts)
 
-    out.append(_SUFFIX_3.pack(int(frame.timecode), int(frame.timecode_subframe), float(frame.timestamp),
-                              int(frame.stamp_camera_mid_exposure), int(frame.stamp_data_received),
-                              int(frame.stamp_transmit)))
+    out.append(
+        _SUFFIX_3.pack(
+            int(frame.timecode),
+            int(frame.timecode_subframe),
+            float(frame.timestamp),
+            int(frame.stamp_camera_mid_exposure),
+            int(frame.stamp_data_received),
+            int(frame.stamp_transmit),
+        )
+    )
     if version.precision_timestamps:
-        out.append(_PRECISION.pack(int(frame.precision_timestamp_secs), int(frame.precision_timestamp_frac_secs)))
+        out.append(
+            _PRECISION.pack(int(frame.precision_timestamp_secs), int(frame.precision_timestamp_frac_secs))
+        )
     out.append(_U16.pack(int(frame.params) & 0xFFFF))
     out.append(_I32.pack(0))  # end-of-data tag, as Motive sends it
     return b"".join(out)

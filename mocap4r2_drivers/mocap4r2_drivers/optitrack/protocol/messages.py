@@ -1,12 +1,20 @@
 """NatNet control messages: NAT_CONNECT / NAT_SERVERINFO, NAT_REQUEST / NAT_RESPONSE and
 the requests without payload."""
+
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 
 from .wire import (
-    MessageId, NAME_FIELD, NatNetProtocolError, Version, _F32, _I32, _name_field, _version4,
+    _F32,
+    _I32,
+    NAME_FIELD,
+    MessageId,
+    NatNetProtocolError,
+    Version,
+    _name_field,
+    _version4,
     pack,
 )
 
@@ -23,9 +31,13 @@ class ConnectRequest:
 
 
 def encode_connect(request: ConnectRequest = ConnectRequest()) -> bytes:
-    payload = (_name_field(request.client_name) + bytes(_version4(request.client_version))
-               + bytes(_version4(request.natnet_version)) + bytes([1 if request.subscribed_data_only else 0])
-               + bytes(_version4(request.requested_bitstream or (0, 0, 0, 0))))
+    payload = (
+        _name_field(request.client_name)
+        + bytes(_version4(request.client_version))
+        + bytes(_version4(request.natnet_version))
+        + bytes([1 if request.subscribed_data_only else 0])
+        + bytes(_version4(request.requested_bitstream or (0, 0, 0, 0)))
+    )
     return pack(MessageId.CONNECT, payload)
 
 
@@ -33,14 +45,21 @@ def decode_connect(payload: bytes) -> ConnectRequest:
     """Lenient: clients send anything from ``"Ping\\0"`` to the full 269-byte form."""
     name = payload[:NAME_FIELD].split(b"\0", 1)[0].decode("utf-8", "replace")
     if len(payload) < NAME_FIELD + 13:
-        return ConnectRequest(client_name=name, client_version=(0, 0, 0, 0), natnet_version=(0, 0, 0, 0),
-                              requested_bitstream=None)
+        return ConnectRequest(
+            client_name=name,
+            client_version=(0, 0, 0, 0),
+            natnet_version=(0, 0, 0, 0),
+            requested_bitstream=None,
+        )
     o = NAME_FIELD
-    requested = tuple(payload[o + 9:o + 13])
+    requested = tuple(payload[o + 9 : o + 13])
     return ConnectRequest(
-        client_name=name, client_version=tuple(payload[o:o + 4]), natnet_version=tuple(payload[o + 4:o + 8]),
+        client_name=name,
+        client_version=tuple(payload[o : o + 4]),
+        natnet_version=tuple(payload[o + 4 : o + 8]),
         subscribed_data_only=bool(payload[o + 8]),
-        requested_bitstream=requested if any(requested) else None)  # type: ignore[arg-type]
+        requested_bitstream=requested if any(requested) else None,
+    )  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -50,8 +69,8 @@ class ServerInfo:
     app_name: str = "Motive"
     app_version: tuple[int, int, int, int] = (3, 1, 0, 0)
     natnet_version: tuple[int, int, int, int] = (4, 1, 0, 0)
-    clock_frequency: int = 0          # ticks per second of the server's high resolution clock
-    data_port: int | None = None      # connection info: None when the server predates NatNet 3
+    clock_frequency: int = 0  # ticks per second of the server's high resolution clock
+    data_port: int | None = None  # connection info: None when the server predates NatNet 3
     multicast: bool | None = None
     multicast_address: str | None = None
 
@@ -64,26 +83,40 @@ _SERVER_CONNECTION = struct.Struct("<QHB4s")
 
 
 def encode_server_info(info: ServerInfo) -> bytes:
-    payload = _name_field(info.app_name) + bytes(_version4(info.app_version)) + bytes(_version4(info.natnet_version))
+    payload = (
+        _name_field(info.app_name)
+        + bytes(_version4(info.app_version))
+        + bytes(_version4(info.natnet_version))
+    )
     if info.data_port is not None:
         address = bytes(int(x) for x in (info.multicast_address or "0.0.0.0").split("."))
-        payload += _SERVER_CONNECTION.pack(int(info.clock_frequency), int(info.data_port),
-                                           1 if info.multicast else 0, address)
+        payload += _SERVER_CONNECTION.pack(
+            int(info.clock_frequency), int(info.data_port), 1 if info.multicast else 0, address
+        )
     return pack(MessageId.SERVERINFO, payload)
 
 
 def decode_server_info(payload: bytes) -> ServerInfo:
     if len(payload) < NAME_FIELD + 8:
-        raise NatNetProtocolError(f"NAT_SERVERINFO of {len(payload)} bytes, at least {NAME_FIELD + 8} expected")
+        raise NatNetProtocolError(
+            f"NAT_SERVERINFO of {len(payload)} bytes, at least {NAME_FIELD + 8} expected"
+        )
     name = payload[:NAME_FIELD].split(b"\0", 1)[0].decode("utf-8", "replace")
     o = NAME_FIELD
-    app_version = tuple(payload[o:o + 4])
-    natnet_version = tuple(payload[o + 4:o + 8])
+    app_version = tuple(payload[o : o + 4])
+    natnet_version = tuple(payload[o + 4 : o + 8])
     o += 8
     if len(payload) >= o + _SERVER_CONNECTION.size:
         freq, port, multicast, address = _SERVER_CONNECTION.unpack_from(payload, o)
-        return ServerInfo(name, app_version, natnet_version, freq, port, bool(multicast),  # type: ignore[arg-type]
-                          ".".join(str(b) for b in address))
+        return ServerInfo(
+            name,
+            app_version,
+            natnet_version,
+            freq,
+            port,
+            bool(multicast),  # type: ignore[arg-type]
+            ".".join(str(b) for b in address),
+        )
     return ServerInfo(name, app_version, natnet_version)  # type: ignore[arg-type]
 
 

@@ -1,5 +1,6 @@
 """NatNet model definitions (NAT_MODELDEF): the asset descriptions a client needs to
 name what a frame carries."""
+
 from __future__ import annotations
 
 import struct
@@ -8,7 +9,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .wire import (
-    DescriptorType, MessageId, NatNetProtocolError, Version, _I32, _I4, _Reader, _Writer, pack,
+    _I4,
+    _I32,
+    DescriptorType,
+    MessageId,
+    NatNetProtocolError,
+    Version,
+    _Reader,
+    _Writer,
+    pack,
     require_supported,
 )
 
@@ -26,10 +35,10 @@ class RigidBodyDescription:
     name: str
     id: int
     parent_id: int = -1
-    offset: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.float32))   # from the parent
+    offset: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.float32))  # from the parent
     marker_positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.float32))
     marker_labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))  # active labels
-    marker_names: tuple[str, ...] = ()   # 4.0+; empty strings when the stream has none
+    marker_names: tuple[str, ...] = ()  # 4.0+; empty strings when the stream has none
 
 
 @dataclass
@@ -127,7 +136,9 @@ def _write_rigid_body_description(w: _Writer, body: RigidBodyDescription, versio
     w.raw(positions.tobytes())
     labels = np.asarray(body.marker_labels, dtype="<i4").reshape(-1)
     if labels.shape[0] != n:
-        raise NatNetProtocolError(f"rigid body {body.name!r}: {labels.shape[0]} marker labels for {n} markers")
+        raise NatNetProtocolError(
+            f"rigid body {body.name!r}: {labels.shape[0]} marker labels for {n} markers"
+        )
     w.raw(labels.tobytes())
     if version.rigid_body_marker_names:
         names = tuple(body.marker_names) or ("",) * n
@@ -147,7 +158,9 @@ def _read_skeleton_description(r: _Reader, version: Version) -> SkeletonDescript
     name = r.string("skeleton name")
     skeleton_id = r.int32("skeleton id")
     n = r.count("skeleton bone", 25)
-    return SkeletonDescription(name, skeleton_id, [_read_rigid_body_description(r, version) for _ in range(n)])
+    return SkeletonDescription(
+        name, skeleton_id, [_read_rigid_body_description(r, version) for _ in range(n)]
+    )
 
 
 def _read_force_plate_description(r: _Reader, version: Version) -> ForcePlateDescription:
@@ -161,8 +174,9 @@ def _read_force_plate_description(r: _Reader, version: Version) -> ForcePlateDes
     data_type = r.int32("force plate channel data type")
     n = r.count("force plate channel", 1)
     names = tuple(r.string("force plate channel name") for _ in range(n))
-    return ForcePlateDescription(plate_id, serial, width, length, origin, calibration, corners, plate_type,
-                                 data_type, names)
+    return ForcePlateDescription(
+        plate_id, serial, width, length, origin, calibration, corners, plate_type, data_type, names
+    )
 
 
 def _read_device_description(r: _Reader, version: Version) -> DeviceDescription:
@@ -172,8 +186,14 @@ def _read_device_description(r: _Reader, version: Version) -> DeviceDescription:
     device_type = r.int32("device type")
     data_type = r.int32("device channel data type")
     n = r.count("device channel", 1)
-    return DeviceDescription(device_id, name, serial, device_type, data_type,
-                             tuple(r.string("device channel name") for _ in range(n)))
+    return DeviceDescription(
+        device_id,
+        name,
+        serial,
+        device_type,
+        data_type,
+        tuple(r.string("device channel name") for _ in range(n)),
+    )
 
 
 def _read_camera_description(r: _Reader, version: Version) -> CameraDescription:
@@ -194,9 +214,12 @@ def _read_asset_description(r: _Reader, version: Version) -> AssetDescription:
     markers = []
     for _ in range(m):
         marker_name = r.string("asset marker name")
-        mid, x, y, z, size, params = _MARKER_DESCRIPTION.unpack_from(r.buf, r.need(_MARKER_DESCRIPTION.size,
-                                                                                   "asset marker"))
-        markers.append(MarkerDescription(marker_name, mid, np.array([x, y, z], dtype=np.float32), size, params))
+        mid, x, y, z, size, params = _MARKER_DESCRIPTION.unpack_from(
+            r.buf, r.need(_MARKER_DESCRIPTION.size, "asset marker")
+        )
+        markers.append(
+            MarkerDescription(marker_name, mid, np.array([x, y, z], dtype=np.float32), size, params)
+        )
     return AssetDescription(name, asset_type, asset_id, bodies, markers)
 
 

@@ -1,10 +1,12 @@
 """NatNet wire format: datagram framing, versions, constants, fixed-size records and the
 bounded reader and writer every message is built on."""
+
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from enum import IntEnum
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,7 +73,7 @@ class Version(NamedTuple):
     minor: int
 
     @classmethod
-    def parse(cls, text: str) -> "Version":
+    def parse(cls, text: str) -> Version:
         try:
             parts = [int(p) for p in str(text).strip().split(".")]
         except ValueError:
@@ -110,22 +112,31 @@ SUPPORTED_VERSIONS = (Version(3, 0), Version(3, 1), Version(4, 0), Version(4, 1)
 
 def require_supported(version: Version) -> Version:
     if version.__class__ is Version and version in SUPPORTED_VERSIONS:
-        return version     # the per-frame case: no new tuple
+        return version  # the per-frame case: no new tuple
     version = Version(*version)
     if not version.supported:
         raise NatNetProtocolError(
             f"NatNet bitstream {version} is not supported (supported: "
             f"{', '.join(str(v) for v in SUPPORTED_VERSIONS)}); set the bitstream version in "
-            "Motive's streaming settings")
+            "Motive's streaming settings"
+        )
     return version
 
 
 # ---------------------------------------------------------------------------- records
 # Fixed-size records, packed (no alignment), little endian, as on the wire.
-RIGID_BODY_DTYPE = np.dtype([("id", "<i4"), ("position", "<f4", (3,)), ("orientation", "<f4", (4,)),
-                             ("mean_error", "<f4"), ("params", "<i2")])
-MARKER_DTYPE = np.dtype([("id", "<i4"), ("position", "<f4", (3,)), ("size", "<f4"), ("params", "<i2"),
-                         ("residual", "<f4")])
+RIGID_BODY_DTYPE = np.dtype(
+    [
+        ("id", "<i4"),
+        ("position", "<f4", (3,)),
+        ("orientation", "<f4", (4,)),
+        ("mean_error", "<f4"),
+        ("params", "<i2"),
+    ]
+)
+MARKER_DTYPE = np.dtype(
+    [("id", "<i4"), ("position", "<f4", (3,)), ("size", "<f4"), ("params", "<i2"), ("residual", "<f4")]
+)
 POSITION_SIZE = 12
 _F4 = np.dtype("<f4")
 _I4 = np.dtype("<i4")
@@ -150,7 +161,9 @@ def empty_markers(count: int = 0) -> np.ndarray:
 
 def marker_id(model_id, member_id):
     """NatNet marker id of member ``member_id`` of model ``model_id`` (high/low word)."""
-    return (np.asarray(model_id, dtype=np.int64) << 16 | np.asarray(member_id, dtype=np.int64)).astype(np.int32)
+    return (np.asarray(model_id, dtype=np.int64) << 16 | np.asarray(member_id, dtype=np.int64)).astype(
+        np.int32
+    )
 
 
 def split_marker_id(ids) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +176,9 @@ def split_marker_id(ids) -> tuple[np.ndarray, np.ndarray]:
 def pack(message_id: int, payload: bytes = b"") -> bytes:
     """A whole NatNet datagram: header then payload."""
     if len(payload) > MAX_PAYLOAD:
-        raise NatNetProtocolError(f"payload of {len(payload)} bytes does not fit one datagram (max {MAX_PAYLOAD})")
+        raise NatNetProtocolError(
+            f"payload of {len(payload)} bytes does not fit one datagram (max {MAX_PAYLOAD})"
+        )
     return _HEADER.pack(int(message_id), len(payload)) + payload
 
 
@@ -175,12 +190,13 @@ def unpack(packet: bytes) -> tuple[int, bytes]:
     message_id, size = _HEADER.unpack_from(packet, 0)
     if size > len(packet) - 4:
         raise NatNetProtocolError(
-            f"message {message_id} announces {size} payload bytes but only {len(packet) - 4} arrived")
-    return message_id, bytes(packet[4:4 + size])
+            f"message {message_id} announces {size} payload bytes but only {len(packet) - 4} arrived"
+        )
+    return message_id, bytes(packet[4 : 4 + size])
 
 
 def _name_field(name: str) -> bytes:
-    raw = name.encode("utf-8")[:NAME_FIELD - 1]
+    raw = name.encode("utf-8")[: NAME_FIELD - 1]
     return raw + b"\0" * (NAME_FIELD - len(raw))
 
 
@@ -190,7 +206,6 @@ def _version4(values: Sequence[int]) -> tuple[int, int, int, int]:
     if any(not 0 <= x <= 255 for x in v):
         raise NatNetProtocolError(f"version numbers must be bytes, got {values!r}")
     return v  # type: ignore[return-value]
-
 
 
 # ---------------------------------------------------------------------------- reader
@@ -248,13 +263,14 @@ class _Reader:
         if end is not None and self.pos != end:
             raise NatNetProtocolError(
                 f"{what}: the byte count says the dataset ends at byte {end}, its content ends at {self.pos} "
-                "(bitstream version mismatch?)")
+                "(bitstream version mismatch?)"
+            )
 
     def string(self, what: str) -> str:
         nul = self.buf.find(b"\0", self.pos, self.end)
         if nul < 0:
             raise self.fail(f"truncated packet: {what} has no terminating NUL")
-        text = self.buf[self.pos:nul].decode("utf-8", "replace")
+        text = self.buf[self.pos : nul].decode("utf-8", "replace")
         self.pos = nul + 1
         return text
 
@@ -301,7 +317,9 @@ def _records(values: np.ndarray | None, dtype: np.dtype, what: str) -> np.ndarra
     array = np.asarray(values)
     if array.dtype != dtype:
         if array.dtype.names != dtype.names:
-            raise NatNetProtocolError(f"{what}: records of fields {array.dtype.names}, {dtype.names} expected")
+            raise NatNetProtocolError(
+                f"{what}: records of fields {array.dtype.names}, {dtype.names} expected"
+            )
         array = array.astype(dtype)
     return np.ascontiguousarray(array.reshape(-1))
 
