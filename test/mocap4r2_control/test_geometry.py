@@ -1,5 +1,5 @@
-"""mocap4r2_control.geometry against scipy's rotations: quaternion products, rotations,
-matrices, the named up-axis changes, and which poses are usable."""
+"""mocap4r2_control.geometry against scipy's rotations: the named up-axis changes and
+which poses are usable (the quaternion algebra: test_rotation.py)."""
 
 from __future__ import annotations
 
@@ -12,39 +12,12 @@ from mocap4r2_control.geometry import (
     AxisChange,
     pose_is_usable,
     pose_msg_arrays,
-    quat_from_axis_angle,
-    quat_from_matrix,
-    quat_from_yaw,
-    quat_multiply,
-    quat_rotate,
     usable_pose,
 )
 
 RNG = np.random.default_rng(7)
 Q = Rotation.random(64, random_state=3)
 V = RNG.normal(size=(64, 3))
-
-
-def test_products_and_rotations_equal_scipys():
-    a, b = Q.as_quat(), Q[::-1].as_quat()
-    product = quat_multiply(a, b)
-    assert np.allclose(Rotation.from_quat(product).as_matrix(), (Q * Q[::-1]).as_matrix(), atol=1e-12)
-    assert np.allclose(quat_rotate(a, V), Q.apply(V), atol=1e-12)
-
-
-def test_matrix_to_quaternion_equals_scipy_up_to_sign_for_every_branch():
-    # rotations near 180 degrees about each axis exercise every branch of Shepperd's method
-    extra = Rotation.from_rotvec(np.diag([np.pi - 1e-9] * 3))
-    rotations = Rotation.concatenate([Q, extra, Rotation.identity()])
-    ours = quat_from_matrix(rotations.as_matrix())
-    ref = rotations.as_quat()
-    same = np.minimum(np.abs(ours - ref).max(axis=1), np.abs(ours + ref).max(axis=1))
-    assert same.max() < 1e-9
-
-
-def test_yaw_and_axis_angle_constructors():
-    assert np.allclose(quat_from_yaw(np.pi / 2), Rotation.from_euler("z", 90, degrees=True).as_quat())
-    assert np.allclose(quat_from_axis_angle([0, 2.0, 0], 0.3), Rotation.from_rotvec([0, 0.3, 0]).as_quat())
 
 
 @pytest.mark.parametrize("up", sorted(UP_AXIS_CONVENTIONS))
