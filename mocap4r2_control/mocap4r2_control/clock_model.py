@@ -1,0 +1,402 @@
+"""A mocap system's own clock mapped to the host clock, and the stamp of each frame.
+
+Stamping a frame ``arrival - reported latency`` puts every network delay, burst and
+scheduling stall of the host straight into the stamp. Systems that send their own
+capture clock (NatNet's mid-exposure timestamp, QTM's timestamp, a Vicon frame number
+times the frame period, VRPN's message time, the simulated system's clock) allow much
+better: the capture instants on the system clock are evenly spaced and exact, and only
+their mapping to the host clock has to be learnt.
+
+What networks do, and how the model fits it:
+
+* a frame's delay (capture to arrival, minus the latency the system reports) is never
+  below the transport's minimum and is skewed and bursty above it: the points
+  ``(system_time, arrival - latency)`` lie *on or above* a line, and the line is their
+  lower envelope, not a mean. :class:`ClockModel` keeps the lowest point of every
+  ``block_s`` of arrivals over a sliding ``window_s`` and fits the line of the lower
+  convex hull that spans their mean (the line under every point with the least total
+  gap: one outlier cannot tilt it, and no delay above the minimum pulls it up);
+* the two clocks differ in offset and in rate (tens of ppm): the hull's slope is the
+  drift, bounded by ``max_drift_ppm``; until ``slope_span_s`` of points are known (and
+  after a reset, with the drift learnt before it) only the offset is fitted;
+* clocks reset (a server restart, a frame number restart, a new QTM measurement): a
+  system time going back, a point far below the line (the system clock jumped
+  forward), points far above it for a while (it jumped back a little) and frame
+  numbers going back restart the fit, which is in use again ``converge_s`` later.
+
+:class:`FrameStamper` is what the node calls once per frame: it chooses the rule
+(``time_source``), feeds the model, uses ``arrival - latency`` (or the adapter's
+``capture_time``) until the model has converged, rejects insane system times (NaN,
+infinite, absurdly large, not advancing), and guarantees what every consumer relies on:
+a stamp never goes backwards and never lies after the frame's arrival. Both are pure
+Python, O(1) per frame (a refit runs once per block), without rclpy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+LOG = logging.getLogger("mocap4r2.clock_model")
+
+TIME_SOURCES = ("auto", "system", "arrival")
+
+# a stamp that would repeat or precede the previous one is moved this far after it
+# (float64 Unix seconds resolve 0.24 us, so one nanosecond would be lost)
+MIN_STAMP_STEP = 1e-6
+# frame numbers going back by more than this are a restart, not UDP reordering
+FRAME_RESTART_BACK = 16
+# the host clock going back by more than this (an NTP step) restarts the model
+HOST_STEP_RESET_S = 0.05
+# transport delays kept for the p50/p99 of /diagnostics
+DELAY_HISTORY = 2048
+
+
+@dataclass(frozen=True)
+class ClockModelSettings:
+    """How the model fits; the defaults suit rates from 30 Hz to 2 kHz."""
+
+    window_s: float = 8.0  # span of host time whose lowest points define the line
+    block_s: float = 0.2  # one lowest point is kept per block of arrivals
+    converge_s: float = 0.3  # arrivals after a (re)start before the model is used
+    slope_span_s: float = 4.0  # span of points before the drift is fitted
+    offset_only_window_s: float = 1.0  # window of the offset while the drift is unknown
+    max_drift_ppm: float = 1000.0  # a fitted slope beyond this is ignored
+    jump_s: float = 0.05  # a point this far below the line: the system clock jumped forward
+    back_s: float = 0.05  # a system time this far before the previous one: it jumped back
+    stall_s: float = 0.5  # points this far above the line ...
+    stall_persist_s: float = 0.5  # ... for this long: the system clock jumped back a little
+    max_abs_system_time: float = 1e11  # seconds (3000 years): beyond it a clock is garbage
+
+
+class ClockModel:
+    """System time -> host time, fitted on the lower envelope of the arrivals.
+
+    ``update(system_time, host_time)`` takes the system's capture time of a frame and
+    the host time it arrived minus the latency the system reported (so what remains is
+    transport delay, never negative) and returns the estimated capture time on the host
+    clock. ``converged`` says whether that estimate should be used.
+    """
+
+    def __init__(self, settings: ClockModelSettings | None = None) -> None:
+        self.settings = settings or ClockModelSettings()
+        self.resets = 0
+        self.last_reset_reason = ""
+        self.drift = 0.0  # host seconds per system second, minus 1
+        self._drift_known = False
+        self._start(0.0, 0.0, 0.0)
+        self._started = False
+
+    # ------------------------------------------------------------------ state
+    def _start(self, s: float, u: float, host: float) -> None:
+        # the line: host - system = a + drift * (system - s_a)
+        self._a = u
+        self._s_a = s
+        self._last_s = s
+        self._since = host
+        self._started = True
+        self.converged = False
+        # lowest point (s, u, residual) of the block being filled, and closed blocks (s, u, host end)
+        self._block_end = host + self.settings.block_s
+        self._block_best: tuple[float, float] | None = None
+        self._block_best_r = math.inf
+        self._blocks: deque[tuple[float, float, float]] = deque()
+        self._stall_since: float | None = None
+
+    def reset(self, reason: str) -> None:
+        """Forget the fit (the drift is kept: the oscillators are the same after a
+        restart); the next point starts it again."""
+        self.resets += 1
+        self.last_reset_reason = reason
+        self._started = False
+        self.converged = False
+
+    @property
+    def offset(self) -> float:
+        """Host time minus system time at the newest point, s."""
+        return self._a + self.drift * (self._last_s - self._s_a)
+
+    @property
+    def drift_ppm(self) -> float:
+        """How much faster the system clock runs than the host's, ppm (the line's slope
+        is host - system per system second, so a fast system clock makes it negative)."""
+        return -self.drift / (1.0 + self.drift) * 1e6
+
+    def line(self, system_time: float) -> float:
+        """The host time of ``system_time`` on the current line."""
+        return system_time + self._a + self.drift * (system_time - self._s_a)
+
+    # ------------------------------------------------------------------ update
+    def update(self, system_time: float, host_time: float) -> float:
+        """Add one point; the estimated host time of ``system_time``.
+
+        Raises nothing; a reset it detects is counted and named in ``last_reset_reason``.
+        """
+        cfg = self.settings
+        s, y = system_time, host_time
+        u = y - s
+        if not self._started:
+            self._start(s, u, y)
+        elif s < self._last_s - cfg.back_s:
+            self.reset(f"the system clock went back {self._last_s - s:.3f} s")
+            self._start(s, u, y)
+        r = u - self._a - self.drift * (s - self._s_a)
+        if r < -cfg.jump_s and self.converged:
+            # (before convergence the line may rest on a point that came late: lower it)
+            self.reset(f"the system clock jumped forward {-r:.3f} s")
+            self._start(s, u, y)
+            r = 0.0
+        elif r > cfg.stall_s:
+            if self._stall_since is None:
+                self._stall_since = y
+            elif y - self._stall_since >= cfg.stall_persist_s:
+                self.reset(f"the system clock jumped back {r:.3f} s")
+                self._start(s, u, y)
+                r = 0.0
+        else:
+            self._stall_since = None
+        if r <= 0.0:
+            # the line must pass under every point (a delay is never below the minimum);
+            # every earlier point of the block is now above it, so this one is the lowest
+            self._a += r
+            self._block_best_r = 0.0
+            self._block_best = (s, u)
+        elif r < self._block_best_r:
+            self._block_best_r = r
+            self._block_best = (s, u)
+        if s > self._last_s:
+            self._last_s = s
+        if y >= self._block_end:
+            self._close_block(y)
+        if not self.converged and y - self._since >= cfg.converge_s:
+            self.converged = True
+        return s + self._a + self.drift * (s - self._s_a)
+
+    def _close_block(self, host: float) -> None:
+        cfg = self.settings
+        if self._block_best is not None:
+            s, u = self._block_best
+            self._blocks.append((s, u, host))
+        self._block_best = None
+        self._block_best_r = math.inf
+        self._block_end = host + cfg.block_s
+        blocks = self._blocks
+        while blocks and blocks[0][2] < host - cfg.window_s:
+            blocks.popleft()
+        if blocks:
+            self._refit(host)
+
+    def _refit(self, host: float) -> None:
+        cfg = self.settings
+        blocks = self._blocks
+        span = blocks[-1][0] - blocks[0][0]
+        if span >= cfg.slope_span_s and len(blocks) >= 4:
+            fitted = _envelope_line(blocks)
+            if fitted is not None and abs(fitted[2]) <= cfg.max_drift_ppm * 1e-6:
+                self._s_a, self._a, self.drift = fitted
+                self._drift_known = True
+                return
+        # the offset only, under the points of the window (a shorter one while the
+        # drift is unknown: an unfitted drift of 100 ppm over 8 s would be 0.8 ms)
+        window = cfg.window_s if self._drift_known else cfg.offset_only_window_s
+        s_a = self._last_s
+        a = math.inf
+        drift = self.drift
+        for s, u, end in blocks:
+            if end >= host - window:
+                a = min(a, u - drift * (s - s_a))
+        if math.isfinite(a):
+            self._s_a, self._a = s_a, a
+
+
+def _envelope_line(points: deque[tuple[float, float, float]]) -> tuple[float, float, float] | None:
+    """(s_a, a, slope) of the lower convex hull's edge that spans the points' mean
+    system time: of all lines under every point, the one with the least total gap."""
+    hull: list[tuple[float, float]] = []
+    total = 0.0
+    for s, u, _ in points:
+        total += s
+        while len(hull) >= 2:
+            (s1, u1), (s2, u2) = hull[-2], hull[-1]
+            # drop the middle point when it lies on or above the chord (s1,u1)-(s, u)
+            if (u2 - u1) * (s - s1) >= (u - u1) * (s2 - s1):
+                hull.pop()
+            else:
+                break
+        if hull and s <= hull[-1][0]:  # same system time: keep the lower one
+            if u < hull[-1][1]:
+                hull[-1] = (s, u)
+            continue
+        hull.append((s, u))
+    if len(hull) < 2:
+        return None
+    mean = total / len(points)
+    for (s1, u1), (s2, u2) in zip(hull, hull[1:]):
+        if s2 >= mean:
+            return s1, u1, (u2 - u1) / (s2 - s1)
+    (s1, u1), (s2, u2) = hull[-2], hull[-1]
+    return s1, u1, (u2 - u1) / (s2 - s1)
+
+
+class FrameStamper:
+    """The stamp of every frame of one system, by its ``time_source``:
+
+    * ``arrival``: the adapter's ``capture_time`` when it gives one, else
+      ``arrival - latency`` (the rule of systems without a clock);
+    * ``system``: the clock model; a system that hands no system time falls back to the
+      arrival rule and says so;
+    * ``auto``: the clock model for frames with a system time, the arrival rule otherwise.
+
+    With ``auto`` and ``system`` a stamp never goes backwards and never lies after the
+    frame's arrival; the arrival rule is used until the model has converged and for
+    every frame whose system time is insane (counted and logged once per kind).
+    Called from one thread; ``status`` may be read from another (plain values).
+    """
+
+    def __init__(self, source: str = "auto", settings: ClockModelSettings | None = None) -> None:
+        if source not in TIME_SOURCES:
+            raise ValueError(f"time_source must be one of {list(TIME_SOURCES)}, got {source!r}")
+        self.source = source
+        self.model = ClockModel(settings)
+        self.in_use = "arrival" if source == "arrival" else "none yet"
+        self.bad_system_time = 0
+        self.bad_kinds: dict[str, int] = {}
+        self.host_clock_steps = 0
+        self.model_frames = 0
+        self._last_stamp = -math.inf
+        self._last_system_time: float | None = None
+        self._last_frame: int | None = None
+        self._delays = np.zeros(DELAY_HISTORY)
+        self._delay_count = 0
+        self._warned_no_clock = False
+        self._logged_resets = 0
+
+    def stamp(
+        self,
+        arrival: float,
+        latency: float = 0.0,
+        system_time: float | None = None,
+        capture_time: float | None = None,
+        frame_number: int = 0,
+    ) -> float:
+        """The stamp of one frame, in host seconds."""
+        fallback = capture_time if capture_time is not None else arrival - latency
+        if self.source == "arrival":
+            return fallback
+        stamp = fallback
+        if arrival < self._last_stamp - HOST_STEP_RESET_S:
+            # the host clock stepped back: the model's host times are stale
+            self.model.reset("the host clock stepped back")
+            self._log_reset()
+        if system_time is None:
+            if self.source == "system" and not self._warned_no_clock:
+                self._warned_no_clock = True
+                LOG.warning("time_source is 'system' but the system hands no clock: stamping on arrival")
+            self.in_use = "arrival (no system time)"
+        else:
+            if self._last_frame is not None and frame_number + FRAME_RESTART_BACK < self._last_frame:
+                self.model.reset(f"frame numbers restarted ({self._last_frame} -> {frame_number})")
+                self._log_reset()
+                self._last_system_time = None
+            self._last_frame = frame_number
+            problem = self._insane(system_time, frame_number)
+            if problem is not None:
+                self._count_bad(problem, system_time)
+                self.in_use = "arrival (system time insane)"
+            else:
+                self._last_system_time = system_time
+                resets = self.model.resets
+                estimate = self.model.update(system_time, arrival - latency)
+                if self.model.resets != resets:
+                    self._log_reset()
+                if self.model.converged:
+                    stamp = estimate
+                    self.model_frames += 1
+                    self.in_use = "system clock model"
+                    delay = arrival - latency - estimate
+                    self._delays[self._delay_count % DELAY_HISTORY] = delay
+                    self._delay_count += 1
+                else:
+                    self.in_use = "arrival (clock model converging)"
+        return self._bounded(stamp, arrival)
+
+    def _bounded(self, stamp: float, arrival: float) -> float:
+        if arrival < self._last_stamp:
+            # the host clock went back (NTP): a stamp after arrival would be worse than one
+            # before the previous stamp
+            self.host_clock_steps += 1
+            self._last_stamp = -math.inf
+        if not stamp <= arrival:  # also NaN from a vendor's latency
+            stamp = arrival
+        if stamp < self._last_stamp + MIN_STAMP_STEP:
+            stamp = min(self._last_stamp + MIN_STAMP_STEP, arrival)
+        self._last_stamp = stamp
+        return stamp
+
+    def _insane(self, system_time: float, frame_number: int) -> str | None:
+        if not math.isfinite(system_time):
+            return "not finite"
+        if abs(system_time) > self.model.settings.max_abs_system_time:
+            return "out of range"
+        last = self._last_system_time
+        if last is not None and system_time == last:
+            return "reads zero" if system_time == 0.0 else "not advancing"
+        return None
+
+    def _count_bad(self, kind: str, value: float) -> None:
+        self.bad_system_time += 1
+        count = self.bad_kinds.get(kind, 0) + 1
+        self.bad_kinds[kind] = count
+        if count == 1:
+            LOG.warning(
+                "system time %r %s: stamping on arrival until it is sane (logged once, counted in "
+                "/diagnostics bad_system_time)",
+                value,
+                kind,
+            )
+
+    def _log_reset(self) -> None:
+        self._logged_resets += 1
+        # a flapping clock must not flood the log: the first ten, then every hundredth
+        if self._logged_resets <= 10 or self._logged_resets % 100 == 0:
+            LOG.warning(
+                "clock reset %d: %s; stamping on arrival until the model converges again",
+                self.model.resets,
+                self.model.last_reset_reason,
+            )
+
+    def delay_percentiles(self) -> tuple[float, float] | None:
+        """p50 and p99 of the transport delay (arrival - latency - stamp) of the last
+        frames stamped by the model, s; None before any."""
+        n = min(self._delay_count, DELAY_HISTORY)
+        if n == 0:
+            return None
+        p50, p99 = np.percentile(self._delays[:n], [50.0, 99.0])
+        return float(p50), float(p99)
+
+    def status(self) -> dict[str, str]:
+        """The /diagnostics key/values of the stamps."""
+        model = self.model
+        out = {
+            "time_source": self.source,
+            "time_source_in_use": self.in_use,
+            "clock_converged": str(model.converged and self.in_use == "system clock model"),
+            "clock_resets": str(model.resets),
+            "bad_system_time": str(self.bad_system_time),
+        }
+        if self.source != "arrival" and model.converged:
+            out["clock_offset_s"] = f"{model.offset:.6f}"
+            out["clock_drift_ppm"] = f"{model.drift_ppm:.2f}"
+        delays = self.delay_percentiles()
+        if delays is not None:
+            out["transport_delay_p50_ms"] = f"{delays[0] * 1e3:.3f}"
+            out["transport_delay_p99_ms"] = f"{delays[1] * 1e3:.3f}"
+        if model.last_reset_reason:
+            out["clock_last_reset"] = model.last_reset_reason
+        if self.host_clock_steps:
+            out["host_clock_steps"] = str(self.host_clock_steps)
+        return out
