@@ -24,6 +24,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
 
 from .adapter import ConfigurationError, MocapAdapter
+from .clock_model import TIME_SOURCES, FrameStamper
 from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome
 from .diagnostics import FrameStatistics, Thresholds
 from .frame import AssetNames, MocapFrame
@@ -90,6 +91,13 @@ BASE_PARAMETERS: tuple[ParameterSpec, ...] = (
         "qos_reliable", True, "Reliable data topics (false: best effort, for lossy Wi-Fi consumers)."
     ),
     ParameterSpec("qos_depth", 10, "History depth of the data topics.", min_value=1, max_value=10000),
+    ParameterSpec(
+        "time_source",
+        "auto",
+        "How frames are stamped: auto (the clock model where the system hands its own clock, "
+        "arrival elsewhere), system (the clock model) or arrival (arrival minus the reported latency).",
+        choices=TIME_SOURCES,
+    ),
 )
 
 DATA_TOPICS = (
@@ -120,6 +128,7 @@ class MocapSystemNode(LifecycleNode):
         self._data_publishers: dict[str, Any] = {}
         self._tf: TransformSender | None = None
         self._encoder: FrameEncoder | None = None
+        self._stamper = FrameStamper(self.value("time_source"))
         self._config: dict[str, Any] = {}
         self.stats = FrameStatistics()
         self._transition_lock = threading.RLock()
@@ -271,6 +280,8 @@ class MocapSystemNode(LifecycleNode):
             tf=cfg["publish_tf"],
         )
         self.stats.thresholds = Thresholds(no_frame_error_s=cfg["no_frame_error"])
+        # a new connection may be a new clock: the model starts afresh on every configure
+        self._stamper = FrameStamper(cfg["time_source"])
 
     def _destroy_outputs(self) -> None:
         for pub in self._data_publishers.values():
@@ -321,7 +332,9 @@ class MocapSystemNode(LifecycleNode):
         """Publish one frame on every enabled topic with one stamp and frame number."""
         frame.check()
         arrival = time.time() if arrival is None else arrival
-        capture = frame.capture_time if frame.capture_time is not None else arrival - frame.latency
+        capture = self._stamper.stamp(
+            arrival, frame.latency, frame.system_time, frame.capture_time, frame.frame_number
+        )
         encoded = self._encoder.encode(frame, *split_seconds(capture))
         pubs = self._data_publishers
         for topic, data in (
@@ -426,7 +439,7 @@ class MocapSystemNode(LifecycleNode):
             extra = self.adapter.status() if self.adapter is not None else {}
         except Exception as exc:  # noqa: BLE001
             extra = {"adapter_status_error": str(exc)}
-        extra = {**extra, **self.control.counters()}
+        extra = {**extra, **self._stamper.status(), **self.control.counters()}
         status = self.stats.report(
             name=f"{self.get_fully_qualified_name()}: {self.adapter_class.system_type} mocap system",
             hardware_id=self.get_fully_qualified_name(),
