@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation, Slerp
 
 from mocap4r2_control.rotation import (
+    norm3,
     quat_angle,
     quat_angle_one,
     quat_conjugate,
@@ -174,3 +175,11 @@ def test_broadcasting_one_quaternion_against_many():
     q = Q.as_quat()[0]
     assert np.allclose(quat_rotate(q, V), Q[0].apply(V), atol=1e-12)
     assert same_rotation(quat_multiply(q, Q.as_quat()), (Q[0] * Q).as_quat()) < 1e-12
+
+
+def test_norm3_equals_einsum_to_the_bit_in_both_layouts():
+    v = RNG.normal(size=(1001, 3)) * 1e3
+    reference = np.sqrt(np.einsum("ij,ij->i", v, v))
+    assert np.array_equal(norm3(v), reference)
+    assert np.array_equal(norm3(np.ascontiguousarray(v.T).T), reference)
+    assert np.allclose(norm3(v), np.linalg.norm(v, axis=1), rtol=1e-15)

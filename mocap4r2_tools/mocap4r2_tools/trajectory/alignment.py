@@ -22,9 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.geometry import quat_multiply
+from mocap4r2_control.rotation import quat_from_matrix, quat_multiply, quat_normalize, quat_to_matrix
 
 from .poses import Trajectory, TrajectoryInputError
 
@@ -65,7 +64,7 @@ class Alignment:
 
     def quaternion(self) -> np.ndarray:
         """Rotation as x, y, z, w."""
-        return Rotation.from_matrix(self.rotation).as_quat()
+        return quat_from_matrix(self.rotation)
 
     def matrix(self) -> np.ndarray:
         """4x4 similarity transform."""
@@ -196,8 +195,8 @@ def _check_moving(moments: PointMoments) -> None:
 
 def origin_alignment(gt_position, gt_orientation, est_position, est_orientation) -> Alignment:
     """The transform moving the estimate pose onto the ground truth pose (G E^-1)."""
-    r_gt = Rotation.from_quat(gt_orientation).as_matrix()
-    r_est = Rotation.from_quat(est_orientation).as_matrix()
+    r_gt = quat_to_matrix(quat_normalize(gt_orientation))
+    r_est = quat_to_matrix(quat_normalize(est_orientation))
     rotation = r_gt @ r_est.T
     return Alignment(
         rotation, np.asarray(gt_position, float) - rotation @ np.asarray(est_position, float), 1.0, "origin"

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mocap4r2_control.rotation import norm3, quat_angle, quat_multiply, quat_rotate
+
 from .poses import Trajectory, TrajectoryInputError
 
 RPE_UNITS = ("frames", "m", "s")
@@ -138,35 +140,36 @@ def rpe_errors(
     if starts.size == 0:
         return np.zeros(0), np.zeros(0)
     # plain vectorised quaternion algebra (~10x faster than scipy Rotation objects on a
-    # million steps, same results to rounding), on (4, m) / (3, m) copies so that every
-    # operation runs along contiguous rows rather than down the columns of (m, 4) arrays
+    # million steps, same results to rounding), on (4, m) / (3, m) copies passed as their
+    # transposed views, so that every operation runs along contiguous rows rather than
+    # down the columns of (m, 4) arrays (the rotation functions keep that layout)
     q_i, q_j = _columns(gt.orientations, starts, ends)
     p_i, p_j = _columns(est.orientations, starts, ends)
     gt_i, gt_j = _columns(gt.positions, starts, ends)
     est_i, est_j = _columns(est.positions, starts, ends)
-    q_i[:3] *= -1.0  # the inverses (unit quaternions: conjugates)
+    q_i[:3] *= -1.0  # the inverses (unit quaternions: conjugates), in place
     p_i[:3] *= -1.0
-    rel_gt_t = _rotate(q_i, gt_j - gt_i)
-    rel_est_t = _rotate(p_i, est_j - est_i)
+    rel_gt_t = quat_rotate(q_i.T, (gt_j - gt_i).T).T
+    rel_est_t = quat_rotate(p_i.T, (est_j - est_i).T).T
     diff = rel_est_t - rel_gt_t
-    trans = np.sqrt(np.einsum("ij,ij->j", diff, diff))
-    rel_gt_r = _multiply(q_i, q_j)
+    trans = norm3(diff.T)
+    rel_gt_r = quat_multiply(q_i.T, q_j.T).T
     rel_gt_r[:3] *= -1.0
-    error = _multiply(rel_gt_r, _multiply(p_i, p_j))
-    angle = 2.0 * np.arctan2(np.sqrt(np.einsum("ij,ij->j", error[:3], error[:3])), np.abs(error[3]))
-    return trans, angle
+    error = quat_multiply(rel_gt_r.T, quat_multiply(p_i.T, p_j.T))
+    return trans, quat_angle(error)
 
 
 def _columns(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``starts`` and ``ends`` of (n, k) ``values`` as two (k, m) arrays."""
+    """Rows ``starts`` and ``ends`` of (n, k) ``values`` as two C-ordered (k, m) arrays
+    (np.array would keep the transposed layout: each component a strided column)."""
     columns = values.T
     if _is_step(starts) and _is_step(ends):  # consecutive pairs: slices, no index gathering
         step = int(starts[1] - starts[0]) if starts.size > 1 else 1
         return (
-            np.array(columns[:, starts[0] : starts[-1] + 1 : step]),
-            np.array(columns[:, ends[0] : ends[-1] + 1 : step]),
+            np.ascontiguousarray(columns[:, starts[0] : starts[-1] + 1 : step]),
+            np.ascontiguousarray(columns[:, ends[0] : ends[-1] + 1 : step]),
         )
-    return np.array(columns[:, starts]), np.array(columns[:, ends])
+    return np.ascontiguousarray(columns[:, starts]), np.ascontiguousarray(columns[:, ends])
 
 
 def _is_step(rows: np.ndarray) -> bool:
@@ -174,35 +177,3 @@ def _is_step(rows: np.ndarray) -> bool:
         return rows.size == 1 or (rows.size == 2 and rows[1] > rows[0])
     steps = np.diff(rows)
     return bool(steps[0] > 0 and (steps == steps[0]).all())
-
-
-def _multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product of (4, m) quaternion columns x, y, z, w."""
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    out = np.empty_like(a)
-    out[0] = aw * bx + ax * bw + ay * bz - az * by
-    out[1] = aw * by - ax * bz + ay * bw + az * bx
-    out[2] = aw * bz + ax * by - ay * bx + az * bw
-    out[3] = aw * bw - ax * bx - ay * by - az * bz
-    return out
-
-
-def _cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    out = np.empty_like(v)
-    out[0] = u[1] * v[2] - u[2] * v[1]
-    out[1] = u[2] * v[0] - u[0] * v[2]
-    out[2] = u[0] * v[1] - u[1] * v[0]
-    return out
-
-
-def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """(3, m) vectors rotated by (4, m) unit quaternions (v' = q v q*)."""
-    u = q[:3]
-    t = 2.0 * _cross(u, v)
-    return v + q[3] * t + _cross(u, t)
-
-
-def rotation_angle(quaternions: np.ndarray) -> np.ndarray:
-    """Angle in [0, pi] of unit quaternions (x, y, z, w); atan2 keeps small angles exact."""
-    return 2.0 * np.arctan2(np.linalg.norm(quaternions[..., :3], axis=-1), np.abs(quaternions[..., 3]))

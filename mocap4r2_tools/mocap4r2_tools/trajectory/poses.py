@@ -128,9 +128,6 @@ class Trajectory:
     def duration(self) -> float:
         return float(self.stamps[-1] - self.stamps[0]) if len(self) else 0.0
 
-    def path_length(self) -> float:
-        return float(np.linalg.norm(np.diff(self.positions, axis=0), axis=1).sum()) if len(self) > 1 else 0.0
-
 
 def _check_increasing(stamps: np.ndarray, label: str) -> None:
     if stamps.shape[0] < 2:

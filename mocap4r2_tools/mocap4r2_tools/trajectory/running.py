@@ -24,6 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mocap4r2_control.rotation import (
+    quat_angle_one,
+    quat_conjugate_one,
+    quat_multiply_one,
+    quat_rotate_inverse_one,
+)
+
 from .alignment import Alignment, AlignmentError, PointMoments, origin_alignment, solve
 from .metrics import RPE_UNITS
 
@@ -267,12 +274,16 @@ class RunningRPE:
         if self._progress < self.delta:
             return
         _, q_i, qr_i, p_i, pr_i = self._anchor
-        a = _rotate_back(qr_i, gt_position, q_i)
-        b = _rotate_back(pr_i, est_position, p_i)
-        rel_gt = _qmul(_conj(qr_i), gt_orientation)
-        rel_est = _qmul(_conj(pr_i), est_orientation)
-        e = _qmul(_conj(rel_gt), rel_est)
-        angle = 2.0 * math.atan2(math.sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]), abs(e[3]))
+        # R(Q_i)^T (q_j - q_i) and R(P_i)^T (p_j - p_i), see metrics.py
+        a = quat_rotate_inverse_one(
+            qr_i, (gt_position[0] - q_i[0], gt_position[1] - q_i[1], gt_position[2] - q_i[2])
+        )
+        b = quat_rotate_inverse_one(
+            pr_i, (est_position[0] - p_i[0], est_position[1] - p_i[1], est_position[2] - p_i[2])
+        )
+        rel_gt = quat_multiply_one(quat_conjugate_one(qr_i), gt_orientation)
+        rel_est = quat_multiply_one(quat_conjugate_one(pr_i), est_orientation)
+        angle = quat_angle_one(quat_multiply_one(quat_conjugate_one(rel_gt), rel_est))
         self._sum_gt2 += a[0] * a[0] + a[1] * a[1] + a[2] * a[2]
         self._sum_cross += a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
         self._sum_est2 += b[0] * b[0] + b[1] * b[1] + b[2] * b[2]
@@ -292,30 +303,6 @@ class RunningRPE:
         return float(np.sqrt(self._sum_rot2 / self.count)) if self.count else 0.0
 
 
-# Single-quaternion algebra on Python floats (x, y, z, w), for the per-sample path; the
-# batch code uses the vectorised helpers of mocap4r2_control.geometry instead.
 def _floats(values) -> list[float]:
+    # element access on Python lists is several times cheaper than on numpy arrays
     return values.tolist() if isinstance(values, np.ndarray) else [float(v) for v in values]
-
-
-def _conj(q) -> tuple[float, float, float, float]:
-    return (-q[0], -q[1], -q[2], q[3])
-
-
-def _qmul(a, b) -> tuple[float, float, float, float]:
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return (
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-        aw * bw - ax * bx - ay * by - az * bz,
-    )
-
-
-def _rotate_back(q, point, origin) -> tuple[float, float, float]:
-    """R(q)^T (point - origin)."""
-    v = (point[0] - origin[0], point[1] - origin[1], point[2] - origin[2], 0.0)
-    # q* v q with v as a pure quaternion (x, y, z, w) = (v1, v2, v3, 0)
-    r = _qmul(_qmul(_conj(q), v), q)
-    return r[0], r[1], r[2]
