@@ -3,7 +3,6 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "mocap4r2_drivers"
-SYSTEMS = ("simulated", "optitrack", "qualisys", "vicon", "gazebo")
 
 setup(
     name=PACKAGE,
@@ -12,13 +11,10 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        # the systems' files of the repository's top-level launch/ and config/ (the tools'
-        # files are installed by mocap4r2_tools)
-        (f"share/{PACKAGE}/launch", [f"../launch/{name}.launch.py" for name in SYSTEMS + ("demo_bringup",)]),
-        (
-            f"share/{PACKAGE}/config",
-            [f"../config/{name}.yaml" for name in SYSTEMS + ("demo_scene", "arm_scene")],
-        ),
+        # every launch and config file of this package's own launch/ and config/ folders
+        # (the repository's top-level launch/ and config/ hold relative symlinks to them)
+        (f"share/{PACKAGE}/launch", sorted(glob("launch/*.launch.py"))),
+        (f"share/{PACKAGE}/config", sorted(glob("config/*.yaml"))),
         ("bin", sorted(glob("bin/*"))),
     ],
     install_requires=["setuptools"],

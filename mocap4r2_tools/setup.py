@@ -3,15 +3,6 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "mocap4r2_tools"
-LAUNCH_FILES = ("tools", "px4_bridge", "worldmodel")
-CONFIG_FILES = (
-    "tools.yaml",
-    "mocap4r2.rviz",
-    "px4_bridge.yaml",
-    "worldmodel.yaml",
-    "recorder.yaml",
-    "motion_tools.yaml",
-)
 
 setup(
     name=PACKAGE,
@@ -21,13 +12,17 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         ("bin", sorted(glob("bin/*"))),
-        # the tools' files of the repository's top-level launch/ and config/
-        (f"share/{PACKAGE}/launch", [f"../launch/{name}.launch.py" for name in LAUNCH_FILES]),
-        (f"share/{PACKAGE}/config", [f"../config/{name}" for name in CONFIG_FILES]),
+        # every launch and config file of this package's own launch/ and config/ folders
+        # (the repository's top-level launch/ and config/ hold relative symlinks to them)
+        (f"share/{PACKAGE}/launch", sorted(glob("launch/*.launch.py"))),
+        (f"share/{PACKAGE}/config", sorted(glob("config/*.yaml") + glob("config/*.rviz"))),
     ],
     install_requires=["setuptools"],
     zip_safe=False,
-    description="mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, PX4 and world-model bridges, session recorder",
+    description=(
+        "mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, "
+        "PX4 and world-model bridges, session recorder"
+    ),
     license="Apache-2.0",
     entry_points={
         "console_scripts": [

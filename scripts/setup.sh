@@ -77,7 +77,7 @@ elif [ -d install/tf2_msgs ]; then
   BASE_PATHS+=(compat/tf2_msgs)   # built here earlier: keep it in the build set
 fi
 SRC_HASH=$( (echo "$REQ_HASH"; echo "${BASE_PATHS[*]}";
-             find "${BASE_PATHS[@]}" launch config colcon.meta -type f \
+             find "${BASE_PATHS[@]}" colcon.meta -type f \
                -not -name '*.pyc' -not -path '*/__pycache__/*' -print0 | sort -z \
              | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1)
 if [ "$(cat install/.mocap4r2-sources 2>/dev/null)" != "$SRC_HASH" ]; then
