@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
+from mocap4r2_control.rotation import quat_relative, quat_rotate_inverse
 from mocap4r2_drivers.simulated.scene import Scene
-from mocap4r2_tools.motion import so3
 from mocap4r2_tools.motion.estimation import METHODS, BodyTracker, make_estimator
 
 RATES = (120.0, 360.0)
@@ -79,7 +79,7 @@ def true_twist(sc: Scene, t: float, row: int) -> tuple[np.ndarray, np.ndarray]:
     p1, q1 = sc.poses(t + h)
     _, q = sc.poses(t)
     v = (p1[row] - p0[row]) / (2 * h)
-    return so3.rotate_inverse(q[row], v), so3.relative(q0[row], q1[row]) / (2 * h)
+    return quat_rotate_inverse(q[row], v), quat_relative(q0[row], q1[row]) / (2 * h)
 
 
 def fit_pose(layout: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,7 +119,7 @@ def pose_noise(sc: Scene, data) -> tuple[float, float]:
         p_true, q_true = sc.poses(sc.time_of(k))
         for i, (p, q) in enumerate(poses):
             pos_err.append(p - p_true[i])
-            rot_err.append(so3.relative(q_true[i], q))
+            rot_err.append(quat_relative(q_true[i], q))
     return float(np.std(pos_err)), float(np.std(rot_err))
 
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from mocap4r2_tools.motion import so3
+from mocap4r2_control.rotation import quat_exp, quat_multiply, quat_normalize, quat_rotate_inverse
 from mocap4r2_tools.motion.estimation import (
     BodyTracker,
     EstimatorError,
@@ -24,7 +24,7 @@ from mocap4r2_tools.motion.estimation import (
 )
 
 W = np.array([0.3, -0.2, 1.0])
-Q0 = so3.normalize(np.array([0.1, 0.2, 0.3, 0.9]))
+Q0 = quat_normalize(np.array([0.1, 0.2, 0.3, 0.9]))
 RADIUS, OMEGA, HEIGHT = 1.2, 2 * math.pi / 8.0, 0.2
 
 
@@ -32,7 +32,7 @@ def true_pose(t: float) -> tuple[np.ndarray, np.ndarray]:
     p = np.array(
         [RADIUS * math.cos(OMEGA * t), RADIUS * math.sin(OMEGA * t), 1.0 + HEIGHT * math.sin(0.5 * t)]
     )
-    return p, so3.multiply(Q0, so3.exp(W * t))
+    return p, quat_multiply(Q0, quat_exp(W * t))
 
 
 def true_twist(t: float) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +43,7 @@ def true_twist(t: float) -> tuple[np.ndarray, np.ndarray]:
             0.5 * HEIGHT * math.cos(0.5 * t),
         ]
     )
-    return so3.rotate_inverse(true_pose(t)[1], v), W
+    return quat_rotate_inverse(true_pose(t)[1], v), W
 
 
 def run(estimator, rate=120.0, seconds=6.0, noise=(0.0, 0.0), flip=False, seed=3):
@@ -53,7 +53,7 @@ def run(estimator, rate=120.0, seconds=6.0, noise=(0.0, 0.0), flip=False, seed=3
         t = k / rate
         p, q = true_pose(t)
         p = p + rng.normal(0, noise[0], 3) if noise[0] else p
-        q = so3.multiply(q, so3.exp(rng.normal(0, noise[1], 3))) if noise[1] else q
+        q = quat_multiply(q, quat_exp(rng.normal(0, noise[1], 3))) if noise[1] else q
         if flip and k % 2:
             q = -q
         est = estimator.update(t, p, q)
@@ -100,13 +100,13 @@ def test_savitzky_golay_is_exact_for_a_polynomial_and_uneven_spacing():
     est = None
     for t in times:
         p = np.array([1.0, 2.0, 3.0]) + np.array([0.2, 0.1, -0.3]) * t + 0.5 * acc * t * t
-        q = so3.exp(np.array([0.0, 0.0, 0.4 * t + 0.5 * 3.0 * t * t]))
+        q = quat_exp(np.array([0.0, 0.0, 0.4 * t + 0.5 * 3.0 * t * t]))
         est = sg.update(t, p, q)
     t = times[-1]
     world_v = np.array([0.2, 0.1, -0.3]) + acc * t
-    q = so3.exp(np.array([0.0, 0.0, 0.4 * t + 1.5 * t * t]))
-    assert np.allclose(est.linear, so3.rotate_inverse(q, world_v), atol=1e-9)
-    assert np.allclose(est.linear_acceleration, so3.rotate_inverse(q, acc), atol=1e-7)
+    q = quat_exp(np.array([0.0, 0.0, 0.4 * t + 1.5 * t * t]))
+    assert np.allclose(est.linear, quat_rotate_inverse(q, world_v), atol=1e-9)
+    assert np.allclose(est.linear_acceleration, quat_rotate_inverse(q, acc), atol=1e-7)
     assert np.allclose(est.angular, [0, 0, 0.4 + 3.0 * t], atol=1e-9)
     assert SavitzkyGolay.delay_frames == 0.0
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from mocap4r2_tools.motion import so3
+from mocap4r2_control.rotation import quat_exp, quat_log
 from mocap4r2_tools.motion.monitors import (
     JOINT_STATE,
     RATIO,
@@ -121,10 +121,10 @@ def test_pose_history_interpolates_between_frames():
     history = PoseHistory(seconds=1.0)
     for k in range(11):
         t = 10.0 + 0.1 * k
-        history.add(t, (k * 0.1, 0.0, 1.0), so3.exp(np.array([0.0, 0.0, 0.2 * k])))
+        history.add(t, (k * 0.1, 0.0, 1.0), quat_exp(np.array([0.0, 0.0, 0.2 * k])))
     p, q = history.at(10.25)
     assert p == pytest.approx((0.25, 0.0, 1.0))
-    assert so3.log(np.asarray(q)) == pytest.approx([0.0, 0.0, 0.5])
+    assert quat_log(np.asarray(q)) == pytest.approx([0.0, 0.0, 0.5])
     assert history.at(9.0) is None and history.at(11.5) is None
     history.add(12.5, (0, 0, 0), (0, 0, 0, 1))  # older frames than 1 s are dropped
     assert history.at(11.0) is None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import so3
+from mocap4r2_control.rotation import quat_exp_one, quat_multiply_one, quat_rotate_one
 
 MIN_POINTS = 3
 MAX_POINTS = 100_000
@@ -88,11 +88,11 @@ def forward_kinematics(
     out = []
     for i, (angle, length) in enumerate(zip(joints, link_lengths)):
         axis = np.array([0.0, 0.0, 1.0]) if i == 0 else np.array([0.0, 1.0, 0.0])
-        q = so3.multiply(q, so3.exp(axis * angle))
+        q = np.array(quat_multiply_one(q, quat_exp_one(axis * angle)))
         if i == 0:
             # the first link stands up from the base: the yaw joint carries a vertical link
             p = p + np.array([0.0, 0.0, length])
         else:
-            p = p + so3.rotate(q, np.array([length, 0.0, 0.0]))
+            p = p + np.array(quat_rotate_one(q, (length, 0.0, 0.0)))
         out.append((p.copy(), q.copy()))
     return out

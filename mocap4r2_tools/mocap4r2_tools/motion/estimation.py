@@ -35,7 +35,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import so3
+from mocap4r2_control.rotation import (
+    quat_conjugate_one,
+    quat_exp_one,
+    quat_log_one,
+    quat_multiply_one,
+    quat_normalize,
+    quat_relative_one,
+    quat_rotate_inverse_one,
+    quat_rotate_one,
+)
 
 METHODS = ("finite_difference", "savitzky_golay", "kalman")
 
@@ -94,8 +103,8 @@ class Estimator:
         a = np.linalg.norm(last.linear_acceleration) + 1.0
         out = Estimate(
             t=t,
-            position=last.position + so3.rotate(last.orientation, last.linear) * gap,
-            orientation=so3.multiply(last.orientation, so3.exp(last.angular * gap)),
+            position=last.position + np.array(quat_rotate_one(last.orientation, last.linear)) * gap,
+            orientation=np.array(quat_multiply_one(last.orientation, quat_exp_one(last.angular * gap))),
             linear=last.linear,
             angular=last.angular,
             linear_acceleration=last.linear_acceleration,
@@ -132,7 +141,7 @@ class FiniteDifference(Estimator):
         if history and t <= history[-1][0]:
             return None
         position = np.asarray(position, float)
-        orientation = so3.normalize(orientation)
+        orientation = quat_normalize(orientation)
         history.append((t, position, orientation))
         while len(history) > 2 and t - history[1][0] >= self.window:
             history.popleft()
@@ -141,8 +150,8 @@ class FiniteDifference(Estimator):
         t0, p0, q0 = history[0]
         dt = t - t0
         world_velocity = (position - p0) / dt
-        linear = so3.rotate_inverse(orientation, world_velocity)
-        angular = so3.relative(q0, orientation) / dt
+        linear = np.array(quat_rotate_inverse_one(orientation, world_velocity))
+        angular = np.array(quat_relative_one(q0, orientation)) / dt
         var_v = 2 * self.position_noise**2 / dt**2
         var_w = 2 * self.orientation_noise**2 / dt**2
         accel = np.zeros(3)
@@ -153,7 +162,7 @@ class FiniteDifference(Estimator):
             tv, wv, ang = previous
             dtv = (t - 0.5 * dt) - tv
             if dtv > 0:
-                accel = so3.rotate_inverse(orientation, (world_velocity - wv) / dtv)
+                accel = np.array(quat_rotate_inverse_one(orientation, (world_velocity - wv) / dtv))
                 alpha = (angular - ang) / dtv
                 var_a = 2 * var_v / dtv**2
                 var_alpha = 2 * var_w / dtv**2
@@ -221,14 +230,14 @@ class SavitzkyGolay(Estimator):
         if history and t <= history[-1][0]:
             return None
         position = np.asarray(position, float)
-        orientation = so3.normalize(orientation)
+        orientation = quat_normalize(orientation)
         history.append((t, position, orientation))
         if len(history) < self.order + 2:
             return None
         times = np.fromiter((h[0] for h in history), float, len(history))
         positions = np.stack([h[1] for h in history])
-        q_inv = so3.conjugate(orientation)
-        rotvecs = np.stack([so3.log(so3.multiply(q_inv, h[2])) for h in history])
+        q_inv = quat_conjugate_one(orientation)
+        rotvecs = np.array([quat_log_one(quat_multiply_one(q_inv, h[2])) for h in history])
         weights = savitzky_golay_weights(times, self.order, t)
         world_velocity = weights[1] @ positions
         world_accel = weights[2] @ positions
@@ -241,9 +250,9 @@ class SavitzkyGolay(Estimator):
             t=t,
             position=position + 0.0,
             orientation=orientation,
-            linear=so3.rotate_inverse(orientation, world_velocity),
+            linear=np.array(quat_rotate_inverse_one(orientation, world_velocity)),
             angular=angular,
-            linear_acceleration=so3.rotate_inverse(orientation, world_accel),
+            linear_acceleration=np.array(quat_rotate_inverse_one(orientation, world_accel)),
             angular_acceleration=alpha,
             pose_covariance=_block_cov(p2 * gains[0], r2 * gains[0]),
             twist_covariance=_block_cov(p2 * gains[1], r2 * gains[1]),
@@ -304,14 +313,14 @@ class Kalman(Estimator):
         x = F @ self._x
         P = F @ self._P @ F.T + _jerk_noise(dt, self.q_linear)
         w, alpha = self._w
-        q = so3.multiply(self._q, so3.exp(w * dt + 0.5 * alpha * dt * dt))
+        q = np.array(quat_multiply_one(self._q, quat_exp_one(w * dt + 0.5 * alpha * dt * dt)))
         wa = np.stack((w + alpha * dt, alpha))
         Pr = F @ self._Pr @ F.T + _jerk_noise(dt, self.q_angular)
         return x, P, q, wa, Pr
 
     def update(self, t, position, orientation):
         position = np.asarray(position, float)
-        orientation = so3.normalize(orientation)
+        orientation = quat_normalize(orientation)
         if self._t is None:
             self._t = t
             self._x[:] = 0.0
@@ -334,10 +343,10 @@ class Kalman(Estimator):
         P = P - np.outer(k, P[0])
         # angular: residual on the manifold, in body axes
         rr = self.orientation_noise**2
-        residual = so3.relative(q, orientation)
+        residual = np.array(quat_relative_one(q, orientation))
         sr = Pr[0, 0] + rr
         kr = Pr[:, 0] / sr
-        q = so3.normalize(so3.multiply(q, so3.exp(kr[0] * residual)))
+        q = quat_normalize(quat_multiply_one(q, quat_exp_one(kr[0] * residual)))
         wa = wa + np.outer(kr[1:], residual)
         Pr = Pr - np.outer(kr, Pr[0])
         self._t, self._x, self._P, self._q, self._w, self._Pr = t, x, P, q, wa, Pr
@@ -360,9 +369,9 @@ class Kalman(Estimator):
             t=t,
             position=x[0].copy(),
             orientation=q,
-            linear=so3.rotate_inverse(q, x[1]),
+            linear=np.array(quat_rotate_inverse_one(q, x[1])),
             angular=wa[0].copy(),
-            linear_acceleration=so3.rotate_inverse(q, x[2]),
+            linear_acceleration=np.array(quat_rotate_inverse_one(q, x[2])),
             angular_acceleration=wa[1].copy(),
             pose_covariance=_block_cov(P[0, 0], Pr[0, 0]),
             twist_covariance=_block_cov(P[1, 1], Pr[1, 1]),

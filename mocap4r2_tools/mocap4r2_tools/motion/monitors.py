@@ -18,10 +18,14 @@ then on, for its trajectory; feedback of another trajectory starts the monitors 
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from mocap4r2_control.rotation import quat_slerp_one
 
 RATIO, TIME, JOINT_STATE = 1, 2, 3
 TYPE_NAMES = {"RATIO": RATIO, "TIME": TIME, "JOINT_STATE": JOINT_STATE}
@@ -226,8 +230,6 @@ class PoseHistory:
     """
 
     def __init__(self, seconds: float = 5.0, max_frames: int = 20000):
-        from collections import deque
-
         self.seconds = seconds
         self._frames: deque = deque(maxlen=max_frames)
 
@@ -244,10 +246,6 @@ class PoseHistory:
         return self._frames[-1][0] if self._frames else None
 
     def at(self, t: float):
-        import bisect
-
-        from . import so3
-
         frames = self._frames
         if not frames or t < frames[0][0] or t > frames[-1][0]:
             return None
@@ -258,9 +256,4 @@ class PoseHistory:
         (t0, p0, q0), (t1, p1, q1) = frames[i - 1], frames[i]
         s = (t - t0) / (t1 - t0)
         position = tuple(a + s * (b - a) for a, b in zip(p0, p1))
-        import numpy as np
-
-        q0a = np.asarray(q0, float)
-        step = so3.relative(q0a, np.asarray(q1, float))
-        orientation = tuple(so3.multiply(q0a, so3.exp(step * s)))
-        return position, orientation
+        return position, quat_slerp_one(q0, q1, s)
