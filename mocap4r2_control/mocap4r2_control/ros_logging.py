@@ -1,44 +1,145 @@
-"""Python `logging` records of adapters and protocol code, into the node's ROS log.
+"""Python `logging` records of adapters and protocol code, into the ROS log of their node.
 
 Protocol modules (NatNet, QTM RT, ...) must not import rclpy, so they log through
-Python's logging under the "mocap4r2" namespace; a system node forwards that namespace
-to its own rclpy logger, so the messages reach /rosout and the console like the rest.
+Python's logging under the "mocap4r2" namespace, usually with a module-level logger that
+knows no node. One handler on that namespace sends each record to the rclpy logger of
+the node whose code is running, so the line reaches /rosout and the console under that
+node's name, also when several systems share a process.
+
+Which node is running is a context variable (:mod:`contextvars`) that each node sets:
+for the whole of the threads it owns (its reader thread, :meth:`NodeLogRoute.enter`)
+and around what the executor runs for it (transitions, control requests,
+:meth:`NodeLogRoute.active`). asyncio carries it into the coroutines and callbacks
+scheduled from there (``run_coroutine_threadsafe`` and ``call_soon*`` copy the caller's
+context), so a client running its protocol on an event loop logs under the node too.
+A plain ``threading.Thread`` starts with an empty context: a thread an adapter starts
+itself keeps the node's route only when it runs its target in a copy of its creator's
+context (``threading.Thread(target=contextvars.copy_context().run, args=(work,))``).
+
+A record logged where no node has set the route goes to the only node of the process,
+or, with several, to the rclpy logger "mocap4r2" (the console and log files, not a
+node's /rosout): never to an arbitrary one of the nodes.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+__all__ = ["NAMESPACE", "NodeLogRoute", "RosLogHandler", "RosLogger"]
 
 NAMESPACE = "mocap4r2"
 
 
+class RosLogger(Protocol):
+    """What a record is written to: an rclpy ``RcutilsLogger`` (``node.get_logger()``)."""
+
+    def debug(self, message: str) -> object: ...
+    def info(self, message: str) -> object: ...
+    def warning(self, message: str) -> object: ...
+    def error(self, message: str) -> object: ...
+
+
+_ROUTE: contextvars.ContextVar[NodeLogRoute | None] = contextvars.ContextVar(
+    "mocap4r2_log_route", default=None
+)
+
+
+class _Routes:
+    """The routes of the process's live nodes, and the logger of records without one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: list[NodeLogRoute] = []
+        self._unrouted: RosLogger | None = None
+
+    def add(self, route: NodeLogRoute) -> None:
+        with self._lock:
+            self._live.append(route)
+
+    def remove(self, route: NodeLogRoute) -> None:
+        with self._lock:
+            if route in self._live:
+                self._live.remove(route)
+
+    def without_context(self) -> RosLogger | None:
+        """The only live node's logger; with none or several, the process's own."""
+        live = self._live
+        if len(live) == 1:
+            return live[0].ros_logger
+        if self._unrouted is None:
+            from rclpy.logging import get_logger
+
+            self._unrouted = get_logger(NAMESPACE)
+        return self._unrouted
+
+
+_ROUTES = _Routes()
+
+
 class RosLogHandler(logging.Handler):
-    def __init__(self, ros_logger):
-        super().__init__()
-        self.ros_logger = ros_logger
+    """Writes each "mocap4r2.*" record to the rclpy logger of the node running the code
+    that logged it (see the module docstring), as ``[<logger without 'mocap4r2.'>] text``."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            route = _ROUTE.get()
+            ros_logger = route.ros_logger if route is not None else _ROUTES.without_context()
+            if ros_logger is None:
+                return
             source = record.name.split(".", 1)[1] if "." in record.name else record.name
             text = f"[{source}] {record.getMessage()}"
             if record.levelno >= logging.ERROR:
-                self.ros_logger.error(text)
+                ros_logger.error(text)
             elif record.levelno >= logging.WARNING:
-                self.ros_logger.warning(text)
+                ros_logger.warning(text)
             elif record.levelno >= logging.INFO:
-                self.ros_logger.info(text)
+                ros_logger.info(text)
             else:
-                self.ros_logger.debug(text)
+                ros_logger.debug(text)
         except Exception:  # noqa: BLE001 - logging must never break the reader thread
             self.handleError(record)
 
 
-def forward_python_logging(ros_logger, level: int = logging.INFO) -> None:
-    """Send records of the "mocap4r2.*" loggers to ``ros_logger`` (replacing a previous
-    forwarding, so a process with one node logs each record once)."""
+def _install_handler(level: int) -> None:
+    """One handler on the namespace for the whole process, however many nodes."""
     logger = logging.getLogger(NAMESPACE)
-    for handler in [h for h in logger.handlers if isinstance(h, RosLogHandler)]:
-        logger.removeHandler(handler)
-    logger.addHandler(RosLogHandler(ros_logger))
+    if not any(isinstance(h, RosLogHandler) for h in logger.handlers):
+        logger.addHandler(RosLogHandler())
     logger.setLevel(level)
     logger.propagate = False
+
+
+class NodeLogRoute:
+    """The route of one node's "mocap4r2.*" records to its rclpy logger.
+
+    A node makes one at construction and :meth:`close` s it when destroyed; in between,
+    code it runs inside :meth:`active` (or in a thread that called :meth:`enter`) logs
+    under its name."""
+
+    def __init__(self, ros_logger: RosLogger, level: int = logging.INFO):
+        self.ros_logger = ros_logger
+        _install_handler(level)
+        _ROUTES.add(self)
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Records logged inside go to this node (nested routes restore the outer one)."""
+        token = _ROUTE.set(self)
+        try:
+            yield
+        finally:
+            _ROUTE.reset(token)
+
+    def enter(self) -> None:
+        """Records logged from now on in the calling thread's context go to this node:
+        for the first call of a thread the node owns (a thread starts with an empty context)."""
+        _ROUTE.set(self)
+
+    def close(self) -> None:
+        """The node is going away: it no longer receives records logged without a route."""
+        _ROUTES.remove(self)

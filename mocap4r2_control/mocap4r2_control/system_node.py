@@ -36,7 +36,7 @@ from .parameters import (
     parameter_value,
     warn_unknown_parameters,
 )
-from .ros_logging import forward_python_logging
+from .ros_logging import NodeLogRoute
 from .spin import run_node
 from .tf_out import TransformSender
 from .timebase import split_seconds, time_msg
@@ -120,7 +120,8 @@ class MocapSystemNode(LifecycleNode):
         self._declare(adapter_class.parameters)
         warn_unknown_parameters(self)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        forward_python_logging(self.get_logger())
+        # adapters' and clients' Python log records, under this node's name
+        self.log_route = NodeLogRoute(self.get_logger())
 
         self._state_id = State.PRIMARY_STATE_UNCONFIGURED
         self._reader: threading.Thread | None = None
@@ -163,7 +164,7 @@ class MocapSystemNode(LifecycleNode):
 
     # ================================================================ lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock:
+        with self._transition_lock, self.log_route.active():
             log = self.get_logger()
             self._config = self._values(BASE_PARAMETERS)
             try:
@@ -198,7 +199,7 @@ class MocapSystemNode(LifecycleNode):
             return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock:
+        with self._transition_lock, self.log_route.active():
             try:
                 self.adapter.start_streaming()
             except Exception as exc:
@@ -214,7 +215,7 @@ class MocapSystemNode(LifecycleNode):
             return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock:
+        with self._transition_lock, self.log_route.active():
             self._stop_reader()
             if self.adapter is not None:
                 _quietly(self.adapter.stop_streaming, self.get_logger())
@@ -223,20 +224,20 @@ class MocapSystemNode(LifecycleNode):
             return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock:
+        with self._transition_lock, self.log_route.active():
             self._release()
             self.get_logger().info("cleaned up: disconnected")
             self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
             return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock:
+        with self._transition_lock, self.log_route.active():
             self._release()
             self._announce_state(State.PRIMARY_STATE_FINALIZED)
             return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock:
+        with self._transition_lock, self.log_route.active():
             self.get_logger().error(f"error while in {state.label}: releasing the connection")
             self._release()
             self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
@@ -295,6 +296,7 @@ class MocapSystemNode(LifecycleNode):
     def _read_loop(self) -> None:
         """The reader thread: read frames and publish them until told to stop."""
         name_os_thread("mocap4r2-reader")
+        self.log_route.enter()
         adapter = self.adapter
         timeout = self._config["read_timeout"]
         # stamps are on the node's clock: system time, or simulation time with use_sim_time
@@ -384,7 +386,7 @@ class MocapSystemNode(LifecycleNode):
         return info
 
     def _start_requested(self, session_id: str) -> Outcome:
-        with self._transition_lock:
+        with self._transition_lock, self.log_route.active():
             state = "active"
             if self._state_id == State.PRIMARY_STATE_ACTIVE:
                 state = "already active"
@@ -404,7 +406,7 @@ class MocapSystemNode(LifecycleNode):
             return Outcome(True, state + (f"; {note}" if note else ""))
 
     def _stop_requested(self) -> Outcome:
-        with self._transition_lock:
+        with self._transition_lock, self.log_route.active():
             if self._state_id == State.PRIMARY_STATE_ACTIVE:
                 problem, note = "", ""
                 try:
@@ -430,7 +432,8 @@ class MocapSystemNode(LifecycleNode):
     # ================================================================ diagnostics
     def _publish_diagnostics(self) -> None:
         try:
-            self._report_diagnostics()
+            with self.log_route.active():
+                self._report_diagnostics()
         except Exception as exc:  # noqa: BLE001 - a report must never take the node down
             self.get_logger().error(f"diagnostics report failed: {exc!r}", throttle_duration_sec=10.0)
 
@@ -456,11 +459,14 @@ class MocapSystemNode(LifecycleNode):
     def finish(self) -> None:
         """Leave for good: release everything and announce the finalized state."""
         if self._state_id != State.PRIMARY_STATE_FINALIZED:
-            self._release()
+            with self.log_route.active():
+                self._release()
             self._announce_state(State.PRIMARY_STATE_FINALIZED)
 
     def destroy_node(self) -> None:
-        self._release()
+        with self.log_route.active():
+            self._release()
+        self.log_route.close()
         super().destroy_node()
 
 

@@ -1,0 +1,152 @@
+"""Per-node logging: Python `logging` records of adapters and their clients (the
+"mocap4r2.*" loggers, since protocol code does not import rclpy) reach /rosout under the
+name of the node whose adapter wrote them, also with two systems in one process.
+
+The adapter here logs the way the vendor adapters do (a module-level logger, no node at
+hand): from configure (the executor's thread), from the node's reader thread, and from
+its client's asyncio loop running in a thread of its own (as qualisys/client.py runs
+qtm-rt), reached through ``run_coroutine_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from rcl_interfaces.msg import Log
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import wait_for
+
+from mocap4r2_control.adapter import MocapAdapter
+from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.system_node import MocapSystemNode
+
+LOG = logging.getLogger("mocap4r2.logtest")
+CLIENT_LOG = logging.getLogger("mocap4r2.logtest.client")
+NAMESPACE = "/logging_test"
+# what rcl publishes /rosout with (rcl/logging_rosout.c): a late reader still gets the lines
+ROSOUT_QOS = QoSProfile(
+    depth=1000, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
+
+
+class _LoopClient:
+    """A client whose protocol runs on an asyncio loop in a thread of its own."""
+
+    def __init__(self, who: str):
+        self.who = who
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="logtest-loop", daemon=True)
+        self.thread.start()
+
+    async def _hello(self) -> None:
+        CLIENT_LOG.info("client of %s connected", self.who)
+
+    def connect(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._hello(), self.loop).result(WAIT)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(WAIT)
+        self.loop.close()
+
+
+class LoggingAdapter(MocapAdapter):
+    """Streams nothing; says who it is in every log line (the node name attach() gives)."""
+
+    system_type = "logtest"
+
+    def __init__(self) -> None:
+        self.who = "?"
+        self.client: _LoopClient | None = None
+        self.reading_said = False
+
+    @classmethod
+    def from_parameters(cls, values: Mapping[str, Any]) -> LoggingAdapter:
+        return cls()
+
+    def attach(self, node: Any) -> None:
+        self.who = node.get_name()
+
+    def connect(self) -> AssetNames:
+        LOG.info("%s: connecting", self.who)
+        self.client = _LoopClient(self.who)
+        self.client.connect()
+        return AssetNames()
+
+    def read_frame(self, timeout: float) -> MocapFrame | None:
+        if not self.reading_said:
+            LOG.warning("%s: reading", self.who)
+            self.reading_said = True
+        time.sleep(timeout)
+        return None
+
+    def disconnect(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+
+def _lines_by_logger(rosout) -> dict[str, list[str]]:
+    """The test adapters' /rosout lines so far, by the logger that published them."""
+    lines: dict[str, list[str]] = {}
+    for entry in rosout.snapshot():
+        if entry.msg.startswith("[logtest"):
+            lines.setdefault(entry.name, []).append(entry.msg)
+    return lines
+
+
+def test_two_systems_in_one_process_log_under_their_own_node_names(ros):
+    rosout = ros.subscribe("/rosout", Log, ROSOUT_QOS)
+    names = ("system_a", "system_b")
+    nodes = [
+        MocapSystemNode(LoggingAdapter, name, namespace=NAMESPACE, context=ros.context) for name in names
+    ]
+    try:
+        for node in nodes:
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        for node in nodes:
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        expected = {
+            f"{NAMESPACE[1:]}.{name}": {
+                f"[logtest] {name}: connecting",
+                f"[logtest.client] client of {name} connected",
+                f"[logtest] {name}: reading",
+            }
+            for name in names
+        }
+
+        def all_arrived():
+            lines = _lines_by_logger(rosout)
+            return sum(len(lines.get(logger, [])) for logger in expected) >= 6
+
+        wait_for(all_arrived, WAIT, lambda: _lines_by_logger(rosout), what="three lines from each adapter")
+        lines = _lines_by_logger(rosout)
+        for logger, wanted in expected.items():
+            assert set(lines.get(logger, [])) == wanted, (logger, lines)
+    finally:
+        for node in nodes:
+            node.trigger_deactivate()
+            node.destroy_node()
+
+
+def test_a_thread_without_a_route_logs_under_the_only_node(ros):
+    """A thread an adapter starts as a plain threading.Thread has no route (it starts
+    with an empty context); in a process with one system its records still reach that
+    system's log, as they did before routes existed."""
+    rosout = ros.subscribe("/rosout", Log, ROSOUT_QOS)
+    node = MocapSystemNode(LoggingAdapter, "system_alone", namespace=NAMESPACE, context=ros.context)
+    try:
+        worker = threading.Thread(target=LOG.error, args=("from a thread of its own",))
+        worker.start()
+        worker.join(WAIT)
+        line = rosout.wait_for(lambda entry: entry.msg == "[logtest] from a thread of its own", WAIT)
+        assert line.name == f"{NAMESPACE[1:]}.system_alone"
+    finally:
+        node.destroy_node()
