@@ -23,52 +23,49 @@ Quaternions here are x, y, z, w (ROS/scipy order); MAVLink wants w, x, y, z, whi
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from scipy.spatial.transform import Rotation
+
+from mocap4r2_control.rotation import FloatArray, quat_from_matrix, quat_normalize, quat_to_matrix
 
 A_NED_ENU = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
 B_FLU_FRD = np.diag([1.0, -1.0, -1.0])
 
 
-def enu_flu_to_ned_frd(position, quat_xyzw) -> tuple[np.ndarray, np.ndarray]:
+def enu_flu_to_ned_frd(position: npt.ArrayLike, quat_xyzw: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """(position NED, quaternion x, y, z, w of FRD in NED) of a FLU pose in ENU."""
-    p = A_NED_ENU @ np.asarray(position, dtype=float)
-    r = Rotation.from_quat(np.asarray(quat_xyzw, dtype=float)).as_matrix()
-    q = Rotation.from_matrix(A_NED_ENU @ r @ B_FLU_FRD).as_quat()
+    p: FloatArray = A_NED_ENU @ np.asarray(position, dtype=np.float64)
+    r = quat_to_matrix(quat_normalize(quat_xyzw))
+    q = quat_from_matrix(A_NED_ENU @ r @ B_FLU_FRD)
     return p, _canonical(q)
 
 
-def ned_frd_to_enu_flu(position, quat_xyzw) -> tuple[np.ndarray, np.ndarray]:
+def ned_frd_to_enu_flu(position: npt.ArrayLike, quat_xyzw: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """The inverse conversion (the same formula: A and B are involutions)."""
     return enu_flu_to_ned_frd(position, quat_xyzw)
 
 
-def flu_to_frd(vector) -> np.ndarray:
+def flu_to_frd(vector: npt.ArrayLike) -> FloatArray:
     """A body-frame vector (linear or angular velocity) from FLU to FRD axes."""
-    return B_FLU_FRD @ np.asarray(vector, dtype=float)
+    frd: FloatArray = B_FLU_FRD @ np.asarray(vector, dtype=np.float64)
+    return frd
 
 
-def enu_to_ned(vector) -> np.ndarray:
-    """A world-frame vector from ENU to NED axes."""
-    return A_NED_ENU @ np.asarray(vector, dtype=float)
-
-
-def quat_to_euler_frd(quat_xyzw) -> tuple[float, float, float]:
+def quat_to_euler_frd(quat_xyzw: npt.ArrayLike) -> tuple[float, float, float]:
     """(roll, pitch, yaw) in rad of an FRD-in-NED quaternion, the aerospace Z-Y-X
     convention MAVLink's VISION_POSITION_ESTIMATE uses (yaw 0 = north, +pi/2 = east)."""
+    # Euler angles are outside mocap4r2_control.rotation's vocabulary: scipy's, with its
+    # gimbal-lock handling
     yaw, pitch, roll = Rotation.from_quat(quat_xyzw).as_euler("ZYX")
     return float(roll), float(pitch), float(yaw)
 
 
-def wxyz(quat_xyzw) -> list[float]:
-    x, y, z, w = (float(v) for v in quat_xyzw)
+def wxyz(quat_xyzw: npt.ArrayLike) -> list[float]:
+    """The quaternion in MAVLink's order w, x, y, z."""
+    x, y, z, w = (float(v) for v in np.asarray(quat_xyzw, dtype=np.float64))
     return [w, x, y, z]
 
 
-def rotate_covariance(cov3: np.ndarray, rotation: np.ndarray) -> np.ndarray:
-    """A 3x3 covariance expressed in axes rotated by ``rotation`` (R C R^T)."""
-    return rotation @ cov3 @ rotation.T
-
-
-def _canonical(q: np.ndarray) -> np.ndarray:
+def _canonical(q: FloatArray) -> FloatArray:
     """W >= 0: one of the two equal quaternions, so outputs compare exactly."""
     return -q if q[3] < 0 else q
