@@ -35,19 +35,16 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from mocap4r2_control.frame import MocapFrame
-from mocap4r2_control.geometry import AxisChange, quat_multiply, quat_rotate
 from mocap4r2_control.stop_signals import stop_noted
 
 from ..simulated import scene as scene_module
 from . import protocol as nn
-from .protocol import FrameOfData, MessageId, ModelDefinitions, NatNetProtocolError, Version
+from .protocol import MessageId, NatNetProtocolError, Version
+from .scene_stream import SceneStream
+
+__all__ = ["CLOCK_FREQUENCY", "NatNetSimulator", "SceneStream", "ServerOptions", "build_parser", "main"]
 
 CLOCK_FREQUENCY = 10_000_000  # server clock ticks per second (Motive's is QueryPerformanceCounter)
-MARKER_SIZE = 0.014  # metres, a common passive marker
-UNLABELED_ID_BASE = 50000  # point-cloud ids of unlabeled markers (model id 0)
 UNICAST_TARGETS = ("command-socket", "data-port", "both")
 log = logging.getLogger("natnet_simulator")
 
@@ -62,172 +59,10 @@ def _server_ticks() -> int:
     return time.monotonic_ns() // (1_000_000_000 // CLOCK_FREQUENCY)
 
 
-class SceneStream:
-    """The NatNet view of a Scene: model definitions and frames of data, in Motive's
-    conventions (axis, ids, zero pose of lost bodies)."""
-
-    def __init__(self, scene: scene_module.Scene, up_axis: str = "y", skeleton_coordinates: str = "global"):
-        self.scene = scene
-        self.y_up = up_axis == "y"
-        self.axes = AxisChange("+Y" if self.y_up else "+Z").inverse()  # Z-up scene -> stream
-        self.local_bones = skeleton_coordinates == "local"
-        desc = scene.description
-        self.body_names = [b.name for b in desc.bodies]
-        self.body_ids = np.asarray([b.id for b in desc.bodies], dtype=np.int32)
-        counts = [len(b.marker_ids) for b in desc.bodies]
-        self.marker_body = np.repeat(np.arange(len(desc.bodies)), counts)
-        self.marker_member = (
-            np.concatenate([np.arange(1, c + 1) for c in counts]) if counts else np.zeros(0, int)
-        )
-        self.labeled_ids = (
-            nn.marker_id(self.body_ids[self.marker_body], self.marker_member)
-            if counts
-            else np.zeros(0, np.int32)
-        )
-        self.unlabeled_ids = nn.marker_id(0, UNLABELED_ID_BASE + np.arange(desc.unlabeled_markers))
-        skeletons = desc.skeletons
-        self.bone_ids = (
-            np.concatenate(
-                [np.asarray(s.id, np.int64) << 16 | s.segment_ids.astype(np.int64) for s in skeletons]
-            ).astype(np.int32)
-            if skeletons
-            else np.zeros(0, np.int32)
-        )
-        # parent row of each bone in the concatenated bone arrays (-1 for roots)
-        parent_rows = []
-        start = 0
-        for s in skeletons:
-            row_of = {int(b): start + r for r, b in enumerate(s.segment_ids)}
-            parent_rows += [row_of.get(int(p), -1) for p in s.parent_ids]
-            start += len(s.segment_ids)
-        self.bone_parent_rows = np.asarray(parent_rows, dtype=np.int64)
-        self.generation = 0
-
-    # ------------------------------------------------------------------ axes
-    # the scene is Z-up; Motive streams Y-up unless told otherwise
-    def _positions(self, p: np.ndarray) -> np.ndarray:
-        p = np.asarray(p, dtype=float).reshape(-1, 3)
-        return self.axes.positions(p)
-
-    def _orientations(self, q: np.ndarray) -> np.ndarray:
-        q = np.asarray(q, dtype=float).reshape(-1, 4)
-        return self.axes.orientations(q)
-
-    # ------------------------------------------------------------------ models
-    def rename_body(self, body_id: int, name: str) -> bool:
-        rows = np.flatnonzero(self.body_ids == body_id)
-        if rows.size == 0 or not name or "\0" in name or "," in name:
-            return False
-        self.body_names[int(rows[0])] = name
-        self.generation += 1
-        return True
-
-    def model_definitions(self) -> ModelDefinitions:
-        desc = self.scene.description
-        defs = ModelDefinitions()
-        for body, name in zip(desc.bodies, self.body_names):
-            labels = tuple(n.split(":", 1)[-1] for n in body.marker_names)
-            defs.marker_sets.append(nn.MarkerSetDescription(name, labels))
-            defs.rigid_bodies.append(
-                nn.RigidBodyDescription(
-                    name=name,
-                    id=body.id,
-                    parent_id=-1,
-                    offset=np.zeros(3, np.float32),
-                    marker_positions=self._positions(body.marker_layout).astype(np.float32),
-                    marker_labels=np.zeros(len(labels), np.int32),
-                    marker_names=labels,
-                )
-            )
-        for skeleton in desc.skeletons:
-            offsets = self._positions(skeleton.offsets).astype(np.float32)
-            bones = [
-                nn.RigidBodyDescription(name=str(n), id=int(i), parent_id=int(p), offset=offsets[r])
-                for r, (n, i, p) in enumerate(
-                    zip(skeleton.segment_names, skeleton.segment_ids, skeleton.parent_ids)
-                )
-            ]
-            defs.skeletons.append(nn.SkeletonDescription(skeleton.name, skeleton.id, bones))
-        return defs
-
-    # ------------------------------------------------------------------ frames
-    def frame_of_data(self, k: int, frame: MocapFrame | None = None) -> FrameOfData:
-        scene = self.scene
-        frame = scene.frame(k) if frame is None else frame
-        bodies = frame.bodies
-        nb = len(bodies)
-
-        rb = nn.empty_rigid_bodies(nb)
-        rb["id"] = bodies.ids
-        valid = bodies.valid
-        rb["position"] = np.where(valid[:, None], self._positions(np.nan_to_num(bodies.positions)), 0.0)
-        rb["orientation"] = np.where(
-            valid[:, None], self._orientations(np.nan_to_num(bodies.orientations)), 0.0
-        )
-        rb["mean_error"] = bodies.mean_errors
-        rb["params"] = np.where(valid, nn.RIGID_BODY_TRACKING_VALID, 0)
-
-        body_markers = bodies.markers
-        positions = self._positions(body_markers.positions).astype(np.float32)
-        offsets = bodies.marker_offsets.tolist()
-        sets = [
-            nn.MarkerSetData(self.body_names[i], positions[offsets[i] : offsets[i + 1]]) for i in range(nb)
-        ]
-
-        nl = len(body_markers)
-        strays = frame.markers.positions[nl:]
-        lm = nn.empty_markers(nl + len(strays))
-        lm["id"][:nl] = self.labeled_ids
-        lm["id"][nl:] = self.unlabeled_ids[: len(strays)]
-        lm["position"][:nl] = positions
-        lm["position"][nl:] = self._positions(strays)
-        lm["size"] = MARKER_SIZE
-        lm["params"][:nl] = np.where(body_markers.occluded, nn.MARKER_OCCLUDED, 0) | nn.MARKER_HAS_MODEL
-        lm["params"][nl:] = nn.MARKER_UNLABELED
-        lm["residual"][:nl] = body_markers.residuals
-        lm["residual"][nl:] = frame.markers.residuals[nl:]
-
-        out = FrameOfData(
-            frame_number=k,
-            marker_sets=sets,
-            other_markers=self._positions(strays).astype(np.float32),
-            rigid_bodies=rb,
-            labeled_markers=lm,
-            timestamp=scene.time_of(k),
-        )
-        skeletons = frame.skeletons
-        if len(skeletons):
-            seg = skeletons.segments
-            pos, quat = np.nan_to_num(seg.positions), np.nan_to_num(seg.orientations)
-            if self.local_bones:
-                pos, quat = self._to_parent_frames(pos, quat)
-            bones = nn.empty_rigid_bodies(len(seg))
-            bones["id"] = self.bone_ids
-            bones["position"] = np.where(seg.valid[:, None], self._positions(pos), 0.0)
-            bones["orientation"] = np.where(seg.valid[:, None], self._orientations(quat), 0.0)
-            bones["params"] = np.where(seg.valid, nn.RIGID_BODY_TRACKING_VALID, 0)
-            so = skeletons.segment_offsets
-            out.skeletons = [
-                nn.SkeletonData(int(sid), bones[so[i] : so[i + 1]])
-                for i, sid in enumerate(skeletons.ids.tolist())
-            ]
-        return out
-
-    def _to_parent_frames(self, pos: np.ndarray, quat: np.ndarray):
-        """World bone poses to poses relative to each bone's parent (roots stay world)."""
-        parents = self.bone_parent_rows
-        child = parents >= 0
-        p = parents[child]
-        inv = quat[p] * np.array([-1.0, -1.0, -1.0, 1.0])
-        local_pos = pos.copy()
-        local_quat = quat.copy()
-        local_pos[child] = quat_rotate(inv, pos[child] - pos[p])
-        local_quat[child] = quat_multiply(inv, quat[child])
-        return local_pos, local_quat
-
-
 @dataclass
 class ServerOptions:
+    """What natnet_simulator serves and how (the command line's options)."""
+
     scene: str = ""
     seed: int | None = None
     natnet_version: str = "4.1"
@@ -491,18 +326,21 @@ class NatNetSimulator:
     def _poll_commands(self, timeout: float) -> bool:
         """Answer the commands that arrive within ``timeout`` s; False once the command
         socket is closed."""
+        command = self.command
+        if command is None:
+            return False
         try:
-            readable, _, _ = select.select([self.command], [], [], timeout)
+            readable, _, _ = select.select([command], [], [], timeout)
         except (OSError, ValueError):
             return False
         if readable:
-            self._drain_commands()
+            self._drain_commands(command)
         return True
 
-    def _drain_commands(self) -> None:
+    def _drain_commands(self, command: socket.socket) -> None:
         for _ in range(64):
             try:
-                packet, source = self.command.recvfrom(65536)  # type: ignore[union-attr]
+                packet, source = command.recvfrom(65536)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
@@ -512,6 +350,7 @@ class NatNetSimulator:
 
 # ---------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
+    """natnet_simulator's command line."""
     p = argparse.ArgumentParser(
         prog="natnet_simulator",
         description="A Motive stand-in: serves a simulated mocap scene over OptiTrack NatNet (UDP).",
@@ -586,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until SIGINT/SIGTERM (or ``--frames``); the exit status."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

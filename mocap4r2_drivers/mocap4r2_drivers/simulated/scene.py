@@ -15,8 +15,7 @@ one vectorised evaluation serve every body of the scene.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,39 @@ from mocap4r2_control.frame import (
 from mocap4r2_control.geometry import quat_from_axis_angle, quat_from_yaw, quat_multiply, quat_rotate
 
 from ..emulation import draw_marker_randomness, observe_markers_batch
+from .scene_description import (
+    ARM_MARKER_LAYOUT,
+    HUMAN_SEGMENTS,
+    ArmSpec,
+    BodySpec,
+    SceneDescription,
+    SceneError,
+    SkeletonSpec,
+    arm_specs,
+    default_layout,
+    default_scene_path,
+    entry_name,
+    expand_generated,
+    non_negative,
+    number,
+    positive,
+    probability,
+    tracking_loss,
+)
+
+# the scene's vocabulary, importable from here as from scene_description
+__all__ = [
+    "ARM_MARKER_LAYOUT",
+    "BATCH_SIZE",
+    "ArmSpec",
+    "BodySpec",
+    "Scene",
+    "SceneDescription",
+    "SceneError",
+    "SkeletonSpec",
+    "batch_size_for",
+    "default_scene_path",
+]
 
 TRAJECTORY_TYPES = ("circle", "figure_eight", "random_walk", "static")
 _TERMS = 4  # sinusoid terms per axis
@@ -54,81 +86,6 @@ def batch_size_for(rate: float) -> int:
     return int(min(BATCH_SIZE, max(1, round(rate * BATCH_SPAN))))
 
 
-class SceneError(ValueError):
-    """A scene file that cannot be used, with the reason."""
-
-
-@dataclass(frozen=True)
-class BodySpec:
-    id: int
-    name: str
-    marker_ids: np.ndarray  # (m,) stable marker ids
-    marker_names: tuple[str, ...]  # "body:marker_i"
-    marker_layout: np.ndarray  # (m, 3) marker positions in the body frame, metres
-
-
-@dataclass(frozen=True)
-class ArmSpec:
-    """An arm of the scene (``arms:``): its links' poses come from a ROS topic
-    (geometry_msgs/PoseArray, the tip of every link, the end effector last); the scene
-    reports a rigid body ``<name>_ee`` with markers on the end effector and a skeleton
-    ``<name>`` with a segment ``<name>_link<i>`` per link."""
-
-    name: str
-    link_poses_topic: str
-    timeout: float  # s: older link poses make the arm untracked
-    body_id: int
-    body_name: str
-    skeleton_id: int
-    marker_ids: np.ndarray  # (4,)
-    marker_names: tuple[str, ...]
-    marker_layout: np.ndarray  # (4, 3) in the end effector's frame, metres
-
-
-# Markers on an arm's end effector, in its frame: a few cm from the tip and not
-# symmetric, so a fit of the seen markers has one answer (as a real marker plate needs).
-ARM_MARKER_LAYOUT = np.array(
-    [[0.04, 0.0, 0.01], [-0.03, 0.035, 0.0], [-0.02, -0.045, 0.005], [0.0, 0.01, 0.05]]
-)
-ARM_KEYS = ("name", "link_poses_topic", "timeout")
-_TOPIC = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
-
-
-@dataclass(frozen=True)
-class SkeletonSpec:
-    id: int
-    name: str
-    segment_ids: np.ndarray  # (s,)
-    segment_names: tuple[str, ...]
-    parent_ids: np.ndarray  # (s,) NO_PARENT for the root
-    offsets: np.ndarray  # (s, 3) segment origin in the parent's frame
-
-
-# A human skeleton: (name, parent, offset from parent in metres, swing axis, swing
-# amplitude rad, phase rad). Swings animate a walking gait at the skeleton's step rate.
-_HUMAN = (
-    ("Hip", None, (0.0, 0.0, 0.95), None, 0.0, 0.0),
-    ("Ab", "Hip", (0.0, 0.0, 0.10), (0, 1, 0), 0.05, 0.0),
-    ("Chest", "Ab", (0.0, 0.0, 0.25), (0, 0, 1), 0.10, math.pi),
-    ("Neck", "Chest", (0.0, 0.0, 0.20), None, 0.0, 0.0),
-    ("Head", "Neck", (0.0, 0.0, 0.10), (0, 1, 0), 0.05, 0.5),
-    ("LShoulder", "Chest", (0.0, 0.05, 0.15), None, 0.0, 0.0),
-    ("LUArm", "LShoulder", (0.0, 0.15, 0.0), (0, 1, 0), 0.4, math.pi),
-    ("LFArm", "LUArm", (0.0, 0.0, -0.28), (0, 1, 0), 0.3, math.pi + 0.5),
-    ("LHand", "LFArm", (0.0, 0.0, -0.25), None, 0.0, 0.0),
-    ("RShoulder", "Chest", (0.0, -0.05, 0.15), None, 0.0, 0.0),
-    ("RUArm", "RShoulder", (0.0, -0.15, 0.0), (0, 1, 0), 0.4, 0.0),
-    ("RFArm", "RUArm", (0.0, 0.0, -0.28), (0, 1, 0), 0.3, 0.5),
-    ("RHand", "RFArm", (0.0, 0.0, -0.25), None, 0.0, 0.0),
-    ("LThigh", "Hip", (0.0, 0.10, -0.05), (0, 1, 0), 0.45, 0.0),
-    ("LShin", "LThigh", (0.0, 0.0, -0.43), (0, 1, 0), 0.35, -0.8),
-    ("LFoot", "LShin", (0.0, 0.0, -0.42), (0, 1, 0), 0.15, 0.0),
-    ("RThigh", "Hip", (0.0, -0.10, -0.05), (0, 1, 0), 0.45, math.pi),
-    ("RShin", "RThigh", (0.0, 0.0, -0.43), (0, 1, 0), 0.35, math.pi - 0.8),
-    ("RFoot", "RShin", (0.0, 0.0, -0.42), (0, 1, 0), 0.15, math.pi),
-)
-
-
 @dataclass
 class _Skeleton:
     spec: SkeletonSpec
@@ -141,37 +98,6 @@ class _Skeleton:
     loss: tuple[float, float]  # (every, duration) seconds, (0, 0) = never lost
 
 
-@dataclass
-class SceneDescription:
-    """What a mocap software would report as its model definitions."""
-
-    bodies: list[BodySpec] = field(default_factory=list)
-    skeletons: list[SkeletonSpec] = field(default_factory=list)
-    unlabeled_markers: int = 0
-    arms: list[ArmSpec] = field(default_factory=list)
-
-    def asset_names(self) -> AssetNames:
-        return AssetNames(
-            rigid_bodies=tuple(b.name for b in self.bodies) + tuple(a.body_name for a in self.arms),
-            markers=tuple(n for b in self.bodies for n in b.marker_names)
-            + tuple(n for a in self.arms for n in a.marker_names),
-            skeletons=tuple(s.name for s in self.skeletons) + tuple(a.name for a in self.arms),
-        )
-
-
-def default_scene_path() -> Path:
-    """The demo scene shipped in config/ (installed share dir, else the source tree)."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        path = Path(get_package_share_directory("mocap4r2_drivers")) / "config" / "demo_scene.yaml"
-        if path.exists():
-            return path
-    except Exception:  # not installed with ament: fall back to the source checkout
-        pass
-    return Path(__file__).resolve().parents[2] / "config" / "demo_scene.yaml"
-
-
 class Scene:
     """A simulated mocap scene loaded from a YAML description (see config/demo_scene.yaml)."""
 
@@ -180,13 +106,13 @@ class Scene:
             raise SceneError("a scene is a mapping with rigid_bodies, skeletons, ...")
         self.config = config
         self.seed = int(config.get("seed", 0) if seed is None else seed)
-        self.rate = _positive(config, "rate", 100.0, maximum=10000.0)
-        self.latency = _non_negative(config, "latency", 0.005)
-        self.latency_jitter = _non_negative(config, "latency_jitter", 0.0005)
-        self.noise = _non_negative(config, "noise", 0.0003)
-        self.occlusion = _probability(config, "occlusion", 0.0)
-        self.drop_probability = _probability(config, "dropped_frames", 0.0)
-        self.unlabeled = int(_non_negative(config, "unlabeled_markers", 0))
+        self.rate = positive(config, "rate", 100.0, maximum=10000.0)
+        self.latency = non_negative(config, "latency", 0.005)
+        self.latency_jitter = non_negative(config, "latency_jitter", 0.0005)
+        self.noise = non_negative(config, "noise", 0.0003)
+        self.occlusion = probability(config, "occlusion", 0.0)
+        self.drop_probability = probability(config, "dropped_frames", 0.0)
+        self.unlabeled = int(non_negative(config, "unlabeled_markers", 0))
         volume = np.asarray(config.get("volume", [[-3, -3, 0], [3, 3, 2.5]]), dtype=float)
         if volume.shape != (2, 3) or np.any(volume[1] <= volume[0]):
             raise SceneError("volume must be [[xmin, ymin, zmin], [xmax, ymax, zmax]]")
@@ -197,7 +123,7 @@ class Scene:
         skeletons_cfg = config.get("skeletons", []) or []
         if not isinstance(bodies_cfg, list) or not isinstance(skeletons_cfg, list):
             raise SceneError("rigid_bodies and skeletons must be lists")
-        bodies_cfg = _expand_generated(config, bodies_cfg)
+        bodies_cfg = expand_generated(config, bodies_cfg)
 
         n_traj = len(bodies_cfg) + len(skeletons_cfg)
         self._center = np.zeros((n_traj, 3))
@@ -214,13 +140,13 @@ class Scene:
         self._body_loss = np.zeros((len(bodies_cfg), 2))
         self._body_occlusion = np.zeros(len(bodies_cfg))
         for row, cfg in enumerate(bodies_cfg):
-            name = _name(cfg, f"rigid_bodies[{row}]")
+            name = entry_name(cfg, f"rigid_bodies[{row}]")
             where = f"rigid_bodies[{row}] ({name})"
-            body_id = int(_float(cfg, "id", row + 1, where))
+            body_id = int(number(cfg, "id", row + 1, where))
             if body_id in used_ids or body_id < 0:
                 raise SceneError(f"{where}: id {body_id} is negative or used twice")
             used_ids.add(body_id)
-            layout = np.asarray(cfg.get("markers", _default_layout(rng)), dtype=float)
+            layout = np.asarray(cfg.get("markers", default_layout(rng)), dtype=float)
             if layout.ndim != 2 or layout.shape[1] != 3 or layout.shape[0] < 3:
                 raise SceneError(f"{where}: markers must be 3 or more [x, y, z] points")
             m = layout.shape[0]
@@ -234,15 +160,15 @@ class Scene:
                 )
             )
             self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, f"{where}: trajectory")
-            self._body_loss[row] = _loss(cfg, where)
-            self._body_occlusion[row] = _probability(cfg, "occlusion", self.occlusion)
+            self._body_loss[row] = tracking_loss(cfg, where)
+            self._body_occlusion[row] = probability(cfg, "occlusion", self.occlusion)
 
         skeletons: list[_Skeleton] = []
         skel_ids: set[int] = set()
         for i, cfg in enumerate(skeletons_cfg):
-            name = _name(cfg, f"skeletons[{i}]")
+            name = entry_name(cfg, f"skeletons[{i}]")
             where = f"skeletons[{i}] ({name})"
-            skel_id = int(_float(cfg, "id", i + 1, where))
+            skel_id = int(number(cfg, "id", i + 1, where))
             if skel_id in skel_ids or skel_id < 0:
                 raise SceneError(f"{where}: id {skel_id} is negative or used twice")
             skel_ids.add(skel_id)
@@ -250,11 +176,11 @@ class Scene:
                 raise SceneError(f"{where}: template: only 'human' exists")
             row = len(bodies_cfg) + i
             self._set_trajectory(row, cfg.get("trajectory", {"type": "static"}), rng, f"{where}: trajectory")
-            names = tuple(s[0] for s in _HUMAN)
+            names = tuple(s[0] for s in HUMAN_SEGMENTS)
             index = {n: j for j, n in enumerate(names)}
-            seg_ids = np.arange(1, len(_HUMAN) + 1, dtype=np.int32)
+            seg_ids = np.arange(1, len(HUMAN_SEGMENTS) + 1, dtype=np.int32)
             parents = np.asarray(
-                [seg_ids[index[s[1]]] if s[1] else NO_PARENT for s in _HUMAN], dtype=np.int32
+                [seg_ids[index[s[1]]] if s[1] else NO_PARENT for s in HUMAN_SEGMENTS], dtype=np.int32
             )
             spec = SkeletonSpec(
                 id=skel_id,
@@ -262,22 +188,22 @@ class Scene:
                 segment_ids=seg_ids,
                 segment_names=names,
                 parent_ids=parents,
-                offsets=np.asarray([s[2] for s in _HUMAN], dtype=float),
+                offsets=np.asarray([s[2] for s in HUMAN_SEGMENTS], dtype=float),
             )
             skeletons.append(
                 _Skeleton(
                     spec=spec,
                     trajectory=row,
-                    parent_rows=[index[s[1]] if s[1] else -1 for s in _HUMAN],
-                    swing_axes=np.asarray([s[3] or (1, 0, 0) for s in _HUMAN], dtype=float),
-                    swing_amp=np.asarray([s[4] for s in _HUMAN]),
-                    swing_phase=np.asarray([s[5] for s in _HUMAN]),
-                    step_rate=_float(cfg, "step_rate", 0.9, where),
-                    loss=_loss(cfg, where),
+                    parent_rows=[index[s[1]] if s[1] else -1 for s in HUMAN_SEGMENTS],
+                    swing_axes=np.asarray([s[3] or (1, 0, 0) for s in HUMAN_SEGMENTS], dtype=float),
+                    swing_amp=np.asarray([s[4] for s in HUMAN_SEGMENTS]),
+                    swing_phase=np.asarray([s[5] for s in HUMAN_SEGMENTS]),
+                    step_rate=number(cfg, "step_rate", 0.9, where),
+                    loss=tracking_loss(cfg, where),
                 )
             )
         self._skeletons = skeletons
-        arms = _arms(config.get("arms"), specs, [s.spec for s in skeletons])
+        arms = arm_specs(config.get("arms"), specs, [s.spec for s in skeletons])
         self.description = SceneDescription(
             bodies=specs, skeletons=[s.spec for s in skeletons], unlabeled_markers=self.unlabeled, arms=arms
         )
@@ -311,15 +237,15 @@ class Scene:
         if center.shape != (3,):
             raise SceneError(f"{name}: center must be [x, y, z]")
         self._center[row] = center
-        period = _float(cfg, "period", 10.0, name)
+        period = number(cfg, "period", 10.0, name)
         if kind != "static" and period <= 0:
             raise SceneError(f"{name}: period must be > 0")
         w = 2 * math.pi / period if kind != "static" else 0.0
-        phase0 = _float(cfg, "phase", 0.0, name)
-        self._yaw0[row] = _float(cfg, "yaw", 0.0, name)
-        self._tilt[row] = _float(cfg, "tilt", 0.0, name)
+        phase0 = number(cfg, "phase", 0.0, name)
+        self._yaw0[row] = number(cfg, "yaw", 0.0, name)
+        self._tilt[row] = number(cfg, "tilt", 0.0, name)
         if kind == "circle":
-            r = _float(cfg, "radius", 1.0, name)
+            r = number(cfg, "radius", 1.0, name)
             self._amp[row, 0] = (r, r, 0.0)
             self._freq[row, 0] = (w, w, 0.0)
             self._phase[row, 0] = (phase0 + math.pi / 2, phase0, 0.0)
@@ -338,7 +264,7 @@ class Scene:
             self._amp[row] = weights * extent
             self._freq[row] = w * rng.uniform(0.5, 2.5, size=(_TERMS, 3))
             self._phase[row] = rng.uniform(0, 2 * math.pi, size=(_TERMS, 3))
-            self._yaw_rate[row] = _float(cfg, "yaw_rate", 0.3, name)
+            self._yaw_rate[row] = number(cfg, "yaw_rate", 0.3, name)
         elif kind == "static":
             self._yaw_rate[row] = 0.0
         else:
@@ -578,7 +504,6 @@ class Scene:
         return gp, gq, skel_valid, seg_valid
 
 
-# ---------------------------------------------------------------------- helpers
 def _lost(loss: np.ndarray, t) -> np.ndarray:
     """Rows of (every, duration): lost during the last `duration` s of each `every` s;
     (rows,) for a time t, (B, rows) for B times."""
@@ -588,155 +513,3 @@ def _lost(loss: np.ndarray, t) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         phase = np.where(every > 0, np.mod(t, np.where(every > 0, every, 1.0)), -1.0)
     return (every > 0) & (phase >= every - duration)
-
-
-def _loss(cfg: dict[str, Any], name: str) -> tuple[float, float]:
-    loss = cfg.get("tracking_loss")
-    if not loss:
-        return (0.0, 0.0)
-    if not isinstance(loss, dict):
-        raise SceneError(f"{name}: tracking_loss must be {{every: s, duration: s}}")
-    where = f"{name}: tracking_loss"
-    every, duration = _float(loss, "every", 0.0, where), _float(loss, "duration", 0.0, where)
-    if every <= 0 or not 0 < duration < every:
-        raise SceneError(f"{name}: tracking_loss needs every > duration > 0")
-    return (every, duration)
-
-
-def _arms(cfg: Any, bodies: list[BodySpec], skeletons: list[SkeletonSpec]) -> list[ArmSpec]:
-    """The scene's ``arms:`` entries, each checked: a bad one is refused with its key."""
-    from ..common import stable_id
-
-    if cfg is None:
-        return []
-    if not isinstance(cfg, list):
-        raise SceneError("arms must be a list of {name, link_poses_topic, timeout} entries")
-    body_names = {b.name for b in bodies}
-    skeleton_names = {s.name for s in skeletons}
-    body_ids = {b.id for b in bodies}
-    skeleton_ids = {s.id for s in skeletons}
-    out: list[ArmSpec] = []
-    for i, entry in enumerate(cfg):
-        name = _name(entry, f"arms[{i}]")
-        where = f"arms[{i}] ({name})"
-        unknown = sorted(set(map(str, entry)) - set(ARM_KEYS))
-        if unknown:
-            raise SceneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(ARM_KEYS)})")
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise SceneError(f"{where}: name must be letters, digits and _ (it names a body and links)")
-        topic = entry.get("link_poses_topic")
-        if not isinstance(topic, str) or not _TOPIC.match(topic):
-            raise SceneError(
-                f"{where}: link_poses_topic must be an absolute topic name such as "
-                f"/simulated_arm/link_poses, got {topic!r}"
-            )
-        timeout = _float(entry, "timeout", 0.5, where)
-        if not 0 < timeout <= 3600:
-            raise SceneError(f"{where}: timeout must be in (0, 3600] s, got {timeout}")
-        body_name = f"{name}_ee"
-        if body_name in body_names or name in skeleton_names:
-            raise SceneError(f"{where}: {body_name!r} or {name!r} is already a body or skeleton of the scene")
-        body_id, skeleton_id = stable_id(body_name), stable_id(name)
-        if body_id in body_ids or skeleton_id in skeleton_ids:
-            raise SceneError(f"{where}: its id collides with another body or skeleton of the scene")
-        body_names.add(body_name)
-        skeleton_names.add(name)
-        body_ids.add(body_id)
-        skeleton_ids.add(skeleton_id)
-        markers = tuple(f"{body_name}:marker{j + 1}" for j in range(len(ARM_MARKER_LAYOUT)))
-        out.append(
-            ArmSpec(
-                name=name,
-                link_poses_topic=topic,
-                timeout=timeout,
-                body_id=body_id,
-                body_name=body_name,
-                skeleton_id=skeleton_id,
-                marker_ids=np.asarray([stable_id(n) for n in markers], dtype=np.int32),
-                marker_names=markers,
-                marker_layout=ARM_MARKER_LAYOUT.copy(),
-            )
-        )
-    return out
-
-
-def _expand_generated(config: dict[str, Any], bodies: list[Any]) -> list[Any]:
-    """`generated_bodies: {count: N, markers_per_body: M}` adds N bodies on circles
-    (used by benchmarks for 10 or 50 bodies without listing them)."""
-    gen = config.get("generated_bodies")
-    if not gen:
-        return list(bodies)
-    count = int(gen.get("count", 0))
-    per_body = int(gen.get("markers_per_body", 4))
-    if count < 0 or per_body < 3:
-        raise SceneError("generated_bodies needs count >= 0 and markers_per_body >= 3")
-    out = list(bodies)
-    first_id = max([int(b.get("id", i + 1)) for i, b in enumerate(bodies)] + [0]) + 1
-    for i in range(count):
-        angles = np.linspace(0, 2 * math.pi, per_body, endpoint=False)
-        layout = np.stack(
-            [
-                0.08 * np.cos(angles) * (1 + 0.1 * np.arange(per_body)),
-                0.08 * np.sin(angles),
-                0.01 * np.arange(per_body),
-            ],
-            axis=1,
-        )
-        out.append(
-            {
-                "name": f"body{first_id + i}",
-                "id": first_id + i,
-                "markers": layout.tolist(),
-                "trajectory": {
-                    "type": "circle",
-                    "center": [0.0, 0.0, 0.5 + 0.02 * i],
-                    "radius": 0.5 + 0.05 * i,
-                    "period": 5.0 + i % 7,
-                    "phase": 0.3 * i,
-                },
-            }
-        )
-    return out
-
-
-def _default_layout(rng: np.random.Generator) -> list[list[float]]:
-    # an asymmetric 4-marker layout, as real rigid bodies need for unique labelling
-    base = np.array([[0.10, 0.0, 0.0], [-0.08, 0.06, 0.0], [-0.05, -0.09, 0.01], [0.0, 0.02, 0.07]])
-    return (base + rng.uniform(-0.01, 0.01, size=base.shape)).tolist()
-
-
-def _name(cfg: Any, where: str) -> str:
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("name"), str) or not cfg["name"]:
-        raise SceneError(f"{where} needs a non-empty name")
-    return cfg["name"]
-
-
-def _float(cfg: dict[str, Any], key: str, default: float, where: str = "") -> float:
-    """cfg[key] as a number; a SceneError naming the key otherwise."""
-    value = cfg.get(key, default)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        prefix = f"{where}: " if where else ""
-        raise SceneError(f"{prefix}{key} must be a number, got {value!r}") from None
-
-
-def _positive(cfg: dict[str, Any], key: str, default: float, maximum: float) -> float:
-    value = _float(cfg, key, default)
-    if not 0 < value <= maximum:
-        raise SceneError(f"{key} must be in (0, {maximum}], got {value}")
-    return value
-
-
-def _non_negative(cfg: dict[str, Any], key: str, default: float) -> float:
-    value = _float(cfg, key, default)
-    if value < 0 or not math.isfinite(value):
-        raise SceneError(f"{key} must be >= 0, got {value}")
-    return value
-
-
-def _probability(cfg: dict[str, Any], key: str, default: float) -> float:
-    value = _float(cfg, key, default)
-    if not 0.0 <= value <= 1.0:
-        raise SceneError(f"{key} must be a probability in [0, 1], got {value}")
-    return value
