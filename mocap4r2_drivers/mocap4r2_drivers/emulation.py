@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mocap4r2_control.geometry import quat_rotate
+from mocap4r2_control.rotation import quat_from_matrix, quat_rotate
 
 
 @dataclass
@@ -122,8 +122,6 @@ def fit_pose(layout: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.n
     Kabsch/Umeyama solution without scale), as a mocap system fits a rigid body to the
     markers it sees; rows with NaN are left out. None when fewer than 3 rows remain.
     The result is the pose of the body frame itself, not of the markers' centroid."""
-    from mocap4r2_control.geometry import quat_from_matrix
-
     keep = np.all(np.isfinite(observed), axis=1)
     if int(keep.sum()) < 3:
         return None

@@ -23,8 +23,9 @@ from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
 from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
-from mocap4r2_control.geometry import pose_msg_arrays, quat_rotate
+from mocap4r2_control.geometry import pose_msg_arrays
 from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_control.rotation import quat_rotate
 from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
 
 from .tool_node import ToolNode, run_tool, topic_check

@@ -25,8 +25,9 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
-from mocap4r2_control.geometry import pose_msg_arrays, quat_multiply, quat_rotate
+from mocap4r2_control.geometry import pose_msg_arrays
 from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_control.rotation import quat_multiply, quat_rotate
 from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
 from mocap4r2_control.timebase import stamp_to_seconds
 from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError

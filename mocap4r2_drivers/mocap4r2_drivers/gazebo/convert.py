@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import yaml
-from scipy.spatial.transform import Rotation
 
 from mocap4r2_control.frame import AssetNames, BodyArrays, MarkerArrays, MocapFrame
-from mocap4r2_control.geometry import quat_multiply
+from mocap4r2_control.rotation import quat_exp, quat_multiply
 
 from ..common import stable_id
 from ..emulation import observe_markers
@@ -289,7 +288,7 @@ class MocapEmulator:
         )
         reported_quat = np.full((n, 4), np.nan)
         if valid.any():
-            reported_quat[valid] = quat_multiply(quat[valid], Rotation.from_rotvec(rotvec[valid]).as_quat())
+            reported_quat[valid] = quat_multiply(quat[valid], quat_exp(rotvec[valid]))
         reported_pos[~valid] = np.nan
 
         markers = MarkerArrays(
