@@ -6,7 +6,10 @@ ODOMETRY (default: frame MAV_FRAME_LOCAL_FRD, child MAV_FRAME_BODY_FRD, pose, bo
 velocity from ``velocity_topic`` when given, covariances, quality), VISION_POSITION_ESTIMATE,
 or ATT_POS_MOCAP (which PX4's EKF2 ignores: a warning says so).
 
-* At most ``rate`` Hz, decided on capture stamps; ``time_usec`` is the capture stamp.
+* At most ``rate`` Hz, decided on capture stamps; ``time_usec`` is the capture stamp, and
+  the bridge answers the vehicle's TIMESYNC so PX4 converts it to its own clock
+  (:mod:`mocap4r2_tools.px4.timesync`); /diagnostics gives the timesync state, the
+  capture-to-send delay and the EKF2_EV_DELAY that follows from both.
 * While the body is not tracked nothing is sent (the topics hold a lost body's last pose;
   a flight controller must never fuse it as fresh). When tracking returns, the
   ``reset_counter`` increments; /diagnostics says how long tracking was lost.
@@ -29,6 +32,7 @@ from mocap4r2_interfaces.msg import RigidBodies
 
 from .px4.links import BACKENDS, MESSAGES, Connection, LinkWorker, connection_check, make_link
 from .px4.stream import RateLimiter, TrackingGate, build_sample
+from .px4.timesync import recommended_ev_delay_ms
 from .tool_node import FollowedBody, ToolNode, run_tool, topic_check
 
 PARAMETERS = (
@@ -142,6 +146,8 @@ ATT_POS_MOCAP_WARNING = (
 
 
 class Px4BridgeNode(ToolNode):
+    """The node: rigid_bodies in, MAVLink external vision out."""
+
     def __init__(self, **kwargs):
         super().__init__("px4_bridge", PARAMETERS, **kwargs)
         cfg = self.values()
@@ -161,7 +167,7 @@ class Px4BridgeNode(ToolNode):
                 connection,
                 cfg["system_id"],
                 cfg["component_id"],
-                log=lambda text: logger.warning(text),
+                log=self._warn,
             ),
             cfg["connect_timeout"],
             self.message,
@@ -190,6 +196,9 @@ class Px4BridgeNode(ToolNode):
                 else ", velocity unknown"
             )
         )
+
+    def _warn(self, text: str) -> None:
+        self.get_logger().warning(text)
 
     def _apply_config(self) -> None:
         cfg = self.values()
@@ -301,11 +310,36 @@ class Px4BridgeNode(ToolNode):
             "quality": str(gate.quality()),
             "mocap_frame": self._followed.mocap_frame,
         }
+        values.update(self._timing_values())
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         array = DiagnosticArray()
         array.header.stamp = self.get_clock().now().to_msg()
         array.status = [status]
         self._diag_pub.publish(array)
+
+    def _timing_values(self) -> dict[str, str]:
+        """Timesync with the vehicle, capture-to-send delay, and the EKF2_EV_DELAY they imply."""
+        worker = self._worker
+        out = {
+            "timesync": "",
+            "timesync_converged": "",
+            "timesync_requests_answered": "",
+            "timesync_rtt_ms": "",
+            "timesync_offset_s": "",
+        }
+        out.update(worker.timesync())
+        delays = worker.ev_delay
+        p50, p99 = delays.percentile(50), delays.percentile(99)
+        out["ev_delay_ms"] = (
+            f"p50 {p50 * 1e3:.2f} p99 {p99 * 1e3:.2f}" if p50 is not None and p99 is not None else ""
+        )
+        out["ev_delay_samples"] = str(len(delays))
+        rtt = float(out["timesync_rtt_ms"]) if out["timesync_rtt_ms"] else None
+        recommended = recommended_ev_delay_ms(
+            out["timesync_converged"] == "true", p50 * 1e3 if p50 is not None else None, rtt
+        )
+        out["recommended_EKF2_EV_DELAY_ms"] = f"{recommended:.1f}" if recommended is not None else ""
+        return out
 
     def destroy_node(self):
         self._worker.stop()
@@ -313,6 +347,7 @@ class Px4BridgeNode(ToolNode):
 
 
 def main(args=None) -> int:
+    """Entry point of ``px4_bridge``."""
     return run_tool(Px4BridgeNode, args)
 
 

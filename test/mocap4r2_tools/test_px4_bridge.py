@@ -21,7 +21,10 @@ from mocap4r2_interfaces.msg import RigidBodies, RigidBody
 
 TOOLS = "mocap4r2_tools"
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-T0 = 1_700_000_000.0
+# frames are stamped on a 10 ms grid from T0, host time of about when the tests run (the
+# MAVSDK backend converts stamps to the vehicle's clock, on which a stamp from before the
+# vehicle booted means nothing)
+T0 = float(int(time.time()) - 100)
 BACKENDS = ["pymavlink", "mavsdk"]
 
 
@@ -75,6 +78,19 @@ def values(status) -> dict[str, str]:
     return {kv.key: kv.value for kv in status.values}
 
 
+def capture_stamp(vehicle, m, period: float = 0.01, start: float = T0) -> float:
+    """The capture stamp (host time, s) of the frame a sample carries.
+
+    The pymavlink backend sends it as time_usec. The MAVSDK backend sends it converted to
+    MAVSDK's "autopilot time", which is the vehicle's clock once MAVSDK's timesync has
+    an answer (a boot clock: far below 1e15 µs) and accurate to about a millisecond; it
+    is mapped back through the vehicle's clock and snapped to the grid of published
+    frames (start + k * period)."""
+    usec = m.usec if m.get_type() == "VISION_POSITION_ESTIMATE" else m.time_usec
+    host = usec * 1e-6 if usec > 10**15 else vehicle.to_host_seconds(usec)
+    return start + round((host - start) / period) * period
+
+
 @pytest.fixture
 def vehicle():
     v = Px4VehicleStandIn(free_udp_port())
@@ -115,16 +131,15 @@ def test_enu_motion_and_yaw_arrive_as_ned_odometry(ros, procs, vehicle, backend)
         s = 0.01 * k
         pub.publish(bodies_msg(start + s, (1.0 + 0.5 * s, 2.0 + 1.0 * s, 0.5 + 0.2 * s), yaw90))
         time.sleep(0.01)
-    start_usec = int(round(start * 1e6))
     moving = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(moving) < 70:
-        moving = [m for m in vehicle.messages("ODOMETRY") if m.time_usec >= start_usec]
+        moving = [m for m in vehicle.messages("ODOMETRY") if capture_stamp(vehicle, m) >= start - 1e-6]
         time.sleep(0.05)
     # 1.5 s of capture time at 50 Hz: 75 samples, a few lost at most on a loaded machine
     assert len(moving) >= 50, f"{len(moving)} moving samples; bridge log:\n{bridge.log()[-2000:]}"
     for m in moving:
-        s = (m.time_usec - start_usec) * 1e-6
+        s = capture_stamp(vehicle, m) - start
         assert m.frame_id == 20 and m.child_frame_id == 12  # MAV_FRAME_LOCAL_FRD, MAV_FRAME_BODY_FRD
         assert m.x == pytest.approx(2.0 + 1.0 * s, abs=1e-5)  # north = ENU y
         assert m.y == pytest.approx(1.0 + 0.5 * s, abs=1e-5)  # east = ENU x
@@ -170,9 +185,11 @@ def test_nothing_sent_during_tracking_loss_and_reset_counter_after(ros, procs, v
         pub.publish(bodies_msg(t, (0.1, 0, 1), (0, 0, 0, 1)))
         t += 0.01
         time.sleep(0.01)
-    after = vehicle.wait_for("ODOMETRY", lambda m: m.time_usec >= int(round(lost_to * 1e6)))
+    after = vehicle.wait_for("ODOMETRY", lambda m: capture_stamp(vehicle, m) >= lost_to - 1e-6)
     sent_during = [
-        m for m in vehicle.messages("ODOMETRY") if lost_from * 1e6 <= m.time_usec < lost_to * 1e6 - 1
+        m
+        for m in vehicle.messages("ODOMETRY")
+        if lost_from - 1e-6 <= capture_stamp(vehicle, m) < lost_to - 1e-6
     ]
     assert sent_during == []
     assert after.reset_counter == (before + 1) % 256
@@ -295,11 +312,11 @@ def test_the_other_messages_carry_the_same_ned_pose(ros, procs, vehicle, backend
     assert (m.x, m.y, m.z) == pytest.approx((2.0, 1.0, -3.0), abs=1e-6)
     if message == "vision_position_estimate":
         assert m.yaw == pytest.approx(math.pi / 2, abs=1e-6) and abs(m.roll) < 1e-6 and abs(m.pitch) < 1e-6
-        assert m.usec >= int(T0 * 1e6)
+        assert capture_stamp(vehicle, m) >= T0 - 1e-6
     else:
         w, x, y, z = m.q
         assert Rotation.from_quat([x, y, z, w]).as_euler("ZYX")[0] == pytest.approx(math.pi / 2, abs=1e-6)
-        assert m.time_usec >= int(T0 * 1e6)
+        assert capture_stamp(vehicle, m) >= T0 - 1e-6
         assert bridge.wait_log("EKF2 ignores ATT_POS_MOCAP", 10)
 
 
@@ -377,3 +394,70 @@ def test_bad_parameters_are_refused_and_the_node_keeps_running(ros, procs):
     assert not set_parameter("connection", "udpout:127.0.0.1:1").successful  # read-only: needs a restart
     assert set_parameter("rate", 20.0).successful
     assert proc.alive()
+
+
+# A mocap system stamps a frame with its capture time, some milliseconds before the frame
+# reaches the bridge; a vehicle stamping samples on arrival is off by at least this much.
+CAPTURE_LATENCY = 0.02
+
+
+def stream_indexed_frames(pub, vehicle, captures: dict[int, float], until, timeout: float = 40.0) -> None:
+    """Publish frames stamped CAPTURE_LATENCY before now, each with its index k in the
+    position (ENU x = k / 100, so NED y), at about 100 Hz, until ``until()`` holds."""
+    deadline = time.monotonic() + timeout
+    k = len(captures)
+    while time.monotonic() < deadline and not until():
+        capture = time.time() - CAPTURE_LATENCY
+        captures[k] = capture
+        pub.publish(bodies_msg(capture, (k / 100.0, 0.0, 1.0), (0, 0, 0, 1)))
+        k += 1
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_vehicle_converts_time_usec_to_the_capture_time(ros, procs, backend):
+    """PX4 converts a sample's time_usec through its TIMESYNC filter (sync_stamp): once
+    the filter has converged on the bridge's answers, the stamp EKF2 uses must be the
+    frame's capture time on the vehicle's clock (within 1 ms on loopback). Before that,
+    and forever for a bridge that does not answer, it is the arrival time: 20 ms off."""
+    vehicle = Px4VehicleStandIn(free_udp_port(), timesync_rate=100.0, boot_age=321.0)
+    try:
+        ns = f"/px4_timesync_{backend}"
+        bridge = start_bridge(procs, ns, vehicle.port, backend)
+        pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
+        wait_subscribed(pub)
+        captures: dict[int, float] = {}
+
+        def converged_samples():
+            return [a for a in vehicle.vision() if a.converged]
+
+        stream_indexed_frames(pub, vehicle, captures, lambda: len(converged_samples()) >= 100)
+        arrivals = vehicle.vision()
+        assert arrivals, f"no ODOMETRY reached the vehicle; bridge log:\n{bridge.log()[-2000:]}"
+        ts = vehicle.timesync
+        converged = converged_samples()
+        assert converged, (
+            f"the vehicle's timesync never converged ({ts.sequence} answers used, {ts.high_rtt} too slow, "
+            f"{vehicle.timesync_requests_sent} requests sent): every sample stamped on arrival"
+        )
+        errors_ms = []
+        for a in converged:
+            k = round(a.message.y * 100.0)  # NED y = ENU x = k / 100
+            expected_us = (captures[k] * 1e9 - vehicle._boot_ns) / 1000
+            errors_ms.append((a.timestamp_sample_us - expected_us) / 1000)
+        worst = max(errors_ms, key=abs)
+        print(
+            f"{backend}: {len(errors_ms)} samples after convergence, error median "
+            f"{sorted(errors_ms)[len(errors_ms) // 2]:.3f} ms, worst {worst:.3f} ms"
+        )
+        assert abs(worst) < 1.0, (
+            f"timestamp_sample off the capture time by up to {worst:.3f} ms "
+            f"(median {sorted(errors_ms)[len(errors_ms) // 2]:.3f} ms over {len(errors_ms)} samples)"
+        )
+        # the check can tell: samples taken before convergence were stamped on arrival
+        early = [a for a in arrivals if not a.converged]
+        for a in early[:20]:
+            k = round(a.message.y * 100.0)
+            assert a.timestamp_sample_us - (captures[k] * 1e9 - vehicle._boot_ns) / 1000 > 15_000
+    finally:
+        vehicle.close()

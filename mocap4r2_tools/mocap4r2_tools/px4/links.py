@@ -7,6 +7,15 @@
   ``set_vision_position_estimate``, ``set_attitude_position_mocap``), the C library
   bundled in the ``mavsdk`` wheel; MAVSDK does its own heartbeats and vehicle discovery.
 
+Time: PX4 converts a sample's ``time_usec`` to its own clock through MAVLink TIMESYNC
+(:mod:`.timesync`), and stamps samples with their arrival time until that has converged.
+The pymavlink backend answers the vehicle's TIMESYNC requests on a reader thread of its
+own, at once, with the host's system clock (the clock of ROS stamps), and sends the
+capture stamp as ``time_usec``. The MAVSDK backend enables MAVSDK's timesync
+(``System.enable_timesync``): MAVSDK then moves its "autopilot time" onto the vehicle's
+clock, answers the vehicle's requests with it, and converts the ``time_usec`` it is
+given, which must be on the host's system clock (Unix time), to that autopilot time.
+
 A link is "connected" once a HEARTBEAT of an autopilot arrived. :class:`LinkWorker`
 owns the link on a thread of its own (connecting blocks for up to ``connect_timeout``
 and must never stall the ROS executor), sends the samples in order from a short queue
@@ -17,15 +26,18 @@ each sample by its ``time_usec`` anyway), and reconnects whenever the vehicle go
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .frames import quat_to_euler_frd, wxyz
 from .stream import VisionSample
+from .timesync import DelayWindow, TimesyncPeer
 
 MESSAGES = ("odometry", "vision_position_estimate", "att_pos_mocap")
 BACKENDS = ("pymavlink", "mavsdk")
@@ -39,6 +51,8 @@ MAV_AUTOPILOT_INVALID = 8
 MAV_STATE_ACTIVE = 4
 # a vehicle silent this long (s) is considered gone (MAVLink's usual heartbeat timeout)
 HEARTBEAT_LOSS = 3.0
+# how often (s) the pymavlink backend asks the vehicle's time itself, for /diagnostics
+TIMESYNC_REQUEST_PERIOD = 0.1
 
 
 class LinkError(Exception):
@@ -128,19 +142,31 @@ class Link:
     def close(self) -> None:
         raise NotImplementedError
 
+    def timesync(self) -> dict[str, str]:
+        """What /diagnostics says about time synchronisation with the vehicle."""
+        return {}
+
     vehicle = ""  # "system S component C, autopilot A, type T" once connected
 
 
 class PymavlinkLink(Link):
+    """MAVLink 2 through pymavlink: HEARTBEAT, TIMESYNC and the samples, encoded here."""
+
     backend = "pymavlink"
 
     def __init__(self, connection: Connection, system_id: int, component_id: int):
         self.connection = connection
         self.system_id = system_id
         self.component_id = component_id
-        self._conn = None
+        self._conn: Any = None
+        self._send_lock = threading.Lock()  # the reader thread answers TIMESYNC while samples go out
+        self._closing = threading.Event()
+        self._heartbeat_seen = threading.Event()
+        self._reader: threading.Thread | None = None
         self._last_heartbeat_out = 0.0
         self._last_heartbeat_in = 0.0
+        self._last_request = 0.0
+        self.peer = TimesyncPeer()
         self.vehicle = ""
 
     def open(self, timeout: float, stop: threading.Event | None = None) -> str | None:
@@ -158,62 +184,94 @@ class PymavlinkLink(Link):
             )
         except Exception as error:  # OSError, serial errors: reported, retried by the worker
             return f"cannot open {self.connection}: {error}"
+        # TIMESYNC answers must leave within milliseconds of the request (PX4 drops those
+        # with a round trip of 10 ms or more), whatever the sending side is doing: the
+        # link is read on a thread of its own.
+        self._reader = threading.Thread(target=self._read, name="mavlink_reader", daemon=True)
+        self._reader.start()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
             self._heartbeat()
-            if self._receive(blocking_for=0.1):
+            if self._heartbeat_seen.wait(0.1):
                 return None
         return (
             f"no HEARTBEAT from an autopilot on {self.connection} within {timeout:g} s "
             "(is the vehicle on, the URL right, the port free?)"
         )
 
+    def _send(self, kind: str, *fields: Any) -> None:
+        with self._send_lock:
+            getattr(self._conn.mav, f"{kind}_send")(*fields)
+
     def _heartbeat(self) -> None:
         now = time.monotonic()
         if now - self._last_heartbeat_out >= 1.0:
             self._last_heartbeat_out = now
-            try:
-                self._conn.mav.heartbeat_send(
-                    MAV_TYPE_ONBOARD_CONTROLLER, MAV_AUTOPILOT_INVALID, 0, 0, MAV_STATE_ACTIVE
+            # nobody may listen yet (udpout to a closed port): the next one may pass
+            with contextlib.suppress(OSError):
+                self._send(
+                    "heartbeat", MAV_TYPE_ONBOARD_CONTROLLER, MAV_AUTOPILOT_INVALID, 0, 0, MAV_STATE_ACTIVE
                 )
-            except OSError:
-                pass  # nobody listening yet (udpout to a closed port): the next one may pass
 
-    def _receive(self, blocking_for: float = 0.0, budget: int = 200) -> bool:
-        """Reads what arrived (at most ``budget`` messages); True when an autopilot's
-        HEARTBEAT was among them."""
-        seen = False
-        for _ in range(budget):
+    def _read(self) -> None:
+        conn = self._conn
+        while not self._closing.is_set():
             try:
-                msg = self._conn.recv_match(blocking=blocking_for > 0, timeout=blocking_for or None)
+                msg = conn.recv_match(blocking=True, timeout=0.02)
             except Exception:  # a malformed datagram or a vanished serial port: skip it
+                if self._closing.is_set():
+                    break
                 msg = None
-            blocking_for = 0.0
-            if msg is None:
-                break
-            if msg.get_type() == "HEARTBEAT" and msg.autopilot != MAV_AUTOPILOT_INVALID:
-                self._last_heartbeat_in = time.monotonic()
-                self.vehicle = (
-                    f"system {msg.get_srcSystem()} component {msg.get_srcComponent()}, "
-                    f"autopilot {msg.autopilot}, type {msg.type}"
-                )
-                seen = True
-        return seen
+                time.sleep(0.005)  # a port that keeps failing must not spin a core
+            arrival_ns = time.time_ns()
+            if msg is not None:
+                kind = msg.get_type()
+                if kind == "TIMESYNC":
+                    self._on_timesync(msg, arrival_ns)
+                elif kind == "HEARTBEAT" and msg.autopilot != MAV_AUTOPILOT_INVALID:
+                    self._last_heartbeat_in = time.monotonic()
+                    self.vehicle = (
+                        f"system {msg.get_srcSystem()} component {msg.get_srcComponent()}, "
+                        f"autopilot {msg.autopilot}, type {msg.type}"
+                    )
+                    self._heartbeat_seen.set()
+            if (
+                self._heartbeat_seen.is_set()
+                and time.monotonic() - self._last_request >= TIMESYNC_REQUEST_PERIOD
+            ):
+                self._last_request = time.monotonic()
+                request = self.peer.request(time.time_ns())
+                self._send_timesync(request.tc1, request.ts1)
+
+    def _on_timesync(self, msg: Any, arrival_ns: int) -> None:
+        try:
+            tc1, ts1 = int(msg.tc1), int(msg.ts1)
+        except (TypeError, ValueError):
+            return
+        reply = self.peer.on_timesync(tc1, ts1, arrival_ns, time.time_ns())
+        if reply is not None:
+            self._send_timesync(reply.tc1, reply.ts1)
+
+    def _send_timesync(self, tc1: int, ts1: int) -> None:
+        # the vehicle asks again; a lost answer is one sample fewer
+        with contextlib.suppress(OSError):
+            self._send("timesync", tc1, ts1)
 
     def poll(self) -> str | None:
         self._heartbeat()
-        self._receive()
         silent = time.monotonic() - self._last_heartbeat_in
         if silent > HEARTBEAT_LOSS:
             return f"no HEARTBEAT from the vehicle for {silent:.1f} s on {self.connection}"
+        if self._reader is not None and not self._reader.is_alive():
+            return f"the reader of {self.connection} stopped"
         return None
 
     def send(self, sample: VisionSample, message: str) -> None:
-        mav = self._conn.mav
         x, y, z = (float(v) for v in sample.position)
         try:
             if message == "odometry":
-                mav.odometry_send(
+                self._send(
+                    "odometry",
                     sample.time_usec,
                     MAV_FRAME_LOCAL_FRD,
                     MAV_FRAME_BODY_FRD,
@@ -231,28 +289,51 @@ class PymavlinkLink(Link):
                 )
             elif message == "vision_position_estimate":
                 roll, pitch, yaw = quat_to_euler_frd(sample.quat_xyzw)
-                mav.vision_position_estimate_send(
-                    sample.time_usec, x, y, z, roll, pitch, yaw, sample.pose_covariance, sample.reset_counter
+                self._send(
+                    "vision_position_estimate",
+                    sample.time_usec,
+                    x,
+                    y,
+                    z,
+                    roll,
+                    pitch,
+                    yaw,
+                    sample.pose_covariance,
+                    sample.reset_counter,
                 )
             elif message == "att_pos_mocap":
-                mav.att_pos_mocap_send(
-                    sample.time_usec, wxyz(sample.quat_xyzw), x, y, z, sample.pose_covariance
+                self._send(
+                    "att_pos_mocap", sample.time_usec, wxyz(sample.quat_xyzw), x, y, z, sample.pose_covariance
                 )
             else:
                 raise LinkError(f"unknown message {message!r}")
         except OSError as error:
             raise LinkError(f"sending on {self.connection} failed: {error}") from error
 
+    def timesync(self) -> dict[str, str]:
+        peer = self.peer
+        rtt, offset = peer.rtt_ms, peer.offset_s
+        return {
+            "timesync": "answered by the bridge (host system clock)",
+            "timesync_converged": str(peer.vehicle_converged).lower(),
+            "timesync_requests_answered": str(peer.requests_answered),
+            "timesync_rtt_ms": f"{rtt:.3f}" if rtt is not None else "",
+            "timesync_offset_s": f"{offset:.6f}" if offset is not None else "",
+        }
+
     def close(self) -> None:
+        self._closing.set()
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(2.0)
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # already closed by a vanished port
                 self._conn.close()
-            except Exception:
-                pass
             self._conn = None
 
 
 class MavsdkLink(Link):
+    """MAVSDK's Mocap plugin; MAVSDK does heartbeats, discovery and timesync."""
+
     backend = "mavsdk"
     _log_routed = False
 
@@ -267,9 +348,10 @@ class MavsdkLink(Link):
         self.system_id = system_id
         self.component_id = component_id
         self._log = log
-        self._mavsdk = None
-        self._system = None
-        self._mocap = None
+        # MAVSDK's wrappers (untyped ctypes objects) once opened
+        self._mavsdk: Any = None
+        self._system: Any = None
+        self._mocap: Any = None
         self.vehicle = ""
 
     def _route_log(self) -> None:
@@ -313,6 +395,12 @@ class MavsdkLink(Link):
                 "(is the vehicle on, the URL right, the port free?)"
             )
         self._system = system
+        # MAVSDK's timesync: it asks the vehicle's time every 5 s and moves its
+        # "autopilot time" onto the vehicle's clock, answers the vehicle's own requests
+        # with that time once it has a sample, and converts every time_usec the Mocap
+        # plugin is given from the system clock to autopilot time. Without it the
+        # vehicle's requests go unanswered and PX4 stamps every sample on arrival.
+        system.enable_timesync()
         self._mocap = Mocap(system)
         self.vehicle = f"system {system.get_system_id()} (MAVSDK)"
         return None
@@ -367,6 +455,16 @@ class MavsdkLink(Link):
         except m.MocapError as error:
             raise LinkError(f"MAVSDK refused the {message}: {error}") from error
 
+    def timesync(self) -> dict[str, str]:
+        # MAVSDK keeps its clock offset and round trips to itself (no API gives them)
+        return {
+            "timesync": "MAVSDK (enable_timesync; time_usec given on the system clock)",
+            "timesync_converged": "",
+            "timesync_requests_answered": "",
+            "timesync_rtt_ms": "",
+            "timesync_offset_s": "",
+        }
+
     def close(self) -> None:
         if self._mavsdk is not None:
             self._mavsdk.destroy()  # releases the system and the plugin with it
@@ -380,6 +478,7 @@ def make_link(
     component_id: int,
     log: Callable[[str], None] | None = None,
 ) -> Link:
+    """The link of ``backend`` (pymavlink or mavsdk) on ``connection``."""
     if backend == "pymavlink":
         return PymavlinkLink(connection, system_id, component_id)
     if backend == "mavsdk":
@@ -413,10 +512,17 @@ class LinkWorker:
         self.dropped = 0  # samples not sent: no vehicle, or the backlog full
         self.attempts = 0
         self.errors = 0
+        self.ev_delay = DelayWindow()  # capture stamp to the moment the sample left, s
+        self._link: Link | None = None
         self._thread = threading.Thread(target=self._run, name="mavlink_link", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def timesync(self) -> dict[str, str]:
+        """The link's timesync figures while connected (empty values otherwise)."""
+        link = self._link
+        return link.timesync() if link is not None else {}
 
     def submit(self, sample: VisionSample) -> None:
         with self._cond:
@@ -451,12 +557,14 @@ class LinkWorker:
             try:
                 failure = link.open(self.connect_timeout, self._stop)
                 if failure is None:
+                    self._link = link
                     self.vehicle = link.vehicle
                     self._set("connected", f"connected to {link.vehicle}")
                     failure = self._serve(link)
             except Exception as error:  # a backend bug or OS error must not end the thread
                 failure = f"{type(error).__name__}: {error}"
             finally:
+                self._link = None
                 link.close()
             if self._stop.is_set():
                 break
@@ -473,6 +581,7 @@ class LinkWorker:
                 try:
                     link.send(sample, self.message)
                     self.sent += 1
+                    self.ev_delay.add(time.time() - sample.time_usec * 1e-6)
                 except LinkError as error:
                     self.errors += 1
                     return str(error)

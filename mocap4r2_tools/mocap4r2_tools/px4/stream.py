@@ -87,8 +87,8 @@ def build_sample(
     if twist is not None:
         linear_frd, angular_frd = flu_to_frd(twist[0]), flu_to_frd(twist[1])
         if np.isfinite(linear_frd).all() and np.isfinite(angular_frd).all():
-            velocity = tuple(float(v) for v in linear_frd)
-            angular = tuple(float(v) for v in angular_frd)
+            velocity = (float(linear_frd[0]), float(linear_frd[1]), float(linear_frd[2]))
+            angular = (float(angular_frd[0]), float(angular_frd[1]), float(angular_frd[2]))
             if twist_covariance is not None:
                 velocity_covariance = twist_covariance_frd(twist_covariance)
     return VisionSample(

@@ -1,0 +1,144 @@
+"""MAVLink TIMESYNC as a PX4 autopilot expects it from a companion computer, and the
+capture-to-send delay the bridge adds.
+
+PX4 (``src/modules/mavlink/mavlink_timesync.cpp``, ``src/lib/timesync/Timesync.cpp``)
+sends a TIMESYNC *request* (``tc1 = 0``, ``ts1`` = its boot clock in ns) about 10 times
+a second on an onboard link and takes every TIMESYNC with ``tc1 > 0`` as the *answer*
+to one of its requests: ``tc1`` is the companion's clock and ``ts1`` the request's own
+stamp, echoed. From the answer it computes its offset to the companion, keeps only
+answers whose round trip is under 10 ms, smooths them, and counts the filter converged
+after 500 such answers. Only then does it convert a companion's ``time_usec``
+(ODOMETRY, VISION_POSITION_ESTIMATE) to its own clock; before that it stamps each sample
+with its arrival time.
+
+So a companion must answer every request at once, with ``tc1`` on the clock its
+``time_usec`` is on. :class:`TimesyncPeer` does that for the bridge (whose stamps are ROS
+time, the host's system clock), and also asks the vehicle itself, the same way, to
+measure the round trip and the vehicle's clock offset for /diagnostics.
+
+Everything here is pure: clocks are passed in as integers (ns), so tests drive it with
+any clock they like.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+# PX4 Timesync.hpp: answers slower than this round trip are not used ...
+MAX_RTT_NS = 10_000_000
+# ... and this many used answers make PX4's filter converge
+PX4_CONVERGENCE_ANSWERS = 500
+# how many of our own requests we remember while waiting for their answers
+_OUTSTANDING = 64
+
+
+@dataclass(frozen=True)
+class TimesyncReply:
+    """A TIMESYNC to send: ``tc1`` and ``ts1`` in ns."""
+
+    tc1: int
+    ts1: int
+
+
+class TimesyncPeer:
+    """The companion's side of MAVLink TIMESYNC towards a PX4 autopilot.
+
+    ``on_timesync(tc1, ts1, arrival_ns, now_ns)`` for every TIMESYNC received
+    (``arrival_ns``: when it was read, ``now_ns``: now, both on the bridge's clock)
+    returns the answer to send, if any. ``request(now_ns)`` gives a request of our own.
+    """
+
+    def __init__(self, window: int = 64):
+        self.requests_answered = 0
+        self.requests_answered_fast = 0  # held for less than MAX_RTT_NS: usable by PX4
+        self.samples_used = 0
+        self.samples_slow = 0
+        self.ignored = 0  # answers to no request of ours, negative stamps
+        self._outstanding: deque[int] = deque(maxlen=_OUTSTANDING)
+        self._rtt_ns: deque[int] = deque(maxlen=window)
+        self._offset_ns: deque[int] = deque(maxlen=window)
+
+    def request(self, now_ns: int) -> TimesyncReply:
+        self._outstanding.append(now_ns)
+        return TimesyncReply(0, now_ns)
+
+    def on_timesync(self, tc1: int, ts1: int, arrival_ns: int, now_ns: int) -> TimesyncReply | None:
+        if tc1 == 0:
+            # The vehicle's request. PX4 assumes the answer spends as long coming back as
+            # the request took to arrive, and places our tc1 midway between its send and
+            # receive times: so tc1 is the middle of the time we held the request.
+            self.requests_answered += 1
+            if now_ns - arrival_ns < MAX_RTT_NS:
+                self.requests_answered_fast += 1
+            return TimesyncReply((arrival_ns + now_ns) // 2, ts1)
+        if tc1 < 0 or ts1 <= 0 or ts1 not in self._outstanding:
+            self.ignored += 1
+            return None
+        self._outstanding.remove(ts1)
+        rtt = arrival_ns - ts1
+        if not 0 <= rtt < MAX_RTT_NS:
+            self.samples_slow += 1
+            return None
+        self.samples_used += 1
+        self._rtt_ns.append(rtt)
+        # the vehicle's clock minus ours, at the middle of the round trip
+        self._offset_ns.append(tc1 - (ts1 + arrival_ns) // 2)
+        return None
+
+    @property
+    def rtt_ms(self) -> float | None:
+        """Median round trip of the recent usable answers, ms."""
+        return float(np.median(self._rtt_ns)) * 1e-6 if self._rtt_ns else None
+
+    @property
+    def offset_s(self) -> float | None:
+        """The vehicle's clock minus the bridge's, s, from the answer with the shortest
+        round trip among the recent ones (the least disturbed by queueing)."""
+        if not self._rtt_ns:
+            return None
+        best = int(np.argmin(self._rtt_ns))
+        return self._offset_ns[best] * 1e-9
+
+    @property
+    def vehicle_converged(self) -> bool:
+        """Whether PX4 has had the answers its filter needs to converge (it counts
+        only those it received within 10 ms round trip; we count those we held for
+        less, which is the part of the round trip we control)."""
+        return self.requests_answered_fast >= PX4_CONVERGENCE_ANSWERS
+
+
+class DelayWindow:
+    """The last ``budget`` capture-to-send delays, s, and their percentiles."""
+
+    def __init__(self, budget: int = 2048):
+        self._values: deque[float] = deque(maxlen=budget)
+
+    def add(self, delay_s: float) -> None:
+        if np.isfinite(delay_s):
+            self._values.append(delay_s)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def percentile(self, q: float) -> float | None:
+        return float(np.percentile(self._values, q)) if self._values else None
+
+
+def recommended_ev_delay_ms(
+    converged: bool, capture_to_send_p50_ms: float | None, rtt_ms: float | None
+) -> float | None:
+    """What ``EKF2_EV_DELAY`` should be, ms.
+
+    EKF2 places an external-vision sample at its ``timestamp_sample`` minus
+    EKF2_EV_DELAY. Once PX4's timesync has converged, ``timestamp_sample`` is the
+    capture time itself, so nothing is left to compensate: 0. Before that (or on a link
+    whose round trip never goes under 10 ms) it is the arrival time, so the delay is
+    capture to send plus the link's one-way time (half the round trip)."""
+    if converged:
+        return 0.0
+    if capture_to_send_p50_ms is None:
+        return None
+    return capture_to_send_p50_ms + (rtt_ms or 0.0) / 2
