@@ -12,7 +12,9 @@ setup(
         # on PATH after `source install/setup.bash`
         ("bin", ["bin/mocap4r2"]),
     ],
-    install_requires=["setuptools"],
+    # the Python libraries the shipped code imports (pinned in requirements.txt; the ROS
+    # packages come from package.xml and rosdep, never from pip)
+    install_requires=["numpy", "rich", "textual"],
     zip_safe=True,
     description="MocapSystemNode, control plane, AuxiliarSystem, CLI and TUI of mocap4r2",
     license="Apache-2.0",

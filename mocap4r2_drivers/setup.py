@@ -17,7 +17,9 @@ setup(
         (f"share/{PACKAGE}/config", sorted(glob("config/*.yaml"))),
         ("bin", sorted(glob("bin/*"))),
     ],
-    install_requires=["setuptools"],
+    # the Python libraries the shipped code imports (pinned in requirements.txt; the ROS
+    # packages come from package.xml and rosdep, never from pip; vicon_dssdk from Vicon's SDK)
+    install_requires=["numpy", "scipy", "PyYAML", "psutil", "qtm-rt"],
     zip_safe=False,
     description="mocap4r2 systems: simulated, OptiTrack, Qualisys, Vicon, Gazebo",
     license="Apache-2.0",

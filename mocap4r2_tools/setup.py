@@ -17,7 +17,20 @@ setup(
         (f"share/{PACKAGE}/launch", sorted(glob("launch/*.launch.py"))),
         (f"share/{PACKAGE}/config", sorted(glob("config/*.yaml") + glob("config/*.rviz"))),
     ],
-    install_requires=["setuptools"],
+    # the Python libraries the shipped code imports (pinned in requirements.txt; the ROS
+    # packages come from package.xml and rosdep, never from pip)
+    install_requires=[
+        "numpy",
+        "scipy",
+        "PyYAML",
+        "matplotlib",
+        "rich",
+        "rosbags",
+        "mcap",
+        "c3d",
+        "pymavlink",
+        "mavsdk",
+    ],
     zip_safe=False,
     description=(
         "mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, "

@@ -5,13 +5,11 @@ relative symlink per file, so paths like config/tools.yaml keep working from a c
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from package_metadata import setup_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mocap4r2_drivers", "mocap4r2_tools")
@@ -53,19 +51,7 @@ def test_every_package_file_has_its_top_level_link(folder):
 
 
 def data_files(package: str) -> dict[str, list[str]]:
-    """The data_files a package's setup.py gives setuptools, read by running it with
-    setup() replaced (in a child process: setup.py globs relative to its own folder)."""
-    code = (
-        "import json, runpy, setuptools\n"
-        "seen = {}\n"
-        "setuptools.setup = lambda **kw: seen.update(kw)\n"
-        "runpy.run_path('setup.py')\n"
-        "print(json.dumps(seen.get('data_files', [])))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT / package, capture_output=True, text=True, check=True
-    )
-    return {destination: list(files) for destination, files in json.loads(out.stdout.splitlines()[-1])}
+    return {destination: list(files) for destination, files in setup_arguments(package)["data_files"]}
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -1,0 +1,213 @@
+"""Every third-party import of the shipped code is declared by the package that imports
+it, so `rosdep install` (package.xml) and `pip install` (setup.py) give a workspace that
+runs, and requirements.txt pins it.
+
+The shipped code of each Python package is parsed (every import, also the ones inside
+functions), and each imported top-level name is looked up in DEPENDENCIES below: the one
+map from an import name to what provides it. A name missing from the map fails the test;
+add it there with its PyPI name and rosdep key (rosdep keys are the ones of
+ros/rosdistro's rosdep/python.yaml; never invent one: where there is none, say so with
+None and name the PyPI project in a comment of package.xml)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import sys
+from dataclasses import dataclass
+
+import pytest
+from package_metadata import (
+    ROOT,
+    normalize,
+    pinned_requirements,
+    read_package_xml,
+    requirement_name,
+    setup_arguments,
+)
+
+PACKAGES = ("mocap4r2_control", "mocap4r2_drivers", "mocap4r2_tools")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What provides an importable name. `pypi`: the project pip installs (declared in
+    setup.py's install_requires, pinned in requirements.txt); `rosdep`: the key package.xml
+    declares (a ROS package's own name, or a key of rosdep/python.yaml). A ROS package has
+    no `pypi` (pip cannot install it on a ROS distribution); a library without a rosdep key
+    has no `rosdep`; something neither can install has neither and must be imported only
+    where it is used (inside a function), so everything else runs without it."""
+
+    pypi: str | None
+    rosdep: str | None
+    why: str = ""
+
+
+def ros(name: str) -> Provider:
+    return Provider(pypi=None, rosdep=name)
+
+
+DEPENDENCIES: dict[str, Provider] = {
+    # ROS packages: from the distribution (or the ros-* wheels of requirements.txt)
+    **{
+        name: ros(name)
+        for name in (
+            "rclpy",
+            "rcl_interfaces",
+            "ament_index_python",
+            "builtin_interfaces",
+            "std_msgs",
+            "std_srvs",
+            "geometry_msgs",
+            "diagnostic_msgs",
+            "lifecycle_msgs",
+            "nav_msgs",
+            "sensor_msgs",
+            "trajectory_msgs",
+            "visualization_msgs",
+            "tf2_msgs",
+            "tf2_ros",
+            "ros2cli",
+            "mocap4r2_interfaces",
+            "mocap4r2_control",
+            "motion_control_interfaces",
+            "hector_worldmodel_msgs",
+        )
+    },
+    # Python libraries with a system key in rosdep/python.yaml
+    "numpy": Provider("numpy", "python3-numpy"),
+    "scipy": Provider("scipy", "python3-scipy"),
+    "yaml": Provider("PyYAML", "python3-yaml"),
+    "rich": Provider("rich", "python3-rich"),
+    "textual": Provider("textual", "python3-textual"),
+    "matplotlib": Provider("matplotlib", "python3-matplotlib"),
+    "psutil": Provider("psutil", "python3-psutil"),
+    # ... with a pip key only
+    "rosbags": Provider("rosbags", "python3-rosbags-pip"),
+    "pymavlink": Provider("pymavlink", "python3-pymavlink-pip"),
+    # ... with no key at all in ros/rosdistro (rosdep/python.yaml, August 2026)
+    "qtm_rt": Provider("qtm-rt", None),
+    "mavsdk": Provider("mavsdk", None),
+    "mcap": Provider("mcap", None),
+    "c3d": Provider("c3d", None),
+    # neither pip nor rosdep: installed with Vicon's DataStream SDK
+    "vicon_dssdk": Provider(None, None, "Vicon's DataStream SDK, from Vicon's installer"),
+}
+
+
+@functools.cache
+def shipped_imports(package: str) -> dict[str, list[tuple[str, int, bool]]]:
+    """Top-level name -> (file, line, at module level) of every import of a third-party
+    name in the package's shipped code."""
+    standard = set(sys.stdlib_module_names)
+    found: dict[str, list[tuple[str, int, bool]]] = {}
+    for path in sorted((ROOT / package / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        in_function = {
+            id(node)
+            for function in ast.walk(tree)
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for node in ast.walk(function)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in standard or top == "__future__" or top == package:
+                    continue
+                where = (str(path.relative_to(ROOT)), node.lineno, id(node) not in in_function)
+                found.setdefault(top, []).append(where)
+    return found
+
+
+def test_shipped_imports_are_found():
+    """The parse sees imports at module level and inside functions (the case it must not
+    miss: optional libraries are imported where they are used)."""
+    drivers = shipped_imports("mocap4r2_drivers")
+    assert any(module_level for _, _, module_level in drivers["numpy"])
+    assert not any(module_level for _, _, module_level in drivers["qtm_rt"]), drivers["qtm_rt"]
+    assert "mocap4r2_control" in drivers and "mocap4r2_drivers" not in drivers
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_import_is_in_the_map(package):
+    unknown = {
+        name: places[0] for name, places in shipped_imports(package).items() if name not in DEPENDENCIES
+    }
+    assert not unknown, (
+        f"{package} imports {unknown}: add each to DEPENDENCIES in test/test_dependencies.py "
+        "(PyPI name, rosdep key) and declare it in the package's setup.py and package.xml"
+    )
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_import_is_declared_in_package_xml_and_setup_py(package):
+    xml = read_package_xml(package)
+    install_requires = {requirement_name(r) for r in setup_arguments(package).get("install_requires", [])}
+    missing = []
+    for name, places in sorted(shipped_imports(package).items()):
+        provider = DEPENDENCIES.get(name)
+        if provider is None:
+            continue  # test_every_import_is_in_the_map says so
+        file, line, _ = places[0]
+        if provider.rosdep and provider.rosdep not in xml.exec_depends:
+            missing.append(
+                f"package.xml <exec_depend>{provider.rosdep}</exec_depend> ({name}, {file}:{line})"
+            )
+        if provider.pypi and normalize(provider.pypi) not in install_requires:
+            missing.append(f'setup.py install_requires "{provider.pypi}" ({name}, {file}:{line})')
+        if provider.pypi and not provider.rosdep and provider.pypi not in xml.comments:
+            missing.append(f"package.xml: a comment naming {provider.pypi} (pip only, no rosdep key)")
+    assert not missing, f"{package} does not declare:\n  " + "\n  ".join(missing)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_nothing_declared_that_is_not_imported(package):
+    """A declared Python library the code no longer imports is installed for nothing."""
+    imported = set(shipped_imports(package))
+    # rosdep key / PyPI name -> import name, for the Python libraries of the map
+    by_key = {p.rosdep: name for name, p in DEPENDENCIES.items() if p.pypi and p.rosdep}
+    by_pypi = {normalize(p.pypi): name for name, p in DEPENDENCIES.items() if p.pypi}
+    stale = sorted(
+        key for key in read_package_xml(package).exec_depends if key in by_key and by_key[key] not in imported
+    )
+    stale += [
+        requirement
+        for requirement in setup_arguments(package).get("install_requires", [])
+        if by_pypi.get(requirement_name(requirement)) not in imported
+    ]
+    assert not stale, f"{package} declares {stale}, which its shipped code does not import"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_only_what_nothing_installs_is_imported_lazily(package):
+    """What neither pip nor rosdep installs is imported only inside the function that uses
+    it, so every other part of the package runs without it."""
+    eager = [
+        f"{name} at {file}:{line}"
+        for name, places in shipped_imports(package).items()
+        if (provider := DEPENDENCIES.get(name)) and not provider.pypi and not provider.rosdep
+        for file, line, module_level in places
+        if module_level
+    ]
+    assert not eager, f"imported at module level, but neither pip nor rosdep installs it: {eager}"
+
+
+def test_runtime_libraries_are_pinned_in_requirements_txt():
+    """What the shipped code imports is pinned in requirements.txt (what a robot installs),
+    not in requirements-dev.txt; nothing is pinned in both."""
+    runtime = pinned_requirements(ROOT / "requirements.txt")
+    dev = pinned_requirements(ROOT / "requirements-dev.txt")
+    assert not set(runtime) & set(dev), f"pinned in both files: {sorted(set(runtime) & set(dev))}"
+    for package in PACKAGES:
+        for name in shipped_imports(package):
+            provider = DEPENDENCIES.get(name)
+            if provider and provider.pypi:
+                assert normalize(provider.pypi) in runtime, (
+                    f"{provider.pypi} ({package}) not in requirements.txt"
+                )
