@@ -103,9 +103,9 @@ def check_cookie(data: bytes) -> str:
     text = bytes(data[: len(MAGIC)])
     if not text.startswith(MAGIC_MAJOR):
         shown = text.split(b"\0", 1)[0].decode("ascii", "replace")
-        expected = MAGIC.decode()
+        expected, major = MAGIC.decode(), MAGIC_MAJOR[11:].decode()
         raise VrpnProtocolError(
-            f"not a VRPN {MAGIC_MAJOR.decode()}xx peer: its cookie says {shown!r} (expected {expected!r})"
+            f"not a VRPN {major}xx peer: its cookie says {shown!r} (expected {expected!r})"
         )
     mode = data[len(MAGIC) + 2] - ord("0")
     if not 0 <= mode <= 3:

@@ -1,0 +1,199 @@
+"""vrpn_Tracker Pos_Quat reports to MocapFrames.
+
+VRPN has no frames: a server sends one report per tracker sensor, each stamped with the
+time of its measurement on the server's clock. Here a **frame is the reports that share
+one message time**: a server measuring all its bodies at once (Vicon Tracker, Motive,
+DTrack, vrpn_Tracker_NULL) stamps them with one time. A frame is complete, and is
+published, as soon as
+
+* every body has reported at that time, or
+* a report with another time arrives, or
+* the read that brought the reports has drained the sockets (the rest of that
+  instant's reports, if any, form the next frame with the same time),
+
+so a frame is never held back waiting for the next one. Frame numbers count the frames
+formed since configure (0, 1, 2, ...), increasing by one.
+
+Bodies are the trackers (VRPN senders) the server announced, but ``VRPN Control``, or
+the configured ``trackers``. A body appears at its first report and stays in every
+frame after; its id is its tracker's 1-based place in the configured list or, with
+none configured, in the order the server announced its senders. With ``multi_sensor``
+sensor n of tracker T is a body of its own, named ``T/n`` (or as ``body_names`` says),
+with id ``1000 * tracker id + n``; without, only sensor 0 is read.
+
+A body reporting in a frame is tracked with the reported pose. A body that did not
+report keeps its last pose and stays tracked while that pose is at most
+``untracked_after`` s old (server clock): servers that send at different rates per
+tracker do not make bodies flicker, and a body whose reports stop becomes untracked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mocap4r2_control.frame import BodyArrays, MocapFrame
+from mocap4r2_control.geometry import AxisChange
+
+from . import protocol as vp
+
+MAX_SENSOR = 999  # sensors per tracker a multi-sensor body id can hold
+MAX_BODIES = 4096
+
+
+def parse_body_names(entries: Sequence[str]) -> dict[str, str]:
+    """``["T/0=left_hand", "drone=uav1"]`` to a mapping; ValueError naming a bad entry."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        key, sep, name = entry.partition("=")
+        key, name = key.strip(), name.strip()
+        if not sep or not key or not name:
+            raise ValueError(f"body_names entries look like 'Tracker0/1=left_hand', got {entry!r}")
+        out[key] = name
+    return out
+
+
+class FrameAssembler:
+    """Collects reports into frames (see the module's docstring for the rules)."""
+
+    def __init__(
+        self,
+        trackers: Sequence[str] = (),
+        multi_sensor: bool = False,
+        body_names: Mapping[str, str] | None = None,
+        untracked_after: float = 0.1,
+        up_axis: str = "+Z",
+    ) -> None:
+        self.configured = list(trackers)
+        self.multi_sensor = multi_sensor
+        self.body_names = dict(body_names or {})
+        self.untracked_after = untracked_after
+        self.axis = AxisChange(up_axis)
+        self.tracker_ids: dict[str, int] = {name: i + 1 for i, name in enumerate(self.configured)}
+        self.frame_number = -1
+        self.ignored_reports = 0  # other sensors without multi_sensor, trackers not configured
+        self.rejected_reports = 0  # beyond MAX_SENSOR / MAX_BODIES
+        self.frames_split = 0  # an instant's reports that came in two reads
+        self._rows: dict[tuple[str, int], int] = {}  # (tracker, sensor) -> row
+        self._ids: np.ndarray[Any, np.dtype[np.int32]] = np.zeros(0, dtype=np.int32)
+        self._names: tuple[str, ...] = ()
+        self._positions: np.ndarray[Any, np.dtype[np.float64]] = np.zeros((0, 3))
+        self._orientations: np.ndarray[Any, np.dtype[np.float64]] = np.zeros((0, 4))
+        self._last_time: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(0)
+        self._pending_time: float | None = None
+        self._pending_rows: set[int] = set()
+        self._last_emitted_time: float | None = None
+
+    # ------------------------------------------------------------------ trackers
+    def announce(self, trackers: Sequence[str]) -> None:
+        """The server's trackers in the order of its announcements (ids without a
+        configured list; a later announcement never renumbers an earlier one)."""
+        if self.configured:
+            return
+        for name in trackers:
+            if name != vp.CONTROL_SENDER and name not in self.tracker_ids:
+                self.tracker_ids[name] = len(self.tracker_ids) + 1
+
+    def asset_names(self, announced: Sequence[str]) -> tuple[str, ...]:
+        """The bodies configure reports: the configured trackers, or the announced ones."""
+        if self.configured:
+            return tuple(self.body_names.get(t, t) for t in self.configured)
+        return tuple(self.body_names.get(t, t) for t in announced if t != vp.CONTROL_SENDER)
+
+    # ------------------------------------------------------------------ reports
+    def add(self, tracker: str, report: vp.PoseReport, time: float) -> MocapFrame | None:
+        """Take one report; the frame it completed before it (another time, or a body
+        reporting twice at one time), if any. A report completing its own frame is
+        returned by the next :meth:`add` or :meth:`flush`, or by :meth:`complete`."""
+        row = self._row(tracker, report.sensor)
+        if row is None:
+            return None
+        done = None
+        if self._pending_time is not None and (time != self._pending_time or row in self._pending_rows):
+            done = self._emit()
+        self._pending_time = time
+        self._pending_rows.add(row)
+        self._positions[row] = report.position
+        self._orientations[row] = report.orientation
+        self._last_time[row] = time
+        return done
+
+    def complete(self) -> MocapFrame | None:
+        """The pending frame when every body has reported in it."""
+        if self._pending_time is not None and len(self._pending_rows) == len(self._names):
+            return self._emit()
+        return None
+
+    def flush(self) -> MocapFrame | None:
+        """The pending frame, at the end of a read."""
+        if self._pending_time is None:
+            return None
+        return self._emit()
+
+    def _row(self, tracker: str, sensor: int) -> int | None:
+        key = (tracker, sensor if self.multi_sensor else 0)
+        row = self._rows.get(key)
+        if row is not None:
+            if self.multi_sensor or sensor == 0:
+                return row
+            self.ignored_reports += 1
+            return None
+        tracker_id = self.tracker_ids.get(tracker)
+        if tracker_id is None or (not self.multi_sensor and sensor != 0):
+            self.ignored_reports += 1
+            return None
+        if sensor > MAX_SENSOR or len(self._rows) >= MAX_BODIES:
+            self.rejected_reports += 1
+            return None
+        if self.multi_sensor:
+            label = f"{tracker}/{sensor}"
+            name = self.body_names.get(label, label)
+            body_id = 1000 * tracker_id + sensor
+        else:
+            name = self.body_names.get(tracker, tracker)
+            body_id = tracker_id
+        self._add_body(key, body_id, name)
+        return self._rows[key]
+
+    def _add_body(self, key: tuple[str, int], body_id: int, name: str) -> None:
+        """A new row, keeping rows in id order (a new structure for the publisher)."""
+        ids = np.append(self._ids, np.int32(body_id))
+        order = np.argsort(ids, kind="stable")
+        keys = [*self._rows.keys(), key]
+        keys = [keys[i] for i in order]
+        pending = {int(np.flatnonzero(order == r)[0]) for r in self._pending_rows}
+        self._ids = ids[order]
+        self._names = tuple([*self._names, name][i] for i in order)
+        self._positions = np.vstack([self._positions, np.full((1, 3), np.nan)])[order]
+        self._orientations = np.vstack([self._orientations, np.full((1, 4), np.nan)])[order]
+        self._last_time = np.append(self._last_time, -math.inf)[order]
+        self._rows = {k: i for i, k in enumerate(keys)}
+        self._pending_rows = pending
+
+    def _emit(self) -> MocapFrame:
+        time = self._pending_time
+        assert time is not None
+        if time == self._last_emitted_time:
+            self.frames_split += 1
+        age = time - self._last_time
+        valid = (age <= self.untracked_after) & (age >= -self.untracked_after)
+        positions = self.axis.positions(self._positions)
+        orientations = self.axis.orientations(self._orientations)
+        n = len(self._names)
+        bodies = BodyArrays(
+            ids=self._ids,
+            names=self._names,
+            positions=positions,
+            orientations=orientations,
+            valid=valid,
+            mean_errors=np.full(n, -1.0, dtype=np.float32),
+            marker_offsets=np.zeros(n + 1, dtype=np.int64),
+        )
+        self.frame_number += 1
+        self._pending_time = None
+        self._pending_rows = set()
+        self._last_emitted_time = time
+        return MocapFrame(frame_number=self.frame_number, bodies=bodies, system_time=time)

@@ -1,0 +1,404 @@
+"""vrpn_simulator: a VRPN server stand-in serving a simulated scene's bodies as trackers.
+
+It behaves as a vrpn_server with one vrpn_Tracker per body (named after the body,
+sensor 0) or, with ``--multi-sensor NAME``, one tracker NAME whose sensor i is body i.
+It listens on TCP and UDP on one port (3883 by default) and accepts both ways of
+connecting: a client connecting by TCP (``tcp://``), and vrpn's default, a UDP
+connection request after which the server connects back to the client's TCP port.
+After the cookies it describes its senders ("VRPN Control" first, as vrpn_server
+does, then the trackers) and types; a client that describes a UDP port gets the
+reports by UDP, several messages per datagram (at most 1472 bytes, vrpn's limit), any
+other client by TCP. Pings are answered with pongs from the pinged device.
+
+Frame k of the scene is measured at ``origin + k / rate`` (Unix time, the message time
+of its reports) and sent ``latency`` later; a body the scene does not track in frame k
+is not reported (a VRPN server has no way to say "untracked"). Like a real server it
+keeps real time: frames it cannot send in time are skipped, and a client whose TCP
+buffer holds more than 4 MiB loses reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mocap4r2_control.stop_signals import stop_noted
+
+from ..simulated.scene import Scene, SceneError, default_scene_path
+from . import protocol as vp
+
+SERVER_TYPES = (
+    "VRPN_Connection_Got_First_Connection",
+    "VRPN_Connection_Got_Connection",
+    "VRPN_Connection_Dropped_Connection",
+    "VRPN_Connection_Dropped_Last_Connection",
+    vp.TEXT,
+    vp.PING,
+    vp.PONG,
+    vp.POS_QUAT,
+    vp.VELOCITY,
+    vp.ACCELERATION,
+)
+UDP_PAYLOAD = 1472  # vrpn_CONNECTION_UDP_BUFLEN: one Ethernet MTU less the IP and UDP headers
+MAX_SEND_BUFFER = 4 * 1024 * 1024
+MAX_LATENESS = 0.25  # s behind real time before the server skips ahead
+
+
+@dataclass
+class Session:
+    """One connected client: its own ids (it describes them) and where reports go."""
+
+    writer: asyncio.StreamWriter
+    peer: str
+    senders: vp.NameTable = field(default_factory=lambda: vp.NameTable("sender"))
+    types: vp.NameTable = field(default_factory=lambda: vp.NameTable("type"))
+    udp_target: tuple[str, int] | None = None
+    reports_sent: int = 0
+    reports_skipped: int = 0
+    closed: bool = False
+
+
+class _RequestProtocol(asyncio.DatagramProtocol):
+    def __init__(self, server: VrpnSimulator) -> None:
+        self.server = server
+
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+        self.server.connection_request(data, addr)
+
+
+class VrpnSimulator:
+    """The server: sessions, connection requests and the real-time report clock."""
+
+    def __init__(self, scene: Scene, multi_sensor: str = "", verbose: bool = False) -> None:
+        self.scene = scene
+        self.verbose = verbose
+        bodies = [b.name for b in scene.description.bodies]
+        self.multi_sensor = multi_sensor
+        self.trackers = [multi_sensor] if multi_sensor else bodies
+        self.sender_names = [vp.CONTROL_SENDER, *self.trackers]
+        # body row -> (sender id, sensor)
+        self.body_sender = [(1, i) if multi_sensor else (i + 1, 0) for i in range(len(bodies))]
+        self.type_ids = {name: i for i, name in enumerate(SERVER_TYPES)}
+        self.sessions: list[Session] = []
+        self.origin = float(math.floor(time.time()))  # Unix time of frame 0's measurement
+        self._t0 = time.monotonic() - (time.time() - self.origin)
+        self.frames_late_skipped = 0
+        self.rejected_requests = 0
+        self.port = 0
+        self._tcp_server: asyncio.base_events.Server | None = None
+        self._udp: asyncio.DatagramTransport | None = None
+        self._clock_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._calling: set[tuple[str, int]] = set()  # clients being called back or served
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self, host: str, port: int) -> int:
+        """Listen on TCP and UDP ``port`` (0: a free port for both); the port."""
+        loop = asyncio.get_running_loop()
+        for _ in range(50):
+            server = await asyncio.start_server(self._accepted, host, port)
+            chosen = server.sockets[0].getsockname()[1]
+            try:
+                transport, _ = await loop.create_datagram_endpoint(
+                    lambda: _RequestProtocol(self), local_addr=(host, chosen)
+                )
+            except OSError:
+                server.close()
+                if port:
+                    raise
+                continue
+            self._tcp_server, self._udp, self.port = server, transport, chosen
+            break
+        else:
+            raise OSError("no port free for both TCP and UDP")
+        self._clock_task = loop.create_task(self._clock())
+        return self.port
+
+    async def stop(self) -> None:
+        for session in list(self.sessions):
+            self._drop(session)
+        if self._tcp_server is not None:
+            self._tcp_server.close()
+        if self._udp is not None:
+            self._udp.close()
+        if self._clock_task is not None:
+            self._clock_task.cancel()
+
+    def log(self, text: str) -> None:
+        print(f"vrpn_simulator: {text}", flush=True)
+
+    # ------------------------------------------------------------------ connections
+    def connection_request(self, data: bytes, addr: tuple[str, int]) -> None:
+        """A UDP request to be called back: connect to the client's TCP port."""
+        try:
+            _, port = vp.parse_connect_request(data)
+        except vp.VrpnProtocolError as exc:
+            self.rejected_requests += 1
+            if self.rejected_requests <= 3:
+                self.log(f"ignored a request from {addr[0]}: {exc}")
+            return
+        # like vrpn_server: call back the address the request came from, not the one it
+        # names; a client repeats its request until called back, so repeats are ignored
+        target = (addr[0], port)
+        if target in self._calling:
+            return
+        self._calling.add(target)
+        task = asyncio.get_running_loop().create_task(self._call_back(*target))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _call_back(self, host: str, port: int) -> None:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
+        except (OSError, TimeoutError) as exc:
+            self.log(f"cannot call back {host}:{port}: {exc}")
+            self._calling.discard((host, port))
+            return
+        try:
+            await self._serve(reader, writer)
+        finally:
+            self._calling.discard((host, port))
+
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self._serve(reader, writer)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer_address = writer.get_extra_info("peername")
+        peer = f"{peer_address[0]}:{peer_address[1]}" if peer_address else "?"
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            import socket
+
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        session = Session(writer=writer, peer=peer)
+        writer.write(vp.cookie())
+        try:
+            vp.check_cookie(await asyncio.wait_for(reader.readexactly(vp.COOKIE_SIZE), 10.0))
+        except (vp.VrpnProtocolError, asyncio.IncompleteReadError, TimeoutError, OSError) as exc:
+            self.log(f"client {peer} refused: {exc}")
+            writer.close()
+            return
+        writer.write(self._descriptions())
+        self.sessions.append(session)
+        self.log(f"client {peer} connected ({len(self.sessions)} connected)")
+        stream = vp.MessageReader()
+        try:
+            while not session.closed:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                for message in stream.feed(data):
+                    self._handle(session, message)
+        except (vp.VrpnProtocolError, OSError) as exc:
+            self.log(f"client {peer}: {exc}")
+        self._drop(session)
+
+    def _descriptions(self) -> bytes:
+        now = time.time()
+        sec, usec = int(now), int(now % 1 * 1e6)
+        out = [
+            vp.pack_message(i, vp.SENDER_DESCRIPTION, vp.pack_description(name), sec, usec)
+            for i, name in enumerate(self.sender_names)
+        ]
+        out += [
+            vp.pack_message(i, vp.TYPE_DESCRIPTION, vp.pack_description(name), sec, usec)
+            for i, name in enumerate(SERVER_TYPES)
+        ]
+        return b"".join(out)
+
+    def _drop(self, session: Session) -> None:
+        if session in self.sessions:
+            self.sessions.remove(session)
+            self.log(f"client {session.peer} gone ({session.reports_sent} reports sent)")
+        session.closed = True
+        session.writer.close()
+
+    def _handle(self, session: Session, m: vp.Message) -> None:
+        if m.type == vp.SENDER_DESCRIPTION:
+            session.senders.describe(m.sender, vp.parse_description(m.payload))
+        elif m.type == vp.TYPE_DESCRIPTION:
+            session.types.describe(m.sender, vp.parse_description(m.payload))
+        elif m.type == vp.UDP_DESCRIPTION:
+            address, port = vp.parse_udp_description(m.sender, m.payload)
+            session.udp_target = (session.writer.get_extra_info("peername")[0], port)
+            if self.verbose:
+                self.log(f"client {session.peer} takes reports by UDP at {address}:{port}")
+        elif m.type >= 0 and session.types.name(m.type) == vp.PING:
+            device = session.senders.name(m.sender)
+            if device in self.sender_names:
+                now = time.time()
+                pong = vp.pack_message(
+                    self.sender_names.index(device), self.type_ids[vp.PONG], b"", int(now), int(now % 1 * 1e6)
+                )
+                session.writer.write(pong)
+
+    # ------------------------------------------------------------------ the report clock
+    async def _clock(self) -> None:
+        scene = self.scene
+        rate = scene.rate
+        k: int | None = None
+        while True:
+            if not self.sessions:
+                await asyncio.sleep(0.05)
+                k = None
+                continue
+            due = int((time.monotonic() - self._t0 - scene.latency) * rate)
+            if k is None or k < due - MAX_LATENESS * rate:
+                if k is not None:
+                    self.frames_late_skipped += due - k
+                k = max(due + 1, 0)
+            delay = k / rate + scene.latency - (time.monotonic() - self._t0)
+            await asyncio.sleep(max(delay, 0.0))
+            self.send_frame(k)
+            k += 1
+
+    def frame_messages(self, k: int) -> list[bytes]:
+        """The Pos_Quat messages of scene frame k (its tracked bodies)."""
+        frame = self.scene.frame(k)
+        bodies = frame.bodies
+        stamp = self.origin + k / self.scene.rate
+        sec = int(math.floor(stamp))
+        usec = min(int(round((stamp - sec) * 1e6)), 999_999)
+        type_id = self.type_ids[vp.POS_QUAT]
+        good = (
+            bodies.valid
+            & np.isfinite(bodies.positions).all(axis=1)
+            & np.isfinite(bodies.orientations).all(axis=1)
+        )
+        out = []
+        for row in np.flatnonzero(good).tolist():
+            sender, sensor = self.body_sender[row]
+            p = bodies.positions[row].tolist()
+            q = bodies.orientations[row].tolist()
+            payload = vp.pack_pos_quat(sensor, (p[0], p[1], p[2]), (q[0], q[1], q[2], q[3]))
+            out.append(vp.pack_message(sender, type_id, payload, sec, usec))
+        return out
+
+    def send_frame(self, k: int) -> None:
+        if self.scene.is_dropped(k):
+            return
+        messages = self.frame_messages(k)
+        if not messages:
+            return
+        datagrams: list[bytes] | None = None
+        stream = b"".join(messages)
+        for session in self.sessions:
+            if session.closed:
+                continue
+            if session.udp_target is not None and self._udp is not None:
+                if datagrams is None:
+                    datagrams = _datagrams(messages)
+                for datagram in datagrams:
+                    self._udp.sendto(datagram, session.udp_target)
+            elif session.writer.transport.get_write_buffer_size() > MAX_SEND_BUFFER:
+                session.reports_skipped += len(messages)
+                continue
+            else:
+                session.writer.write(stream)
+            session.reports_sent += len(messages)
+
+
+def _datagrams(messages: list[bytes]) -> list[bytes]:
+    """Messages packed into datagrams of at most UDP_PAYLOAD bytes, in order."""
+    out: list[bytes] = []
+    current: list[bytes] = []
+    size = 0
+    for m in messages:
+        if current and size + len(m) > UDP_PAYLOAD:
+            out.append(b"".join(current))
+            current, size = [], 0
+        current.append(m)
+        size += len(m)
+    if current:
+        out.append(b"".join(current))
+    return out
+
+
+# ====================================================================== command line
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vrpn_simulator",
+        description="A VRPN server stand-in serving a simulated scene's bodies as vrpn_Tracker devices.",
+    )
+    parser.add_argument("--scene", default="", help="scene YAML file (default: the demo scene)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=vp.DEFAULT_PORT, help="TCP and UDP port (default 3883; 0: a free one)"
+    )
+    parser.add_argument("--rate", type=float, default=0.0, help="report rate in Hz (default: the scene's)")
+    parser.add_argument("--seed", type=int, default=-1, help="random seed (default: the scene's)")
+    parser.add_argument(
+        "--multi-sensor",
+        default="",
+        metavar="NAME",
+        help="one tracker NAME with body i as sensor i (default: one tracker per body)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="say more about each client")
+    return parser
+
+
+def load_scene(path: str, seed: int, rate: float) -> Scene:
+    """The scene file (the demo scene when empty), with its seed and rate replaced when given."""
+    scene = Scene.from_file(path or default_scene_path(), seed=None if seed < 0 else seed)
+    if rate > 0:
+        scene.config["rate"] = rate
+        scene = Scene(scene.config, seed=None if seed < 0 else seed)
+    return scene
+
+
+async def _run(args: argparse.Namespace, scene: Scene) -> int:
+    simulator = VrpnSimulator(scene, multi_sensor=args.multi_sensor, verbose=args.verbose)
+    try:
+        port = await simulator.start(args.host, args.port)
+    except OSError as exc:
+        print(f"vrpn_simulator: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if stop_noted():  # a signal while the scene loaded
+        stop.set()
+    layout = (
+        f"tracker {args.multi_sensor!r} with {len(simulator.body_sender)} sensors"
+        if args.multi_sensor
+        else f"{len(simulator.trackers)} trackers"
+    )
+    print(
+        f"vrpn_simulator ready: {args.host}:{port} (TCP and UDP), {layout} at {scene.rate:g} Hz, "
+        f"time origin {simulator.origin:.0f}",
+        flush=True,
+    )
+    await stop.wait()
+    await simulator.stop()
+    simulator.log(f"stopped ({simulator.frames_late_skipped} frames skipped to keep real time)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The vrpn_simulator command."""
+    args = _parser().parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        print("vrpn_simulator: --port must be in [0, 65535]", file=sys.stderr)
+        return 2
+    if args.multi_sensor and len(args.multi_sensor.encode()) >= vp.MAX_NAME:
+        print("vrpn_simulator: --multi-sensor name too long", file=sys.stderr)
+        return 2
+    try:
+        scene = load_scene(args.scene, args.seed, args.rate)
+    except (SceneError, ValueError) as exc:
+        print(f"vrpn_simulator: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(args, scene))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,313 @@
+"""vrpn_system: the trackers of any VRPN server (Vicon Tracker, OptiTrack Motive,
+PhaseSpace, ART DTrack, NOKOV, vrpn_server, ...) as rigid bodies, in pure Python.
+
+configure connects (by vrpn's UDP connection request, or ``tcp://`` directly with
+``connection: tcp``) and reads the senders the server announces; the reader thread
+then waits on the sockets and publishes each frame the moment its reports have
+arrived (:mod:`.convert` says how reports form frames), never on a timer. The frame's
+``system_time`` is the VRPN message time, the server's clock, which the node maps to
+the host clock. A lost or broken connection (a server that went away, a hostile one)
+is reported with its reason and reconnected every ``reconnect_period`` s.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
+from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.geometry import UP_AXIS_CONVENTIONS
+from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_control.system_node import run_system
+
+from . import protocol as vp
+from .client import VrpnClient, VrpnConnectionError
+from .convert import FrameAssembler, parse_body_names
+
+LOG = logging.getLogger("mocap4r2.vrpn")
+MAX_QUEUED_FRAMES = 256  # frames formed by one read beyond the one returned
+
+
+def _check_host(value: str) -> str | None:
+    if not value or len(value) > 253 or not all(c.isalnum() or c in ".-" for c in value):
+        return f"host must be a host name or IPv4 address (no scheme; see 'connection'), got {value!r}"
+    return None
+
+
+def _check_body_names(value: list[str]) -> str | None:
+    try:
+        parse_body_names(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _check_trackers(value: list[str]) -> str | None:
+    bad = [t for t in value if not t or len(t.encode()) >= vp.MAX_NAME]
+    if bad:
+        return f"trackers must be VRPN sender names (1-99 bytes), got {bad[:3]}"
+    if len(set(value)) != len(value):
+        return "trackers must not repeat a name"
+    return None
+
+
+class VrpnAdapter(MocapAdapter):
+    """A VRPN server's trackers; reconnects by itself."""
+
+    system_type = "vrpn"
+    parameters = (
+        ParameterSpec("host", "127.0.0.1", "Address of the VRPN server.", check=_check_host),
+        ParameterSpec("port", vp.DEFAULT_PORT, "VRPN server port.", min_value=1, max_value=65535),
+        ParameterSpec(
+            "connection",
+            "udp",
+            "udp: vrpn's default (a UDP request, the server connects back over TCP, reports "
+            "come by UDP); tcp: connect directly, everything over TCP (tcp://host:port, "
+            "through firewalls and NAT).",
+            choices=("udp", "tcp"),
+        ),
+        ParameterSpec(
+            "trackers",
+            [],
+            "VRPN trackers (sender names) to publish as bodies; ids are their places in this "
+            "list. Empty: every sender the server announces but 'VRPN Control', ids in the "
+            "order of the announcements.",
+            check=_check_trackers,
+        ),
+        ParameterSpec(
+            "multi_sensor",
+            False,
+            "Each sensor n of a tracker T is a body 'T/n' (id 1000 * tracker id + n); "
+            "otherwise only sensor 0 is read.",
+        ),
+        ParameterSpec(
+            "body_names",
+            [],
+            "Names for bodies instead of 'T' or 'T/n': entries 'Tracker0/1=left_hand'.",
+            check=_check_body_names,
+        ),
+        ParameterSpec(
+            "up_axis",
+            "+Z",
+            "The server's up axis (Motive streams +Y unless told otherwise).",
+            choices=tuple(UP_AXIS_CONVENTIONS),
+        ),
+        ParameterSpec(
+            "untracked_after",
+            0.1,
+            "A body that has not reported for this long (s, server clock) is untracked.",
+            min_value=0.0,
+            max_value=60.0,
+        ),
+        ParameterSpec(
+            "connect_timeout",
+            5.0,
+            "Seconds to wait for the server to connect.",
+            min_value=0.1,
+            max_value=60.0,
+        ),
+        ParameterSpec(
+            "reconnect_period",
+            1.0,
+            "Seconds between reconnection attempts; 0: do not reconnect (reading then fails).",
+            min_value=0.0,
+            max_value=60.0,
+        ),
+        ParameterSpec(
+            "silence_timeout",
+            3.0,
+            "Seconds without anything from the server (no report, no answer to the ping sent "
+            "every second) after which the connection is dropped and made again; 0: never.",
+            min_value=0.0,
+            max_value=600.0,
+        ),
+    )
+
+    def __init__(
+        self,
+        host: str,
+        port: int = vp.DEFAULT_PORT,
+        *,
+        tcp_only: bool = False,
+        trackers: list[str] | None = None,
+        multi_sensor: bool = False,
+        body_names: dict[str, str] | None = None,
+        up_axis: str = "+Z",
+        untracked_after: float = 0.1,
+        connect_timeout: float = 5.0,
+        reconnect_period: float = 1.0,
+        silence_timeout: float = 3.0,
+    ) -> None:
+        self.where = f"{'tcp://' if tcp_only else ''}{host}:{port}"
+        self.reconnect_period = reconnect_period
+        self.client = VrpnClient(
+            host, port, tcp_only=tcp_only, timeout=connect_timeout, silence_timeout=silence_timeout
+        )
+        self.assembler = FrameAssembler(trackers or [], multi_sensor, body_names, untracked_after, up_axis)
+        self._queue: deque[MocapFrame] = deque()
+        self._next_attempt = 0.0
+        self._lost_reported = False
+        self.frames_lost = 0
+        self.report_errors = 0
+        self.velocity_reports = 0
+        self.reconnects = 0
+
+    @classmethod
+    def from_parameters(cls, values: Mapping[str, Any]) -> VrpnAdapter:
+        for check, key in (
+            (_check_host, "host"),
+            (_check_trackers, "trackers"),
+            (_check_body_names, "body_names"),
+        ):
+            problem = check(values[key])
+            if problem:
+                raise ConfigurationError(problem)
+        return cls(
+            str(values["host"]),
+            int(values["port"]),
+            tcp_only=values["connection"] == "tcp",
+            trackers=list(values["trackers"]),
+            multi_sensor=bool(values["multi_sensor"]),
+            body_names=parse_body_names(values["body_names"]),
+            up_axis=str(values["up_axis"]),
+            untracked_after=float(values["untracked_after"]),
+            connect_timeout=float(values["connect_timeout"]),
+            reconnect_period=float(values["reconnect_period"]),
+            silence_timeout=float(values["silence_timeout"]),
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    def connect(self) -> AssetNames:
+        try:
+            announced = self.client.connect()
+        except VrpnConnectionError as exc:
+            raise AdapterError(str(exc)) from exc
+        self.assembler.announce(announced)
+        self.client.senders_changed = False
+        return AssetNames(rigid_bodies=self.assembler.asset_names(announced))
+
+    def disconnect(self) -> None:
+        self.client.close()
+        self._queue.clear()
+
+    # ------------------------------------------------------------------ reading
+    def read_frame(self, timeout: float) -> MocapFrame | None:
+        if self._queue:
+            return self._queue.popleft()
+        client = self.client
+        if not client.connected:
+            self._reconnect(timeout)
+            return None
+        try:
+            delivered = client.read(timeout)
+        except VrpnConnectionError as exc:
+            self._lost(str(exc))
+            return None
+        if client.senders_changed:
+            client.senders_changed = False
+            self.assembler.announce(client.trackers())
+        assembler = self.assembler
+        frames = self._queue
+        for item in delivered:
+            kind = item.type
+            if kind == vp.POS_QUAT:
+                try:
+                    report = vp.unpack_pos_quat(item.message.payload)
+                except vp.VrpnProtocolError as exc:
+                    self._bad_report(exc)
+                    continue
+                done = assembler.add(item.sender, report, item.message.time)
+                if done is not None:
+                    frames.append(done)
+                done = assembler.complete()
+                if done is not None:
+                    frames.append(done)
+            elif kind in (vp.VELOCITY, vp.ACCELERATION):
+                # optional reports: checked and counted, not part of a MocapFrame
+                try:
+                    vp.unpack_motion(item.message.payload)
+                    self.velocity_reports += 1
+                except vp.VrpnProtocolError as exc:
+                    self._bad_report(exc)
+        done = assembler.flush()
+        if done is not None:
+            frames.append(done)
+        while len(frames) > MAX_QUEUED_FRAMES + 1:
+            frames.popleft()
+            self.frames_lost += 1
+        self._lost_reported = False
+        return frames.popleft() if frames else None
+
+    def _bad_report(self, exc: Exception) -> None:
+        self.report_errors += 1
+        if self.report_errors in (1, 10, 100) or self.report_errors % 1000 == 0:
+            LOG.error("dropped a malformed tracker report (%d so far): %s", self.report_errors, exc)
+
+    def _lost(self, reason: str) -> None:
+        if self.reconnect_period <= 0:
+            raise AdapterError(f"VRPN server {self.where}: {reason}")
+        if not self._lost_reported:
+            LOG.warning(
+                "VRPN server %s: %s; reconnecting every %.1f s", self.where, reason, self.reconnect_period
+            )
+            self._lost_reported = True
+        self._next_attempt = time.monotonic() + self.reconnect_period
+
+    def _reconnect(self, timeout: float) -> None:
+        wait = self._next_attempt - time.monotonic()
+        if self.reconnect_period <= 0:
+            raise AdapterError(f"VRPN server {self.where} is not connected")
+        if wait > 0:
+            time.sleep(min(wait, timeout))
+            return
+        # one attempt bounded by the read timeout (at least 0.5 s for the server to call
+        # back), so a deactivate is never kept waiting long
+        saved = self.client.timeout
+        self.client.timeout = min(saved, max(timeout, 0.5))
+        try:
+            announced = self.client.connect()
+        except VrpnConnectionError as exc:
+            self.client.stats.last_error = str(exc)
+            self._next_attempt = time.monotonic() + self.reconnect_period
+            return
+        finally:
+            self.client.timeout = saved
+        self.reconnects += 1
+        self.assembler.announce(announced)
+        LOG.info("reconnected to VRPN server %s", self.where)
+        self._lost_reported = False
+
+    def status(self) -> dict[str, str]:
+        client = self.client
+        s = client.stats
+        out = {
+            "vrpn": self.where,
+            "server_version": client.server_version,
+            "connected": str(client.connected),
+            "trackers_announced": str(len(client.trackers())),
+            "reconnects": str(self.reconnects),
+            "decode_errors": str(s.decode_errors + self.report_errors),
+            "reports_ignored": str(self.assembler.ignored_reports),
+            "reports_rejected": str(self.assembler.rejected_reports),
+            "frames_split": str(self.assembler.frames_split),
+            "frames_lost_slow_reader": str(self.frames_lost),
+            "velocity_reports": str(self.velocity_reports),
+        }
+        for kind, count in sorted(s.rejected.items()):
+            out[f"rejected_{kind}"] = str(count)
+        if s.last_error:
+            out["last_error"] = s.last_error
+        return out
+
+
+def main(args: list[str] | None = None) -> int:
+    """The vrpn_system executable."""
+    return run_system(VrpnAdapter, "vrpn_system", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,236 @@
+"""The VRPN client against the stand-in (both ways of connecting) and against hostile
+servers written here from the protocol: a bad cookie, an impossible length, unknown
+types and ids, a flood, a silent server. Each gets a clear error or is counted, and
+nothing blocks longer than the timeouts given."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from vrpn_stand_in import start_vrpn  # test/fixtures
+
+from mocap4r2_drivers.vrpn import protocol as vp
+from mocap4r2_drivers.vrpn.client import VrpnClient, VrpnConnectionError
+
+SCENE = {
+    "seed": 3,
+    "rate": 200.0,
+    "latency": 0.0,
+    "noise": 0.0,
+    "rigid_bodies": [
+        {"name": "drone", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0}},
+        {"name": "cart", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0}},
+    ],
+}
+
+
+def collect(client: VrpnClient, seconds: float) -> list:
+    out = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        out += client.read(0.05)
+    return out
+
+
+@pytest.mark.parametrize("tcp_only", [False, True], ids=["udp-request", "tcp"])
+def test_client_reads_the_stand_in(procs, tmp_path, tcp_only):
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
+    client = VrpnClient("127.0.0.1", port, tcp_only=tcp_only, timeout=10.0)
+    assert client.connect() == ["drone", "cart"]
+    assert client.server_version == "07.38" and vp.POS_QUAT in client.types.names()
+    got = collect(client, 1.0)
+    client.close()
+    reports = [d for d in got if d.type == vp.POS_QUAT]
+    assert len(reports) > 100, proc.log()
+    names = [b.name for b in scene.description.bodies]
+    for d in reports:
+        r = vp.unpack_pos_quat(d.message.payload)
+        k = round((d.message.time - origin) * scene.rate)
+        bodies = scene.frame(k).bodies
+        row = names.index(d.sender)
+        # float64 end to end: exactly the scene's numbers
+        assert r.position == tuple(bodies.positions[row]) and r.orientation == tuple(bodies.orientations[row])
+
+
+class HostileServer:
+    """A TCP server that answers one connection with ``script(conn)``."""
+
+    def __init__(self, script):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.script = script
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        self.sock.settimeout(20)
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                conn.recv(vp.COOKIE_SIZE)
+                self.script(conn)
+            except OSError:
+                pass
+
+    def close(self):
+        self.sock.close()
+
+
+def describe(sender_names=("VRPN Control", "drone"), type_names=(vp.PING, vp.PONG, vp.POS_QUAT)) -> bytes:
+    out = [
+        vp.pack_message(i, vp.SENDER_DESCRIPTION, vp.pack_description(n), 0, 0)
+        for i, n in enumerate(sender_names)
+    ]
+    out += [
+        vp.pack_message(i, vp.TYPE_DESCRIPTION, vp.pack_description(n), 0, 0)
+        for i, n in enumerate(type_names)
+    ]
+    return b"".join(out)
+
+
+def report(sensor=0, x=1.0, sender=1, type_id=2) -> bytes:
+    return vp.pack_message(sender, type_id, vp.pack_pos_quat(sensor, (x, 0.0, 0.0), (0, 0, 0, 1.0)), 5, 0)
+
+
+def client_for(server: HostileServer, **kw) -> VrpnClient:
+    return VrpnClient("127.0.0.1", server.port, tcp_only=True, timeout=3.0, **kw)
+
+
+def test_bad_cookie_is_refused_with_the_reason():
+    server = HostileServer(lambda conn: (conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n\0\0\0"), time.sleep(1)))
+    start = time.monotonic()
+    with pytest.raises(VrpnConnectionError, match="not a VRPN 07.xx peer"):
+        client_for(server).connect()
+    assert time.monotonic() - start < 3
+    server.close()
+
+
+def test_an_old_major_version_is_refused():
+    server = HostileServer(lambda conn: (conn.sendall(b"vrpn: ver. 06.05  0" + b"\0" * 5), time.sleep(1)))
+    with pytest.raises(VrpnConnectionError, match="06.05"):
+        client_for(server).connect()
+    server.close()
+
+
+def test_a_server_that_never_sends_its_cookie_times_out():
+    server = HostileServer(lambda conn: time.sleep(5))
+    start = time.monotonic()
+    with pytest.raises(VrpnConnectionError):
+        client_for(server).connect()
+    assert time.monotonic() - start < 4.5
+    server.close()
+
+
+def test_an_impossible_length_drops_the_connection_with_the_reason():
+    def script(conn):
+        conn.sendall(vp.cookie() + describe() + report())
+        time.sleep(0.5)
+        conn.sendall(vp.HEADER.pack(0x7FFFFFF0, 0, 0, 1, 2) + b"\0" * 4 + b"x" * 1000)
+        time.sleep(2)
+
+    server = HostileServer(script)
+    client = client_for(server)
+    client.connect()
+    got = []
+    with pytest.raises(VrpnConnectionError, match="framing"):
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            got += client.read(0.1)
+    assert [d.sender for d in got] == ["drone"]
+    assert client.stats.rejected == {"broken_framing": 1} and not client.connected
+    server.close()
+
+
+def test_unknown_types_ids_and_bad_descriptions_are_counted_and_the_reports_still_flow():
+    def script(conn):
+        junk = [
+            vp.pack_message(1, 77, b"x" * 8, 0, 0),  # an undescribed type
+            vp.pack_message(99, 2, b"x" * 64, 0, 0),  # an undescribed sender
+            vp.pack_message(5, vp.SENDER_DESCRIPTION, b"\0\0\0\x50abc", 0, 0),  # a lying length
+            vp.pack_message(5000, vp.SENDER_DESCRIPTION, vp.pack_description("x"), 0, 0),  # an id beyond 2000
+            vp.pack_message(0, -99, b"", 0, 0),  # an unknown system type
+        ]
+        conn.sendall(vp.cookie() + describe() + b"".join(junk * 200) + report(x=2.0))
+        time.sleep(2)
+
+    server = HostileServer(script)
+    client = client_for(server)
+    client.connect()
+    got = collect(client, 0.5)
+    assert [(d.sender, d.type) for d in got] == [("drone", vp.POS_QUAT)]
+    assert client.stats.rejected == {
+        "unknown_type": 200,
+        "unknown_sender": 200,
+        "bad_description": 400,
+        "unknown_system_type": 200,
+    }
+    client.close()
+    server.close()
+
+
+def test_a_flood_is_taken_in_bounded_reads():
+    flood = report() * 20000  # 1.76 MB of reports at once
+
+    def script(conn):
+        conn.sendall(vp.cookie() + describe() + flood)
+        time.sleep(3)
+
+    server = HostileServer(script)
+    client = client_for(server, max_read_bytes=256 * 1024)
+    client.connect()
+    sizes = []
+    end = time.monotonic() + 5
+    while sum(sizes) < 20000 and time.monotonic() < end:
+        sizes.append(len(client.read(0.2)))
+    assert sum(sizes) == 20000
+    # a read returns after at most max_read_bytes (+ one recv) of the stream
+    assert max(sizes) <= (256 + 256) * 1024 // 88 + 1
+    client.close()
+    server.close()
+
+
+def test_a_silent_server_is_given_up_after_the_silence_timeout():
+    server = HostileServer(lambda conn: (conn.sendall(vp.cookie() + describe()), time.sleep(5)))
+    client = client_for(server, silence_timeout=0.5, ping_period=0.1)
+    start = time.monotonic()
+    client.connect()
+    with pytest.raises(VrpnConnectionError, match="nothing from the server"):
+        while time.monotonic() - start < 4:
+            client.read(0.05)
+    assert 0.5 < time.monotonic() - start < 1.5
+    server.close()
+
+
+def test_pings_are_answered_by_the_stand_in_so_a_quiet_connection_stays(procs, tmp_path):
+    # a scene whose only body is never tracked: no report at all, only pongs
+    quiet = dict(
+        SCENE,
+        rigid_bodies=[dict(SCENE["rigid_bodies"][0], tracking_loss={"every": 1000.0, "duration": 999.99})],
+    )
+    proc, port, _, _ = start_vrpn(procs, tmp_path, quiet)
+    client = VrpnClient("127.0.0.1", port, timeout=10.0, silence_timeout=0.6, ping_period=0.2)
+    client.connect()
+    got = collect(client, 2.0)  # over three silence timeouts
+    assert client.connected
+    assert {(d.sender, d.type) for d in got} == {("drone", vp.PONG)} and len(got) >= 5
+    client.close()
+
+
+def test_nothing_listening_is_a_clear_error_within_the_timeout():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(VrpnConnectionError, match="cannot connect"):
+        VrpnClient("127.0.0.1", port, tcp_only=True, timeout=1.0).connect()
+    with pytest.raises(VrpnConnectionError, match="no call back"):
+        VrpnClient("127.0.0.1", port, timeout=1.0).connect()
+    assert time.monotonic() - start < 4
