@@ -32,6 +32,8 @@ setup(
             "qtm_simulator = mocap4r2_drivers.executables:qtm_simulator",
             "vicon_system = mocap4r2_drivers.executables:vicon_system",
             "gazebo_system = mocap4r2_drivers.executables:gazebo_system",
+            "vrpn_system = mocap4r2_drivers.executables:vrpn_system",
+            "vrpn_simulator = mocap4r2_drivers.executables:vrpn_simulator",
         ],
     },
 )
