@@ -69,7 +69,9 @@ class ClockModelSettings:
     jump_s: float = 0.05  # a point this far below the line: the system clock jumped forward
     back_s: float = 0.05  # a system time this far before the previous one: it jumped back
     stall_s: float = 0.5  # points this far above the line ...
-    stall_persist_s: float = 0.5  # ... for this long: the system clock jumped back a little
+    # ... for this long: the system clock stood still (a reader that falls 0.5 s behind
+    # for a moment must not pass for one)
+    stall_persist_s: float = 2.0
     max_abs_system_time: float = 1e11  # seconds (3000 years): beyond it a clock is garbage
 
 
@@ -154,7 +156,7 @@ class ClockModel:
             if self._stall_since is None:
                 self._stall_since = y
             elif y - self._stall_since >= cfg.stall_persist_s:
-                self.reset(f"the system clock jumped back {r:.3f} s")
+                self.reset(f"the system clock fell {r:.3f} s behind (stood still or jumped back)")
                 self._start(s, u, y)
                 r = 0.0
         else:

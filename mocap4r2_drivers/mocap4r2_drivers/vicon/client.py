@@ -222,7 +222,11 @@ class ViconClient:
         if isinstance(item, AdapterError):
             self._failed = item
             raise item
-        return item
+        frame, received = item
+        # the time since GetFrame returned (conversion, the queue) is latency too: the
+        # node stamps arrival - latency, and this part is ours, not the network's
+        frame.latency += max(time.time() - received, 0.0)
+        return frame
 
     def _put(self, item) -> None:
         try:
@@ -245,6 +249,7 @@ class ViconClient:
                 if not self.client.GetFrame():  # NoFrame: nothing new yet
                     self._stop.wait(0.001)
                     continue
+                received = time.time()
                 frame = self.convert(self.client)
             except self.sdk.DataStreamException as exc:
                 name = error_name(exc)
@@ -270,7 +275,7 @@ class ViconClient:
                 self.counts["duplicates"] += 1
                 continue
             self.counts["frames"] += 1
-            self._put(frame)
+            self._put((frame, received))
 
     def _is_connected(self) -> bool:
         try:

@@ -182,8 +182,23 @@ class FrameConverter:
         except self.exception:
             latency = 0.0
         return MocapFrame(
-            frame_number=number, markers=markers, bodies=bodies, skeletons=skeletons, latency=latency
+            frame_number=number,
+            markers=markers,
+            bodies=bodies,
+            skeletons=skeletons,
+            latency=latency,
+            system_time=self._system_time(client, number),
         )
+
+    def _system_time(self, client, number: int) -> float | None:
+        """The capture instant on Vicon's clock: the frame number times the frame period
+        (frames are captured exactly one period apart; the node's clock model maps them
+        to the host clock). None when the SDK gives no usable rate."""
+        try:
+            rate = float(client.GetFrameRate())
+        except (self.exception, TypeError, ValueError):
+            return None
+        return number / rate if 0.0 < rate < 1e6 else None
 
     def _skeleton_arrays(self, rows, positions, orientations, valid) -> SkeletonArrays:
         if not rows:

@@ -263,7 +263,9 @@ def test_subjects_and_segments_become_bodies_markers_and_skeletons(streaming):
     assert b.ids.tolist() == [stable_id(n) for n in b.names]
     np.testing.assert_allclose(b.positions[0], [1.0, 2.0, 1.5])  # mm -> m
     np.testing.assert_allclose(b.orientations[0], [0.0, 0.0, 0.6, 0.8])
-    assert b.valid.all() and frame.latency == pytest.approx(0.004)
+    assert b.valid.all()
+    # the SDK's latency plus the time the frame spent in the adapter (conversion, queue)
+    assert 0.004 <= frame.latency < 0.004 + 0.5
     # a body's markers are those whose parent segment it is
     assert b.markers.names == ("drone:front", "drone:back", "arm:elbow", "arm:wrist")
     np.testing.assert_array_equal(b.marker_offsets, [0, 2, 3, 4, 4])

@@ -1,0 +1,370 @@
+"""How far stamps are from the true capture time: `python -m bench timing [--json FILE]`.
+
+Each path's stand-in serves frames as a network and a server clock do (see
+mocap4r2_drivers/impairment.py) and writes a truth log: the true capture instant of every
+frame it sends, on the host clock. The path's adapter reads the frames in this process,
+taking each frame's arrival with time.time() when read_frame returns, as the node's
+reader thread does. Three ways of stamping then run on the same frames, in the same run:
+
+* ours: FrameStamper('auto'), what MocapSystemNode publishes (fed the same values in the
+  same order: it is a pure function of them);
+* arrival: arrival - the latency the system reports (the rule of vendor drivers, and
+  ours with time_source arrival);
+* min_offset: the system time plus the smallest (arrival - latency - system time) seen
+  so far, as vrpn-style drivers correct their stamps.
+
+Paths: natnet_unicast, natnet_multicast (natnet_simulator, a process), qtm
+(qtm_simulator, a process), vicon (the SDK double of test/fixtures in this process), sim
+(the simulated system's adapter). Scenarios: clean; impaired (2 ms exponential jitter,
+bursts of 4, +100 ppm drift, 3 s offset); reset (impaired, and the server clock restarts
+RESET_AT s in). Figures over the frames after WARMUP s (the model fits the drift on 4 s
+of points): p50 / p99 / max |error| in ms, interval jitter in us (std of consecutive
+stamp differences minus the nominal period), and for reset the recovery (from the reset
+until |error| stays under 0.5 ms), stamps after arrival and stamps going backwards.
+Also the model's CPU per frame against the arrival rule's. Prints figures; asserts
+nothing (targets are printed next to them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
+RATE = 250.0
+# the SDK double serves frames in the reading thread (its pull API) and the converter makes
+# a dozen SDK calls per frame: at 250 Hz on a loaded machine it falls behind for good
+VICON_RATE = 100.0
+WARMUP = 5.0
+RESET_AT = 8.0
+DURATION = {"clean": 8.0, "impaired": 12.0, "reset": 12.0}
+IMPAIRED = {"jitter_ms": 2.0, "burst": 4, "clock_drift_ppm": 100.0, "clock_offset_s": 3.0}
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "clean": {},
+    "impaired": IMPAIRED,
+    "reset": {**IMPAIRED, "clock_reset_at": RESET_AT},
+}
+PATHS = ("natnet_unicast", "natnet_multicast", "qtm", "vicon", "sim")
+RECOVERED_BELOW = 0.5e-3
+JSON_ENV = "MOCAP4R2_BENCH_TIMING_JSON"  # `python -m bench timing` runs run() without argv
+
+
+@dataclass
+class Recording:
+    """What the adapter handed over, per frame in order, and the stand-in's truth log."""
+
+    numbers: list[int] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    system_times: list[float | None] = field(default_factory=list)
+    capture_times: list[float | None] = field(default_factory=list)
+    truth: list[tuple[int, float]] = field(default_factory=list)
+
+    def add(self, frame: Any, arrival: float) -> None:
+        self.numbers.append(frame.frame_number)
+        self.arrivals.append(arrival)
+        self.latencies.append(frame.latency)
+        self.system_times.append(frame.system_time)
+        self.capture_times.append(frame.capture_time)
+
+
+def read_for(adapter: Any, seconds: float, recording: Recording) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        frame = adapter.read_frame(0.1)
+        if frame is not None:
+            recording.add(frame, time.time())
+
+
+def _scene(directory: Path, **keys: Any) -> Path:
+    path = directory / "timing_scene.yaml"
+    scene = {
+        "seed": 5,
+        "rate": RATE,
+        "latency": 0.002,
+        "latency_jitter": 0.0,
+        "noise": 0.0,
+        "occlusion": 0.0,
+        "dropped_frames": 0.0,
+        "unlabeled_markers": 2,
+        "rigid_bodies": [
+            {"name": "drone", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0}},
+            {"name": "robot", "id": 2, "trajectory": {"type": "figure_eight", "period": 6.0}},
+        ],
+        **keys,
+    }
+    path.write_text(yaml.safe_dump(scene))
+    return path
+
+
+# ====================================================================== paths
+def record_vicon(impairment: dict[str, Any], seconds: float, directory: Path) -> Recording:
+    import vicon_datastream_double as double  # test/fixtures, on sys.path through bench.domain
+
+    from mocap4r2_drivers.impairment import TimeImpairment, read_truth_log
+    from mocap4r2_drivers.simulated.scene import Scene
+    from mocap4r2_drivers.vicon.vicon_system import ViconAdapter
+
+    truth = directory / "vicon_truth.csv"
+    scene = Scene.from_file(_scene(directory, rate=VICON_RATE))
+    server = double.ImpairedSceneServer(
+        scene, TimeImpairment.from_mapping({**impairment, "truth_log": str(truth), "seed": 1})
+    )
+    package = types.ModuleType("vicon_dssdk")
+    module = double.module()
+    package.ViconDataStream = module  # type: ignore[attr-defined]
+    saved = {name: sys.modules.get(name) for name in ("vicon_dssdk", "vicon_dssdk.ViconDataStream")}
+    sys.modules["vicon_dssdk"] = package
+    sys.modules["vicon_dssdk.ViconDataStream"] = module
+    double.Client.server = server
+    recording = Recording()
+    adapter = ViconAdapter.from_parameters({spec.name: spec.default for spec in ViconAdapter.parameters})
+    try:
+        adapter.connect()
+        adapter.start_streaming()
+        read_for(adapter, seconds, recording)
+    finally:
+        adapter.stop_streaming()
+        adapter.disconnect()
+        server.close()
+        for name, previous in saved.items():
+            if previous is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = previous
+    recording.truth = read_truth_log(truth)
+    return recording
+
+
+RECORDERS: dict[str, Callable[[dict[str, Any], float, Path], Recording]] = {
+    "vicon": record_vicon,
+}
+
+
+# ====================================================================== figures
+def match_truth(recording: Recording) -> np.ndarray:
+    """The true capture time of every recorded frame (NaN where the truth log has none):
+    the next truth line with the frame's number, so restarted numbers match in order."""
+    truth = recording.truth
+    out = np.full(len(recording.numbers), np.nan)
+    pointer = 0
+    for i, number in enumerate(recording.numbers):
+        for j in range(pointer, min(pointer + 20000, len(truth))):
+            if truth[j][0] == number:
+                out[i] = truth[j][1]
+                pointer = j + 1
+                break
+    return out
+
+
+def stamp_ways(recording: Recording) -> dict[str, np.ndarray]:
+    from mocap4r2_control.clock_model import FrameStamper
+
+    stamper = FrameStamper("auto")
+    ours = [
+        stamper.stamp(a, lat, s, c, n)
+        for a, lat, s, c, n in zip(
+            recording.arrivals,
+            recording.latencies,
+            recording.system_times,
+            recording.capture_times,
+            recording.numbers,
+        )
+    ]
+    arrival = np.asarray(recording.arrivals) - np.asarray(recording.latencies)
+    min_offset = []
+    lowest = math.inf
+    for y, s in zip(arrival.tolist(), recording.system_times):
+        if s is None or not math.isfinite(s):
+            min_offset.append(y)
+            continue
+        lowest = min(lowest, y - s)
+        min_offset.append(s + lowest)
+    return {"ours": np.asarray(ours), "arrival": arrival, "min_offset": np.asarray(min_offset)}
+
+
+def _figures(
+    error: np.ndarray, stamps: np.ndarray, consecutive: np.ndarray, period: float
+) -> dict[str, float]:
+    magnitude = np.abs(error)
+    intervals = np.diff(stamps)[consecutive] - period
+    return {
+        "p50_ms": round(float(np.percentile(magnitude, 50)) * 1e3, 4),
+        "p99_ms": round(float(np.percentile(magnitude, 99)) * 1e3, 4),
+        "max_ms": round(float(np.max(magnitude)) * 1e3, 4),
+        "interval_jitter_us": round(float(np.std(intervals)) * 1e6, 2) if intervals.size else float("nan"),
+    }
+
+
+def reset_index(recording: Recording) -> int | None:
+    """The first frame after the server clock went back (or its numbers restarted)."""
+    times, numbers = recording.system_times, recording.numbers
+    for i in range(1, len(numbers)):
+        s0, s1 = times[i - 1], times[i]
+        if numbers[i] + 16 < numbers[i - 1] or (s0 is not None and s1 is not None and s1 < s0 - 0.05):
+            return i
+    return None
+
+
+def evaluate(recording: Recording, scenario: str) -> dict[str, Any]:
+    truth = match_truth(recording)
+    known = np.isfinite(truth)
+    if known.sum() < 100:
+        raise RuntimeError(f"only {int(known.sum())} of {len(truth)} frames found in the truth log")
+    ways = stamp_ways(recording)
+    arrivals = np.asarray(recording.arrivals)
+    settled = known & (truth >= truth[known][0] + WARMUP)
+    index = np.flatnonzero(settled)
+    # consecutive frames (by truth: a dropped frame's gap is not jitter)
+    true_steps = np.diff(truth[index])
+    period = float(np.median(true_steps))
+    consecutive = np.abs(true_steps - period) < 0.5 * period
+    cell: dict[str, Any] = {}
+    for way, stamps in ways.items():
+        error = stamps[index] - truth[index]
+        cell[way] = _figures(error, stamps[index], consecutive, period)
+    ours = ways["ours"]
+    cell["reset_recovery_s"] = None
+    if scenario == "reset":
+        first = reset_index(recording)
+        if first is None:
+            cell["reset_recovery_s"] = float("nan")
+        else:
+            after = np.arange(len(ours)) >= first
+            bad = np.flatnonzero(after & known & (np.abs(ours - truth) >= RECOVERED_BELOW))
+            start = truth[first] if known[first] else arrivals[first]
+            cell["reset_recovery_s"] = round(float(truth[bad[-1]] - start), 3) if bad.size else 0.0
+    cell["stamps_after_arrival"] = int(np.sum(ours > arrivals))
+    cell["stamps_backwards"] = int(np.sum(np.diff(ours) < 0))
+    cell["frames"] = len(ours)
+    return cell
+
+
+def model_cost_us(frames: int = 20000) -> tuple[float, float]:
+    """CPU us per frame of FrameStamper('auto') on an impaired 1 kHz series, and of the
+    arrival rule through the same call (the reference)."""
+    from mocap4r2_control.clock_model import FrameStamper
+
+    rng = np.random.default_rng(0)
+    capture = 1.7e9 + np.arange(frames) / 1000.0
+    system = 3.0 + (capture - 1.7e9) * (1 + 100e-6)
+    arrival = np.maximum.accumulate(capture + 1e-4 + rng.exponential(2e-3, frames)).tolist()
+    system_l = system.tolist()
+    out = []
+    for source in ("auto", "arrival"):
+        best = math.inf
+        for _ in range(3):
+            stamp = FrameStamper(source).stamp
+            t0 = time.process_time()
+            for i in range(frames):
+                stamp(arrival[i], 0.0, system_l[i], None, i)
+            best = min(best, time.process_time() - t0)
+        out.append(best / frames * 1e6)
+    return out[0], out[1]
+
+
+# ====================================================================== report
+def _targets(cell: dict[str, Any], scenario: str) -> list[str]:
+    ours, arrival = cell["ours"], cell["arrival"]
+    notes = []
+    if scenario == "impaired":
+        notes.append(f"p99<=0.25ms {'met' if ours['p99_ms'] <= 0.25 else 'NOT met'}")
+        fifth = ours["p99_ms"] * 5 <= arrival["p99_ms"]
+        notes.append(f"p99<=arrival/5 {'met' if fifth else 'NOT met'}")
+        notes.append(f"jitter<=20us {'met' if ours['interval_jitter_us'] <= 20 else 'NOT met'}")
+    elif scenario == "reset":
+        recovery = cell["reset_recovery_s"]
+        ok = recovery is not None and recovery <= 1.0
+        notes.append(f"recovery<=1s {'met' if ok else 'NOT met'}")
+        clean = cell["stamps_after_arrival"] == 0 and cell["stamps_backwards"] == 0
+        notes.append(f"0 after arrival, 0 backwards {'met' if clean else 'NOT met'}")
+    else:
+        notes.append(f"no worse than arrival {'met' if ours['p99_ms'] <= arrival['p99_ms'] else 'NOT met'}")
+    return notes
+
+
+def run(json_path: str | None = None, paths: tuple[str, ...] = PATHS) -> dict[str, Any]:
+    json_path = json_path or os.environ.get(JSON_ENV) or None
+    result: dict[str, Any] = {"paths": {}}
+    cost, reference = model_cost_us()
+    print(
+        f"model CPU per frame at 1 kHz: {cost:.2f} us "
+        f"(arrival rule {reference:.2f} us, x{cost / reference:.1f})"
+    )
+    result["model_us_per_frame"] = round(cost, 3)
+    result["arrival_us_per_frame"] = round(reference, 3)
+    print(
+        f"{'path':<17}{'scenario':<10}{'way':<11}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>9}{'jitter us':>10}"
+        "  recovery s / after arrival / backwards"
+    )
+    for path in paths:
+        recorder = RECORDERS.get(path)
+        if recorder is None:
+            print(f"{path:<17}(not available)")
+            continue
+        result["paths"][path] = {}
+        for scenario, impairment in SCENARIOS.items():
+            with tempfile.TemporaryDirectory(prefix="bench_timing_") as tmp:
+                try:
+                    recording = recorder(impairment, DURATION[scenario], Path(tmp))
+                    cell = evaluate(recording, scenario)
+                except Exception as exc:  # noqa: BLE001 - one broken path must not hide the others
+                    print(f"{path:<17}{scenario:<10}failed: {type(exc).__name__}: {exc}", flush=True)
+                    continue
+            result["paths"][path][scenario] = cell
+            for way in ("ours", "arrival", "min_offset"):
+                f = cell[way]
+                extra = ""
+                if way == "ours":
+                    extra = (
+                        f"  {cell['reset_recovery_s']} / {cell['stamps_after_arrival']} / "
+                        f"{cell['stamps_backwards']}  ({cell['frames']} frames; "
+                        + ", ".join(_targets(cell, scenario))
+                        + ")"
+                    )
+                print(
+                    f"{path:<17}{scenario:<10}{way:<11}{f['p50_ms']:>8.3f}{f['p99_ms']:>8.3f}"
+                    f"{f['max_ms']:>9.3f}{f['interval_jitter_us']:>10.1f}{extra}",
+                    flush=True,
+                )
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=1, allow_nan=True))
+        print(f"written: {json_path}")
+    return result
+
+
+def main(argv: list[str]) -> int:
+    json_path = None
+    paths = list(PATHS)
+    args = list(argv)
+    if "--json" in args:
+        i = args.index("--json")
+        if i + 1 >= len(args):
+            print("--json needs a file name", file=sys.stderr)
+            return 2
+        json_path = args[i + 1]
+        del args[i : i + 2]
+    if args:
+        paths = [p for p in PATHS if p in args]
+    from bench.domain import isolate
+
+    isolate()
+    run(json_path, tuple(paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
