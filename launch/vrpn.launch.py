@@ -1,0 +1,1 @@
+../mocap4r2_drivers/launch/vrpn.launch.py
