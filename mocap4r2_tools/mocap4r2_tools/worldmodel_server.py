@@ -27,7 +27,6 @@ import time
 import numpy as np
 from geometry_msgs.msg import PoseWithCovariance
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from scipy.spatial.transform import Rotation
 from tf2_msgs.msg import TFMessage
 
 from hector_worldmodel_msgs.msg import Object, ObjectModel, ObjectState, PosePercept
@@ -220,9 +219,7 @@ class WorldModelNode(ToolNode):
             pose = pose_msg_arrays(edge.transform)
             if pose is None:
                 continue
-            self.model.frames.set(
-                edge.header.frame_id, edge.child_frame_id, Transform(pose[0], Rotation.from_quat(pose[1]))
-            )
+            self.model.frames.set(edge.header.frame_id, edge.child_frame_id, Transform(pose[0], pose[1]))
 
     # ------------------------------------------------------------------ output
     def _covariance(self) -> list[float]:

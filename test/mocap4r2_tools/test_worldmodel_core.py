@@ -107,8 +107,8 @@ def test_untracked_body_is_not_modelled_before_its_first_tracked_frame_and_same_
 
 def test_frame_graph_lookup_both_ways_and_through_chains():
     g = FrameGraph()
-    t_world_map = Transform(np.array([1.0, 0, 0]), Rotation.from_euler("z", 90, degrees=True))
-    t_map_cam = Transform(np.array([0, 2.0, 0]), Rotation.identity())
+    t_world_map = Transform(np.array([1.0, 0, 0]), Rotation.from_euler("z", 90, degrees=True).as_quat())
+    t_map_cam = Transform(np.array([0, 2.0, 0]), Rotation.identity().as_quat())
     assert g.set("world", "map", t_world_map) and g.set("map", "camera", t_map_cam)
     # a point at the camera origin: in map (0, 2, 0), in world (1, 0, 0) + Rz90 (0, 2, 0) = (-1, 0, 0)
     assert np.allclose(g.lookup("world", "camera").apply([0, 0, 0]), [-1, 0, 0])
@@ -130,7 +130,9 @@ def test_verify_confirms_discards_and_knows_when_it_cannot_tell():
     assert model.verify("cup", "camera", (0.0, 0.0, 1.0), 0.3)[0] == VERIFY_UNKNOWN  # frames unrelated
     # camera 1 m above the cup, looking down: the cup is 1 m along the camera's z
     model.frames.set(
-        "world", "camera", Transform(np.array([1.0, 2.0, 1.5]), Rotation.from_euler("x", 180, degrees=True))
+        "world",
+        "camera",
+        Transform(np.array([1.0, 2.0, 1.5]), Rotation.from_euler("x", 180, degrees=True).as_quat()),
     )
     assert model.verify("cup", "camera", (0.0, 0.0, 1.0), 0.3)[0] == VERIFY_CONFIRM
     assert model.verify("cup", "camera", (0.0, 0.0, -1.0), 0.3)[0] == VERIFY_DISCARD

@@ -10,38 +10,48 @@ Edges are looked up in both directions; a lookup is a breadth-first search over 
 
 from __future__ import annotations
 
+import builtins
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial.transform import Rotation
+import numpy.typing as npt
+
+from mocap4r2_control.rotation import FloatArray, quat_conjugate, quat_multiply, quat_rotate
+
+_IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 
 
 @dataclass(frozen=True)
 class Transform:
-    """x_parent = rotation.apply(x_child) + translation."""
+    """x_parent = rotate(rotation, x_child) + translation; ``rotation`` is a unit
+    quaternion x, y, z, w."""
 
-    translation: np.ndarray
-    rotation: Rotation
+    translation: FloatArray
+    rotation: FloatArray
 
     @classmethod
     def identity(cls) -> Transform:
-        return cls(np.zeros(3), Rotation.identity())
+        return cls(np.zeros(3), _IDENTITY)
 
     def __mul__(self, other: Transform) -> Transform:
         return Transform(
-            self.translation + self.rotation.apply(other.translation), self.rotation * other.rotation
+            self.translation + quat_rotate(self.rotation, other.translation),
+            quat_multiply(self.rotation, other.rotation),
         )
 
     def inverse(self) -> Transform:
-        inv = self.rotation.inv()
-        return Transform(-inv.apply(self.translation), inv)
+        inv = quat_conjugate(self.rotation)
+        return Transform(-quat_rotate(inv, self.translation), inv)
 
-    def apply(self, point) -> np.ndarray:
-        return self.rotation.apply(np.asarray(point, dtype=float)) + self.translation
+    def apply(self, point: npt.ArrayLike) -> FloatArray:
+        """The point (3,) given in the child frame, in the parent frame."""
+        return quat_rotate(self.rotation, point) + self.translation
 
 
 class FrameGraph:
+    """The newest transform of every edge; lookups through chains (see the module doc)."""
+
     def __init__(self, max_frames: int = 1000):
         self.max_frames = max_frames
         self._edges: dict[str, dict[str, Transform]] = {}  # parent -> child -> T_parent_child
@@ -63,7 +73,7 @@ class FrameGraph:
         self._edges.setdefault(parent, {})[child] = transform
         return True
 
-    def frames(self) -> set[str]:
+    def frames(self) -> builtins.set[str]:  # this class's own set() hides the builtin here
         out = set(self._edges)
         for children in self._edges.values():
             out.update(children)

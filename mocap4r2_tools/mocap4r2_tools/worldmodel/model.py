@@ -23,7 +23,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import yaml
+
+from mocap4r2_control.rotation import FloatArray
 
 from .frames import FrameGraph, Transform
 
@@ -55,16 +58,20 @@ def valid_state(state: int) -> bool:
 
 
 def state_name(state: int) -> str:
+    """The ObjectState constant's name, or "user state N"."""
     return STATE_NAMES.get(state, f"user state {state}")
 
 
 def support_from_ratio(ratio: float) -> float:
+    """The log-odds support of a tracked ratio, clipped so that it stays finite."""
     r = min(1.0 - RATIO_CLIP, max(RATIO_CLIP, ratio))
     return math.log(r / (1.0 - r))
 
 
 @dataclass(frozen=True)
 class Identity:
+    """What a configured body is in the model: class, object id and display name."""
+
     body: str
     class_id: str
     object_id: str
@@ -104,12 +111,14 @@ def parse_identities(entries: list[str]) -> dict[str, Identity]:
 
 @dataclass
 class WorldObject:
+    """One object of the model: a mocap body or one added by hand (``static``)."""
+
     object_id: str
     class_id: str
     name: str
     frame_id: str
-    position: np.ndarray
-    orientation: np.ndarray  # x, y, z, w
+    position: FloatArray
+    orientation: FloatArray  # x, y, z, w
     state: int
     stamp: float = 0.0  # capture time of the pose, s
     support: float = 0.0
@@ -117,7 +126,7 @@ class WorldObject:
     body: str = ""
     last_tracked: float = -math.inf  # monotonic
     tracked: bool = False
-    history: deque = field(default_factory=lambda: deque(maxlen=8192))
+    history: deque[tuple[float, bool]] = field(default_factory=lambda: deque(maxlen=8192))  # (now, tracked)
 
     @property
     def static(self) -> bool:
@@ -125,6 +134,8 @@ class WorldObject:
 
 
 class WorldModel:
+    """The objects, their states and support, and the frames to relate percepts to them."""
+
     def __init__(
         self,
         identities: dict[str, Identity] | None = None,
@@ -183,8 +194,8 @@ class WorldModel:
         frame_id: str,
         body: str,
         tracked: bool,
-        position,
-        orientation,
+        position: npt.ArrayLike,
+        orientation: npt.ArrayLike,
         stamp: float,
         now: float,
     ) -> tuple[WorldObject | None, bool]:
@@ -208,8 +219,8 @@ class WorldModel:
         changed = False
         if tracked:
             obj.frame_id = frame_id
-            obj.position = np.asarray(position, dtype=float)
-            obj.orientation = np.asarray(orientation, dtype=float)
+            obj.position = np.asarray(position, dtype=np.float64)
+            obj.orientation = np.asarray(orientation, dtype=np.float64)
             obj.stamp = stamp
             obj.last_tracked = now
             if obj.state != ACTIVE:
@@ -255,18 +266,18 @@ class WorldModel:
         class_id: str,
         name: str,
         frame_id: str,
-        position,
-        orientation,
+        position: npt.ArrayLike,
+        orientation: npt.ArrayLike,
         state: int,
         stamp: float,
     ) -> WorldObject:
         """A static object added by hand; a new id when ``object_id`` is empty."""
         if not frame_id:
             raise ModelError("the object's header.frame_id is empty: a pose needs a frame")
-        position = np.asarray(position, dtype=float)
-        orientation = np.asarray(orientation, dtype=float)
-        norm = float(np.linalg.norm(orientation))
-        if not (np.isfinite(position).all() and np.isfinite(norm)) or abs(norm - 1.0) > 1e-3:
+        p = np.asarray(position, dtype=np.float64)
+        q = np.asarray(orientation, dtype=np.float64)
+        norm = float(np.linalg.norm(q))
+        if not (np.isfinite(p).all() and np.isfinite(norm)) or abs(norm - 1.0) > 1e-3:
             raise ModelError("the object's pose must be finite with a unit quaternion")
         if not valid_state(state):
             raise ModelError(f"invalid state {state}")
@@ -287,8 +298,8 @@ class WorldModel:
             class_id,
             name or object_id,
             frame_id,
-            position,
-            orientation / norm,
+            p,
+            q / norm,
             state if state != UNKNOWN else ACTIVE,
             stamp=stamp,
             support=support_from_ratio(1.0),
@@ -296,7 +307,9 @@ class WorldModel:
         self.objects[object_id] = obj
         return obj
 
-    def verify(self, class_id: str, frame_id: str, position, distance: float) -> tuple[int, str]:
+    def verify(
+        self, class_id: str, frame_id: str, position: npt.ArrayLike, distance: float
+    ) -> tuple[int, str]:
         """(VerifyPercept response, reason): CONFIRM when an object of ``class_id``
         (tracked now, or static; not DISCARDED) lies within ``distance`` of ``position``
         given in ``frame_id``; DISCARD when every such object can be related to that
@@ -305,7 +318,8 @@ class WorldModel:
         point = np.asarray(position, dtype=float)
         if not frame_id or not np.isfinite(point).all():
             return VERIFY_UNKNOWN, "percept without a frame or with a non-finite position"
-        unrelated, nearest = [], math.inf
+        unrelated: list[str] = []
+        nearest = math.inf
         candidates = [
             o
             for o in self.objects.values()
