@@ -10,7 +10,9 @@ keeps the server's sender and type tables and describes to the server the ping a
 pong types and the trackers it pings. Ping goes out every ``ping_period`` s on TCP; a
 server that sends nothing at all (no report, no pong) for ``silence_timeout`` s is
 taken as gone. Every byte count a read takes is bounded (``max_read_bytes`` of TCP,
-``max_datagrams`` per call) so a flooding server cannot keep a call from returning,
+``max_datagrams`` per call) so a flooding server cannot keep a call from returning;
+datagrams count only from the server's address and, once its first datagram of
+described reports arrived, from that datagram's port (anyone may send to our port);
 and a stream whose framing breaks is dropped with the reason
 (:class:`VrpnConnectionError`): TCP has no way to find the next message.
 """
@@ -79,6 +81,8 @@ class VrpnClient:
         self._tcp: socket.socket | None = None
         self._udp: socket.socket | None = None
         self._server_ip = ""
+        # the server's UDP source port, learned from its first datagram of described reports
+        self._server_udp_port: int | None = None
         self._reader = vp.MessageReader()
         self._last_receive = 0.0
         self._last_ping = 0.0
@@ -158,6 +162,7 @@ class VrpnClient:
             answer += chunk
         self.server_version = vp.check_cookie(answer)
         self._server_ip = tcp.getpeername()[0]
+        self._server_udp_port = None
         self.senders.clear()
         self.types.clear()
         self._reader = vp.MessageReader()
@@ -278,16 +283,26 @@ class VrpnClient:
             except OSError as exc:  # an ICMP error of an earlier send; nothing lost
                 LOG.debug("udp: %s", exc)
                 return
-            if source[0] != self._server_ip:
+            if source[0] != self._server_ip or self._server_udp_port not in (None, source[1]):
                 self.stats.foreign_packets += 1
-                self._reject("foreign_datagram", f"a datagram from {source[0]}, not the server")
+                self._reject("foreign_datagram", f"a datagram from {source[0]}:{source[1]}, not the server")
                 continue
-            self._last_receive = time.monotonic()
             try:
                 messages = vp.split_datagram(data)
             except vp.VrpnProtocolError as exc:
                 self._reject("malformed_datagram", f"a malformed datagram ({exc})")
                 continue
+            if self._server_udp_port is None:
+                # the server sends from one socket: the first datagram whose messages all
+                # have described ids names it, and datagrams from elsewhere are refused
+                if not messages or not all(
+                    self.types.name(m.type) is not None and self.senders.name(m.sender) is not None
+                    for m in messages
+                ):
+                    self._reject("unknown_sender", "a datagram with undescribed ids before the server's first")
+                    continue
+                self._server_udp_port = source[1]
+            self._last_receive = time.monotonic()
             # time-critical reports only: descriptions come by TCP, in order with the stream
             self._dispatch([m for m in messages if m.type >= 0], out)
 

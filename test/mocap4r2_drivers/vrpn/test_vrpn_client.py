@@ -234,3 +234,22 @@ def test_nothing_listening_is_a_clear_error_within_the_timeout():
     with pytest.raises(VrpnConnectionError, match="no call back"):
         VrpnClient("127.0.0.1", port, timeout=1.0).connect()
     assert time.monotonic() - start < 4
+
+
+def test_datagrams_from_anyone_but_the_server_are_refused(procs, tmp_path):
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
+    client = VrpnClient("127.0.0.1", port, timeout=10.0)
+    client.connect()
+    assert any(d.type == vp.POS_QUAT for d in collect(client, 0.5))
+    # a report that would pass for the server's (described ids, right size), from another port
+    drone = client.senders.id("drone")
+    pos_quat = client.types.id(vp.POS_QUAT)
+    spoof = vp.pack_message(drone, pos_quat, vp.pack_pos_quat(0, (99.0, 99.0, 99.0), (0, 0, 0, 1.0)), 1, 0)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as intruder:
+        for _ in range(50):
+            intruder.sendto(spoof, client._udp.getsockname())
+        got = collect(client, 0.5)
+    client.close()
+    positions = [vp.unpack_pos_quat(d.message.payload).position for d in got if d.type == vp.POS_QUAT]
+    assert positions and (99.0, 99.0, 99.0) not in positions
+    assert client.stats.rejected["foreign_datagram"] == 50
