@@ -299,7 +299,7 @@ class VrpnClient:
                     self.types.name(m.type) is not None and self.senders.name(m.sender) is not None
                     for m in messages
                 ):
-                    self._reject("unknown_sender", "a datagram with undescribed ids before the server's first")
+                    self._reject("unknown_sender", "an undescribed datagram before the server's first")
                     continue
                 self._server_udp_port = source[1]
             self._last_receive = time.monotonic()
