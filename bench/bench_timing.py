@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -149,8 +151,123 @@ def record_vicon(impairment: dict[str, Any], seconds: float, directory: Path) ->
     return recording
 
 
+def _flags(impairment: dict[str, Any], truth: Path) -> list[str]:
+    out = ["--truth-log", str(truth)]
+    for key, value in impairment.items():
+        out += [f"--{key.replace('_', '-')}", str(value)]
+    return out
+
+
+class StandIn:
+    """A stand-in process; ``ready`` is a regex on its log naming the port(s)."""
+
+    def __init__(self, command: list[str], log_path: Path, ready: str):
+        self.log_path = log_path
+        self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            match = re.search(ready, log_path.read_text())
+            if match:
+                self.ports = [int(g) for g in match.groups()]
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{command[0]} did not start: {log_path.read_text()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.log.close()
+
+
+def _record_adapter(adapter: Any, seconds: float, stand_in: StandIn, truth: Path) -> Recording:
+    from mocap4r2_drivers.impairment import read_truth_log
+
+    recording = Recording()
+    try:
+        adapter.connect()
+        adapter.start_streaming()
+        read_for(adapter, seconds, recording)
+    finally:
+        adapter.stop_streaming()
+        adapter.disconnect()
+        stand_in.stop()
+    recording.truth = read_truth_log(truth)
+    return recording
+
+
+def _record_natnet(impairment: dict[str, Any], seconds: float, directory: Path, multicast: bool) -> Recording:
+    from mocap4r2_drivers.optitrack.optitrack_system import OptiTrackAdapter
+
+    truth = directory / "natnet_truth.csv"
+    command = [str(INSTALL / "natnet_simulator"), "--scene", str(_scene(directory)), "--rate", str(RATE)]
+    command += ["--command-port", "0", "--data-port", "0"]
+    command += ["--multicast"] if multicast else ["--unicast"]
+    stand_in = StandIn(
+        command + _flags(impairment, truth),
+        directory / "natnet.log",
+        r"command=[\d.]+:(\d+) .*data_port=(\d+)",
+    )
+    values = {spec.name: spec.default for spec in OptiTrackAdapter.parameters}
+    values.update(
+        command_port=stand_in.ports[0],
+        data_port=stand_in.ports[1],
+        connection_type="multicast" if multicast else "unicast",
+    )
+    return _record_adapter(OptiTrackAdapter.from_parameters(values), seconds, stand_in, truth)
+
+
+def record_natnet_unicast(impairment: dict[str, Any], seconds: float, directory: Path) -> Recording:
+    return _record_natnet(impairment, seconds, directory, multicast=False)
+
+
+def record_natnet_multicast(impairment: dict[str, Any], seconds: float, directory: Path) -> Recording:
+    return _record_natnet(impairment, seconds, directory, multicast=True)
+
+
+def record_qtm(impairment: dict[str, Any], seconds: float, directory: Path) -> Recording:
+    from mocap4r2_drivers.qualisys.qualisys_system import QualisysAdapter
+
+    truth = directory / "qtm_truth.csv"
+    command = [str(INSTALL / "qtm_simulator"), "--scene", str(_scene(directory)), "--rate", str(RATE)]
+    command += ["--port", "0"]
+    stand_in = StandIn(
+        command + _flags(impairment, truth), directory / "qtm.log", r"RT port 127\.0\.0\.1:(\d+)"
+    )
+    values = {spec.name: spec.default for spec in QualisysAdapter.parameters}
+    values.update(port=stand_in.ports[0] - 1)
+    return _record_adapter(QualisysAdapter.from_parameters(values), seconds, stand_in, truth)
+
+
+def record_sim(impairment: dict[str, Any], seconds: float, directory: Path) -> Recording:
+    from mocap4r2_drivers.impairment import read_truth_log
+    from mocap4r2_drivers.simulated.simulated_system import SimulatedAdapter
+
+    truth = directory / "sim_truth.csv"
+    scene = _scene(directory, **impairment, truth_log=str(truth))
+    adapter = SimulatedAdapter(str(scene), seed=-1, rate=0.0, max_backlog=0)
+    recording = Recording()
+    try:
+        adapter.connect()
+        adapter.start_streaming()
+        read_for(adapter, seconds, recording)
+    finally:
+        adapter.stop_streaming()
+        adapter.disconnect()
+    recording.truth = read_truth_log(truth)
+    return recording
+
+
 RECORDERS: dict[str, Callable[[dict[str, Any], float, Path], Recording]] = {
+    "natnet_unicast": record_natnet_unicast,
+    "natnet_multicast": record_natnet_multicast,
+    "qtm": record_qtm,
     "vicon": record_vicon,
+    "sim": record_sim,
 }
 
 
