@@ -1,18 +1,25 @@
-"""`mocap4r2 eval`: ATE and RPE of an estimate against ground truth, offline.
+r"""`mocap4r2 eval`: ATE and RPE of an estimate against ground truth, offline.
 
 Inputs are TUM files (``--gt``, ``--est``) or topics of a rosbag2 bag (sqlite3 or MCAP,
 ``--bag`` with ``--gt-topic``/``--est-topic``); the two may be mixed (``--gt`` may itself
 be a bag). Prints a summary, or one JSON object (``--json``), and writes plots (``--plot``).
 
     mocap4r2 eval --gt gt.tum --est est.tum --align se3
-    mocap4r2 eval --bag run1 --gt-topic /sim/rigid_bodies --body robot1 \\
+    mocap4r2 eval --bag run1 --gt-topic /sim/rigid_bodies --body robot1 \
                   --est-topic /odom --align posyaw --rpe-delta 1 --rpe-unit m --plot out/
+    mocap4r2 eval --gt gt.tum --est est.tum --offset auto --association interpolate
+
+``--offset auto`` finds the estimate's time offset from the data (speed and angular rate
+cross-correlated, then the ATE minimised over the offset; trajectory/time_offset.py)
+within ``±--offset-window`` s, reports it, and evaluates with it. ``--json`` always gives
+the offset used as top-level ``t_offset`` (s added to the estimate's stamps).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from contextlib import nullcontext
@@ -23,16 +30,20 @@ from .trajectory.evaluation import EvalOptions, evaluate
 from .trajectory.io import read_bag, read_tum
 from .trajectory.poses import Trajectory, TrajectoryInputError
 from .trajectory.report import summary_rows, to_dict, write_plots
+from .trajectory.time_offset import DEFAULT_WINDOW, TimeOffset
 
 # inputs at least this large get a progress bar when stderr is a terminal
 _LARGE_BAG_MESSAGES = 50_000
 
 
 def is_bag(path: Path) -> bool:
+    """Whether ``path`` is a rosbag2 bag (directory, .db3 or .mcap) rather than a TUM file."""
     return path.is_dir() or path.suffix in (".db3", ".mcap")
 
 
 class EvalCommand:
+    """The ``eval`` verb: its arguments and what it runs."""
+
     help = "trajectory error (ATE/RPE) of an estimate against ground truth, from TUM files or bags"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -61,7 +72,17 @@ class EvalCommand:
             "--max-diff", type=float, default=0.01, help="max stamp difference in s (default 0.01)"
         )
         ev.add_argument(
-            "--offset", type=float, default=0.0, help="s added to the estimate stamps (default 0)"
+            "--offset",
+            type=_offset_value,
+            default=0.0,
+            help="s added to the estimate stamps, or auto: found from the data (default 0)",
+        )
+        ev.add_argument(
+            "--offset-window",
+            type=float,
+            default=DEFAULT_WINDOW,
+            metavar="S",
+            help=f"with --offset auto: search the offset within +-S s (default {DEFAULT_WINDOW:g})",
         )
         ev.add_argument("--align", choices=alignment.METHODS, default="se3", help="alignment (default se3)")
         ev.add_argument(
@@ -109,10 +130,13 @@ class EvalCommand:
 
     # ------------------------------------------------------------------ steps
     def _run(self, args: argparse.Namespace) -> int:
+        auto = args.offset == "auto"
         options = EvalOptions(
             association=args.association,
             max_diff=args.max_diff,
-            offset=args.offset,
+            offset=0.0 if auto else args.offset,
+            offset_auto=auto,
+            offset_window=args.offset_window,
             align=args.align,
             align_first_n=args.align_first,
             rpe_delta=args.rpe_delta,
@@ -143,7 +167,9 @@ class EvalCommand:
                 written = write_plots(result, args.plot)
             if task is not None:
                 progress.update(task, total=1, completed=1)
-        data = to_dict(result)
+        data = {"t_offset": result.options.offset, **to_dict(result)}
+        if result.time_offset is not None:
+            data["time_offset"] = _offset_dict(result.time_offset)
         if args.json == "-":
             print(json.dumps(data, indent=2))
         else:
@@ -155,7 +181,35 @@ class EvalCommand:
         return 0
 
 
+def _offset_value(text: str) -> float | str:
+    """--offset: a number of seconds, or auto."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or auto, not {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"the offset must be finite, not {text!r}")
+    return value
+
+
+def _offset_dict(found: TimeOffset) -> dict:
+    return {
+        "offset": found.offset,
+        "coarse": found.coarse,
+        "correlation": found.correlation,
+        "bin": found.bin,
+        "window": found.window,
+        "ate_rmse_at_offset": found.ate_rmse,
+        "poses": found.poses,
+        "signals": list(found.signals),
+    }
+
+
 def _check_options(options: EvalOptions) -> None:
+    if options.offset_auto and not (math.isfinite(options.offset_window) and options.offset_window > 0):
+        raise TrajectoryInputError(f"--offset-window must be > 0 s, not {options.offset_window}")
     if options.max_diff < 0:
         raise TrajectoryInputError(f"--max-diff must be >= 0, not {options.max_diff}")
     if options.align_first_n < 0:
@@ -203,9 +257,8 @@ def _progress(args: argparse.Namespace):
     """A rich progress display on stderr, or None."""
     if args.progress == "never":
         return None
-    if args.progress == "auto":
-        if not sys.stderr.isatty() or not _large_input(args):
-            return None
+    if args.progress == "auto" and (not sys.stderr.isatty() or not _large_input(args)):
+        return None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -239,12 +292,21 @@ def _print_summary(result, gt: Trajectory, est: Trajectory) -> None:
     table = Table(title=f"trajectory error: {est.name} vs {gt.name}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
+    found = result.time_offset
+    if found is not None:
+        table.add_row(
+            "time offset (auto)",
+            f"{found.offset * 1e3:+.3f} ms added to the estimate stamps (coarse "
+            f"{found.coarse * 1e3:+.1f} ms from {' and '.join(found.signals)}, correlation "
+            f"{found.correlation:.2f}; searched +-{found.window:g} s)",
+        )
     for label, value in summary_rows(result):
         table.add_row(label, value)
     Console(soft_wrap=True).print(table)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``mocap4r2 eval`` on its own."""
     command = EvalCommand()
     parser = argparse.ArgumentParser(
         prog="mocap4r2 eval",
@@ -257,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``mocap4r2 eval`` as a function: exit status."""
     args = build_parser().parse_args(argv)
     return EvalCommand().main(args)
 

@@ -457,3 +457,82 @@ def test_command_line_entry_points(tmp_path, trajectories):
         timeout=120,
     )
     assert progress.returncode == 0 and "evaluating" in progress.stderr
+
+
+# ------------------------------------------------------------------ time offset
+def test_offset_auto_finds_and_reports_the_offset(tmp_path, trajectories, capsys):
+    """An estimate stamped 37 ms late: --offset auto finds -0.037 s (the estimate here has
+    1 cm noise at 20 Hz for 10 s, so within 2 ms; the 0.5 ms target is test_time_offset's),
+    --json gives it as top-level t_offset, the summary says it, and the ATE is that of
+    the same estimate stamped right."""
+    gt, est = trajectories
+    late = est.with_stamps(est.stamps + 0.036)  # estimate() already adds 1 ms
+    write_tum(tmp_path / "gt.tum", gt)
+    write_tum(tmp_path / "late.tum", late)
+    write_tum(tmp_path / "right.tum", est.with_stamps(est.stamps - 0.001))
+    base = ["--gt", str(tmp_path / "gt.tum"), "--association", "interpolate"]
+    code, out, _ = run_cli(capsys, *base, "--est", str(tmp_path / "late.tum"), "--offset", "auto", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["t_offset"] == pytest.approx(-0.037, abs=0.002)
+    assert data["options"]["offset"] == data["t_offset"] == data["time_offset"]["offset"]
+    # this ground truth turns at a steady rate: only its speed tells the offset
+    assert data["time_offset"]["signals"] == ["speed"]
+    code, out, _ = run_cli(capsys, *base, "--est", str(tmp_path / "right.tum"), "--json")
+    right = json.loads(out)
+    assert right["t_offset"] == 0.0
+    assert data["ate_rmse"] == pytest.approx(right["ate_rmse"], rel=0.02)
+    code, out, _ = run_cli(capsys, *base, "--est", str(tmp_path / "late.tum"), "--offset", "AUTO")
+    assert code == 0 and "time offset (auto)" in out and "ms added to the estimate stamps" in out
+    code, out, _ = run_cli(capsys, *base, "--est", str(tmp_path / "late.tum"), "--offset", "0.02", "--json")
+    assert json.loads(out)["t_offset"] == 0.02 and "time_offset" not in json.loads(out)
+
+
+def test_offset_auto_refuses_what_it_cannot_see(tmp_path, trajectories, capsys):
+    gt, est = trajectories
+    still = Trajectory.build(gt.stamps, np.ones((len(gt), 3)))
+    write_tum(tmp_path / "still.tum", still)
+    write_tum(tmp_path / "still_est.tum", still.take(slice(None, None, 5)))
+    code, out, err = run_cli(
+        capsys,
+        "--gt",
+        str(tmp_path / "still.tum"),
+        "--est",
+        str(tmp_path / "still_est.tum"),
+        "--offset",
+        "auto",
+    )
+    assert code == 1 and out == ""
+    assert "does not move enough for a time offset to be seen" in err and "no offset applied" in err
+    write_tum(tmp_path / "gt.tum", gt)
+    write_tum(tmp_path / "far.tum", est.with_stamps(est.stamps + 0.6))
+    code, _, err = run_cli(
+        capsys,
+        "--gt",
+        str(tmp_path / "gt.tum"),
+        "--est",
+        str(tmp_path / "far.tum"),
+        "--offset",
+        "auto",
+        "--offset-window",
+        "0.3",
+    )
+    assert code == 1 and "edge of the search window" in err
+    code, _, err = run_cli(
+        capsys,
+        "--gt",
+        str(tmp_path / "gt.tum"),
+        "--est",
+        str(tmp_path / "far.tum"),
+        "--offset",
+        "auto",
+        "--offset-window",
+        "-1",
+    )
+    assert code == 1 and "--offset-window must be > 0" in err
+    for bad, reason in (("soon", "expected seconds or auto"), ("nan", "must be finite")):
+        with pytest.raises(SystemExit) as exit_info:
+            eval_cli.main(
+                ["--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "far.tum"), "--offset", bad]
+            )
+        assert exit_info.value.code == 2 and reason in capsys.readouterr().err
