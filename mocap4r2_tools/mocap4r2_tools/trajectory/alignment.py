@@ -22,8 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
-from mocap4r2_control.rotation import quat_from_matrix, quat_multiply, quat_normalize, quat_to_matrix
+from mocap4r2_control.rotation import (
+    FloatArray,
+    quat_from_matrix,
+    quat_multiply,
+    quat_normalize,
+    quat_to_matrix,
+)
 
 from .poses import Trajectory, TrajectoryInputError
 
@@ -41,8 +48,10 @@ class AlignmentError(TrajectoryInputError):
 
 @dataclass(frozen=True, eq=False)
 class Alignment:
-    rotation: np.ndarray  # (3, 3)
-    translation: np.ndarray  # (3,)
+    """p_gt ~ scale * rotation @ p_est + translation (see the module doc)."""
+
+    rotation: FloatArray  # (3, 3)
+    translation: FloatArray  # (3,)
     scale: float = 1.0
     method: str = "none"
 
@@ -50,7 +59,7 @@ class Alignment:
     def identity(cls) -> Alignment:
         return cls(np.eye(3), np.zeros(3), 1.0, "none")
 
-    def apply_positions(self, positions: np.ndarray) -> np.ndarray:
+    def apply_positions(self, positions: FloatArray) -> FloatArray:
         return positions @ (self.scale * self.rotation).T + self.translation
 
     def apply(self, traj: Trajectory) -> Trajectory:
@@ -62,11 +71,11 @@ class Alignment:
         orientations = traj.orientations @ rows
         return Trajectory(traj.stamps, self.apply_positions(traj.positions), orientations, traj.name)
 
-    def quaternion(self) -> np.ndarray:
+    def quaternion(self) -> FloatArray:
         """Rotation as x, y, z, w."""
         return quat_from_matrix(self.rotation)
 
-    def matrix(self) -> np.ndarray:
+    def matrix(self) -> FloatArray:
         """4x4 similarity transform."""
         out = np.eye(4)
         out[:3, :3] = self.scale * self.rotation
@@ -79,18 +88,18 @@ class PointMoments:
     """Sufficient statistics of paired positions x (estimate) and y (ground truth)."""
 
     count: int
-    mean_est: np.ndarray  # (3,)
-    mean_gt: np.ndarray  # (3,)
+    mean_est: FloatArray  # (3,)
+    mean_gt: FloatArray  # (3,)
     scatter_est: float  # sum |x - mean_est|^2
     scatter_gt: float  # sum |y - mean_gt|^2
-    cross: np.ndarray  # (3, 3) sum (y - mean_gt)(x - mean_est)^T
+    cross: FloatArray  # (3, 3) sum (y - mean_gt)(x - mean_est)^T
 
     @classmethod
     def empty(cls) -> PointMoments:
         return cls(0, np.zeros(3), np.zeros(3), 0.0, 0.0, np.zeros((3, 3)))
 
     @classmethod
-    def of(cls, est: np.ndarray, gt: np.ndarray) -> PointMoments:
+    def of(cls, est: FloatArray, gt: FloatArray) -> PointMoments:
         est = np.asarray(est, dtype=np.float64).reshape(-1, 3)
         gt = np.asarray(gt, dtype=np.float64).reshape(-1, 3)
         if est.shape != gt.shape:
@@ -193,7 +202,12 @@ def _check_moving(moments: PointMoments) -> None:
             )
 
 
-def origin_alignment(gt_position, gt_orientation, est_position, est_orientation) -> Alignment:
+def origin_alignment(
+    gt_position: npt.ArrayLike,
+    gt_orientation: npt.ArrayLike,
+    est_position: npt.ArrayLike,
+    est_orientation: npt.ArrayLike,
+) -> Alignment:
     """The transform moving the estimate pose onto the ground truth pose (G E^-1)."""
     r_gt = quat_to_matrix(quat_normalize(gt_orientation))
     r_est = quat_to_matrix(quat_normalize(est_orientation))

@@ -21,16 +21,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import numpy.typing as npt
 
-from mocap4r2_control.rotation import norm3, quat_angle, quat_multiply, quat_rotate
+from mocap4r2_control.rotation import FloatArray, norm3, quat_angle, quat_multiply, quat_rotate
 
 from .poses import Trajectory, TrajectoryInputError
 
 RPE_UNITS = ("frames", "m", "s")
+IndexArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
 class ErrorStats:
+    """Summary statistics of per-pair errors (evo's names)."""
+
     count: int
     rmse: float
     mean: float
@@ -41,7 +45,7 @@ class ErrorStats:
     sse: float
 
     @classmethod
-    def of(cls, errors: np.ndarray) -> ErrorStats:
+    def of(cls, errors: FloatArray) -> ErrorStats:
         errors = np.asarray(errors, dtype=np.float64)
         if errors.size == 0:
             return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -57,20 +61,21 @@ class ErrorStats:
             sse,
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
 
-def ate_errors(gt: Trajectory, est_aligned: Trajectory) -> np.ndarray:
+def ate_errors(gt: Trajectory, est_aligned: Trajectory) -> FloatArray:
     """Per-pair position error |t(Q_i) - t(S P_i)|, metres."""
     if len(gt) != len(est_aligned):
         raise TrajectoryInputError(f"{len(est_aligned)} estimate poses for {len(gt)} ground truth poses")
-    return np.linalg.norm(gt.positions - est_aligned.positions, axis=1)
+    errors: FloatArray = np.linalg.norm(gt.positions - est_aligned.positions, axis=1)
+    return errors
 
 
 def rpe_pairs(
     gt: Trajectory, delta: float, unit: str = "frames", all_pairs: bool = False, tolerance: float = 0.1
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[IndexArray, IndexArray]:
     """Index pairs (i, j) of the RPE step, chosen on the ground truth."""
     if unit not in RPE_UNITS:
         raise TrajectoryInputError(f"unknown RPE unit {unit!r} (one of {', '.join(RPE_UNITS)})")
@@ -92,7 +97,7 @@ def rpe_pairs(
     return _consecutive_pairs(coordinate, float(delta))
 
 
-def _consecutive_pairs(coordinate: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+def _consecutive_pairs(coordinate: FloatArray, delta: float) -> tuple[IndexArray, IndexArray]:
     starts, ends = [], []
     i = 0
     n = coordinate.shape[0]
@@ -107,7 +112,7 @@ def _consecutive_pairs(coordinate: np.ndarray, delta: float) -> tuple[np.ndarray
     return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
 
-def _nearest_pairs(coordinate: np.ndarray, delta: float, tol: float) -> tuple[np.ndarray, np.ndarray]:
+def _nearest_pairs(coordinate: FloatArray, delta: float, tol: float) -> tuple[IndexArray, IndexArray]:
     """For each i the j > i whose coordinate is nearest to coordinate[i] + delta (the
     first of equals), kept when within tol; coordinate is non-decreasing."""
     n = coordinate.shape[0]
@@ -132,8 +137,8 @@ def _nearest_pairs(coordinate: np.ndarray, delta: float, tol: float) -> tuple[np
 
 
 def rpe_errors(
-    gt: Trajectory, est: Trajectory, starts: np.ndarray, ends: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    gt: Trajectory, est: Trajectory, starts: IndexArray, ends: IndexArray
+) -> tuple[FloatArray, FloatArray]:
     """Translation (m) and rotation (rad) error of each step."""
     if len(gt) != len(est):
         raise TrajectoryInputError(f"{len(est)} estimate poses for {len(gt)} ground truth poses")
@@ -159,7 +164,7 @@ def rpe_errors(
     return trans, quat_angle(error)
 
 
-def _columns(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _columns(values: FloatArray, starts: IndexArray, ends: IndexArray) -> tuple[FloatArray, FloatArray]:
     """Rows ``starts`` and ``ends`` of (n, k) ``values`` as two C-ordered (k, m) arrays
     (np.array would keep the transposed layout: each component a strided column)."""
     columns = values.T
@@ -172,7 +177,7 @@ def _columns(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[
     return np.ascontiguousarray(columns[:, starts]), np.ascontiguousarray(columns[:, ends])
 
 
-def _is_step(rows: np.ndarray) -> bool:
+def _is_step(rows: IndexArray) -> bool:
     if rows.size < 3:
         return rows.size == 1 or (rows.size == 2 and rows[1] > rows[0])
     steps = np.diff(rows)

@@ -8,9 +8,13 @@ returns a new one, so an association or alignment never changes its input.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.spatial.transform import Rotation
+
+from mocap4r2_control.rotation import FloatArray
 
 
 class TrajectoryInputError(ValueError):
@@ -19,15 +23,22 @@ class TrajectoryInputError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class Trajectory:
-    stamps: np.ndarray  # (n,) seconds, increasing (a recorded file may repeat one: from_recorded)
-    positions: np.ndarray  # (n, 3) metres
-    orientations: np.ndarray  # (n, 4) unit quaternions x, y, z, w
+    """Stamped poses of one body (see the module doc); build it with :meth:`build`."""
+
+    stamps: FloatArray  # (n,) seconds, increasing (a recorded file may repeat one: from_recorded)
+    positions: FloatArray  # (n, 3) metres
+    orientations: FloatArray  # (n, 4) unit quaternions x, y, z, w
     name: str = ""
     notes: tuple[str, ...] = ()  # what a reader changed or tolerated, for the user to see
 
     @classmethod
     def build(
-        cls, stamps, positions, orientations=None, name: str = "", require_sorted: bool = True
+        cls,
+        stamps: npt.ArrayLike,
+        positions: npt.ArrayLike,
+        orientations: npt.ArrayLike | None = None,
+        name: str = "",
+        require_sorted: bool = True,
     ) -> Trajectory:
         """Validated trajectory; orientations default to identity and are normalised.
 
@@ -63,7 +74,13 @@ class Trajectory:
         return cls(stamps, positions, orientations, name)
 
     @classmethod
-    def sorted_by_time(cls, stamps, positions, orientations=None, name: str = "") -> Trajectory:
+    def sorted_by_time(
+        cls,
+        stamps: npt.ArrayLike,
+        positions: npt.ArrayLike,
+        orientations: npt.ArrayLike | None = None,
+        name: str = "",
+    ) -> Trajectory:
         """Built after a stable sort by stamp; duplicate stamps are still refused."""
         stamps = np.asarray(stamps, dtype=np.float64).reshape(-1)
         order = np.argsort(stamps, kind="stable")
@@ -73,7 +90,13 @@ class Trajectory:
         return cls.build(stamps[order], positions, orientations, name)
 
     @classmethod
-    def from_recorded(cls, stamps, positions, orientations=None, name: str = "") -> Trajectory:
+    def from_recorded(
+        cls,
+        stamps: npt.ArrayLike,
+        positions: npt.ArrayLike,
+        orientations: npt.ArrayLike | None = None,
+        name: str = "",
+    ) -> Trajectory:
         """A trajectory as a dataset ships it: rows out of time order are sorted (stable),
         repeated stamps are kept, and ``notes`` says what was found.
 
@@ -96,8 +119,10 @@ class Trajectory:
             order = np.argsort(stamps, kind="stable")
             if positions.shape[:1] == stamps.shape:  # else build() names the wrong shape
                 positions = positions[order]
-            if orientations is not None and len(orientations) == stamps.size:
-                orientations = np.asarray(orientations, dtype=np.float64)[order]
+            if orientations is not None:
+                rows = np.asarray(orientations, dtype=np.float64)
+                if rows.shape[:1] == stamps.shape:  # else build() names the wrong shape
+                    orientations = rows[order]
             stamps = stamps[order]
         same = np.flatnonzero(np.diff(stamps) == 0.0)
         if same.size:
@@ -113,12 +138,12 @@ class Trajectory:
     def __len__(self) -> int:
         return int(self.stamps.shape[0])
 
-    def take(self, rows) -> Trajectory:
+    def take(self, rows: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_] | slice) -> Trajectory:
         """Rows ``rows`` (index array, slice or mask); stamps may then repeat, which is fine
         for an associated copy but never for an input."""
         return Trajectory(self.stamps[rows], self.positions[rows], self.orientations[rows], self.name)
 
-    def with_stamps(self, stamps: np.ndarray) -> Trajectory:
+    def with_stamps(self, stamps: FloatArray) -> Trajectory:
         return Trajectory(np.asarray(stamps, dtype=np.float64), self.positions, self.orientations, self.name)
 
     def rotations(self) -> Rotation:
@@ -129,7 +154,7 @@ class Trajectory:
         return float(self.stamps[-1] - self.stamps[0]) if len(self) else 0.0
 
 
-def _check_increasing(stamps: np.ndarray, label: str) -> None:
+def _check_increasing(stamps: FloatArray, label: str) -> None:
     if stamps.shape[0] < 2:
         return
     steps = np.diff(stamps)

@@ -20,11 +20,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from mocap4r2_control.rotation import (
+    FloatArray,
     quat_angle_one,
     quat_conjugate_one,
     quat_multiply_one,
@@ -33,6 +35,9 @@ from mocap4r2_control.rotation import (
 
 from .alignment import Alignment, AlignmentError, PointMoments, origin_alignment, solve
 from .metrics import RPE_UNITS
+
+# a position or quaternion: an array or a sequence of floats
+Values = FloatArray | Sequence[float]
 
 
 class RunningMoments:
@@ -51,7 +56,7 @@ class RunningMoments:
         self.scatter_gt = 0.0
         self._c = [0.0] * 9  # row-major sum (y - mean_gt)(x - mean_est)^T
 
-    def add(self, est, gt) -> None:
+    def add(self, est: Values, gt: Values) -> None:
         self.count += 1
         n = self.count
         mx, my, c = self._mx, self._my, self._c
@@ -81,15 +86,15 @@ class RunningMoments:
         c[8] += ey2 * dx2
 
     @property
-    def mean_est(self) -> np.ndarray:
+    def mean_est(self) -> FloatArray:
         return np.array(self._mx)
 
     @property
-    def mean_gt(self) -> np.ndarray:
+    def mean_gt(self) -> FloatArray:
         return np.array(self._my)
 
     @property
-    def cross(self) -> np.ndarray:
+    def cross(self) -> FloatArray:
         return np.array(self._c).reshape(3, 3)
 
     def snapshot(self) -> PointMoments:
@@ -112,7 +117,7 @@ class DecimatedHistory:
         self._stride = 1
         self._seen = 0
 
-    def add(self, est: np.ndarray, gt: np.ndarray) -> None:
+    def add(self, est: FloatArray, gt: FloatArray) -> None:
         if self._seen % self._stride == 0:
             if self._size == self.capacity:
                 keep = self._size // 2
@@ -130,12 +135,14 @@ class DecimatedHistory:
     def exact(self) -> bool:
         return self._stride == 1
 
-    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+    def pairs(self) -> tuple[FloatArray, FloatArray]:
         return self._est[: self._size], self._gt[: self._size]
 
 
 @dataclass(frozen=True)
 class AteSnapshot:
+    """The aligned ATE so far (rmse, mean and max in metres) and the alignment applied."""
+
     samples: int
     rmse: float
     mean: float
@@ -167,10 +174,10 @@ class RunningATE:
 
     def add(
         self,
-        gt_position: np.ndarray,
-        gt_orientation: np.ndarray,
-        est_position: np.ndarray,
-        est_orientation: np.ndarray,
+        gt_position: FloatArray,
+        gt_orientation: FloatArray,
+        est_position: FloatArray,
+        est_orientation: FloatArray,
     ) -> None:
         self.moments.add(est_position, gt_position)
         self.history.add(est_position, gt_position)
@@ -202,7 +209,7 @@ class RunningATE:
     def snapshot(self) -> AteSnapshot:
         alignment = self.alignment()
         aligned = alignment is not None
-        applied = alignment if aligned else Alignment.identity()
+        applied = alignment if alignment is not None else Alignment.identity()
         n = self.moments.count
         if n == 0:
             return AteSnapshot(0, 0.0, 0.0, 0.0, aligned, applied, self._reason)
@@ -246,50 +253,51 @@ class RunningRPE:
         self._sum_cross = 0.0  # sum a . b
         self._sum_est2 = 0.0  # sum |b|^2, b = R(P_i)^T (p_j - p_i)
         self._sum_rot2 = 0.0
-        self._anchor: tuple | None = None
+        # (stamp, gt position, gt orientation, est position, est orientation) of the step's start
+        self._anchor: tuple[float, list[float], list[float], list[float], list[float]] | None = None
         self._progress = 0.0
-        self._last_gt: np.ndarray | None = None
+        self._last_gt: list[float] = []
 
-    def add(self, stamp: float, gt_position, gt_orientation, est_position, est_orientation) -> None:
-        # element access on Python lists is several times cheaper than on numpy arrays
-        gt_position, gt_orientation = _floats(gt_position), _floats(gt_orientation)
-        est_position, est_orientation = _floats(est_position), _floats(est_orientation)
+    def add(
+        self,
+        stamp: float,
+        gt_position: Values,
+        gt_orientation: Values,
+        est_position: Values,
+        est_orientation: Values,
+    ) -> None:
+        gt_p, gt_q = _floats(gt_position), _floats(gt_orientation)
+        est_p, est_q = _floats(est_position), _floats(est_orientation)
         if self._anchor is None:
-            self._anchor = (stamp, gt_position, gt_orientation, est_position, est_orientation)
+            self._anchor = (stamp, gt_p, gt_q, est_p, est_q)
             self._progress = 0.0
-            self._last_gt = gt_position
+            self._last_gt = gt_p
             return
         if self.unit == "frames":
             self._progress += 1.0
         elif self.unit == "m":
             last = self._last_gt
             self._progress += math.sqrt(
-                (gt_position[0] - last[0]) ** 2
-                + (gt_position[1] - last[1]) ** 2
-                + (gt_position[2] - last[2]) ** 2
+                (gt_p[0] - last[0]) ** 2 + (gt_p[1] - last[1]) ** 2 + (gt_p[2] - last[2]) ** 2
             )
         else:
             self._progress = stamp - self._anchor[0]
-        self._last_gt = gt_position
+        self._last_gt = gt_p
         if self._progress < self.delta:
             return
         _, q_i, qr_i, p_i, pr_i = self._anchor
         # R(Q_i)^T (q_j - q_i) and R(P_i)^T (p_j - p_i), see metrics.py
-        a = quat_rotate_inverse_one(
-            qr_i, (gt_position[0] - q_i[0], gt_position[1] - q_i[1], gt_position[2] - q_i[2])
-        )
-        b = quat_rotate_inverse_one(
-            pr_i, (est_position[0] - p_i[0], est_position[1] - p_i[1], est_position[2] - p_i[2])
-        )
-        rel_gt = quat_multiply_one(quat_conjugate_one(qr_i), gt_orientation)
-        rel_est = quat_multiply_one(quat_conjugate_one(pr_i), est_orientation)
+        a = quat_rotate_inverse_one(qr_i, (gt_p[0] - q_i[0], gt_p[1] - q_i[1], gt_p[2] - q_i[2]))
+        b = quat_rotate_inverse_one(pr_i, (est_p[0] - p_i[0], est_p[1] - p_i[1], est_p[2] - p_i[2]))
+        rel_gt = quat_multiply_one(quat_conjugate_one(qr_i), gt_q)
+        rel_est = quat_multiply_one(quat_conjugate_one(pr_i), est_q)
         angle = quat_angle_one(quat_multiply_one(quat_conjugate_one(rel_gt), rel_est))
         self._sum_gt2 += a[0] * a[0] + a[1] * a[1] + a[2] * a[2]
         self._sum_cross += a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
         self._sum_est2 += b[0] * b[0] + b[1] * b[1] + b[2] * b[2]
         self._sum_rot2 += angle * angle
         self.count += 1
-        self._anchor = (stamp, gt_position, gt_orientation, est_position, est_orientation)
+        self._anchor = (stamp, gt_p, gt_q, est_p, est_q)
         self._progress = 0.0
 
     def trans_rmse(self, scale: float = 1.0) -> float:
@@ -303,6 +311,9 @@ class RunningRPE:
         return float(np.sqrt(self._sum_rot2 / self.count)) if self.count else 0.0
 
 
-def _floats(values) -> list[float]:
+def _floats(values: Values) -> list[float]:
     # element access on Python lists is several times cheaper than on numpy arrays
-    return values.tolist() if isinstance(values, np.ndarray) else [float(v) for v in values]
+    if isinstance(values, np.ndarray):
+        floats: list[float] = values.tolist()
+        return floats
+    return [float(v) for v in values]
