@@ -180,8 +180,12 @@ class FrameAssembler:
             self.frames_split += 1
         age = time - self._last_time
         valid = (age <= self.untracked_after) & (age >= -self.untracked_after)
-        positions = self.axis.positions(self._positions)
-        orientations = self.axis.orientations(self._orientations)
+        # copies either way: the rows change with the next reports, the frame must not
+        if self.axis.identity:
+            positions, orientations = self._positions.copy(), self._orientations.copy()
+        else:
+            positions = self.axis.positions(self._positions)
+            orientations = self.axis.orientations(self._orientations)
         n = len(self._names)
         bodies = BodyArrays(
             ids=self._ids,
