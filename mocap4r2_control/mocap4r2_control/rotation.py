@@ -246,12 +246,14 @@ def quat_to_matrix(q: npt.ArrayLike) -> FloatArray:
     return out
 
 
-# One quaternion or vector at a time, on Python floats (see the module docstring).
+# One quaternion or vector at a time, on Python floats (see the module docstring). They
+# also take (4,) / (3,) arrays; numpy scalars then make the arithmetic slower.
 Quat = tuple[float, float, float, float]
 Vector = tuple[float, float, float]
+Floats = Sequence[float] | FloatArray
 
 
-def quat_multiply_one(a: Sequence[float], b: Sequence[float]) -> Quat:
+def quat_multiply_one(a: Floats, b: Floats) -> Quat:
     """Hamilton product a * b of one pair."""
     ax, ay, az, aw = a
     bx, by, bz, bw = b
@@ -263,12 +265,12 @@ def quat_multiply_one(a: Sequence[float], b: Sequence[float]) -> Quat:
     )
 
 
-def quat_conjugate_one(q: Sequence[float]) -> Quat:
+def quat_conjugate_one(q: Floats) -> Quat:
     """The conjugate of one quaternion (its inverse when unit)."""
     return (-q[0], -q[1], -q[2], q[3])
 
 
-def quat_rotate_one(q: Sequence[float], v: Sequence[float]) -> Vector:
+def quat_rotate_one(q: Floats, v: Floats) -> Vector:
     """One vector rotated by one unit quaternion (the formula of :func:`quat_rotate`)."""
     ux, uy, uz, w = q
     vx, vy, vz = v
@@ -282,12 +284,12 @@ def quat_rotate_one(q: Sequence[float], v: Sequence[float]) -> Vector:
     )
 
 
-def quat_rotate_inverse_one(q: Sequence[float], v: Sequence[float]) -> Vector:
+def quat_rotate_inverse_one(q: Floats, v: Floats) -> Vector:
     """One vector in the axes of the frame whose orientation is q (R(q)^T v)."""
     return quat_rotate_one(quat_conjugate_one(q), v)
 
 
-def quat_exp_one(rotvec: Sequence[float]) -> Quat:
+def quat_exp_one(rotvec: Floats) -> Quat:
     """Unit quaternion of one rotation vector (axis * angle)."""
     vx, vy, vz = rotvec
     angle = math.sqrt(vx * vx + vy * vy + vz * vz)
@@ -297,7 +299,7 @@ def quat_exp_one(rotvec: Sequence[float]) -> Quat:
     return (s * vx, s * vy, s * vz, math.cos(0.5 * angle))
 
 
-def quat_log_one(q: Sequence[float]) -> Vector:
+def quat_log_one(q: Floats) -> Vector:
     """Rotation vector of one unit quaternion, angle in [0, pi]: q and -q give the same."""
     x, y, z, w = q
     if w < 0.0:  # the shorter way round
@@ -309,17 +311,17 @@ def quat_log_one(q: Sequence[float]) -> Vector:
     return (x * scale, y * scale, z * scale)
 
 
-def quat_angle_one(q: Sequence[float]) -> float:
+def quat_angle_one(q: Floats) -> float:
     """Rotation angle in [0, pi] of one unit quaternion."""
     return 2.0 * math.atan2(math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2]), abs(q[3]))
 
 
-def quat_relative_one(q0: Sequence[float], q1: Sequence[float]) -> Vector:
+def quat_relative_one(q0: Floats, q1: Floats) -> Vector:
     """Rotation vector of q0^-1 q1: the rotation from q0 to q1 in q0's (body) axes."""
     return quat_log_one(quat_multiply_one(quat_conjugate_one(q0), q1))
 
 
-def quat_slerp_one(q0: Sequence[float], q1: Sequence[float], fraction: float) -> Quat:
+def quat_slerp_one(q0: Floats, q1: Floats, fraction: float) -> Quat:
     """Spherical interpolation from q0 to q1 at ``fraction``, the shorter way round."""
     sx, sy, sz = quat_relative_one(q0, q1)
     return quat_multiply_one(q0, quat_exp_one((sx * fraction, sy * fraction, sz * fraction)))

@@ -9,12 +9,12 @@ tip of the last link.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from mocap4r2_control.rotation import quat_exp_one, quat_multiply_one, quat_rotate_one
+from mocap4r2_control.rotation import FloatArray, quat_exp_one, quat_multiply_one, quat_rotate_one
 
 MIN_POINTS = 3
 MAX_POINTS = 100_000
@@ -22,13 +22,19 @@ MAX_POINTS = 100_000
 
 @dataclass(frozen=True)
 class Point:
+    """One point of a joint trajectory."""
+
     positions: tuple[float, ...]
     velocities: tuple[float, ...]
     time: float  # seconds from the start
 
 
 def validate(
-    trajectory_id: str, joint_names: Sequence[str], points: Sequence[Point], n_joints: int, known_ids
+    trajectory_id: str,
+    joint_names: Sequence[str],
+    points: Sequence[Point],
+    n_joints: int,
+    known_ids: Container[str],
 ) -> str | None:
     """The reason a QueueTrajectory goal is refused, or None when it can be executed."""
     if not trajectory_id:
@@ -59,7 +65,7 @@ def validate(
     return None
 
 
-def sample(points: Sequence[Point], t: float) -> tuple[np.ndarray, np.ndarray, int]:
+def sample(points: Sequence[Point], t: float) -> tuple[FloatArray, FloatArray, int]:
     """Positions and velocities at t (cubic Hermite between points, from their positions
     and velocities), and the index of the point being executed (the last one reached)."""
     if t <= points[0].time:
@@ -80,12 +86,12 @@ def sample(points: Sequence[Point], t: float) -> tuple[np.ndarray, np.ndarray, i
 
 
 def forward_kinematics(
-    joints: Sequence[float], link_lengths: Sequence[float], base=(0.0, 0.0, 0.0)
-) -> list[tuple[np.ndarray, np.ndarray]]:
+    joints: Sequence[float], link_lengths: Sequence[float], base: Sequence[float] = (0.0, 0.0, 0.0)
+) -> list[tuple[FloatArray, FloatArray]]:
     """Pose (position, x y z w quaternion) of the tip of every link, base first to end effector."""
     q = np.array([0.0, 0.0, 0.0, 1.0])
-    p = np.asarray(base, float)
-    out = []
+    p = np.asarray(base, dtype=np.float64)
+    out: list[tuple[FloatArray, FloatArray]] = []
     for i, (angle, length) in enumerate(zip(joints, link_lengths)):
         axis = np.array([0.0, 0.0, 1.0]) if i == 0 else np.array([0.0, 1.0, 0.0])
         q = np.array(quat_multiply_one(q, quat_exp_one(axis * angle)))

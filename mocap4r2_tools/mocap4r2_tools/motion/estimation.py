@@ -34,8 +34,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from mocap4r2_control.rotation import (
+    FloatArray,
     quat_conjugate_one,
     quat_exp_one,
     quat_log_one,
@@ -54,19 +56,19 @@ class Estimate:
     """State of one body at time ``t`` (seconds, the capture timebase)."""
 
     t: float
-    position: np.ndarray  # world, m
-    orientation: np.ndarray  # world, x y z w
-    linear: np.ndarray  # body axes, m/s
-    angular: np.ndarray  # body axes, rad/s
-    linear_acceleration: np.ndarray  # body axes, m/s^2
-    angular_acceleration: np.ndarray  # body axes, rad/s^2
-    pose_covariance: np.ndarray = field(default_factory=lambda: np.zeros((6, 6)))
-    twist_covariance: np.ndarray = field(default_factory=lambda: np.zeros((6, 6)))
-    accel_covariance: np.ndarray = field(default_factory=lambda: np.zeros((6, 6)))
+    position: FloatArray  # world, m
+    orientation: FloatArray  # world, x y z w
+    linear: FloatArray  # body axes, m/s
+    angular: FloatArray  # body axes, rad/s
+    linear_acceleration: FloatArray  # body axes, m/s^2
+    angular_acceleration: FloatArray  # body axes, rad/s^2
+    pose_covariance: FloatArray = field(default_factory=lambda: np.zeros((6, 6)))
+    twist_covariance: FloatArray = field(default_factory=lambda: np.zeros((6, 6)))
+    accel_covariance: FloatArray = field(default_factory=lambda: np.zeros((6, 6)))
     measured: bool = True  # False: predicted over an untracked frame
 
 
-def _block_cov(var_linear: float, var_angular: float) -> np.ndarray:
+def _block_cov(var_linear: float, var_angular: float) -> FloatArray:
     return np.diag([var_linear] * 3 + [var_angular] * 3)
 
 
@@ -90,7 +92,7 @@ class Estimator:
     def reset(self) -> None:
         self._last = None
 
-    def update(self, t: float, position: np.ndarray, orientation: np.ndarray) -> Estimate | None:
+    def update(self, t: float, position: npt.ArrayLike, orientation: npt.ArrayLike) -> Estimate | None:
         raise NotImplementedError
 
     def predict(self, t: float) -> Estimate | None:
@@ -100,7 +102,7 @@ class Estimator:
         if last is None or t <= last.t:
             return None
         gap = t - last.t
-        a = np.linalg.norm(last.linear_acceleration) + 1.0
+        a = float(np.linalg.norm(last.linear_acceleration)) + 1.0
         out = Estimate(
             t=t,
             position=last.position + np.array(quat_rotate_one(last.orientation, last.linear)) * gap,
@@ -123,20 +125,20 @@ class FiniteDifference(Estimator):
     name = "finite_difference"
     delay_frames = 0.5
 
-    def __init__(self, window: float = 0.0, **kw):
+    def __init__(self, window: float = 0.0, **kw: float):
         super().__init__(**kw)
         if not window >= 0:
             raise EstimatorError("window must be >= 0 s")
         self.window = float(window)  # seconds back to the older pose (0: the previous one)
-        self._history: deque[tuple[float, np.ndarray, np.ndarray]] = deque(maxlen=4096)
-        self._previous_velocity: tuple[float, np.ndarray, np.ndarray] | None = None
+        self._history: deque[tuple[float, FloatArray, FloatArray]] = deque(maxlen=4096)
+        self._previous_velocity: tuple[float, FloatArray, FloatArray] | None = None
 
     def reset(self) -> None:
         super().reset()
         self._history.clear()
         self._previous_velocity = None
 
-    def update(self, t, position, orientation):
+    def update(self, t: float, position: npt.ArrayLike, orientation: npt.ArrayLike) -> Estimate | None:
         history = self._history
         if history and t <= history[-1][0]:
             return None
@@ -154,8 +156,8 @@ class FiniteDifference(Estimator):
         angular = np.array(quat_relative_one(q0, orientation)) / dt
         var_v = 2 * self.position_noise**2 / dt**2
         var_w = 2 * self.orientation_noise**2 / dt**2
-        accel = np.zeros(3)
-        alpha = np.zeros(3)
+        accel: FloatArray = np.zeros(3)
+        alpha: FloatArray = np.zeros(3)
         var_a = var_alpha = 1e6  # unknown until a second velocity exists
         previous = self._previous_velocity
         if previous is not None:
@@ -182,7 +184,7 @@ class FiniteDifference(Estimator):
         return self._last
 
 
-def savitzky_golay_weights(times: np.ndarray, order: int, at: float) -> np.ndarray:
+def savitzky_golay_weights(times: FloatArray, order: int, at: float) -> FloatArray:
     """Rows d = 0, 1, 2: weights w_d such that w_d . y is the d-th derivative at ``at`` of
     the least-squares polynomial of ``order`` through (times, y). Works for uneven
     spacing (dropped frames), which the classic fixed-coefficient table does not."""
@@ -208,7 +210,7 @@ class SavitzkyGolay(Estimator):
     name = "savitzky_golay"
     delay_frames = 0.0
 
-    def __init__(self, window: int = 15, order: int = 2, **kw):
+    def __init__(self, window: int = 15, order: int = 2, **kw: float):
         super().__init__(**kw)
         if not (isinstance(window, int) and isinstance(order, int)) or order < 1 or window < order + 2:
             raise EstimatorError(
@@ -219,13 +221,13 @@ class SavitzkyGolay(Estimator):
             raise EstimatorError(f"savitzky_golay window must be <= 512, got {window}")
         self.window = window
         self.order = order
-        self._history: deque[tuple[float, np.ndarray, np.ndarray]] = deque(maxlen=window)
+        self._history: deque[tuple[float, FloatArray, FloatArray]] = deque(maxlen=window)
 
     def reset(self) -> None:
         super().reset()
         self._history.clear()
 
-    def update(self, t, position, orientation):
+    def update(self, t: float, position: npt.ArrayLike, orientation: npt.ArrayLike) -> Estimate | None:
         history = self._history
         if history and t <= history[-1][0]:
             return None
@@ -263,11 +265,11 @@ class SavitzkyGolay(Estimator):
         return self._last
 
 
-def _transition(dt: float) -> np.ndarray:
+def _transition(dt: float) -> FloatArray:
     return np.array([[1.0, dt, 0.5 * dt * dt], [0.0, 1.0, dt], [0.0, 0.0, 1.0]])
 
 
-def _jerk_noise(dt: float, q: float) -> np.ndarray:
+def _jerk_noise(dt: float, q: float) -> FloatArray:
     """Discrete process noise of a constant-acceleration model driven by white jerk
     of spectral density q."""
     d2, d3 = dt * dt, dt * dt * dt
@@ -289,7 +291,7 @@ class Kalman(Estimator):
     name = "kalman"
     delay_frames = 0.0
 
-    def __init__(self, linear_jerk: float = 10.0, angular_jerk: float = 10.0, **kw):
+    def __init__(self, linear_jerk: float = 10.0, angular_jerk: float = 10.0, **kw: float):
         super().__init__(**kw)
         if not (linear_jerk > 0 and angular_jerk > 0):
             raise EstimatorError("linear_jerk and angular_jerk must be > 0")
@@ -300,14 +302,16 @@ class Kalman(Estimator):
     def reset(self) -> None:
         super().reset()
         self._t: float | None = None
-        self._x = np.zeros((3, 3))  # rows p, v, a; columns x, y, z (world)
-        self._P = np.eye(3)
-        self._q = np.array((0.0, 0.0, 0.0, 1.0))
-        self._w = np.zeros((2, 3))  # rows body angular velocity, acceleration
-        self._Pr = np.eye(3)  # covariance of (rotation error, w, alpha) per axis
+        self._x: FloatArray = np.zeros((3, 3))  # rows p, v, a; columns x, y, z (world)
+        self._P: FloatArray = np.eye(3)
+        self._q: FloatArray = np.array((0.0, 0.0, 0.0, 1.0))
+        self._w: FloatArray = np.zeros((2, 3))  # rows body angular velocity, acceleration
+        self._Pr: FloatArray = np.eye(3)  # covariance of (rotation error, w, alpha) per axis
         self.updates = 0
 
-    def _propagate(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _propagate(self, t: float) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+        if self._t is None:
+            raise RuntimeError("Kalman: nothing to propagate before the first update")
         dt = t - self._t
         F = _transition(dt)
         x = F @ self._x
@@ -318,7 +322,7 @@ class Kalman(Estimator):
         Pr = F @ self._Pr @ F.T + _jerk_noise(dt, self.q_angular)
         return x, P, q, wa, Pr
 
-    def update(self, t, position, orientation):
+    def update(self, t: float, position: npt.ArrayLike, orientation: npt.ArrayLike) -> Estimate | None:
         position = np.asarray(position, float)
         orientation = quat_normalize(orientation)
         if self._t is None:
@@ -356,7 +360,7 @@ class Kalman(Estimator):
         self._last = self._estimate(t, x, P, q, wa, Pr, measured=True)
         return self._last
 
-    def predict(self, t):
+    def predict(self, t: float) -> Estimate | None:
         if self._t is None or self.updates < 3 or t <= self._t:
             return None
         x, P, q, wa, Pr = self._propagate(t)
@@ -364,7 +368,16 @@ class Kalman(Estimator):
         # from the last update over the whole gap, which is the same thing
         return self._estimate(t, x, P, q, wa, Pr, measured=False)
 
-    def _estimate(self, t, x, P, q, wa, Pr, measured):
+    def _estimate(
+        self,
+        t: float,
+        x: FloatArray,
+        P: FloatArray,
+        q: FloatArray,
+        wa: FloatArray,
+        Pr: FloatArray,
+        measured: bool,
+    ) -> Estimate:
         return Estimate(
             t=t,
             position=x[0].copy(),
@@ -391,6 +404,7 @@ def make_estimator(
     linear_jerk: float = 10.0,
     angular_jerk: float = 10.0,
 ) -> Estimator:
+    """The estimator ``method`` (one of METHODS) with the settings it uses."""
     noise = {"position_noise": position_noise, "orientation_noise": orientation_noise}
     if method == "finite_difference":
         return FiniteDifference(window=window_seconds, **noise)
@@ -503,6 +517,8 @@ class FrameClock:
     def _reanchor(self) -> None:
         """Sums relative to the oldest kept frame, recomputed exactly: running sums of
         ever larger frame numbers would lose precision over hours of streaming."""
+        if self._anchor is None:
+            return
         k0, t0 = self._anchor
         dk, dt = self._pairs[0]
         self._anchor = (k0 + int(dk), t0 + dt)
@@ -527,7 +543,12 @@ class BodyTracker:
         self.last_time: float | None = None
 
     def on_frame(
-        self, frame_number: int, stamp: float, tracked: bool, position=None, orientation=None
+        self,
+        frame_number: int,
+        stamp: float,
+        tracked: bool,
+        position: npt.ArrayLike | None = None,
+        orientation: npt.ArrayLike | None = None,
     ) -> Estimate | None:
         """The estimate for this frame, or None (nothing to publish)."""
         t = self.clock.time(frame_number, stamp)
@@ -535,6 +556,8 @@ class BodyTracker:
             return None
         self.last_time = t
         if tracked:
+            if position is None or orientation is None:
+                raise ValueError("a tracked frame needs its position and orientation")
             if self.last_tracked is not None and t - self.last_tracked > self.timeout:
                 self.estimator.reset()  # too long without a pose: start over, no stale rates
             self.last_tracked = t

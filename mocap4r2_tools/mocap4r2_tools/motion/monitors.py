@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mocap4r2_control.rotation import quat_slerp_one
+from mocap4r2_control.rotation import Quat, quat_slerp_one
 
 RATIO, TIME, JOINT_STATE = 1, 2, 3
 TYPE_NAMES = {"RATIO": RATIO, "TIME": TIME, "JOINT_STATE": JOINT_STATE}
@@ -39,6 +39,8 @@ class MonitorError(ValueError):
 
 @dataclass(frozen=True)
 class Monitor:
+    """A condition on a running trajectory (ratio done, time elapsed, joint state)."""
+
     monitor_id: str
     type: int
     ratio_of_trajectory: float = 0.0
@@ -231,13 +233,14 @@ class PoseHistory:
 
     def __init__(self, seconds: float = 5.0, max_frames: int = 20000):
         self.seconds = seconds
-        self._frames: deque = deque(maxlen=max_frames)
+        self._frames: deque[tuple[float, tuple[float, ...], Quat]] = deque(maxlen=max_frames)
 
-    def add(self, t: float, position, orientation) -> None:
+    def add(self, t: float, position: Sequence[float], orientation: Sequence[float]) -> None:
         frames = self._frames
         if frames and t <= frames[-1][0]:
             return
-        frames.append((t, tuple(position), tuple(orientation)))
+        x, y, z, w = orientation
+        frames.append((t, tuple(position), (x, y, z, w)))
         while frames and frames[0][0] < t - self.seconds:
             frames.popleft()
 
@@ -245,7 +248,8 @@ class PoseHistory:
     def newest(self) -> float | None:
         return self._frames[-1][0] if self._frames else None
 
-    def at(self, t: float):
+    def at(self, t: float) -> tuple[tuple[float, ...], Quat] | None:
+        """(position, orientation) at t, None outside the kept frames."""
         frames = self._frames
         if not frames or t < frames[0][0] or t > frames[-1][0]:
             return None
