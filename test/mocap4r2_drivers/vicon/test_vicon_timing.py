@@ -64,8 +64,9 @@ def test_stamps_follow_vicon_clock_through_an_impaired_stream(ros, procs, impair
         env=env,
     )
     bodies.wait_for(timeout=30)
-    # 8 s of stream (counted in frames received: the model fits the drift on 4 s of points)
-    wait_for(lambda: len(bodies.snapshot()) >= 800, 60, lambda: len(bodies.snapshot()), what="800 frames")
+    # 8 s of stream (counted in frames received: the model fits the drift on 4 s of points);
+    # the SDK's buffer of one frame keeps the newest of each burst of 4: 25 frames/s
+    wait_for(lambda: len(bodies.snapshot()) >= 200, 60, lambda: len(bodies.snapshot()), what="200 frames")
     status = diagnostics.wait_for(
         lambda m: any(
             kv.key == "time_source_in_use" and kv.value == "system clock model"
@@ -85,8 +86,9 @@ def test_stamps_follow_vicon_clock_through_an_impaired_stream(ros, procs, impair
     assert np.all(np.diff(stamps) > 0), "stamps go backwards"
     captured = np.array([truth.get(n, np.nan) for n in numbers])
     assert np.isfinite(captured).mean() > 0.95
-    error = np.abs(stamps - captured)[500:]  # after 5 s
-    error = error[np.isfinite(error)]
+    settled = captured >= np.nanmin(captured) + 5.0
+    error = np.abs(stamps - captured)[settled]
+    assert error.size > 50
     # the arrival rule is off by the bursts' holding (up to 30 ms) plus the jitter; the
     # model by the path's own least delay (the double's conversion, about 1 ms loaded)
     assert np.median(error) < 3e-3, np.median(error)
