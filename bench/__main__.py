@@ -2,15 +2,19 @@
 
 Benchmarks print figures, including ratios against a reference measured in the same
 run; they assert nothing about speed (the machines are shared and noisy).
-`python -m bench natnet core` runs only the modules whose names contain those words.
+`python -m bench natnet core` runs only the modules whose names contain those words;
+`--json FILE` asks those that can (bench_timing) to write their figures there too.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
 from pathlib import Path
+
+JSON_ENV = "MOCAP4R2_BENCH_JSON"
 
 
 def main(argv: list[str]) -> int:
@@ -20,6 +24,12 @@ def main(argv: list[str]) -> int:
     print(f"ROS_DOMAIN_ID={isolate()}, discovery LOCALHOST")
     here = Path(__file__).parent
     names = sorted(p.stem for p in here.glob("bench_*.py"))
+    if "--json" in argv:
+        # `python -m bench timing --json FILE`: benchmarks that write JSON read the file name here
+        at = argv.index("--json")
+        if at + 1 < len(argv):
+            os.environ[JSON_ENV] = argv[at + 1]
+        argv = argv[:at] + argv[at + 2 :]
     if argv:
         names = [n for n in names if any(word in n for word in argv)]
     failed = 0
