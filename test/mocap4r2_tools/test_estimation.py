@@ -225,3 +225,12 @@ def test_bad_settings_are_refused_with_the_reason():
         SavitzkyGolay(window=3, order=2)
     with pytest.raises(EstimatorError):
         Kalman(linear_jerk=float("nan"))
+
+
+def test_a_tracked_frame_without_a_pose_is_refused_and_changes_nothing():
+    tracker = BodyTracker(FiniteDifference(), timeout=0.5)
+    tracker.on_frame(0, 0.0, True, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+    with pytest.raises(ValueError, match="needs its position and orientation"):
+        tracker.on_frame(1, 0.01, True, None, (0.0, 0.0, 0.0, 1.0))
+    est = tracker.on_frame(2, 0.02, True, (0.02, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+    assert est is not None and np.allclose(est.linear, [1.0, 0.0, 0.0])
