@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mocap4r2_control.geometry import quat_rotate
+from mocap4r2_control.rotation import quat_rotate
 from mocap4r2_drivers.emulation import observe_markers
 
 LAYOUT = np.array([[0.1, 0, 0], [-0.08, 0.06, 0], [-0.05, -0.09, 0.01], [0, 0.02, 0.07]] * 2)

@@ -20,7 +20,7 @@ from support import CROSS_PROCESS_TIMEOUT as WAIT
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.adapter import AdapterError
-from mocap4r2_control.geometry import quat_rotate
+from mocap4r2_control.rotation import quat_rotate
 from mocap4r2_drivers.gazebo.convert import (
     ARRIVAL_WINDOW,
     DEFAULT_LAYOUT,
