@@ -9,9 +9,11 @@ node's name, also when several systems share a process.
 Which node is running is a context variable (:mod:`contextvars`) that each node sets:
 for the whole of the threads it owns (its reader thread, :meth:`NodeLogRoute.enter`)
 and around what the executor runs for it (transitions, control requests,
-:meth:`NodeLogRoute.active`). asyncio carries it into the coroutines and callbacks
-scheduled from there (``run_coroutine_threadsafe`` and ``call_soon*`` copy the caller's
-context), so a client running its protocol on an event loop logs under the node too.
+:meth:`NodeLogRoute.active`; the callbacks of subscriptions on the node, among them
+those an adapter creates in ``attach``, :meth:`NodeLogRoute.wrap`). asyncio carries it
+into the coroutines and callbacks scheduled from there (``run_coroutine_threadsafe`` and
+``call_soon*`` copy the caller's context), so a client running its protocol on an event
+loop logs under the node too.
 A plain ``threading.Thread`` starts with an empty context: a thread an adapter starts
 itself keeps the node's route only when it runs its target in a copy of its creator's
 context (``threading.Thread(target=contextvars.copy_context().run, args=(work,))``).
@@ -24,15 +26,19 @@ node's /rosout): never to an arbitrary one of the nodes.
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import ParamSpec, Protocol, TypeVar
 
 __all__ = ["NAMESPACE", "NodeLogRoute", "RosLogHandler", "RosLogger"]
 
 NAMESPACE = "mocap4r2"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class RosLogger(Protocol):
@@ -68,7 +74,7 @@ class _Routes:
 
     def without_context(self) -> RosLogger | None:
         """The only live node's logger; with none or several, the process's own."""
-        live = self._live
+        live = tuple(self._live)  # a node may go away meanwhile: look at one state of the list
         if len(live) == 1:
             return live[0].ros_logger
         if self._unrouted is None:
@@ -134,6 +140,22 @@ class NodeLogRoute:
             yield
         finally:
             _ROUTE.reset(token)
+
+    def wrap(self, callback: Callable[P, R]) -> Callable[P, R]:
+        """``callback`` running inside :meth:`active`: for what the executor calls on the
+        node's behalf (its subscriptions, also those an adapter creates in attach()). The
+        wrapper keeps the callback's signature for introspection (rclpy counts its
+        parameters to decide whether to pass the message info)."""
+
+        @functools.wraps(callback)
+        def routed(*args: P.args, **kwargs: P.kwargs) -> R:
+            token = _ROUTE.set(self)
+            try:
+                return callback(*args, **kwargs)
+            finally:
+                _ROUTE.reset(token)
+
+        return routed
 
     def enter(self) -> None:
         """Records logged from now on in the calling thread's context go to this node:

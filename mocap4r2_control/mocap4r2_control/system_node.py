@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -462,6 +462,16 @@ class MocapSystemNode(LifecycleNode):
             with self.log_route.active():
                 self._release()
             self._announce_state(State.PRIMARY_STATE_FINALIZED)
+
+    def create_subscription(
+        self, msg_type: Any, topic: str, callback: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """A subscription whose callback logs under this node, also one an adapter creates in
+        attach() (the route does not exist yet while Node.__init__ subscribes to /clock)."""
+        route = getattr(self, "log_route", None)
+        if route is not None:
+            callback = route.wrap(callback)
+        return super().create_subscription(msg_type, topic, callback, *args, **kwargs)
 
     def destroy_node(self) -> None:
         with self.log_route.active():

@@ -3,9 +3,10 @@
 name of the node whose adapter wrote them, also with two systems in one process.
 
 The adapter here logs the way the vendor adapters do (a module-level logger, no node at
-hand): from configure (the executor's thread), from the node's reader thread, and from
-its client's asyncio loop running in a thread of its own (as qualisys/client.py runs
-qtm-rt), reached through ``run_coroutine_threadsafe``.
+hand): from configure (the executor's thread), from the node's reader thread, from its
+client's asyncio loop running in a thread of its own (as qualisys/client.py runs
+qtm-rt), reached through ``run_coroutine_threadsafe``, and from the callback of a
+subscription it creates on the node in attach() (as gazebo/client.py does).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from rcl_interfaces.msg import Log
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
 from support import CROSS_PROCESS_TIMEOUT as WAIT
-from support import wait_for
+from support import wait_for, wait_subscribed
 
 from mocap4r2_control.adapter import MocapAdapter
 from mocap4r2_control.frame import AssetNames, MocapFrame
@@ -66,6 +69,8 @@ class LoggingAdapter(MocapAdapter):
         self.who = "?"
         self.client: _LoopClient | None = None
         self.reading_said = False
+        self.node: Any = None
+        self.subscription: Any = None
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> LoggingAdapter:
@@ -73,6 +78,11 @@ class LoggingAdapter(MocapAdapter):
 
     def attach(self, node: Any) -> None:
         self.who = node.get_name()
+        self.node = node
+        self.subscription = node.create_subscription(String, "~/say", self._heard, 10)
+
+    def _heard(self, msg: String) -> None:
+        LOG.info("%s heard %s", self.who, msg.data)
 
     def connect(self) -> AssetNames:
         LOG.info("%s: connecting", self.who)
@@ -91,6 +101,9 @@ class LoggingAdapter(MocapAdapter):
         if self.client is not None:
             self.client.close()
             self.client = None
+        if self.subscription is not None:
+            self.node.destroy_subscription(self.subscription)
+            self.subscription = None
 
 
 def _lines_by_logger(rosout) -> dict[str, list[str]]:
@@ -108,31 +121,55 @@ def test_two_systems_in_one_process_log_under_their_own_node_names(ros):
     nodes = [
         MocapSystemNode(LoggingAdapter, name, namespace=NAMESPACE, context=ros.context) for name in names
     ]
+    executor = SingleThreadedExecutor(context=ros.context)
+    for node in nodes:
+        executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    says = []
     try:
         for node in nodes:
             assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
         for node in nodes:
             assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        says = [ros.publisher(f"{NAMESPACE}/{name}/say", String) for name in names]
+        for say in says:
+            wait_subscribed(say)
         expected = {
             f"{NAMESPACE[1:]}.{name}": {
                 f"[logtest] {name}: connecting",
                 f"[logtest.client] client of {name} connected",
                 f"[logtest] {name}: reading",
+                f"[logtest] {name} heard hello",
             }
             for name in names
         }
 
         def all_arrived():
+            # again until heard: a volatile message sent before the reader matched is lost
+            for say in says:
+                say.publish(String(data="hello"))
             lines = _lines_by_logger(rosout)
-            return sum(len(lines.get(logger, [])) for logger in expected) >= 6
+            return sum(len(set(lines.get(logger, []))) for logger in expected) >= 8
 
-        wait_for(all_arrived, WAIT, lambda: _lines_by_logger(rosout), what="three lines from each adapter")
+        wait_for(
+            all_arrived,
+            WAIT,
+            lambda: _lines_by_logger(rosout),
+            what="four lines from each adapter",
+            interval=0.25,
+        )
         lines = _lines_by_logger(rosout)
         for logger, wanted in expected.items():
             assert set(lines.get(logger, [])) == wanted, (logger, lines)
     finally:
+        for say in says:
+            ros.node.destroy_publisher(say)
         for node in nodes:
             node.trigger_deactivate()
+        executor.shutdown(timeout_sec=WAIT)
+        spinner.join(WAIT)
+        for node in nodes:
             node.destroy_node()
 
 
