@@ -25,8 +25,7 @@ import logging
 import select
 import socket
 import time
-from dataclasses import dataclass
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from ..common import ClientStats
 from . import protocol as vp
@@ -41,8 +40,7 @@ class VrpnConnectionError(ConnectionError):
     """The server cannot be reached, is not VRPN 07, or broke the connection."""
 
 
-@dataclass(frozen=True, slots=True)
-class Delivered:
+class Delivered(NamedTuple):
     """A user message with the server's ids translated to names."""
 
     sender: str

@@ -37,6 +37,7 @@ behaviour of ``vrpn_Connection.C`` / ``vrpn_Tracker.C``):
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -75,6 +76,8 @@ _INT = struct.Struct(">i")
 POS_QUAT_REPORT = struct.Struct(">ii3d4d")  # sensor, padding, position, quaternion
 MOTION_REPORT = struct.Struct(">ii3d4dd")  # sensor, padding, vector, quaternion, dt
 POS_QUAT_SIZE = POS_QUAT_REPORT.size  # 64
+# a whole Pos_Quat message: the padded header and the report, in one pack
+POS_QUAT_MESSAGE = struct.Struct(">iiiii4xii3d4d")
 MOTION_SIZE = MOTION_REPORT.size  # 72
 
 
@@ -275,8 +278,7 @@ def parse_connect_request(data: bytes) -> tuple[str, int]:
 
 
 # ====================================================================== tracker reports
-@dataclass(frozen=True, slots=True)
-class PoseReport:
+class PoseReport(NamedTuple):
     """A vrpn_Tracker Pos_Quat report: one sensor's position and quaternion x y z w."""
 
     sensor: int
@@ -299,6 +301,29 @@ def pack_pos_quat(
 ) -> bytes:
     """The payload of a Pos_Quat report."""
     return POS_QUAT_REPORT.pack(sensor, sensor, *position, *orientation)
+
+
+def pack_pos_quat_message(
+    sender: int,
+    type_id: int,
+    sensor: int,
+    position: Sequence[float],
+    orientation: Sequence[float],
+    seconds: int,
+    microseconds: int,
+) -> bytes:
+    """A whole Pos_Quat message (what :func:`pack_message` makes of :func:`pack_pos_quat`)."""
+    return POS_QUAT_MESSAGE.pack(
+        HEADER_SIZE + POS_QUAT_SIZE,
+        seconds,
+        microseconds,
+        sender,
+        type_id,
+        sensor,
+        sensor,
+        *position,
+        *orientation,
+    )
 
 
 def unpack_pos_quat(payload: bytes) -> PoseReport:

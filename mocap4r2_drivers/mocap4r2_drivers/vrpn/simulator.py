@@ -273,13 +273,14 @@ class VrpnSimulator:
             & np.isfinite(bodies.positions).all(axis=1)
             & np.isfinite(bodies.orientations).all(axis=1)
         )
+        rows = np.flatnonzero(good).tolist()
+        positions = bodies.positions[rows].tolist()
+        orientations = bodies.orientations[rows].tolist()
+        pack = vp.pack_pos_quat_message
         out = []
-        for row in np.flatnonzero(good).tolist():
+        for row, p, q in zip(rows, positions, orientations):
             sender, sensor = self.body_sender[row]
-            p = bodies.positions[row].tolist()
-            q = bodies.orientations[row].tolist()
-            payload = vp.pack_pos_quat(sensor, (p[0], p[1], p[2]), (q[0], q[1], q[2], q[3]))
-            out.append(vp.pack_message(sender, type_id, payload, sec, usec))
+            out.append(pack(sender, type_id, sensor, p, q, sec, usec))
         return out
 
     def send_frame(self, k: int) -> None:

@@ -158,3 +158,8 @@ def test_any_bytes_give_messages_or_a_protocol_error(data):
         for parse in (vp.parse_description, vp.unpack_pos_quat, vp.unpack_motion):
             with contextlib.suppress(vp.VrpnProtocolError):
                 parse(m.payload)
+
+
+def test_a_whole_report_message_in_one_pack_is_the_same_bytes():
+    whole = vp.pack_pos_quat_message(3, 7, 2, (1.0, 2.0, 3.0), (0.0, 0.6, 0.0, 0.8), 5, 6)
+    assert whole == vp.pack_message(3, 7, vp.pack_pos_quat(2, (1.0, 2.0, 3.0), (0.0, 0.6, 0.0, 0.8)), 5, 6)

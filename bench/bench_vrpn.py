@@ -1,0 +1,264 @@
+"""VRPN end to end at 1 kHz: vrpn_simulator (a process) -> vrpn_system (a process) -> DDS ->
+a subscriber here, with 10 and 50 trackers (prints figures, asserts nothing).
+
+Figures, over a window of SECONDS after a warm-up:
+
+* reports delivered: every tracker's report of every instant the stand-in sent, counted
+  in the published frames (a report is a body whose pose is the scene's at that
+  instant; the scene's bodies all move, so a held pose is never counted twice);
+* frames: published per second against the rate, instants missing, frames split;
+* latency: receipt here minus the report's VRPN message time (the instant the stand-in
+  measured it, on the same clock), p50 / p99 / max, against vrpn_mocap's reference:
+  it polls its VRPN connection every 10 ms (update_freq 100 Hz), so its reports wait
+  up to 10 ms (5 ms on average) before they are even read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from bench.domain import isolate
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
+SECONDS = 3.0
+RATE = 1000.0
+REFERENCE_POLL_MS = 10.0  # vrpn_mocap's update_freq default, 100 Hz
+
+
+def _scene(directory: Path, trackers: int) -> Path:
+    path = directory / f"bench_vrpn_{trackers}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "seed": 1,
+                "rate": RATE,
+                "latency": 0.0,
+                "latency_jitter": 0.0,
+                "noise": 0.0,
+                "dropped_frames": 0.0,
+                "rigid_bodies": [],
+                "generated_bodies": {"count": trackers, "markers_per_body": 4},
+            }
+        )
+    )
+    return path
+
+
+class RawListener:
+    """Keeps (receipt time, serialized message) of rigid_bodies while recording; the
+    messages are deserialized after the window, so the receiver never falls behind."""
+
+    def __init__(self, namespace: str):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        from mocap4r2_interfaces.msg import RigidBodies
+
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("bench_vrpn_listener", context=self.context)
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        self.samples: list[tuple[float, bytes]] = []
+        self.recording = False
+        self.seen = 0
+        self.node.create_subscription(RigidBodies, f"{namespace}/rigid_bodies", self._on, qos, raw=True)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        with contextlib.suppress(Exception):  # the context is shut down while spinning
+            self.executor.spin()
+
+    def _on(self, data: bytes) -> None:
+        self.seen += 1
+        if self.recording:
+            self.samples.append((time.time(), data))
+
+    def wait_first(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.seen == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.seen > 0
+
+    def record(self, seconds: float) -> list[tuple[float, bytes]]:
+        self.samples = []
+        self.recording = True
+        time.sleep(seconds)  # the window the figures are measured over
+        self.recording = False
+        return list(self.samples)
+
+    def close(self) -> None:
+        self.executor.shutdown(1.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+def start_stand_in(scene_path: Path, log: Path) -> tuple[subprocess.Popen, int, float]:
+    """vrpn_simulator serving the scene: (process, port, time origin)."""
+    with open(log, "w") as out:  # the child keeps its own descriptor
+        sim = subprocess.Popen(
+            [str(INSTALL / "vrpn_simulator"), "--scene", str(scene_path), "--port", "0"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 30
+    match = None
+    while match is None and time.monotonic() < deadline:
+        match = re.search(r"ready: [\d.]+:(\d+) .*time origin (\d+)", log.read_text())
+        time.sleep(0.05)
+    if match is None:
+        sim.kill()
+        raise RuntimeError(f"vrpn_simulator did not start: {log.read_text()}")
+    return sim, int(match.group(1)), float(match.group(2))
+
+
+def adapter_cost(trackers: int, tmp: Path) -> None:
+    """The driver's own reading path in this process (no DDS): frames per second and
+    CPU per frame of read + decode + frame assembly."""
+    from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
+
+    sim, port, _ = start_stand_in(_scene(tmp, trackers), tmp / f"sim_adapter_{trackers}.log")
+    try:
+        adapter = VrpnAdapter("127.0.0.1", port)
+        adapter.connect()
+        frames, cpu = 0, 0.0
+        warm = time.monotonic() + 0.5
+        end = warm + SECONDS
+        while time.monotonic() < end:
+            c0 = time.thread_time()
+            frame = adapter.read_frame(0.1)
+            if frame is not None and time.monotonic() >= warm:
+                cpu += time.thread_time() - c0
+                frames += 1
+        adapter.disconnect()
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    print(
+        f"{trackers:3d} trackers, adapter alone: {frames / SECONDS:.0f} frames/s of {RATE:.0f}, "
+        f"read + decode + assembly {1e6 * cpu / max(frames, 1):.0f} us CPU per frame",
+        flush=True,
+    )
+
+
+def end_to_end(trackers: int, tmp: Path) -> None:
+    from rclpy.serialization import deserialize_message
+
+    from mocap4r2_drivers.vrpn.simulator import load_scene
+    from mocap4r2_interfaces.msg import RigidBodies
+
+    scene_path = _scene(tmp, trackers)
+    scene = load_scene(str(scene_path), -1, 0.0)
+    sim_log = tmp / f"sim_{trackers}.log"
+    sim, port, origin = start_stand_in(scene_path, sim_log)
+    node_log = tmp / f"node_{trackers}.log"
+    with open(node_log, "w") as out:
+        node = subprocess.Popen(
+            [
+                str(INSTALL / "vrpn_system"),
+                "--ros-args",
+                "-r",
+                "__node:=vrpn",
+                "-r",
+                "__ns:=/bench_vrpn",
+                "-p",
+                f"port:={port}",
+                "-p",
+                "autostart:=true",
+                "-p",
+                "qos_depth:=1000",
+                "-p",
+                "publish_markers:=false",
+                "-p",
+                "publish_skeletons:=false",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    listener = RawListener("/bench_vrpn")
+    try:
+        if not listener.wait_first(timeout=30):
+            print(f"{trackers:3d} trackers: no messages (see {node_log.name})", flush=True)
+            return
+        time.sleep(1.0)  # warm-up: discovery done, every tracker announced and reporting
+        samples = listener.record(SECONDS)
+    finally:
+        node.terminate()
+        node.wait(10)
+        listener.close()
+        sim.terminate()
+        sim.wait(10)
+    skipped = re.search(r"\((\d+) frames skipped", sim_log.read_text())
+    messages = [(t, deserialize_message(data, RigidBodies)) for t, data in samples]
+
+    # each message: the scene instant of each fresh body (its position is the scene's at
+    # that instant, looked up exactly: VRPN carries float64 end to end)
+    delivered: set[tuple[int, int]] = set()
+    latencies: list[float] = []
+    numbers = [m.frame_number for _, m in messages]
+    if messages:
+        first = int((messages[0][0] - origin - 5.0) * RATE)
+        last = int((messages[-1][0] - origin) * RATE) + 10
+        instant_of: dict[tuple[int, tuple[float, float, float]], int] = {}
+        for k0 in range(max(first, 0), last, 64):
+            for k, frame in enumerate(scene.frames(k0, 64), start=k0):
+                for row, p in enumerate(frame.bodies.positions.tolist()):
+                    instant_of[(row, tuple(p))] = k
+        for receipt, msg in messages:
+            newest = -1
+            for row, b in enumerate(msg.rigid_bodies):
+                p = b.pose.position
+                k = instant_of.get((row, (p.x, p.y, p.z)), -1)
+                if k >= 0:
+                    delivered.add((k, row))
+                    newest = max(newest, k)
+            if newest >= 0:
+                latencies.append(receipt - (origin + newest / RATE))
+    instants = {k for k, _ in delivered}
+    span = (max(instants) - min(instants) + 1) if instants else 0
+    expected = span * trackers
+    lat = np.asarray(latencies) * 1e3 if latencies else np.asarray([float("nan")])
+    p50, p99, worst = (float(np.percentile(lat, q)) for q in (50, 99, 100))
+    missing = (numbers[-1] - numbers[0] + 1 - len(numbers)) if numbers else 0
+    print(
+        f"{trackers:3d} trackers at {RATE:.0f} Hz: reports delivered {len(delivered)} of {expected} "
+        f"({100 * len(delivered) / max(expected, 1):.2f} %, instants {min(instants, default=0)}.."
+        f"{max(instants, default=0)}); {len(messages) / SECONDS:.0f} frames/s published, "
+        f"{missing} frame numbers missing; stand-in skipped {skipped.group(1) if skipped else '?'} "
+        "instants to keep real time",
+        flush=True,
+    )
+    print(
+        f"{'':3s}             latency message time -> subscriber: p50 {p50:.2f} ms, p99 {p99:.2f} ms, "
+        f"max {worst:.2f} ms; vrpn_mocap's polling alone adds up to {REFERENCE_POLL_MS:.0f} ms "
+        f"(p99 {REFERENCE_POLL_MS / p99:.1f}x ours)",
+        flush=True,
+    )
+
+
+def run() -> None:
+    if "ROS_DOMAIN_ID" not in os.environ:  # run alone, not through `python -m bench`
+        isolate()
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    with tempfile.TemporaryDirectory(prefix="bench_vrpn_") as name:
+        for trackers in (10, 50):
+            adapter_cost(trackers, Path(name))
+            end_to_end(trackers, Path(name))
+
+
+if __name__ == "__main__":
+    run()
