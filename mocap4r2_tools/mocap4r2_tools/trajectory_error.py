@@ -11,6 +11,14 @@ pair in bounded memory (see trajectory/running.py); ATE mean and max are exact u
 ``history_size`` pairs, then computed on an evenly thinned subset. Publishes
 mocap4r2_interfaces/TrajectoryError at ``publish_rate``; ``~/reset`` (std_srvs/Trigger)
 starts over.
+
+With ``time_offset_auto`` the estimate's time offset is found from the data
+(trajectory/time_offset.py) on the last :data:`AUTO_SECONDS` s of both streams, every
+:data:`AUTO_PERIOD` s, and each value found is published on ``~/time_offset``
+(std_msgs/Float64, s added to the estimate stamps, latched). Once
+:data:`AUTO_STABLE` values in a row agree within :data:`AUTO_AGREE` s, their median is
+held: the evaluation restarts with it, replaying the buffered samples, and the search
+stops until ``~/reset`` or a parameter change. Until then ``time_offset`` is used.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from collections import deque
 import numpy as np
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, TransformStamped
 from nav_msgs.msg import Odometry
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
@@ -37,12 +46,21 @@ from .trajectory import alignment as alignment_methods
 from .trajectory import association as association_methods
 from .trajectory.association import PosePair, StreamAssociator
 from .trajectory.metrics import RPE_UNITS
+from .trajectory.poses import Trajectory, TrajectoryInputError
 from .trajectory.running import RunningATE, RunningRPE
+from .trajectory.time_offset import DEFAULT_WINDOW, estimate_time_offset
 
 GT_TYPES = ("rigid_bodies", "pose", "odometry")
 EST_TYPES = ("pose", "pose_cov", "odometry", "tf", "rigid_bodies")
 # /tf samples kept for this node while it is busy (tf2's listeners keep 100)
 TF_ESTIMATE_DEPTH = 2000
+# time_offset_auto: seconds of both streams searched (and samples kept, at most), how
+# often (s), how many values in a row must agree, and within how much (s)
+AUTO_SECONDS = 30.0
+AUTO_SAMPLES = 30_000
+AUTO_PERIOD = 2.0
+AUTO_STABLE = 3
+AUTO_AGREE = 0.001
 
 PARAMETERS = (
     ParameterSpec(
@@ -98,6 +116,19 @@ PARAMETERS = (
     ),
     ParameterSpec("time_offset", 0.0, "Seconds added to the estimate stamps.", min_value=-1e6, max_value=1e6),
     ParameterSpec(
+        "time_offset_auto",
+        False,
+        "Find the time offset from the data (speed, angular rate, then ATE), publish it on "
+        "~/time_offset and hold it once stable; time_offset is used until then.",
+    ),
+    ParameterSpec(
+        "time_offset_window",
+        DEFAULT_WINDOW,
+        "With time_offset_auto: the offset is searched within +- this many seconds.",
+        min_value=0.01,
+        max_value=60.0,
+    ),
+    ParameterSpec(
         "align",
         "se3",
         "Alignment of the estimate: none, se3, sim3, posyaw (translation + yaw) or origin (first pose).",
@@ -136,6 +167,8 @@ _EVALUATION = {
     "association",
     "max_diff",
     "time_offset",
+    "time_offset_auto",
+    "time_offset_window",
     "align",
     "align_first_n",
     "rpe_delta",
@@ -146,6 +179,8 @@ _EVALUATION = {
 
 
 class TrajectoryErrorNode(ToolNode):
+    """The node: ground truth and estimate in, TrajectoryError out."""
+
     def __init__(self, **kwargs):
         super().__init__("trajectory_error", PARAMETERS, **kwargs)
         cfg = self.values()
@@ -165,6 +200,9 @@ class TrajectoryErrorNode(ToolNode):
         self._pub = self.create_publisher(TrajectoryError, cfg["output_topic"], 10)
         self._timer = self.create_timer(1.0 / cfg["publish_rate"], self._publish)
         self.create_service(Trigger, "~/reset", self._on_reset)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self._offset_pub = self.create_publisher(Float64, "~/time_offset", latched)
+        self.create_timer(AUTO_PERIOD, self._search_offset)
         self._gt_count = 0
         self._est_count = 0
         self._started = time.monotonic()
@@ -197,7 +235,13 @@ class TrajectoryErrorNode(ToolNode):
             )
             delta = max(1, round(delta))
         self.rpe = RunningRPE(delta, unit)
-        self._last_stamp = None
+        self._last_stamp: float | None = None
+        # time_offset_auto: raw samples (stamp, position, orientation) kept for the search
+        self.offset_search = cfg["time_offset_auto"]
+        self.offset_held: float | None = None
+        self._offset_found: deque[float] = deque(maxlen=AUTO_STABLE)
+        self._raw_gt: deque[tuple[float, np.ndarray, np.ndarray]] = deque(maxlen=AUTO_SAMPLES)
+        self._raw_est: deque[tuple[float, np.ndarray, np.ndarray]] = deque(maxlen=AUTO_SAMPLES)
 
     def on_parameters_changed(self, names: set[str]) -> None:
         if names & _EVALUATION:
@@ -263,7 +307,10 @@ class TrajectoryErrorNode(ToolNode):
             return
         self._gt_count += 1
         self._frame_id = header.frame_id
-        self._feed(self.associator.add_gt(stamp_to_seconds(header.stamp), *sample))
+        stamp = stamp_to_seconds(header.stamp)
+        if self.offset_search:
+            _keep(self._raw_gt, stamp, sample)
+        self._feed(self.associator.add_gt(stamp, *sample))
 
     def _est(self, header, pose) -> None:
         sample = pose_msg_arrays(pose)
@@ -273,7 +320,10 @@ class TrajectoryErrorNode(ToolNode):
             )
             return
         self._est_count += 1
-        self._feed(self.associator.add_est(stamp_to_seconds(header.stamp), *sample))
+        stamp = stamp_to_seconds(header.stamp)
+        if self.offset_search:
+            _keep(self._raw_est, stamp, sample)
+        self._feed(self.associator.add_est(stamp, *sample))
 
     def _on_tf(self, msg: TFMessage) -> None:
         self._on_edges(msg, static=False)
@@ -287,6 +337,8 @@ class TrajectoryErrorNode(ToolNode):
         for tf in msg.transforms:
             for stamp, position, orientation in chain.update(tf, static):
                 self._est_count += 1
+                if self.offset_search:
+                    _keep(self._raw_est, stamp, (position, orientation))
                 self._feed(self.associator.add_est(stamp, position, orientation))
         if chain.held:
             self.get_logger().info(
@@ -358,6 +410,60 @@ class TrajectoryErrorNode(ToolNode):
                 throttle_duration_sec=10.0,
             )
 
+    # ------------------------------------------------------------------ time offset
+    def _search_offset(self) -> None:
+        """One search for the time offset on the samples kept; held once stable."""
+        if not self.offset_search or len(self._raw_gt) < 10 or len(self._raw_est) < 10:
+            return
+        log = self.get_logger()
+        gt, est = _trajectory(self._raw_gt), _trajectory(self._raw_est)
+        overlap = min(gt.stamps[-1], est.stamps[-1]) - max(gt.stamps[0], est.stamps[0])
+        if overlap < 5.0:
+            return  # too little yet to see anything by
+        try:
+            found = estimate_time_offset(gt, est, self.value("time_offset_window"), self.value("align"))
+        except TrajectoryInputError as error:
+            self._offset_found.clear()
+            log.warning(f"time offset not found: {error}", throttle_duration_sec=10.0)
+            return
+        self._offset_found.append(found.offset)
+        self._offset_pub.publish(Float64(data=found.offset))
+        log.info(
+            f"time offset {found.offset * 1e3:+.3f} ms (correlation {found.correlation:.2f}, "
+            f"{len(self._offset_found)} of {AUTO_STABLE} to agree)"
+        )
+        values = list(self._offset_found)
+        if len(values) == AUTO_STABLE and max(values) - min(values) <= AUTO_AGREE:
+            self._hold_offset(float(np.median(values)))
+
+    def _hold_offset(self, offset: float) -> None:
+        """Restart the evaluation with ``offset`` and replay the samples kept into it."""
+        gt, est = list(self._raw_gt), list(self._raw_est)
+        cfg = self.values()
+        self.associator = StreamAssociator(
+            cfg["max_diff"], offset, cfg["association"], horizon=cfg["gt_buffer"]
+        )
+        self.ate = RunningATE(cfg["align"], cfg["align_first_n"], cfg["history_size"])
+        self.rpe = RunningRPE(self.rpe.delta, self.rpe.unit)
+        self._last_stamp = None
+        # in ground-truth time, as they would have arrived
+        events = [(t, 0, p, q) for t, p, q in gt] + [(t + offset, 1, p, q) for t, p, q in est]
+        events.sort(key=lambda e: (e[0], e[1]))
+        for t, kind, p, q in events:
+            if kind == 0:
+                self._feed(self.associator.add_gt(t, p, q))
+            else:
+                self._feed(self.associator.add_est(t - offset, p, q))
+        self.offset_search = False
+        self.offset_held = offset
+        self._raw_gt.clear()
+        self._raw_est.clear()
+        self._offset_pub.publish(Float64(data=offset))
+        self.get_logger().info(
+            f"time offset {offset * 1e3:+.3f} ms held ({AUTO_STABLE} values within {AUTO_AGREE * 1e3:g} ms); "
+            f"evaluation restarted with it ({len(est)} estimates replayed)"
+        )
+
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         samples = self.ate.moments.count
         self._build_evaluation()
@@ -365,6 +471,24 @@ class TrajectoryErrorNode(ToolNode):
         response.message = f"cleared {samples} pose pairs"
         self.get_logger().info(response.message)
         return response
+
+
+def _keep(samples: deque, stamp: float, pose: tuple[np.ndarray, np.ndarray]) -> None:
+    """Append a sample for the offset search: in time order only (a sample older than the
+    last is left out, as the association leaves out ground truth out of order), and only
+    the last AUTO_SECONDS."""
+    if samples and stamp <= samples[-1][0]:
+        return
+    samples.append((stamp, *pose))
+    while stamp - samples[0][0] > AUTO_SECONDS:
+        samples.popleft()
+
+
+def _trajectory(samples: deque) -> Trajectory:
+    stamps = np.fromiter((s[0] for s in samples), float, len(samples))
+    positions = np.array([s[1] for s in samples], dtype=float)
+    orientations = np.array([s[2] for s in samples], dtype=float)
+    return Trajectory.build(stamps, positions, orientations)
 
 
 class BodyPicker:
@@ -429,7 +553,8 @@ class TfChain:
             return []
         # the held edges share the chain above them when they share their parent (the
         # usual case: one odometry frame); one with another parent waits for its own
-        ready, waiting = [], deque(maxlen=self.max_held)
+        ready: list[tuple[float, np.ndarray, np.ndarray]] = []
+        waiting: deque[tuple[float, str, np.ndarray, np.ndarray]] = deque(maxlen=self.max_held)
         for stamp, edge_parent, t, q in self._held:
             chain = above if edge_parent == self._held[-1][1] else self._chain_above(edge_parent)
             if chain is None:
@@ -458,6 +583,7 @@ class TfChain:
 
 
 def main(args=None) -> int:
+    """Entry point of ``trajectory_error``."""
     return run_tool(TrajectoryErrorNode, args)
 
 
