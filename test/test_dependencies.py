@@ -15,6 +15,7 @@ import ast
 import functools
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from package_metadata import (
@@ -92,6 +93,18 @@ DEPENDENCIES: dict[str, Provider] = {
     "c3d": Provider("c3d", None),
     # neither pip nor rosdep: installed with Vicon's DataStream SDK
     "vicon_dssdk": Provider(None, None, "Vicon's DataStream SDK, from Vicon's installer"),
+    # imported by tests only (test/<package>/): package.xml's test_depend, requirements-dev.txt
+    "pytest": Provider("pytest", "python3-pytest"),
+    "hypothesis": Provider("hypothesis", "python3-hypothesis"),
+    "pandas": Provider("pandas", "python3-pandas"),
+    "launch": ros("launch"),
+    "launch_ros": ros("launch_ros"),
+    "rosidl_parser": ros("rosidl_parser"),
+    # reference clients and readers the tests compare with, pip only
+    "natnet": Provider("natnet", None),
+    "natnetsdk": Provider("natnetsdk", None),
+    "evo": Provider("evo", None),
+    "ezc3d": Provider("ezc3d", None),
 }
 
 
@@ -99,9 +112,21 @@ DEPENDENCIES: dict[str, Provider] = {
 def shipped_imports(package: str) -> dict[str, list[tuple[str, int, bool]]]:
     """Top-level name -> (file, line, at module level) of every import of a third-party
     name in the package's shipped code."""
+    return _imports(package, ROOT / package / package, ())
+
+
+@functools.cache
+def imports_of_tests(package: str) -> dict[str, list[tuple[str, int, bool]]]:
+    """The same for the package's tests (test/<package>/), leaving out the modules of
+    test/ itself (fixtures, support) and the three packages."""
+    own = tuple(path.stem for path in (ROOT / "test").rglob("*.py")) + PACKAGES
+    return _imports(package, ROOT / "test" / package, own)
+
+
+def _imports(package: str, folder: Path, own: tuple[str, ...]) -> dict[str, list[tuple[str, int, bool]]]:
     standard = set(sys.stdlib_module_names)
     found: dict[str, list[tuple[str, int, bool]]] = {}
-    for path in sorted((ROOT / package / package).rglob("*.py")):
+    for path in sorted(folder.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
         in_function = {
             id(node)
@@ -118,7 +143,7 @@ def shipped_imports(package: str) -> dict[str, list[tuple[str, int, bool]]]:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top in standard or top == "__future__" or top == package:
+                if top in standard or top == "__future__" or top == package or top in own:
                     continue
                 where = (str(path.relative_to(ROOT)), node.lineno, id(node) not in in_function)
                 found.setdefault(top, []).append(where)
@@ -211,3 +236,26 @@ def test_runtime_libraries_are_pinned_in_requirements_txt():
                 assert normalize(provider.pypi) in runtime, (
                     f"{provider.pypi} ({package}) not in requirements.txt"
                 )
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_test_imports_are_declared_as_test_depend(package):
+    """What the package's tests import is in package.xml (exec_depend or test_depend, or a
+    comment for what only pip installs), and what only tests import is pinned in
+    requirements-dev.txt, so a robot's install does not carry it."""
+    xml = read_package_xml(package)
+    dev = pinned_requirements(ROOT / "requirements-dev.txt")
+    shipped = {name for p in PACKAGES for name in shipped_imports(p)}
+    imports = imports_of_tests(package)
+    unknown = sorted(name for name in imports if name not in DEPENDENCIES)
+    assert not unknown, f"test/{package} imports {unknown}: add each to DEPENDENCIES"
+    missing = []
+    for name in sorted(imports):
+        provider = DEPENDENCIES[name]
+        if provider.rosdep and provider.rosdep not in xml.exec_depends | xml.test_depends:
+            missing.append(f"package.xml test_depend {provider.rosdep} ({name})")
+        if provider.pypi and not provider.rosdep and provider.pypi not in xml.comments:
+            missing.append(f"package.xml: a comment naming {provider.pypi} (pip only, no rosdep key)")
+        if provider.pypi and name not in shipped and normalize(provider.pypi) not in dev:
+            missing.append(f"requirements-dev.txt: a pin of {provider.pypi} (only tests import {name})")
+    assert not missing, f"test/{package} needs:\n  " + "\n  ".join(missing)
