@@ -1,10 +1,13 @@
-"""What every vendor folder shares: address checks, ids from names, and the counters a
-client keeps for /diagnostics. Geometry and time helpers live in mocap4r2_control
-(:mod:`~mocap4r2_control.geometry`, :mod:`~mocap4r2_control.timebase`)."""
+"""What every vendor folder shares: address checks, ids from names, the counters a
+client keeps for /diagnostics and how it reports bad input. Geometry and time helpers
+live in mocap4r2_control (:mod:`~mocap4r2_control.geometry`,
+:mod:`~mocap4r2_control.timebase`)."""
 
 from __future__ import annotations
 
+import logging
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -26,7 +29,7 @@ def ipv4_problem(text: str, what: str, allow_auto: bool = False, multicast: bool
     return None
 
 
-def ipv4_check(what: str, allow_auto: bool = False, multicast: bool = False):
+def ipv4_check(what: str, allow_auto: bool = False, multicast: bool = False) -> Callable[[str], str | None]:
     """A ParameterSpec check for an IPv4 address parameter."""
     return lambda value: ipv4_problem(value, what, allow_auto, multicast)
 
@@ -55,3 +58,18 @@ class ClientStats:
     last_error: str = ""
     rejected: dict[str, int] = field(default_factory=dict)  # bad input dropped, by kind (logged once each)
     events: dict[str, int] = field(default_factory=dict)  # server events by name
+
+
+def reject_input(stats: ClientStats, log: logging.Logger, kind: str, what: str) -> None:
+    """Bad input of one ``kind`` (a packet from a stranger, a malformed one, a frame out of
+    sequence, ...) was dropped: count it in ``stats.rejected[kind]`` (``rejected_<kind>`` in
+    /diagnostics) and keep ``what`` as ``last_error``; log it the first time of its kind only.
+
+    A server or a network that sends bad input usually sends a lot of it: one line per
+    packet would flood the log and cost more than the packet, while the first line says
+    what to look for and the counters say how much."""
+    seen = stats.rejected.get(kind, 0)
+    stats.rejected[kind] = seen + 1
+    stats.last_error = f"ignored {what}"
+    if seen == 0:
+        log.warning(f"ignored {what}; further ones are counted (diagnostics: rejected_{kind})")

@@ -1,8 +1,11 @@
-"""mocap4r2_drivers.common: address checks and ids from names, shared by the vendors."""
+"""mocap4r2_drivers.common: address checks, ids from names and the report of bad input,
+shared by the vendors."""
 
 from __future__ import annotations
 
-from mocap4r2_drivers.common import ClientStats, ipv4_check, ipv4_problem, stable_id
+import logging
+
+from mocap4r2_drivers.common import ClientStats, ipv4_check, ipv4_problem, reject_input, stable_id
 
 
 def test_ipv4_problems():
@@ -29,3 +32,21 @@ def test_client_stats_start_at_zero_and_have_their_own_event_counts():
     a, b = ClientStats(), ClientStats()
     a.events["EventConnected"] = 1
     assert b.events == {} and a.frames == 0 and a.last_error == ""
+
+
+def test_rejected_input_is_logged_once_per_kind_then_counted(caplog):
+    log = logging.getLogger("mocap4r2.test_common")
+    stats = ClientStats()
+    caplog.set_level(logging.WARNING, logger=log.name)
+    for i in range(1000):
+        reject_input(stats, log, "foreign_packet", f"a packet from 10.0.0.{i % 250}")
+    reject_input(stats, log, "malformed_packet", "a malformed packet (size 3)")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "ignored a packet from 10.0.0.0; further ones are counted (diagnostics: rejected_foreign_packet)",
+        "ignored a malformed packet (size 3); further ones are counted "
+        "(diagnostics: rejected_malformed_packet)",
+    ]
+    assert stats.rejected == {"foreign_packet": 1000, "malformed_packet": 1}
+    assert stats.last_error == "ignored a malformed packet (size 3)", "the last thing dropped"
+    assert stats.decode_errors == 0, "rejected input is not counted twice"

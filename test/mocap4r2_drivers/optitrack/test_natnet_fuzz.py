@@ -147,7 +147,7 @@ def test_mutated_packets_decode_or_raise_protocol_errors(case):
 def test_the_client_never_raises_on_mutated_packets(case, message_id):
     (kind, version, _), data = case
     client = NatNetClient(ClientConfig())
-    client.version = version
+    client.dialog.version = version
     client.converter = CONVERTERS[version]
     packet = nn.pack(message_id, data[: nn.MAX_PAYLOAD])
     for candidate in (packet, packet[: len(packet) // 2], data):

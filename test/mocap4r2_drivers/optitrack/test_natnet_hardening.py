@@ -189,7 +189,7 @@ def test_no_false_unicast_warning_on_reconnect(tmp_path, servers, logs):
             logs.records.clear()
             server.start()
             start = client.stats.frames
-            read_frames(client, 0, until=lambda: client.stats.frames > start + 3, timeout=20)
+            read_frames(client, 0, until=lambda start=start: client.stats.frames > start + 3, timeout=20)
             text = logs.text()
             assert "sends no unicast frames" not in text, f"restart {cycle + 1}: {text}"
             assert "frames arriving again" in text, text
@@ -213,7 +213,7 @@ def test_packets_from_strangers_are_refused_on_every_socket(tmp_path, servers, l
         frame = nn.encode_frame(server.sim.stream.frame_of_data(10**6), server.sim.version)
         stranger = sender("127.0.0.2")
         group = (nn.DEFAULT_MULTICAST_ADDRESS, server.options.data_port)
-        command = client._command.getsockname()
+        command = client.transport.command.getsockname()
         for _ in range(20):
             for packet in (spoofed_models, spoofed_info, frame):
                 stranger.sendto(packet, group)
@@ -241,7 +241,7 @@ def test_garbage_from_the_servers_address_is_never_a_frame(tmp_path, servers, lo
         s = sender("127.0.0.1")
         group = (nn.DEFAULT_MULTICAST_ADDRESS, server.options.data_port)
         frames = []
-        for burst in range(20):
+        for _burst in range(20):
             for i in range(100):
                 kind = i % 4
                 if kind == 0:  # a well-formed frame with a frame number far away, either way
@@ -288,7 +288,7 @@ def test_unsolicited_responses_are_not_kept(tmp_path, servers, logs):
     client = make_client(server, "multicast", logs.logger)
     try:
         s = sender("127.0.0.1")
-        command = client._command.getsockname()
+        command = client.transport.command.getsockname()
         sent = 0
         for _ in range(20):
             for _ in range(250):
@@ -299,7 +299,7 @@ def test_unsolicited_responses_are_not_kept(tmp_path, servers, logs):
         read_frames(
             client, 0, until=lambda: client.stats.rejected.get("unsolicited_response", 0) >= sent // 2
         )
-        assert len(client._responses) <= 1
+        assert len(client.dialog._responses) <= 1
         # a request still gets its own answer
         assert client.request("FrameRate", timeout=5.0) == pytest.approx(100.0)
     finally:
