@@ -66,6 +66,7 @@ def _qtm_args() -> list[str]:
 NOT_ROS_NODES = {
     "natnet_simulator": (_natnet_args, "natnet_simulator ready"),
     "qtm_simulator": (_qtm_args, "qtm_simulator ready"),
+    "vrpn_simulator": (_qtm_args, "vrpn_simulator ready"),  # --port 0 as well
 }
 # Programs that are not long-running: nothing to interrupt (the `mocap4r2` command's
 # long-running verb is the terminal UI, which needs a terminal).
