@@ -64,7 +64,6 @@ class ClockModelSettings:
     block_s: float = 0.2  # one lowest point is kept per block of arrivals
     converge_s: float = 0.3  # arrivals after a (re)start before the model is used
     slope_span_s: float = 4.0  # span of points before the drift is fitted
-    offset_only_window_s: float = 1.0  # window of the offset while the drift is unknown
     max_drift_ppm: float = 1000.0  # a fitted slope beyond this is ignored
     jump_s: float = 0.05  # a point this far below the line: the system clock jumped forward
     back_s: float = 0.05  # a system time this far before the previous one: it jumped back
@@ -202,15 +201,14 @@ class ClockModel:
                 self._s_a, self._a, self.drift = fitted
                 self._drift_known = True
                 return
-        # the offset only, under the points of the window (a shorter one while the
-        # drift is unknown: an unfitted drift of 100 ppm over 8 s would be 0.8 ms)
-        window = cfg.window_s if self._drift_known else cfg.offset_only_window_s
+        # the offset only, under every point of the window (before the drift is fitted
+        # the points span at most slope_span_s: 100 ppm unfitted is at most 0.4 ms; a
+        # shorter window would follow a reader that fell behind for a second)
         s_a = self._last_s
         a = math.inf
         drift = self.drift
-        for s, u, end in blocks:
-            if end >= host - window:
-                a = min(a, u - drift * (s - s_a))
+        for s, u, _ in blocks:
+            a = min(a, u - drift * (s - s_a))
         if math.isfinite(a):
             self._s_a, self._a = s_a, a
 

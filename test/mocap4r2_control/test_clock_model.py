@@ -262,3 +262,23 @@ def test_model_alone_is_under_every_point():
     for s, a in zip(series.system.tolist(), series.arrival.tolist()):
         estimate = model.update(s, a)
         assert estimate <= a + 1e-9
+
+
+def test_a_reader_that_falls_behind_for_a_while_is_not_a_reset():
+    # 1.5 s in, the reader stalls 0.6 s, then works off its backlog 3 frames per period:
+    # delays up to 0.6 s for more than a second, which no clock did
+    series = make_series(8, rate=250.0, duration=8.0, jitter=0.5e-3, burst=1, drift_ppm=50.0)
+    arrival = series.arrival.copy()
+    stall_end = HOST_ORIGIN + 2.1
+    late = (series.capture >= HOST_ORIGIN + 1.5) & (arrival < stall_end)
+    arrival[late] = stall_end
+    backlog = np.flatnonzero(arrival >= stall_end)
+    worked_off = stall_end + np.arange(len(backlog)) * (0.004 / 3)
+    arrival[backlog] = np.maximum(arrival[backlog], worked_off)
+    series.arrival = np.maximum.accumulate(arrival)
+    stamper = FrameStamper()
+    stamps = stamp_series(series, stamper=stamper)
+    assert stamper.model.resets == 0
+    assert np.all(stamps <= series.arrival)
+    caught_up = series.arrival - series.capture < 2e-3
+    assert np.max(np.abs(stamps - series.capture)[caught_up & (series.capture > HOST_ORIGIN + 6.0)]) < 0.3e-3
