@@ -3,11 +3,11 @@
 Quaternions are ``x, y, z, w`` (geometry_msgs order), unit length unless a function says
 otherwise; rotation vectors are axis * angle in radians.
 
-* ``quat_*`` functions (and :func:`norm3`) take arrays of shape (..., 4) / (..., 3), broadcast, and keep
-  the memory layout of their first array argument: a caller holding (4, m) component
-  rows passes their transposed (m, 4) views and every operation runs along contiguous
-  rows (for a million poses that is about twice as fast as walking down the columns of
-  an (m, 4) array).
+* ``quat_*`` functions (and :func:`norm3`) take arrays of shape (..., 4) / (..., 3),
+  broadcast, and keep the memory layout of their first array argument: a caller holding
+  (4, m) component rows passes their transposed (m, 4) views and every operation runs
+  along contiguous rows (for a million poses products and rotations are two to three
+  times as fast as down the columns of an (m, 4) array: ``python -m bench rotation``).
 * ``*_one`` functions take one quaternion or vector as a sequence of 4 or 3 numbers and
   return a tuple of Python floats. They serve per-sample online paths (running RPE,
   velocity estimators, monitors), where numpy's fixed cost per call would be most of the
