@@ -54,6 +54,8 @@ DEPENDENCIES: dict[str, Provider] = {
         name: ros(name)
         for name in (
             "rclpy",
+            "launch",
+            "launch_ros",
             "rcl_interfaces",
             "ament_index_python",
             "builtin_interfaces",
@@ -97,8 +99,6 @@ DEPENDENCIES: dict[str, Provider] = {
     "pytest": Provider("pytest", "python3-pytest"),
     "hypothesis": Provider("hypothesis", "python3-hypothesis"),
     "pandas": Provider("pandas", "python3-pandas"),
-    "launch": ros("launch"),
-    "launch_ros": ros("launch_ros"),
     "rosidl_parser": ros("rosidl_parser"),
     # reference clients and readers the tests compare with, pip only
     "natnet": Provider("natnet", None),
@@ -111,8 +111,11 @@ DEPENDENCIES: dict[str, Provider] = {
 @functools.cache
 def shipped_imports(package: str) -> dict[str, list[tuple[str, int, bool]]]:
     """Top-level name -> (file, line, at module level) of every import of a third-party
-    name in the package's shipped code."""
-    return _imports(package, ROOT / package / package, ())
+    name in the package's shipped code: its modules and its launch files."""
+    found = _imports(package, ROOT / package / package, ())
+    for name, places in _imports(package, ROOT / package / "launch", ()).items():
+        found.setdefault(name, []).extend(places)
+    return found
 
 
 @functools.cache
@@ -157,6 +160,7 @@ def test_shipped_imports_are_found():
     assert any(module_level for _, _, module_level in drivers["numpy"])
     assert not any(module_level for _, _, module_level in drivers["qtm_rt"]), drivers["qtm_rt"]
     assert "mocap4r2_control" in drivers and "mocap4r2_drivers" not in drivers
+    assert any(file.endswith(".launch.py") for file, _, _ in drivers["launch_ros"]), drivers["launch_ros"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -259,3 +263,34 @@ def test_test_imports_are_declared_as_test_depend(package):
         if provider.pypi and name not in shipped and normalize(provider.pypi) not in dev:
             missing.append(f"requirements-dev.txt: a pin of {provider.pypi} (only tests import {name})")
     assert not missing, f"test/{package} needs:\n  " + "\n  ".join(missing)
+
+
+@pytest.mark.parametrize(
+    "package",
+    (
+        *PACKAGES,
+        "mocap4r2_interfaces",
+        "motion_control_interfaces",
+        "hector_worldmodel_msgs",
+        "compat/tf2_msgs",
+    ),
+)
+def test_package_xml_is_valid_for_ros_tools(package):
+    """catkin_pkg (what colcon, rosdep and bloom read package.xml with) accepts the file
+    without a warning, and no dependency is named twice (catkin_pkg lets that pass; `depend`
+    counts as build, build_export and exec; a test_depend that is also an exec_depend is
+    redundant)."""
+    import warnings
+
+    from catkin_pkg.package import parse_package
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        parsed = parse_package(str(ROOT / package))
+        parsed.validate()
+    assert not caught, [str(w.message) for w in caught]
+    for kind in ("build_depends", "exec_depends", "test_depends", "buildtool_depends"):
+        names = [d.name for d in getattr(parsed, kind)]
+        assert len(names) == len(set(names)), f"{package}: {kind} names {sorted(names)}"
+    both = {d.name for d in parsed.exec_depends} & {d.name for d in parsed.test_depends}
+    assert not both, f"{package}: exec_depend and test_depend both name {sorted(both)}"
