@@ -259,15 +259,18 @@ class SkeletonArrays:
 class MocapFrame:
     """One frame of a mocap system, as numpy arrays.
 
-    Time: an adapter sets ``capture_time`` (seconds on the ROS system clock, i.e. Unix
-    time) when its system reports an absolute capture timestamp it can map, otherwise
-    ``latency`` (seconds from exposure to arrival at the adapter); the node then stamps
-    the frame ``arrival - latency``.
+    Time: ``latency`` is seconds from exposure to the moment the adapter hands the frame
+    over (what the system reports, plus the time the frame spent in the driver); an
+    adapter may also set ``capture_time`` (seconds on the ROS system clock, i.e. Unix
+    time) when it maps a capture timestamp itself.
 
     ``system_time`` is the capture instant on the mocap system's own clock, in seconds
     (NatNet's mid-exposure timestamp, QTM's timestamp, a frame number times the frame
     period, VRPN's message time), or None for a system without a clock of its own. It is
-    on an arbitrary origin and rate: the node's clock model maps it to the host clock.
+    on an arbitrary origin and rate: the node's clock model
+    (:mod:`~mocap4r2_control.clock_model`) maps it to the host clock. Without it (and
+    until the model has converged) the node stamps ``capture_time`` when set, else
+    ``arrival - latency``.
     """
 
     frame_number: int
