@@ -207,6 +207,20 @@ class VrpnClient:
             return early
         return self._read_once(timeout)
 
+    def drain(self, budget: int = 100_000) -> int:
+        """Read and drop what the sockets hold (at most ``budget`` messages), and count
+        the silence from now: data that waited while nobody read is old news, and the
+        time nobody read is not the server's silence. The number of messages dropped."""
+        self._early = []
+        dropped = 0
+        while dropped < budget:
+            got = self._read_once(0.0)
+            if not got:
+                break
+            dropped += len(got)
+        self._last_receive = self._last_ping = time.monotonic()
+        return dropped
+
     def _keep_alive(self) -> None:
         now = time.monotonic()
         silent = now - self._last_receive

@@ -190,6 +190,20 @@ class VrpnAdapter(MocapAdapter):
         self.client.senders_changed = False
         return AssetNames(rigid_bodies=self.assembler.asset_names(announced))
 
+    def start_streaming(self) -> None:
+        """On activate: reports that queued in the sockets while inactive are dropped,
+        so the first frame published is a current one."""
+        self._queue.clear()
+        self.assembler.flush()
+        if self.client.connected:
+            try:
+                dropped = self.client.drain()
+            except VrpnConnectionError as exc:
+                self._lost(str(exc))
+                return
+            if dropped:
+                LOG.info("dropped %d reports that arrived while inactive", dropped)
+
     def disconnect(self) -> None:
         self.client.close()
         self._queue.clear()

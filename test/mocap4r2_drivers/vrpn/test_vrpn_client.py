@@ -253,3 +253,23 @@ def test_datagrams_from_anyone_but_the_server_are_refused(procs, tmp_path):
     positions = [vp.unpack_pos_quat(d.message.payload).position for d in got if d.type == vp.POS_QUAT]
     assert positions and (99.0, 99.0, 99.0) not in positions
     assert client.stats.rejected["foreign_datagram"] == 50
+
+
+def test_activating_after_a_pause_drops_old_reports_and_keeps_the_connection(procs, tmp_path):
+    from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
+
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
+    adapter = VrpnAdapter("127.0.0.1", port, connect_timeout=10.0, silence_timeout=0.5)
+    adapter.connect()
+    adapter.start_streaming()
+    frames = [adapter.read_frame(0.1) for _ in range(20)]
+    assert any(f is not None for f in frames)
+    time.sleep(1.0)  # inactive on purpose: nothing is read, reports pile up in the socket
+    adapter.start_streaming()
+    first = None
+    while first is None:
+        first = adapter.read_frame(0.1)
+    # a current instant, not one from the pause; no reconnection for the pause's silence
+    assert time.time() - first.system_time < 0.2
+    assert adapter.client.stats.connects == 1 and adapter.reconnects == 0
+    adapter.disconnect()
