@@ -20,6 +20,7 @@ or ATT_POS_MOCAP (which PX4's EKF2 ignores: a warning says so).
 
 from __future__ import annotations
 
+import sys
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -139,6 +140,9 @@ LOSS_REASONS = {
     FollowedBody.BAD_POSE: "pose not usable (NaN or zero quaternion)",
 }
 
+# s: how long a thread waiting for the interpreter lock waits at most (see __init__)
+GIL_SWITCH_INTERVAL = 0.0002
+
 ATT_POS_MOCAP_WARNING = (
     "message att_pos_mocap: PX4's EKF2 ignores ATT_POS_MOCAP; use odometry "
     "(or vision_position_estimate) for the vehicle to fuse the pose"
@@ -159,6 +163,11 @@ class Px4BridgeNode(ToolNode):
         self._submitted = 0
         connection = Connection.parse(cfg["connection"])
         self._connection = connection
+        # The link's reader thread stamps TIMESYNC requests and answers them. Woken by a
+        # datagram, it may wait CPython's switch interval (5 ms by default) for the
+        # interpreter lock while the executor thread holds it; PX4 takes that wait for
+        # link delay in one direction only, and its offset is off by half of it.
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL))
         self._backend = cfg["backend"]
         logger = self.get_logger()
         self._worker = LinkWorker(

@@ -424,6 +424,7 @@ def test_the_vehicle_converts_time_usec_to_the_capture_time(ros, procs, backend)
     try:
         ns = f"/px4_timesync_{backend}"
         bridge = start_bridge(procs, ns, vehicle.port, backend)
+        status = diagnostics_of(ros, ns)
         pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
         wait_subscribed(pub)
         captures: dict[int, float] = {}
@@ -446,11 +447,22 @@ def test_the_vehicle_converts_time_usec_to_the_capture_time(ros, procs, backend)
             expected_us = (captures[k] * 1e9 - vehicle._boot_ns) / 1000
             errors_ms.append((a.timestamp_sample_us - expected_us) / 1000)
         worst = max(errors_ms, key=abs)
+        rtt_ms = sum(ts.used_rtt_us) / len(ts.used_rtt_us) / 1000
         print(
             f"{backend}: {len(errors_ms)} samples after convergence, error median "
-            f"{sorted(errors_ms)[len(errors_ms) // 2]:.3f} ms, worst {worst:.3f} ms"
+            f"{sorted(errors_ms)[len(errors_ms) // 2]:.3f} ms, worst {worst:.3f} ms; timesync round trip "
+            f"mean {rtt_ms:.3f} ms"
         )
-        assert abs(worst) < 1.0, (
+        # The bridge stamps its answer mid-way through the time it held the request, so only
+        # a difference between the two directions of the link is left: within 1 ms. MAVSDK
+        # stamps its answer when it sends it, after its own threads have handed the request
+        # over (PX4 takes that for link delay), and moves its clock every 5 s by one sample
+        # that PX4's slower filter follows late: 0.25-0.45 ms on a quiet machine, 1-2 ms seen
+        # on a busy one, which the bridge cannot change through MAVSDK. Its bound is half
+        # PX4's 10 ms round-trip gate: still far from arrival stamps (20 ms and more late)
+        # and from a wrong clock (seconds to years).
+        bound = 1.0 if backend == "pymavlink" else 5.0
+        assert abs(worst) < bound, (
             f"timestamp_sample off the capture time by up to {worst:.3f} ms "
             f"(median {sorted(errors_ms)[len(errors_ms) // 2]:.3f} ms over {len(errors_ms)} samples)"
         )
@@ -459,5 +471,22 @@ def test_the_vehicle_converts_time_usec_to_the_capture_time(ros, procs, backend)
         for a in early[:20]:
             k = round(a.message.y * 100.0)
             assert a.timestamp_sample_us - (captures[k] * 1e9 - vehicle._boot_ns) / 1000 > 15_000
+
+        # /diagnostics: capture -> send is at least the mocap's latency (how much more
+        # depends on the load of the machine: 1-3 ms when quiet, 100 ms seen when busy),
+        # in milliseconds
+        delays = values(status(lambda s: values(s)["ev_delay_ms"] != ""))
+        _, p50, _, p99 = delays["ev_delay_ms"].split()
+        assert CAPTURE_LATENCY * 1e3 <= float(p50) <= float(p99) < 2000, delays["ev_delay_ms"]
+        if backend == "pymavlink":
+            # the bridge's own view of the vehicle's clock and of PX4's convergence
+            synced = values(status(lambda s: values(s)["timesync_converged"] == "true"))
+            assert int(synced["timesync_requests_answered"]) >= 500
+            assert 0 < float(synced["timesync_rtt_ms"]) < 10
+            vehicle_minus_host = -vehicle._boot_ns * 1e-9
+            assert float(synced["timesync_offset_s"]) == pytest.approx(vehicle_minus_host, abs=0.005)
+            assert synced["recommended_EKF2_EV_DELAY_ms"] == "0.0"
+        else:
+            assert delays["timesync"].startswith("MAVSDK") and delays["timesync_converged"] == ""
     finally:
         vehicle.close()
