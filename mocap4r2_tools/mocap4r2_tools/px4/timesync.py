@@ -17,11 +17,13 @@ time, the host's system clock), and also asks the vehicle itself, the same way, 
 measure the round trip and the vehicle's clock offset for /diagnostics.
 
 Everything here is pure: clocks are passed in as integers (ns), so tests drive it with
-any clock they like.
+any clock they like. Both classes may be fed on one thread and read on another (the link's
+reader or sender, and /diagnostics): a lock keeps the readings whole.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from dataclasses import dataclass
 
@@ -60,12 +62,18 @@ class TimesyncPeer:
         self._outstanding: deque[int] = deque(maxlen=_OUTSTANDING)
         self._rtt_ns: deque[int] = deque(maxlen=window)
         self._offset_ns: deque[int] = deque(maxlen=window)
+        self._lock = threading.Lock()
 
     def request(self, now_ns: int) -> TimesyncReply:
-        self._outstanding.append(now_ns)
+        with self._lock:
+            self._outstanding.append(now_ns)
         return TimesyncReply(0, now_ns)
 
     def on_timesync(self, tc1: int, ts1: int, arrival_ns: int, now_ns: int) -> TimesyncReply | None:
+        with self._lock:
+            return self._on_timesync(tc1, ts1, arrival_ns, now_ns)
+
+    def _on_timesync(self, tc1: int, ts1: int, arrival_ns: int, now_ns: int) -> TimesyncReply | None:
         if tc1 == 0:
             # The vehicle's request. PX4 assumes the answer spends as long coming back as
             # the request took to arrive, and places our tc1 midway between its send and
@@ -91,16 +99,19 @@ class TimesyncPeer:
     @property
     def rtt_ms(self) -> float | None:
         """Median round trip of the recent usable answers, ms."""
-        return float(np.median(self._rtt_ns)) * 1e-6 if self._rtt_ns else None
+        with self._lock:
+            rtts = list(self._rtt_ns)
+        return float(np.median(rtts)) * 1e-6 if rtts else None
 
     @property
     def offset_s(self) -> float | None:
         """The vehicle's clock minus the bridge's, s, from the answer with the shortest
         round trip among the recent ones (the least disturbed by queueing)."""
-        if not self._rtt_ns:
+        with self._lock:
+            rtts, offsets = list(self._rtt_ns), list(self._offset_ns)
+        if not rtts:
             return None
-        best = int(np.argmin(self._rtt_ns))
-        return self._offset_ns[best] * 1e-9
+        return offsets[int(np.argmin(rtts))] * 1e-9
 
     @property
     def vehicle_converged(self) -> bool:
@@ -115,16 +126,20 @@ class DelayWindow:
 
     def __init__(self, budget: int = 2048):
         self._values: deque[float] = deque(maxlen=budget)
+        self._lock = threading.Lock()
 
     def add(self, delay_s: float) -> None:
         if np.isfinite(delay_s):
-            self._values.append(delay_s)
+            with self._lock:
+                self._values.append(delay_s)
 
     def __len__(self) -> int:
         return len(self._values)
 
     def percentile(self, q: float) -> float | None:
-        return float(np.percentile(self._values, q)) if self._values else None
+        with self._lock:
+            values = list(self._values)
+        return float(np.percentile(values, q)) if values else None
 
 
 def recommended_ev_delay_ms(
