@@ -207,7 +207,7 @@ def _streaming_driver(live: Live, scene_path, ns: str):
         "vrpn_system",
         name="vrpn",
         namespace=ns,
-        params={"autostart": True, "port": port, "silence_timeout": 0.5, "reconnect_period": 0.25},
+        params={"autostart": True, "port": port, "silence_timeout": 1.0, "reconnect_period": 0.25},
     )
     bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=60)
     return stand_in, port, origin, bodies, driver
@@ -282,23 +282,26 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
 
 
 def _wrong_frames(messages, scene, origin: float) -> int:
-    """Messages whose drone1 is not at a scene position of frames near its stamp, or
-    whose frame number does not advance."""
+    """Messages whose drone1 is not at a scene position of an instant near its stamp
+    (looked up exactly: VRPN carries float64), or whose frame number does not advance."""
     names = [b.name for b in scene.description.bodies]
-    wrong, last = 0, -1
+    instant_of: dict[tuple[float, float, float], int] = {}
+    if messages:
+        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in messages]
+        first = max(int((min(stamps) - origin - 5.0) * scene.rate), 0)
+        last = int((max(stamps) - origin + 1.0) * scene.rate)
+        for k0 in range(first, last, 64):
+            for k, frame in enumerate(scene.frames(k0, 64), start=k0):
+                instant_of[tuple(frame.bodies.positions[0].tolist())] = k
+    wrong, last_number = 0, -1
     for msg in messages:
-        ok = msg.frame_number > last and [b.name for b in msg.rigid_bodies] == names
+        ok = msg.frame_number > last_number and [b.name for b in msg.rigid_bodies] == names
         if ok:
             p = msg.rigid_bodies[0].pose.position
-            stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-            guess = int(round((stamp - origin) * scene.rate))
-            ok = any(
-                np.array_equal(scene.frame(k).bodies.positions[0], (p.x, p.y, p.z))
-                for k in range(max(guess - 300, 0), guess + 50)
-            )
+            ok = (p.x, p.y, p.z) in instant_of
         wrong += not ok
         if ok:
-            last = msg.frame_number
+            last_number = msg.frame_number
     return wrong
 
 

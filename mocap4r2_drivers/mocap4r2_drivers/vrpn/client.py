@@ -202,10 +202,15 @@ class VrpnClient:
         if self._tcp is None:
             raise VrpnConnectionError("not connected")
         early, self._early = self._early, []
-        self._keep_alive()
         if early:
             return early
-        return self._read_once(timeout)
+        self._ping_if_due()
+        out = self._read_once(timeout)
+        if not out:
+            # checked after waiting on the sockets, not before: a reader that was itself
+            # kept from running (a loaded machine) finds the data waiting, not a silence
+            self._check_silence()
+        return out
 
     def drain(self, budget: int = 100_000) -> int:
         """Read and drop what the sockets hold (at most ``budget`` messages), and count
@@ -221,11 +226,13 @@ class VrpnClient:
         self._last_receive = self._last_ping = time.monotonic()
         return dropped
 
-    def _keep_alive(self) -> None:
-        now = time.monotonic()
-        silent = now - self._last_receive
+    def _check_silence(self) -> None:
+        silent = time.monotonic() - self._last_receive
         if self.silence_timeout > 0 and silent > self.silence_timeout:
             self._fail(f"nothing from the server for {silent:.1f} s (no report, no pong)")
+
+    def _ping_if_due(self) -> None:
+        now = time.monotonic()
         if self.ping_period > 0 and now - self._last_ping >= self.ping_period:
             self._last_ping = now
             self._ping()
