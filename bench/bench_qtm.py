@@ -187,7 +187,7 @@ def decode_cost(scene: Path, tmp: Path) -> str:
 
     def ours():
         for p in packets:
-            decoder.decode(p)
+            decoder.convert(p)
 
     def reference():
         # qtm-rt's getters, then the same numpy arrays the adapter needs

@@ -124,7 +124,7 @@ def project_path():
             # (chosen by the packet's CRC, so a run is the same every time)
             if structure(payload) == shapes[base] and zlib.crc32(packet) % 10:
                 return "accepted"
-            frame = converter.decode(payload)
+            frame = converter.convert(payload)
         except errors:  # the adapter drops and counts these
             return "rejected"
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 
@@ -73,3 +73,25 @@ def reject_input(stats: ClientStats, log: logging.Logger, kind: str, what: str) 
     stats.last_error = f"ignored {what}"
     if seen == 0:
         log.warning(f"ignored {what}; further ones are counted (diagnostics: rejected_{kind})")
+
+
+def status_fields(
+    always: Mapping[str, object],
+    stats: ClientStats | None = None,
+    when_set: Mapping[str, object] | None = None,
+) -> dict[str, str]:
+    """A system's /diagnostics key-values, in one shape for every vendor: the ``always``
+    fields; then, from the client's ``stats``, the bad input dropped by kind
+    (``rejected_<kind>``, each logged once by :func:`reject_input`); then the
+    ``when_set`` fields that are non-zero or non-empty; last ``last_error`` when there is
+    one. Values are shown with str()."""
+    out = {key: str(value) for key, value in always.items()}
+    if stats is not None:
+        for kind, count in sorted(stats.rejected.items()):
+            out[f"rejected_{kind}"] = str(count)
+    for key, value in (when_set or {}).items():
+        if value:
+            out[key] = str(value)
+    if stats is not None and stats.last_error:
+        out["last_error"] = stats.last_error
+    return out

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import logging
 
-from mocap4r2_drivers.common import ClientStats, ipv4_check, ipv4_problem, reject_input, stable_id
+from mocap4r2_drivers.common import (
+    ClientStats,
+    ipv4_check,
+    ipv4_problem,
+    reject_input,
+    stable_id,
+    status_fields,
+)
 
 
 def test_ipv4_problems():
@@ -50,3 +57,26 @@ def test_rejected_input_is_logged_once_per_kind_then_counted(caplog):
     assert stats.rejected == {"foreign_packet": 1000, "malformed_packet": 1}
     assert stats.last_error == "ignored a malformed packet (size 3)", "the last thing dropped"
     assert stats.decode_errors == 0, "rejected input is not counted twice"
+
+
+def test_status_fields_have_one_shape_for_every_system():
+    stats = ClientStats(frames=12)
+    log = logging.getLogger("mocap4r2.test_common")
+    reject_input(stats, log, "foreign_packet", "a packet from 10.0.0.9")
+    reject_input(stats, log, "broken_framing", "a broken header")
+    fields = status_fields(
+        {"server": "127.0.0.1:1510", "frames_received": stats.frames, "connected": True},
+        stats,
+        when_set={"duplicate_frames": 0, "conversion_errors": 3, "server_application": ""},
+    )
+    assert fields == {
+        "server": "127.0.0.1:1510",
+        "frames_received": "12",
+        "connected": "True",
+        "rejected_broken_framing": "1",
+        "rejected_foreign_packet": "1",
+        "conversion_errors": "3",
+        "last_error": "ignored a broken header",
+    }
+    assert list(fields)[-1] == "last_error", "what went wrong last closes the list"
+    assert status_fields({"server": "x"}) == {"server": "x"}, "no client: the fixed fields only"

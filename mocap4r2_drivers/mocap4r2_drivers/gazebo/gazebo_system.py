@@ -52,6 +52,8 @@ RATE_SAMPLES = 30  # pose stamps of one model used to estimate the pose rate
 
 
 class GazeboAdapter(MocapAdapter):
+    """Gazebo models seen as a mocap system: their poses from ros_gz_bridge, markers emulated."""
+
     system_type = "gazebo"
     parameters = (
         ParameterSpec(
@@ -162,7 +164,9 @@ class GazeboAdapter(MocapAdapter):
             ModelSpec(name, i, layouts.get(name, np.asarray(DEFAULT_LAYOUT))) for name, i in zip(models, ids)
         ]
         self.models = models
-        self.emulator = MocapEmulator(specs if models else None, self.settings)
+        # Gazebo has poses, not frames: the converter takes poses (add) and hands out the
+        # frames they complete at the emulated rate (advance)
+        self.converter = MocapEmulator(specs if models else None, self.settings)
         self.connect_timeout = float(values["connect_timeout"])
         self.simulation_stamps = values["stamp"] == "simulation"
         self.input = BridgeSubscriptions(self.topics, bool(values["best_effort"]), self._on_poses)
@@ -198,7 +202,8 @@ class GazeboAdapter(MocapAdapter):
             if remaining <= 0:
                 missing = self._missing()
                 raise AdapterError(
-                    f"no pose of {', '.join(missing) if missing else 'any model'} on {', '.join(self.topics)} "
+                    f"no pose of {', '.join(missing) if missing else 'any model'} "
+                    f"on {', '.join(self.topics)} "
                     f"within {self.connect_timeout:g} s: is Gazebo running, the PosePublisher system in each "
                     "model, and ros_gz_bridge bridging them, e.g. `ros2 run ros_gz_bridge parameter_bridge "
                     "/model/<model>/pose@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V`? (docs/gazebo.md)"
@@ -209,11 +214,11 @@ class GazeboAdapter(MocapAdapter):
             raise AdapterError(f"the poses on {', '.join(self.topics)} cannot be used: {self._refused}")
         self._configuring = False
         with self._lock:
-            return self.emulator.asset_names()
+            return self.converter.asset_names()
 
     def _missing(self) -> list[str]:
         with self._lock:
-            seen = {m.name for m, h in zip(self.emulator.models, self.emulator._history) if h.stamps}
+            seen = {m.name for m, h in zip(self.converter.models, self.converter._history) if h.stamps}
         return [m for m in self.models if m not in seen]
 
     def _ready(self) -> bool:
@@ -221,7 +226,7 @@ class GazeboAdapter(MocapAdapter):
         if self.models:
             return not self._missing()
         with self._lock:
-            return any(h.stamps for h in self.emulator._history)
+            return any(h.stamps for h in self.converter._history)
 
     def _on_poses(self, topic: str, msg) -> None:
         now = time.monotonic()
@@ -245,8 +250,8 @@ class GazeboAdapter(MocapAdapter):
                     self.bad_transforms += 1
                     continue
                 self._measure_rate(child, stamp)
-                self.emulator.add(child, stamp, values[:3], values[3:], arrival=now)
-            frames = self.emulator.advance(now)
+                self.converter.add(child, stamp, values[:3], values[3:], arrival=now)
+            frames = self.converter.advance(now)
         self._seen.set()
         if self._streaming:
             for frame in frames:
@@ -307,7 +312,7 @@ class GazeboAdapter(MocapAdapter):
 
     def status(self) -> dict[str, str]:
         with self._lock:
-            e = self.emulator
+            e = self.converter
             out = {
                 "pose_topics": ", ".join(self.topics),
                 "pose_messages": str(self.messages),
@@ -332,6 +337,7 @@ class GazeboAdapter(MocapAdapter):
 
 
 def main(args: list[str] | None = None) -> int:
+    """The gazebo_system executable: the adapter under MocapSystemNode until shutdown."""
     # two executor threads: the pose subscriptions (their own callback group) must deliver
     # while configure waits for the first poses in the node's default group
     return run_system(GazeboAdapter, "gazebo_system", args, threads=2)

@@ -18,7 +18,7 @@ from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
-from ..common import ipv4_check
+from ..common import ipv4_check, status_fields
 from . import protocol as nn
 from .client import (
     CONNECTION_TYPES,
@@ -28,11 +28,14 @@ from .client import (
     NatNetClient,
     NatNetConnectionError,
 )
+from .convert import FrameConverter
 
 LOGGER_NAME = "mocap4r2.optitrack"
 
 
 class OptiTrackAdapter(MocapAdapter):
+    """OptiTrack Motive over NatNet: names from its model definitions, reconnects by itself."""
+
     system_type = "optitrack"
     parameters = (
         ParameterSpec(
@@ -108,6 +111,8 @@ class OptiTrackAdapter(MocapAdapter):
         self.record_on_start = record_on_start
         self.recording_take = ""  # the take Motive records for the current session, if any
         self.client: NatNetClient | None = None
+        # frames to MocapFrames; the client keeps its model definitions and clock current
+        self.converter = FrameConverter(config.up_axis, config.skeleton_coordinates)
         self.conversion_errors = 0
         self.log = logging.getLogger(LOGGER_NAME)
 
@@ -129,14 +134,15 @@ class OptiTrackAdapter(MocapAdapter):
 
     def connect(self) -> AssetNames:
         self.disconnect()
-        client = NatNetClient(self.config, self.log)
+        self.converter = FrameConverter(self.config.up_axis, self.config.skeleton_coordinates)
+        client = NatNetClient(self.config, self.log, self.converter)
         try:
             client.connect(self.connect_timeout)
         except NatNetConnectionError as exc:
             client.close()
             raise AdapterError(str(exc)) from exc
         self.client = client
-        return client.converter.index.asset_names()
+        return self.converter.index.asset_names()
 
     def read_frame(self, timeout: float) -> MocapFrame | None:
         client = self.client
@@ -146,7 +152,7 @@ class OptiTrackAdapter(MocapAdapter):
         if frame is None:
             return None
         try:
-            return client.converter.convert(frame)
+            return self.converter.convert(frame)
         except (ValueError, IndexError) as exc:  # a decodable but inconsistent frame
             self.conversion_errors += 1
             if self.conversion_errors == 1:
@@ -199,35 +205,34 @@ class OptiTrackAdapter(MocapAdapter):
             return {"server": f"{self.config.server_address}:{self.config.command_port} (not connected)"}
         info = client.server_info
         stats = client.stats
-        out = {
-            "server": f"{self.config.server_address}:{self.config.command_port}",
-            "natnet_version": str(client.version) if client.version else "unknown",
-            "connection": (
-                f"multicast {client.multicast_address}:{client.data_port} via {client.local_address}"
-                if client.multicast
-                else f"unicast via {client.local_address}"
-            ),
-            "frames_received": str(stats.frames),
-            "decode_errors": str(stats.decode_errors),
-            "model_updates": str(stats.model_updates),
-            "reconnects": str(stats.reconnects),
-            "foreign_packets": str(stats.foreign_packets),
-        }
-        # bad input dropped, by kind: each kind is logged once, then only counted here
-        for kind, count in sorted(stats.rejected.items()):
-            out[f"rejected_{kind}"] = str(count)
-        if client.duplicates:
-            out["duplicate_frames"] = str(client.duplicates)
-        if info is not None:
-            out["server_application"] = f"{info.app_name} {'.'.join(map(str, info.app_version))}"
-        if self.conversion_errors:
-            out["conversion_errors"] = str(self.conversion_errors)
-        if stats.last_error:
-            out["last_error"] = stats.last_error
-        return out
+        return status_fields(
+            {
+                "server": f"{self.config.server_address}:{self.config.command_port}",
+                "natnet_version": str(client.version) if client.version else "unknown",
+                "connection": (
+                    f"multicast {client.multicast_address}:{client.data_port} via {client.local_address}"
+                    if client.multicast
+                    else f"unicast via {client.local_address}"
+                ),
+                "frames_received": stats.frames,
+                "decode_errors": stats.decode_errors,
+                "model_updates": stats.model_updates,
+                "reconnects": stats.reconnects,
+                "foreign_packets": stats.foreign_packets,
+            },
+            stats,
+            when_set={
+                "duplicate_frames": client.duplicates,
+                "server_application": (
+                    f"{info.app_name} {'.'.join(map(str, info.app_version))}" if info is not None else ""
+                ),
+                "conversion_errors": self.conversion_errors,
+            },
+        )
 
 
 def main(args: list[str] | None = None) -> int:
+    """The optitrack_system executable: the adapter under MocapSystemNode until shutdown."""
     # the NatNet client logs under "mocap4r2.optitrack": MocapSystemNode forwards it
     return run_system(OptiTrackAdapter, "optitrack_system", args)
 

@@ -22,6 +22,7 @@ Also here: :func:`parse_parameters` (QTM's parameter XML, both the 1.20 and the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -36,7 +37,7 @@ import numpy as np
 
 from mocap4r2_control.frame import NO_PARENT
 
-from ..common import ClientStats
+from ..common import ClientStats, reject_input
 from . import protocol as qp
 
 LOG = logging.getLogger("mocap4r2.qualisys")
@@ -53,6 +54,8 @@ class QtmConnectionError(ConnectionError):
 # ====================================================================== parameters
 @dataclass(frozen=True)
 class BodySetup:
+    """A rigid body as QTM's 6D parameters describe it."""
+
     name: str
     point_names: tuple[str, ...]  # empty before protocol 1.21 (points had no names)
     points_mm: np.ndarray  # (m, 3) marker layout in the body frame
@@ -60,6 +63,8 @@ class BodySetup:
 
 @dataclass(frozen=True)
 class SkeletonSetup:
+    """A skeleton as QTM's skeleton parameters describe it."""
+
     name: str
     segment_ids: np.ndarray  # (s,) int32
     segment_names: tuple[str, ...]
@@ -125,7 +130,8 @@ def _parse_body(body: ET.Element) -> BodySetup:
     else:  # up to 1.20: child elements, no names
         for point in body.findall("Point"):
             try:
-                points.append(tuple(float(_text(point.find(a), "nan")) for a in "XYZ"))
+                x, y, z = (float(_text(point.find(a), "nan")) for a in "XYZ")
+                points.append((x, y, z))
             except ValueError:
                 points.append((float("nan"),) * 3)
     return BodySetup(
@@ -163,6 +169,7 @@ def _parse_skeleton(skeleton: ET.Element) -> SkeletonSetup:
 
 
 def parameter_parts(components: list[str]) -> list[str]:
+    """The GetParameters parts that name the assets of the streamed ``components``."""
     parts = ["general"]
     for component in components:
         part = _PARAMETER_PART.get(component)
@@ -185,7 +192,7 @@ class TimestampMapper:
     def __init__(self, window: float = 10.0):
         self.window = window
         self._offsets: deque[tuple[float, float]] = deque()  # (arrival, offset), offsets increasing
-        self._last = None
+        self._last: float | None = None  # the last timestamp, s
 
     def capture_time(self, timestamp_us: int, arrival: float) -> float:
         t = timestamp_us * 1e-6
@@ -455,13 +462,10 @@ class QtmClient:
 
     # ------------------------------------------------------------------ bad input, watchdog
     def bad_input(self, kind: str, what: str) -> None:
-        """A packet dropped: logged the first time of each kind, then counted."""
+        """A packet dropped before qtm-rt: one that could not be decoded, so a decode error
+        too; logged the first time of each kind, then counted."""
         self.stats.decode_errors += 1
-        seen = self.stats.rejected.get(kind, 0)
-        self.stats.rejected[kind] = seen + 1
-        self.stats.last_error = f"dropped {what}"
-        if seen == 0:
-            LOG.warning("dropped %s; further ones are counted (diagnostics: decode_errors)", what)
+        reject_input(self.stats, LOG, kind, what)
 
     def drop_connection(self, reason: str) -> None:
         """Close the connection (loop thread); the reconnection follows, as for a lost one."""
@@ -477,7 +481,7 @@ class QtmClient:
             await asyncio.sleep(
                 max(min(0.25, self.reconnect_after / 4), 0.02) if self.reconnect_after > 0 else 0.5
             )
-            guard, connection = self._guard, self._connection
+            guard = self._guard
             if not (self.reconnect_after > 0 and self._streaming and guard is not None and self.connected):
                 continue
             silent = time.monotonic() - guard.last_receive
@@ -497,12 +501,12 @@ class QtmClient:
 
     async def _read_parameters(self, connection) -> None:
         parts = parameter_parts(self.components)
-        for attempt in range(3):
+        for _attempt in range(3):
             answer = await connection.get_parameters(parts)
             # a data packet still in flight after a stream stop can take a command's
             # answer slot in qtm-rt: ask again
             if isinstance(answer, (bytes, bytearray)) and answer.lstrip().startswith(b"<"):
-                self.parameters = parse_parameters(answer)
+                self.parameters = parse_parameters(bytes(answer))
                 if self.on_parameters is not None:
                     self.on_parameters(self.parameters)
                 return
@@ -542,10 +546,8 @@ class QtmClient:
             self._queue.put_nowait(item)
         except queue.Full:
             # the reader is behind: the oldest frame goes, as a real-time stream must
-            try:
+            with contextlib.suppress(queue.Empty):
                 self._queue.get_nowait()
-            except queue.Empty:
-                pass
             self.stats.dropped += 1
             self._queue.put_nowait(item)
 
@@ -566,10 +568,8 @@ class QtmClient:
         self.stats.disconnects += 1
         reason, self._drop_reason = self._drop_reason, ""
         self.stats.last_error = reason or f"QTM connection lost{': ' + str(exc) if exc else ''}"
-        try:
+        with contextlib.suppress(queue.Full):
             self._queue.put_nowait(DISCONNECTED)
-        except queue.Full:
-            pass
         if self.reconnect_period <= 0 or self._closing:
             return
         if self._reconnect_task is None or self._reconnect_task.done():

@@ -95,7 +95,7 @@ class FrameConverter:
         return self.axes.positions(positions), None if quats is None else self.axes.orientations(quats)
 
     # ------------------------------------------------------------------ decoding
-    def decode(self, payload: bytes | memoryview) -> MocapFrame:
+    def convert(self, payload: bytes | memoryview) -> MocapFrame:
         packet = qp.decode_frame(payload)
         comps = packet.components
         labeled = self._labeled(comps)
@@ -142,7 +142,7 @@ class FrameConverter:
         occluded = ~np.isfinite(positions).all(axis=1)
         residuals = (
             _residuals_m(records["residual"])
-            if "residual" in records.dtype.names
+            if "residual" in (records.dtype.names or ())
             else np.full(n, -1.0, np.float32)
         )
         residuals[occluded] = -1.0
@@ -174,7 +174,7 @@ class FrameConverter:
         positions, _ = self._z_up(records["position"].astype(np.float64) * 1e-3)
         residuals = (
             _residuals_m(records["residual"])
-            if "residual" in records.dtype.names
+            if "residual" in (records.dtype.names or ())
             else np.full(n, -1.0, np.float32)
         )
         # QTM's ids of unlabeled markers only follow a trajectory for a while: they
@@ -205,7 +205,7 @@ class FrameConverter:
         positions, quats = self._z_up(positions, quats)
         mean_errors = (
             _residuals_m(records["residual"])
-            if "residual" in records.dtype.names
+            if "residual" in (records.dtype.names or ())
             else np.full(n, -1.0, np.float32)
         )
         names = self._names("body", self.body_names, n)

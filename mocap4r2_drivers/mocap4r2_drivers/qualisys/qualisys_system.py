@@ -26,6 +26,7 @@ from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
+from ..common import status_fields
 from . import protocol as qp
 from .client import DISCONNECTED, STREAMABLE, QtmClient, QtmConnectionError, QtmParameters, TimestampMapper
 from .convert import FrameConverter
@@ -147,7 +148,7 @@ class QualisysAdapter(MocapAdapter):
         self.reconnect_period = reconnect_period
         self.reconnect_after = reconnect_after
         self.client: QtmClient | None = None
-        self.decoder: FrameConverter | None = None
+        self.converter: FrameConverter | None = None
         self.mapper = TimestampMapper()
         self.decode_errors = 0
         self.last_decode_error = ""
@@ -203,7 +204,7 @@ class QualisysAdapter(MocapAdapter):
 
     def _on_parameters(self, parameters: QtmParameters) -> None:
         # runs in the qtm-rt thread; swapping one reference is atomic for the reader
-        self.decoder = FrameConverter(parameters)
+        self.converter = FrameConverter(parameters)
 
     def connect(self) -> AssetNames:
         self.client = QtmClient(
@@ -221,13 +222,17 @@ class QualisysAdapter(MocapAdapter):
             self.client.connect()
         except QtmConnectionError as exc:
             raise AdapterError(str(exc)) from exc
-        return self.decoder.asset_names()
+        if self.converter is None:  # connect() reads the parameters, which make the converter
+            raise AdapterError("QTM sent no parameters")
+        return self.converter.asset_names()
 
     @property
     def nominal_rate(self) -> float:
-        return self.decoder.parameters.frequency if self.decoder is not None else 0.0
+        return self.converter.parameters.frequency if self.converter is not None else 0.0
 
     def start_streaming(self) -> None:
+        if self.client is None:
+            raise AdapterError("not connected")
         try:
             self.client.start_streaming()
         except QtmConnectionError as exc:
@@ -259,8 +264,11 @@ class QualisysAdapter(MocapAdapter):
             return None
         self._lost_reported = False
         packet, arrival = item
+        converter = self.converter
+        if converter is None:  # not before the parameters: connect() waited for them
+            return None
         try:
-            frame = self.decoder.decode(packet.data)
+            frame = converter.convert(packet.data)
         except (qp.QtmProtocolError, ValueError) as exc:
             # a frame that cannot be decoded is dropped and counted, the stream goes on
             self.decode_errors += 1
@@ -278,31 +286,34 @@ class QualisysAdapter(MocapAdapter):
 
     def status(self) -> dict[str, str]:
         client = self.client
-        out = {"qtm": f"{self.host}:{self.port + 1}", "decode_errors": str(self.decode_errors)}
+        always: dict[str, object] = {
+            "qtm": f"{self.host}:{self.port + 1}",
+            "decode_errors": self.decode_errors,
+        }
         if client is not None:
             s = client.stats
-            # frames our decoder dropped, plus packets dropped before qtm-rt saw them
-            out["decode_errors"] = str(self.decode_errors + s.decode_errors)
-            out.update(
+            always.update(
+                # frames our converter dropped, plus packets dropped before qtm-rt saw them
+                decode_errors=self.decode_errors + s.decode_errors,
                 qtm_version=client.qtm_version,
-                connected=str(client.connected),
-                packets=str(s.frames),
-                packets_dropped_slow_reader=str(s.dropped),
-                reconnects=str(max(s.connects - 1, 0)),
-                watchdog_reconnects=str(client.watchdog_reconnects),
+                connected=client.connected,
+                packets=s.frames,
+                packets_dropped_slow_reader=s.dropped,
+                reconnects=max(s.connects - 1, 0),
+                watchdog_reconnects=client.watchdog_reconnects,
             )
-            for kind, count in sorted(s.rejected.items()):
-                out[f"rejected_{kind}"] = str(count)
-            if s.last_error:
-                out["last_error"] = s.last_error
-        if self.decoder is not None and self.decoder.mismatches:
-            out["name_mismatches"] = str(self.decoder.mismatches)
-        if self.last_decode_error:
-            out["last_decode_error"] = self.last_decode_error
-        return out
+        return status_fields(
+            always,
+            client.stats if client is not None else None,
+            when_set={
+                "name_mismatches": self.converter.mismatches if self.converter is not None else 0,
+                "last_decode_error": self.last_decode_error,
+            },
+        )
 
 
 def main(args: list[str] | None = None) -> int:
+    """The qualisys_system executable: the adapter under MocapSystemNode until shutdown."""
     return run_system(QualisysAdapter, "qualisys_system", args)
 
 

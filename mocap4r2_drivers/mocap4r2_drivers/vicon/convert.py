@@ -95,7 +95,7 @@ class FrameConverter:
             names = self._names_cache[key] = tuple(build())
         return names
 
-    def __call__(self, client) -> MocapFrame | None:
+    def convert(self, client) -> MocapFrame | None:
         """The SDK's current frame as a MocapFrame, None for a frame already seen."""
         number = int(client.GetFrameNumber())
         if number == self._last_frame_number:
@@ -103,8 +103,10 @@ class FrameConverter:
         self._last_frame_number = number
         layouts = [self._layout(client, s) for s in client.GetSubjectNames()]
 
-        body_names, body_pos, body_quat, body_valid, body_markers = [], [], [], [], []
-        marker_names, marker_pos, marker_occ = [], [], []
+        body_names: list[str] = []
+        body_pos, body_quat, body_valid, body_markers = [], [], [], []
+        marker_names: list[str] = []
+        marker_pos, marker_occ = [], []
         skeleton_rows = []
         for layout in layouts:
             single = len(layout.segments) == 1
@@ -163,7 +165,7 @@ class FrameConverter:
         )
         bodies.names = body_names_t
 
-        unlabeled_pos = np.zeros((0, 3))
+        unlabeled_pos: np.ndarray = np.zeros((0, 3))
         if self.unlabeled:
             strays = client.GetUnlabeledMarkers()
             unlabeled_pos = np.asarray([p for p, _ in strays], dtype=float).reshape(-1, 3) * 1e-3
@@ -203,7 +205,9 @@ class FrameConverter:
     def _skeleton_arrays(self, rows, positions, orientations, valid) -> SkeletonArrays:
         if not rows:
             return SkeletonArrays()
-        take, ids, parents, seg_names, counts = [], [], [], [], []
+        take: list[int] = []
+        ids: list[int] = []
+        parents, seg_names, counts = [], [], []
         for layout, first in rows:
             n = len(layout.segments)
             take += range(first, first + n)

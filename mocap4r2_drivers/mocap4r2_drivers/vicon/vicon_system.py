@@ -21,6 +21,7 @@ from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
+from ..common import status_fields
 from .client import SDK_MISSING, STREAM_MODES, ClientSettings, ViconClient, load_sdk  # noqa: F401
 from .convert import FrameConverter
 
@@ -46,6 +47,8 @@ def _check_axes(value: list) -> str | None:
 
 
 class ViconAdapter(MocapAdapter):
+    """Vicon through the DataStream SDK: the SDK thread reads, the converter builds frames."""
+
     system_type = "vicon"
     parameters = (
         ParameterSpec("host", "127.0.0.1", "Address of the computer running Nexus, Tracker or Shogun."),
@@ -100,6 +103,7 @@ class ViconAdapter(MocapAdapter):
         )
         self.skeletons = bool(values["segments_as_skeletons"])
         self.sdk_client: ViconClient | None = None
+        self.converter: FrameConverter | None = None  # the SDK's frames to MocapFrames, in the SDK thread
         self._last_client: ViconClient | None = None  # kept after disconnect for its counters
 
     @classmethod
@@ -120,19 +124,21 @@ class ViconAdapter(MocapAdapter):
 
     def connect(self) -> AssetNames:
         sdk = load_sdk()
-        converter = FrameConverter(
+        converter = self.converter = FrameConverter(
             sdk.DataStreamException, self.settings.labeled, self.settings.unlabeled, self.skeletons
         )
-        client = self.sdk_client = self._last_client = ViconClient(sdk, self.settings, converter)
+        client = self.sdk_client = self._last_client = ViconClient(sdk, self.settings, converter.convert)
         client.on_reconnect = converter.reset
         client.open()
         try:
-            frame = converter(client.client)
+            frame = converter.convert(client.client)
         except sdk.DataStreamException as exc:
             raise AdapterError(
                 f"DataStream server at {self.address}: reading the first frame: "
                 f"{getattr(exc, 'message', exc)}"
             ) from exc
+        if frame is None:  # the converter has seen no frame before: it never says "already seen" here
+            raise AdapterError(f"DataStream server at {self.address}: no first frame")
         return AssetNames(
             rigid_bodies=frame.bodies.names,
             markers=tuple(n for n in frame.markers.names if n),
@@ -163,19 +169,23 @@ class ViconAdapter(MocapAdapter):
             client.close()
 
     def status(self) -> dict[str, str]:
-        out = {"server": self.address, "stream_mode": self.settings.stream_mode}
         client = self.sdk_client or self._last_client
-        out["connected"] = str(client is not None and client.connected)
-        if client is not None:
-            out.update({k: str(v) for k, v in client.counts.items()})
-            if client.last_error:
-                out["last_error"] = client.last_error
-            if client.lost_because:
-                out["lost_connection"] = client.lost_because
-        return out
+        always: dict[str, object] = {
+            "server": self.address,
+            "stream_mode": self.settings.stream_mode,
+            "connected": client is not None and client.connected,
+        }
+        if client is None:
+            return status_fields(always)
+        # the SDK client keeps its own counters (no ClientStats: the SDK does the transport)
+        return status_fields(
+            {**always, **client.counts},
+            when_set={"last_error": client.last_error, "lost_connection": client.lost_because},
+        )
 
 
 def main(args: list[str] | None = None) -> int:
+    """The vicon_system executable: the adapter under MocapSystemNode until shutdown."""
     return run_system(ViconAdapter, "vicon_system", args)
 
 

@@ -355,7 +355,7 @@ def test_a_rate_above_the_pose_rate_warns(caplog):
 
 def test_models_may_be_named_as_in_gazebo():
     adapter = attached(models=["outer::inner"])
-    assert adapter.emulator.names == ("outer/inner",)
+    assert adapter.converter.names == ("outer/inner",)
 
 
 # ====================================================================== over DDS
@@ -427,9 +427,12 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
 
     adapter.input.callback = spy
     adapter.delay.put = put
-    links = lambda t: pose_publisher_vector(
-        WORLD, t, {"robot": robot_pose(t), "ground_plane": ((0, 0, 0), (0, 0, 0, 1))}
-    )  # noqa: E731
+
+    def links(t):
+        return pose_publisher_vector(
+            WORLD, t, {"robot": robot_pose(t), "ground_plane": ((0, 0, 0), (0, 0, 0, 1))}
+        )
+
     wanted = 40 if held is None else 150  # 0.8 s; 3 s, past the end of the hold
     with BridgeDouble(
         ros,
@@ -629,7 +632,7 @@ def test_node_publishes_the_emulated_system(ros, procs):
             t = msg.frame_number / 50.0
             j = row - (0 if body == 0 else len(ROBOT_LAYOUT))
 
-            def marker_at(when):
+            def marker_at(when, truth=truth, layout=layout, j=j):
                 position, quat = truth(when)
                 return quat_rotate(np.asarray(quat), layout[j : j + 1])[0] + np.asarray(position)
 

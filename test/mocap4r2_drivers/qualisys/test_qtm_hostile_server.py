@@ -198,7 +198,7 @@ def test_marker_names_follow_every_count_change():
     for k, (labeled, unlabeled) in enumerate(
         [(20, 3), (21, 3), (20, 3), (19, 3), (20, 3), (20, 4), (21, 4), (20, 4)]
     ):
-        frame = converter.decode(_packet(k, labeled, unlabeled))
+        frame = converter.convert(_packet(k, labeled, unlabeled))
         frame.check()
         assert len(frame.markers.names) == labeled + unlabeled
         assert frame.markers.names[: min(labeled, 20)] == tuple(f"m{i}" for i in range(min(labeled, 20)))

@@ -258,7 +258,8 @@ def test_parameters_as_qtm_writes_them_are_understood():
       <General><Frequency>100</Frequency><Capture_Time>10.0</Capture_Time><Camera><ID>1</ID></Camera></General>
       <The_3D><AxisUpwards>+Y</AxisUpwards><CalibrationTime>2019-09-17 16:00:43</CalibrationTime>
         <Labels>2</Labels>
-        <Label><Name>Table - 1</Name><RGBColor>16711680</RGBColor><Trajectory_Type>Measured</Trajectory_Type></Label>
+        <Label><Name>Table - 1</Name><RGBColor>16711680</RGBColor>
+          <Trajectory_Type>Measured</Trajectory_Type></Label>
         <Label><Name>Table - 2</Name><RGBColor>16711680</RGBColor><Trajectory_Type>-</Trajectory_Type></Label>
         <Bones><Bone From="Table - 1" To="Table - 2" Color="1"/></Bones></The_3D>
       <The_6D><Body><Name>Table</Name><Enabled>true</Enabled><Color R="0" G="0" B="255"/>
@@ -306,7 +307,7 @@ def _decode(scene: Scene, k: int, components=ALL_COMPONENTS, version="1.25", xml
         xml = xml_edit(xml)
     decoder = FrameConverter(parse_parameters(xml))
     packet = SceneStream(scene).packet(k, list(components))
-    return decoder, decoder.decode(packet[8:])
+    return decoder, decoder.convert(packet[8:])
 
 
 def _quat_close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -386,7 +387,7 @@ def test_changed_qtm_settings_give_generated_names_not_a_crash(scene):
     params = parse_parameters(xml)
     smaller = type(params)(frequency=params.frequency, labels=params.labels[:-1], bodies=params.bodies[:-1])
     decoder = FrameConverter(smaller)
-    frame = decoder.decode(SceneStream(scene).packet(3, ["6dres", "3dres"])[8:])
+    frame = decoder.convert(SceneStream(scene).packet(3, ["6dres", "3dres"])[8:])
     frame.check()
     assert frame.bodies.names[-1] == "body4" and frame.markers.names[-1] == "marker16"
     assert len(frame.bodies.markers) == 0 and decoder.mismatches == 2
@@ -438,7 +439,8 @@ def test_an_undecodable_packet_is_dropped_counted_and_the_stream_goes_on(scene):
     ]
     adapter = QualisysAdapter.from_parameters(_values())
     adapter.client = SimpleNamespace(get=lambda timeout: queue.pop(0) if queue else None, connected=True)
-    adapter.decoder = FrameConverter(parse_parameters(parameters_xml(scene, ["general", "3d", "6d"], "1.25")))
+    xml = parameters_xml(scene, ["general", "3d", "6d"], "1.25")
+    adapter.converter = FrameConverter(parse_parameters(xml))
     assert adapter.read_frame(0.1) is None
     assert adapter.read_frame(0.1) is None
     frame = adapter.read_frame(0.1)
