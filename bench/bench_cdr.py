@@ -105,57 +105,71 @@ class CdrWay:
         self.children = tuple("mocap/" + n for n in frame.body_names)
 
     def encode(self, k: int) -> list[bytes]:
-        f = self.frame
-        out = [
-            self.markers.encode(
-                k,
-                1000 * k,
-                "world",
-                k,
-                f.marker_ids,
-                f.marker_names,
-                f.marker_positions,
-                f.marker_occluded,
-                f.marker_residuals,
-            ),
-            self.bodies.encode(
-                k,
-                1000 * k,
-                "world",
-                k,
-                f.body_ids,
-                f.body_names,
-                f.body_valid,
-                f.body_poses,
-                f.body_errors,
-                f.marker_offsets,
-                f.marker_ids,
-                f.marker_names,
-                f.marker_positions,
-                f.marker_occluded,
-                f.marker_residuals,
-            ),
-            self.tf.encode(k, 1000 * k, "world", self.children, f.body_poses),
-        ]
-        if len(f.skeleton_names):
-            out.append(
-                self.skeletons.encode(
-                    k,
-                    1000 * k,
-                    "world",
-                    k,
-                    f.skeleton_ids,
-                    f.skeleton_names,
-                    f.skeleton_valid,
-                    f.segment_offsets,
-                    f.segment_ids,
-                    f.segment_names,
-                    f.segment_parents,
-                    f.segment_valid,
-                    f.segment_poses,
-                )
-            )
+        out = [self.markers_message(k), self.bodies_message(k), self.tf_message(k)]
+        if len(self.frame.skeleton_names):
+            out.append(self.skeletons_message(k))
         return out
+
+    def markers_message(self, k: int) -> bytes:
+        f = self.frame
+        return self.markers.encode(
+            sec=k,
+            nanosec=1000 * k,
+            frame_id="world",
+            frame_number=k,
+            ids=f.marker_ids,
+            names=f.marker_names,
+            positions=f.marker_positions,
+            occluded=f.marker_occluded,
+            residuals=f.marker_residuals,
+        )
+
+    def bodies_message(self, k: int) -> bytes:
+        f = self.frame
+        return self.bodies.encode(
+            sec=k,
+            nanosec=1000 * k,
+            frame_id="world",
+            frame_number=k,
+            ids=f.body_ids,
+            names=f.body_names,
+            valid=f.body_valid,
+            poses=f.body_poses,
+            mean_errors=f.body_errors,
+            marker_offsets=f.marker_offsets,
+            marker_ids=f.marker_ids,
+            marker_names=f.marker_names,
+            marker_positions=f.marker_positions,
+            marker_occluded=f.marker_occluded,
+            marker_residuals=f.marker_residuals,
+        )
+
+    def tf_message(self, k: int) -> bytes:
+        return self.tf.encode(
+            sec=k,
+            nanosec=1000 * k,
+            frame_id="world",
+            child_frame_ids=self.children,
+            poses=self.frame.body_poses,
+        )
+
+    def skeletons_message(self, k: int) -> bytes:
+        f = self.frame
+        return self.skeletons.encode(
+            sec=k,
+            nanosec=1000 * k,
+            frame_id="world",
+            frame_number=k,
+            ids=f.skeleton_ids,
+            names=f.skeleton_names,
+            valid=f.skeleton_valid,
+            segment_offsets=f.segment_offsets,
+            segment_ids=f.segment_ids,
+            segment_names=f.segment_names,
+            segment_parent_ids=f.segment_parents,
+            segment_valid=f.segment_valid,
+            segment_poses=f.segment_poses,
+        )
 
 
 # ---------------------------------------------------------------------------- message objects
@@ -314,7 +328,17 @@ def _markers_layout_changes(frame: Frame) -> tuple[float, float, float]:
         def one(k: int) -> bytes:
             names = names_of(k)
             n = len(names)
-            return encoder.encode(k, 0, "world", k, ids[:n], names, pos[:n], occ[:n], res[:n])
+            return encoder.encode(
+                sec=k,
+                nanosec=0,
+                frame_id="world",
+                frame_number=k,
+                ids=ids[:n],
+                names=names,
+                positions=pos[:n],
+                occluded=occ[:n],
+                residuals=res[:n],
+            )
 
         return one
 
@@ -352,54 +376,13 @@ def run() -> None:
             ratio = "" if key == "cdr" else f"   {median / cdr:6.1f}x the cdr time"
             print(f"  {label:40s} {median:9.1f} ({best:.1f}){ratio}")
         way = CdrWay(frame)
-        f = frame
         parts = {
-            "Markers": lambda k: way.markers.encode(
-                k,
-                0,
-                "world",
-                k,
-                f.marker_ids,
-                f.marker_names,
-                f.marker_positions,
-                f.marker_occluded,
-                f.marker_residuals,
-            ),
-            "RigidBodies": lambda k: way.bodies.encode(
-                k,
-                0,
-                "world",
-                k,
-                f.body_ids,
-                f.body_names,
-                f.body_valid,
-                f.body_poses,
-                f.body_errors,
-                f.marker_offsets,
-                f.marker_ids,
-                f.marker_names,
-                f.marker_positions,
-                f.marker_occluded,
-                f.marker_residuals,
-            ),
-            "TFMessage": lambda k: way.tf.encode(k, 0, "world", way.children, f.body_poses),
+            "Markers": way.markers_message,
+            "RigidBodies": way.bodies_message,
+            "TFMessage": way.tf_message,
         }
         if skeletons:
-            parts["Skeletons"] = lambda k: way.skeletons.encode(
-                k,
-                0,
-                "world",
-                k,
-                f.skeleton_ids,
-                f.skeleton_names,
-                f.skeleton_valid,
-                f.segment_offsets,
-                f.segment_ids,
-                f.segment_names,
-                f.segment_parents,
-                f.segment_valid,
-                f.segment_poses,
-            )
+            parts["Skeletons"] = way.skeletons_message
         print(
             "  cdr per message: "
             + ", ".join(

@@ -13,6 +13,7 @@ do per frame but publish, the least any rclpy publisher can do.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import sys
 import threading
@@ -255,10 +256,8 @@ def run_bare(argv: list[str], mode: str) -> int:
     thread = threading.Thread(target=loop, daemon=True)
     print("READY", flush=True)
     thread.start()
-    try:
+    with contextlib.suppress(KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
         rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
     stop.set()
     thread.join(2)
     return 0

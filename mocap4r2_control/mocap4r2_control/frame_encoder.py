@@ -16,21 +16,22 @@ costs two to three times what a tight loop shows: the number of calls is the cos
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from .cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
+from .cdr_layout import Array
 from .frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
 _ONES3 = np.ones(3)
 _NO_SEGMENTS = (np.zeros(0, dtype=bool), np.zeros((0, 7)))
-# ids, names, positions, occluded, residuals of no markers
-_NO_MARKERS = (np.zeros(0, np.int32), (), np.zeros((0, 3)), np.zeros(0, bool), np.zeros(0, np.float32))
 
 
-def _same_names(names, cached) -> bool:
+def _same_names(names: Sequence[str], cached: tuple[str, ...] | None) -> bool:
     # identity first: adapters hand over the same tuple frame after frame
     return names is cached or (cached is not None and tuple(names) == cached)
 
@@ -39,12 +40,26 @@ def _same_names(names, cached) -> bool:
 class PublishedMarkers:
     """Markers after the validity rule: what goes into a message."""
 
-    ids: np.ndarray
+    ids: Array
     names: tuple[str, ...]
-    positions: np.ndarray
-    occluded: np.ndarray
-    residuals: np.ndarray
-    kept: np.ndarray | None  # rows of the input kept (None: all)
+    positions: Array
+    occluded: Array
+    residuals: Array
+    kept: Array | None  # rows of the input kept (None: all)
+
+
+class MarkerValues(NamedTuple):
+    """What MarkerRule.reapply gives for markers whose ids and names stay as they were."""
+
+    positions: Array
+    occluded: Array
+    residuals: Array
+
+
+_NO_MARKERS = PublishedMarkers(
+    np.zeros(0, np.int32), (), np.zeros((0, 3)), np.zeros(0, bool), np.zeros(0, np.float32), None
+)
+_NO_MARKER_VALUES = MarkerValues(_NO_MARKERS.positions, _NO_MARKERS.occluded, _NO_MARKERS.residuals)
 
 
 class MarkerRule:
@@ -52,7 +67,7 @@ class MarkerRule:
     position ever known (labeled and never seen, or unlabeled and not finite) are left
     out. The kept names are cached so unchanged frames pass the same tuple on."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.last = LastGoodValues(3)
         self._source: tuple[str, ...] | None = None
         self._rows = b""
@@ -65,7 +80,7 @@ class MarkerRule:
         # through reapply()
         self.kept_all = False
 
-    def apply(self, arrays: MarkerArrays, keys: np.ndarray) -> PublishedMarkers:
+    def apply(self, arrays: MarkerArrays, keys: Array) -> PublishedMarkers:
         self.kept_all = False
         positions = arrays.positions
         # row sums through a matrix product: NaN or inf in a row makes its sum non-finite
@@ -103,7 +118,7 @@ class MarkerRule:
             arrays.ids[rows], self._names, out_pos[rows], occluded[rows], residuals[rows], rows
         )
 
-    def reapply(self, arrays: MarkerArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def reapply(self, arrays: MarkerArrays) -> MarkerValues | None:
         """``apply`` for markers with the ids of the last apply, which kept all of them
         (``kept_all``): positions, occlusion flags and residuals to publish, every row;
         None when this frame must leave a row out (an unlabeled marker without a finite
@@ -123,7 +138,7 @@ class MarkerRule:
             out = np.where(labeled[:, None], self.last.hold(positions, measured & labeled), positions)
         residuals = arrays.residuals.copy()
         residuals[occluded] = -1.0  # half the cost of np.where on a few hundred rows
-        return out, occluded, residuals
+        return MarkerValues(positions=out, occluded=occluded, residuals=residuals)
 
 
 class _Unchanged:
@@ -136,21 +151,21 @@ class _Unchanged:
 
     __slots__ = ("_names", "_arrays")
 
-    def __init__(self):
-        self._names: tuple | None = None
-        self._arrays: tuple = ()
+    def __init__(self) -> None:
+        self._names: tuple[tuple[str, ...], ...] | None = None
+        self._arrays: tuple[tuple[str, bytes], ...] = ()
 
     @staticmethod
-    def _key(arrays: tuple[np.ndarray, ...]) -> tuple:
+    def _key(arrays: tuple[Array, ...]) -> tuple[tuple[str, bytes], ...]:
         # the dtype is part of the value: equal bytes of another type are other ids
         return tuple([(a.dtype.char, a.tobytes()) for a in arrays])
 
-    def same(self, names: tuple, arrays: tuple[np.ndarray, ...]) -> bool:
+    def same(self, names: tuple[Sequence[str], ...], arrays: tuple[Array, ...]) -> bool:
         # tuple equality compares identical elements by identity first: no string is
         # compared while the adapter passes the same names tuples
         return names == self._names and self._key(arrays) == self._arrays
 
-    def remember(self, names: tuple, arrays: tuple[np.ndarray, ...]) -> None:
+    def remember(self, names: tuple[Sequence[str], ...], arrays: tuple[Array, ...]) -> None:
         # a copy of any names list: one changed in place must not look the same
         self._names = tuple(n if type(n) is tuple else tuple(n) for n in names)
         self._arrays = self._key(arrays)
@@ -162,12 +177,15 @@ class _Unchanged:
 
 @dataclass
 class EncodedFrame:
+    """One frame's serialized messages (None: topic off, or no tracked body for /tf) and
+    what was published for each body, for the node's statistics."""
+
     markers: bytes | None
     rigid_bodies: bytes | None
     skeletons: bytes | None
     tf: bytes | None
-    body_valid: np.ndarray  # the validity published for each body row
-    body_poses: np.ndarray  # (n, 7) poses published
+    body_valid: Array  # the validity published for each body row
+    body_poses: Array  # (n, 7) poses published
 
 
 class FrameEncoder:
@@ -238,19 +256,34 @@ class FrameEncoder:
         if self.repeat_unchanged and unchanged.same(names, structure):
             values = rule.reapply(arrays)
             if values is not None:
-                return self._markers.repeat(sec, nanosec, number, *values)
+                return self._markers.repeat(
+                    sec=sec,
+                    nanosec=nanosec,
+                    frame_number=number,
+                    positions=values.positions,
+                    occluded=values.occluded,
+                    residuals=values.residuals,
+                )
         unchanged.forget()
         m = rule.apply(arrays, arrays.ids)
         data = self._markers.encode(
-            sec, nanosec, self.frame_id, number, m.ids, m.names, m.positions, m.occluded, m.residuals
+            sec=sec,
+            nanosec=nanosec,
+            frame_id=self.frame_id,
+            frame_number=number,
+            ids=m.ids,
+            names=m.names,
+            positions=m.positions,
+            occluded=m.occluded,
+            residuals=m.residuals,
         )
         if rule.kept_all:
             unchanged.remember(names, structure)
         return data
 
     def _encode_bodies(
-        self, bodies: BodyArrays, good: np.ndarray, poses: np.ndarray, sec: int, nanosec: int, number: int
-    ) -> tuple[bytes, np.ndarray]:
+        self, bodies: BodyArrays, good: Array, poses: Array, sec: int, nanosec: int, number: int
+    ) -> tuple[bytes, Array]:
         """rigid_bodies, and the poses held for every body."""
         rule, unchanged = self._body_marker_rule, self._bodies_unchanged
         with_markers = self.body_markers and len(bodies.markers) > 0
@@ -258,12 +291,21 @@ class FrameEncoder:
         structure = (bodies.ids, bodies.marker_offsets, bodies.markers.ids)
         mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
         if self.repeat_unchanged and unchanged.same(names, structure):
-            marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKERS[2:5]
+            marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKER_VALUES
             if marker_values is not None:
                 held = self._body_last.hold(poses, good)
-                return self._bodies.repeat(
-                    sec, nanosec, number, good, held, mean_errors, *marker_values
-                ), held
+                data = self._bodies.repeat(
+                    sec=sec,
+                    nanosec=nanosec,
+                    frame_number=number,
+                    valid=good,
+                    poses=held,
+                    mean_errors=mean_errors,
+                    marker_positions=marker_values.positions,
+                    marker_occluded=marker_values.occluded,
+                    marker_residuals=marker_values.residuals,
+                )
+                return data, held
         unchanged.forget()
         held, _ = self._body_last.update(bodies.ids, poses, good)
         offsets = bodies.marker_offsets
@@ -275,24 +317,24 @@ class FrameEncoder:
                 offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
                 np.cumsum(np.bincount(owner, minlength=len(bodies)), out=offsets[1:])
         else:
-            bm = PublishedMarkers(*_NO_MARKERS, None)
+            bm = _NO_MARKERS
             offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
         data = self._bodies.encode(
-            sec,
-            nanosec,
-            self.frame_id,
-            number,
-            bodies.ids,
-            bodies.names,
-            good,
-            held,
-            mean_errors,
-            offsets,
-            bm.ids,
-            bm.names,
-            bm.positions,
-            bm.occluded,
-            bm.residuals,
+            sec=sec,
+            nanosec=nanosec,
+            frame_id=self.frame_id,
+            frame_number=number,
+            ids=bodies.ids,
+            names=bodies.names,
+            valid=good,
+            poses=held,
+            mean_errors=mean_errors,
+            marker_offsets=offsets,
+            marker_ids=bm.ids,
+            marker_names=bm.names,
+            marker_positions=bm.positions,
+            marker_occluded=bm.occluded,
+            marker_residuals=bm.residuals,
         )
         if rule.kept_all or not with_markers:
             unchanged.remember(names, structure)
@@ -301,7 +343,9 @@ class FrameEncoder:
     def _encode_skeletons(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes:
         sk = frame.skeletons
         if not len(sk):  # most systems stream no skeletons: an empty message each frame
-            return self._skeletons.encode_empty(sec, nanosec, self.frame_id, frame.frame_number)
+            return self._skeletons.encode_empty(
+                sec=sec, nanosec=nanosec, frame_id=self.frame_id, frame_number=frame.frame_number
+            )
         seg = sk.segments
         unchanged = self._skeletons_unchanged
         names = (sk.names, seg.names)
@@ -309,7 +353,14 @@ class FrameEncoder:
         if self.repeat_unchanged and unchanged.same(names, structure):
             good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
             held = self._segment_last.hold(poses, good)
-            return self._skeletons.repeat(sec, nanosec, frame.frame_number, sk.valid, good, held)
+            return self._skeletons.repeat(
+                sec=sec,
+                nanosec=nanosec,
+                frame_number=frame.frame_number,
+                valid=sk.valid,
+                segment_valid=good,
+                segment_poses=held,
+            )
         unchanged.forget()
         if len(seg):
             good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
@@ -317,26 +368,26 @@ class FrameEncoder:
         else:  # skeletons without segments: nothing to hold
             good, held = _NO_SEGMENTS
         data = self._skeletons.encode(
-            sec,
-            nanosec,
-            self.frame_id,
-            frame.frame_number,
-            sk.ids,
-            sk.names,
-            sk.valid,
-            sk.segment_offsets,
-            seg.ids,
-            seg.names,
-            seg.parent_ids,
-            good,
-            held,
+            sec=sec,
+            nanosec=nanosec,
+            frame_id=self.frame_id,
+            frame_number=frame.frame_number,
+            ids=sk.ids,
+            names=sk.names,
+            valid=sk.valid,
+            segment_offsets=sk.segment_offsets,
+            segment_ids=seg.ids,
+            segment_names=seg.names,
+            segment_parent_ids=seg.parent_ids,
+            segment_valid=good,
+            segment_poses=held,
         )
         if len(seg):  # (without segments nothing is held, and encode is cheap)
             unchanged.remember(names, structure)
         return data
 
     def _encode_tf(
-        self, frame: MocapFrame, good: np.ndarray, poses: np.ndarray, sec: int, nanosec: int
+        self, frame: MocapFrame, good: Array, poses: Array, sec: int, nanosec: int
     ) -> bytes | None:
         """frame_id -> tf_prefix + name for every body tracked in this frame."""
         rows = np.flatnonzero(good)
@@ -347,4 +398,10 @@ class FrameEncoder:
         if rows_bytes != self._child_rows or not _same_names(names, self._child_source):
             self._child_names = tuple(self.tf_prefix + names[i] for i in rows.tolist())
             self._child_source, self._child_rows = names, rows_bytes
-        return self._tf.encode(sec, nanosec, self.frame_id, self._child_names, poses[rows])
+        return self._tf.encode(
+            sec=sec,
+            nanosec=nanosec,
+            frame_id=self.frame_id,
+            child_frame_ids=self._child_names,
+            poses=poses[rows],
+        )

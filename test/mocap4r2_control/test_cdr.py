@@ -1,11 +1,12 @@
-"""mocap4r2_control.cdr: serialized messages from numpy arrays, checked against rclpy.
+"""mocap4r2_control.cdr and cdr_layout: serialized messages from numpy arrays, checked
+against rclpy (cdr_layout.py writes down the wire rules these tests hold it to).
 
 The reference is ``rclpy.serialization.serialize_message`` of the equivalent message
 object. Fast DDS leaves alignment padding uninitialised (it varies from call to call), so
 the comparison is: same length, same bytes everywhere except padding, and our padding is
 zero. Which bytes are padding comes from ``walk_cdr`` below, a slow generic CDR writer
-driven by the message classes' own type introspection (independent of cdr.py); its
-output must equal ours exactly.
+driven by the message classes' own type introspection (independent of cdr.py and
+cdr_layout.py); its output must equal ours exactly.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def assert_same_as_rclpy(ours: bytes, msg) -> None:
 
 
 # ---------------------------------------------------------------------------- message objects
-def marker_objects(ids, names, positions, occluded, residuals) -> list[Marker]:
+def marker_objects(*, ids, names, positions, occluded, residuals) -> list[Marker]:
     return [
         Marker(id=int(i), name=n, position=_point(p), occluded=bool(o), residual=float(r))
         for i, n, p, o, r in zip(ids, names, positions, occluded, residuals)
@@ -136,14 +137,15 @@ def _header(msg, sec, nanosec, frame_id):
     return msg
 
 
-def markers_msg(sec, nanosec, frame_id, frame_number, *columns) -> Markers:
+def markers_msg(*, sec, nanosec, frame_id, frame_number, **columns) -> Markers:
     msg = _header(Markers(), sec, nanosec, frame_id)
     msg.frame_number = frame_number
-    msg.markers = marker_objects(*columns)
+    msg.markers = marker_objects(**columns)
     return msg
 
 
 def bodies_msg(
+    *,
     sec,
     nanosec,
     frame_id,
@@ -152,32 +154,39 @@ def bodies_msg(
     names,
     valid,
     poses,
-    errors,
-    offsets,
-    m_ids,
-    m_names,
-    m_pos,
-    m_occ,
-    m_res,
+    mean_errors,
+    marker_offsets,
+    marker_ids,
+    marker_names,
+    marker_positions,
+    marker_occluded,
+    marker_residuals,
 ) -> RigidBodies:
     msg = _header(RigidBodies(), sec, nanosec, frame_id)
     msg.frame_number = frame_number
     for i in range(len(names)):
-        a, b = int(offsets[i]), int(offsets[i + 1])
+        a, b = int(marker_offsets[i]), int(marker_offsets[i + 1])
         msg.rigid_bodies.append(
             RigidBody(
                 id=int(ids[i]),
                 name=names[i],
                 tracking_valid=bool(valid[i]),
                 pose=_pose(poses[i]),
-                mean_error=float(errors[i]),
-                markers=marker_objects(m_ids[a:b], m_names[a:b], m_pos[a:b], m_occ[a:b], m_res[a:b]),
+                mean_error=float(mean_errors[i]),
+                markers=marker_objects(
+                    ids=marker_ids[a:b],
+                    names=marker_names[a:b],
+                    positions=marker_positions[a:b],
+                    occluded=marker_occluded[a:b],
+                    residuals=marker_residuals[a:b],
+                ),
             )
         )
     return msg
 
 
 def skeletons_msg(
+    *,
     sec,
     nanosec,
     frame_id,
@@ -185,17 +194,17 @@ def skeletons_msg(
     ids,
     names,
     valid,
-    offsets,
-    s_ids,
-    s_names,
-    s_parents,
-    s_valid,
-    s_poses,
+    segment_offsets,
+    segment_ids,
+    segment_names,
+    segment_parent_ids,
+    segment_valid,
+    segment_poses,
 ) -> Skeletons:
     msg = _header(Skeletons(), sec, nanosec, frame_id)
     msg.frame_number = frame_number
     for i in range(len(names)):
-        a, b = int(offsets[i]), int(offsets[i + 1])
+        a, b = int(segment_offsets[i]), int(segment_offsets[i + 1])
         msg.skeletons.append(
             Skeleton(
                 id=int(ids[i]),
@@ -203,11 +212,11 @@ def skeletons_msg(
                 tracking_valid=bool(valid[i]),
                 segments=[
                     Segment(
-                        id=int(s_ids[k]),
-                        name=s_names[k],
-                        parent_id=int(s_parents[k]),
-                        tracking_valid=bool(s_valid[k]),
-                        pose=_pose(s_poses[k]),
+                        id=int(segment_ids[k]),
+                        name=segment_names[k],
+                        parent_id=int(segment_parent_ids[k]),
+                        tracking_valid=bool(segment_valid[k]),
+                        pose=_pose(segment_poses[k]),
                     )
                     for k in range(a, b)
                 ],
@@ -216,9 +225,9 @@ def skeletons_msg(
     return msg
 
 
-def tf_msg(sec, nanosec, frame_id, children, poses) -> TFMessage:
+def tf_msg(*, sec, nanosec, frame_id, child_frame_ids, poses) -> TFMessage:
     msg = TFMessage()
-    for child, row in zip(children, poses):
+    for child, row in zip(child_frame_ids, poses):
         t = TransformStamped()
         _header(t, sec, nanosec, frame_id)
         t.child_frame_id = child
@@ -252,7 +261,16 @@ def marker_columns(draw, count):
     ).reshape(count, 3)
     occluded = np.array(draw(st.lists(st.booleans(), min_size=count, max_size=count)), dtype=bool)
     residuals = np.array(draw(st.lists(FLOAT32, min_size=count, max_size=count)), dtype=np.float32)
-    return ids, names, positions, occluded, residuals
+    return dict(ids=ids, names=names, positions=positions, occluded=occluded, residuals=residuals)
+
+
+def body_markers(columns):
+    """Marker columns as RigidBodiesEncoder names them (marker_ids, ...)."""
+    return {f"marker_{key}": value for key, value in columns.items()}
+
+
+def header(sec, nanosec, frame_id, frame_number):
+    return dict(sec=sec, nanosec=nanosec, frame_id=frame_id, frame_number=frame_number)
 
 
 def poses_of(draw, count):
@@ -276,9 +294,9 @@ SHARED = {
 }
 
 
-def encode_both(cls, *args) -> bytes:
-    fresh = cls().encode(*args)
-    assert SHARED[cls].encode(*args) == fresh, "a reused encoder gives other bytes than a fresh one"
+def encode_both(cls, **fields) -> bytes:
+    fresh = cls().encode(**fields)
+    assert SHARED[cls].encode(**fields) == fresh, "a reused encoder gives other bytes than a fresh one"
     return fresh
 
 
@@ -291,9 +309,9 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 def test_markers_match_serialize_message(data):
     count = data.draw(st.integers(0, 12))
     (sec, nanosec), frame_id, number = data.draw(STAMPS), data.draw(FRAME_IDS), data.draw(FRAME_NUMBERS)
-    columns = data.draw(marker_columns(count))
-    ours = encode_both(MarkersEncoder, sec, nanosec, frame_id, number, *columns)
-    assert_same_as_rclpy(ours, markers_msg(sec, nanosec, frame_id, number, *columns))
+    fields = {**header(sec, nanosec, frame_id, number), **data.draw(marker_columns(count))}
+    ours = encode_both(MarkersEncoder, **fields)
+    assert_same_as_rclpy(ours, markers_msg(**fields))
 
 
 @SETTINGS
@@ -308,8 +326,17 @@ def test_rigid_bodies_match_serialize_message(data):
     errors = np.array(data.draw(st.lists(FLOAT32, min_size=count, max_size=count)), dtype=np.float32)
     offsets = data.draw(offsets_of(count, 4))
     markers = data.draw(marker_columns(int(offsets[-1])))
-    args = (sec, nanosec, frame_id, number, ids, names, valid, poses, errors, offsets, *markers)
-    assert_same_as_rclpy(encode_both(RigidBodiesEncoder, *args), bodies_msg(*args))
+    fields = dict(
+        **header(sec, nanosec, frame_id, number),
+        ids=ids,
+        names=names,
+        valid=valid,
+        poses=poses,
+        mean_errors=errors,
+        marker_offsets=offsets,
+        **body_markers(markers),
+    )
+    assert_same_as_rclpy(encode_both(RigidBodiesEncoder, **fields), bodies_msg(**fields))
 
 
 @SETTINGS
@@ -328,22 +355,19 @@ def test_skeletons_match_serialize_message(data):
     s_parents = np.array(data.draw(st.lists(INT32, min_size=m, max_size=m)), dtype=np.int32)
     s_valid = np.array(data.draw(st.lists(st.booleans(), min_size=m, max_size=m)), dtype=bool)
     s_poses = poses_of(data.draw, m)
-    args = (
-        sec,
-        nanosec,
-        frame_id,
-        number,
-        ids,
-        names,
-        valid,
-        offsets,
-        s_ids,
-        s_names,
-        s_parents,
-        s_valid,
-        s_poses,
+    fields = dict(
+        **header(sec, nanosec, frame_id, number),
+        ids=ids,
+        names=names,
+        valid=valid,
+        segment_offsets=offsets,
+        segment_ids=s_ids,
+        segment_names=s_names,
+        segment_parent_ids=s_parents,
+        segment_valid=s_valid,
+        segment_poses=s_poses,
     )
-    assert_same_as_rclpy(encode_both(SkeletonsEncoder, *args), skeletons_msg(*args))
+    assert_same_as_rclpy(encode_both(SkeletonsEncoder, **fields), skeletons_msg(**fields))
 
 
 @SETTINGS
@@ -352,40 +376,35 @@ def test_empty_skeletons_match_serialize_message(data):
     """The shortcut for systems without skeletons gives rclpy's bytes, also between
     messages with skeletons from the same encoder (its layout is kept apart)."""
     (sec, nanosec), frame_id, number = data.draw(STAMPS), data.draw(FRAME_IDS), data.draw(FRAME_NUMBERS)
-    empty = (
-        sec,
-        nanosec,
-        frame_id,
-        number,
-        np.zeros(0, np.int32),
-        (),
-        np.zeros(0, bool),
-        np.zeros(1, np.int64),
-        np.zeros(0, np.int32),
-        (),
-        np.zeros(0, np.int32),
-        np.zeros(0, bool),
-        np.zeros((0, 7)),
+    stamp = header(sec, nanosec, frame_id, number)
+    empty = dict(
+        **stamp,
+        ids=np.zeros(0, np.int32),
+        names=(),
+        valid=np.zeros(0, bool),
+        segment_offsets=np.zeros(1, np.int64),
+        segment_ids=np.zeros(0, np.int32),
+        segment_names=(),
+        segment_parent_ids=np.zeros(0, np.int32),
+        segment_valid=np.zeros(0, bool),
+        segment_poses=np.zeros((0, 7)),
     )
-    one = (
-        sec,
-        nanosec,
-        frame_id,
-        number,
-        np.array([4], np.int32),
-        ("walker",),
-        np.array([True]),
-        np.array([0, 1]),
-        np.array([9], np.int32),
-        ("hips",),
-        np.array([-1], np.int32),
-        np.array([True]),
-        np.array([[1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0]]),
+    one = dict(
+        **stamp,
+        ids=np.array([4], np.int32),
+        names=("walker",),
+        valid=np.array([True]),
+        segment_offsets=np.array([0, 1]),
+        segment_ids=np.array([9], np.int32),
+        segment_names=("hips",),
+        segment_parent_ids=np.array([-1], np.int32),
+        segment_valid=np.array([True]),
+        segment_poses=np.array([[1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0]]),
     )
     encoder = SHARED[SkeletonsEncoder]
     for _ in range(2):
-        assert_same_as_rclpy(encoder.encode_empty(sec, nanosec, frame_id, number), skeletons_msg(*empty))
-        assert_same_as_rclpy(encoder.encode(*one), skeletons_msg(*one))
+        assert_same_as_rclpy(encoder.encode_empty(**stamp), skeletons_msg(**empty))
+        assert_same_as_rclpy(encoder.encode(**one), skeletons_msg(**one))
 
 
 @SETTINGS
@@ -395,8 +414,9 @@ def test_tf_message_matches_serialize_message(data):
     (sec, nanosec), frame_id = data.draw(STAMPS), data.draw(FRAME_IDS)
     children = tuple(data.draw(st.lists(NAMES, min_size=count, max_size=count)))
     poses = poses_of(data.draw, count)
-    ours = encode_both(TFMessageEncoder, sec, nanosec, frame_id, children, poses)
-    assert_same_as_rclpy(ours, tf_msg(sec, nanosec, frame_id, children, poses))
+    fields = dict(sec=sec, nanosec=nanosec, frame_id=frame_id, child_frame_ids=children, poses=poses)
+    ours = encode_both(TFMessageEncoder, **fields)
+    assert_same_as_rclpy(ours, tf_msg(**fields))
 
 
 @pytest.mark.parametrize("frame_id_len", range(9))
@@ -410,33 +430,37 @@ def test_every_string_length_residue(frame_id_len, name_len):
     positions = rng.normal(size=(3, 3))
     occluded = np.array([True, False, True])
     residuals = np.array([-1.0, 0.25, 3.5], dtype=np.float32)
-    markers = (ids, names, positions, occluded, residuals)
-    assert_same_as_rclpy(
-        MarkersEncoder().encode(1, 2, frame_id, 3, *markers), markers_msg(1, 2, frame_id, 3, *markers)
-    )
+    markers = dict(ids=ids, names=names, positions=positions, occluded=occluded, residuals=residuals)
+    marker_fields = {**header(1, 2, frame_id, 3), **markers}
+    assert_same_as_rclpy(MarkersEncoder().encode(**marker_fields), markers_msg(**marker_fields))
     offsets = np.array([0, 2, 2, 3])
     poses = rng.normal(size=(3, 7))
-    body_args = (5, 6, frame_id, 7, ids, names, occluded, poses, residuals, offsets, *markers)
-    assert_same_as_rclpy(RigidBodiesEncoder().encode(*body_args), bodies_msg(*body_args))
-    skel_args = (
-        5,
-        6,
-        frame_id,
-        7,
-        ids,
-        names,
-        ~occluded,
-        np.array([0, 0, 2, 3]),
-        ids,
-        names,
-        ids[::-1].copy(),
-        occluded,
-        poses,
+    body_fields = dict(
+        **header(5, 6, frame_id, 7),
+        ids=ids,
+        names=names,
+        valid=occluded,
+        poses=poses,
+        mean_errors=residuals,
+        marker_offsets=offsets,
+        **body_markers(markers),
     )
-    assert_same_as_rclpy(SkeletonsEncoder().encode(*skel_args), skeletons_msg(*skel_args))
-    assert_same_as_rclpy(
-        TFMessageEncoder().encode(8, 9, frame_id, names, poses), tf_msg(8, 9, frame_id, names, poses)
+    assert_same_as_rclpy(RigidBodiesEncoder().encode(**body_fields), bodies_msg(**body_fields))
+    skel_fields = dict(
+        **header(5, 6, frame_id, 7),
+        ids=ids,
+        names=names,
+        valid=~occluded,
+        segment_offsets=np.array([0, 0, 2, 3]),
+        segment_ids=ids,
+        segment_names=names,
+        segment_parent_ids=ids[::-1].copy(),
+        segment_valid=occluded,
+        segment_poses=poses,
     )
+    assert_same_as_rclpy(SkeletonsEncoder().encode(**skel_fields), skeletons_msg(**skel_fields))
+    tf_fields = dict(sec=8, nanosec=9, frame_id=frame_id, child_frame_ids=names, poses=poses)
+    assert_same_as_rclpy(TFMessageEncoder().encode(**tf_fields), tf_msg(**tf_fields))
 
 
 def test_round_trip_through_deserialize_message():
@@ -446,58 +470,68 @@ def test_round_trip_through_deserialize_message():
     positions = rng.normal(size=(4, 3))
     occluded = np.array([False, True, False, False])
     residuals = np.array([0.001, -1.0, 0.5, 0.0], dtype=np.float32)
-    markers = (ids, names, positions, occluded, residuals)
+    markers = dict(ids=ids, names=names, positions=positions, occluded=occluded, residuals=residuals)
 
-    raw = MarkersEncoder().encode(1_700_000_000, 999_999_999, "world", 2**64 - 1, *markers)
-    assert deserialize_message(raw, Markers) == markers_msg(
-        1_700_000_000, 999_999_999, "world", 2**64 - 1, *markers
+    marker_fields = {**header(1_700_000_000, 999_999_999, "world", 2**64 - 1), **markers}
+    raw = MarkersEncoder().encode(**marker_fields)
+    assert deserialize_message(raw, Markers) == markers_msg(**marker_fields)
+
+    body_fields = dict(
+        **header(-5, 0, "map", 42),
+        ids=np.array([3, 4], dtype=np.int32),
+        names=("a", "bb"),
+        valid=np.array([True, False]),
+        poses=rng.normal(size=(2, 7)),
+        mean_errors=np.array([0.5, -1.0], dtype=np.float32),
+        marker_offsets=np.array([0, 1, 4]),
+        **body_markers(markers),
+    )
+    assert deserialize_message(RigidBodiesEncoder().encode(**body_fields), RigidBodies) == bodies_msg(
+        **body_fields
     )
 
-    body_args = (
-        -5,
-        0,
-        "map",
-        42,
-        np.array([3, 4], dtype=np.int32),
-        ("a", "bb"),
-        np.array([True, False]),
-        rng.normal(size=(2, 7)),
-        np.array([0.5, -1.0], dtype=np.float32),
-        np.array([0, 1, 4]),
-        *markers,
+    skel_fields = dict(
+        **header(7, 8, "world", 9),
+        ids=np.array([1, 2, 3], dtype=np.int32),
+        names=("walker", "", "runner"),
+        valid=np.array([True, False, True]),
+        segment_offsets=np.array([0, 3, 3, 4]),
+        segment_ids=ids,
+        segment_names=names,
+        segment_parent_ids=np.array([-1, 0, 1, -1]),
+        segment_valid=occluded,
+        segment_poses=rng.normal(size=(4, 7)),
     )
-    assert deserialize_message(RigidBodiesEncoder().encode(*body_args), RigidBodies) == bodies_msg(*body_args)
-
-    skel_args = (
-        7,
-        8,
-        "world",
-        9,
-        np.array([1, 2, 3], dtype=np.int32),
-        ("walker", "", "runner"),
-        np.array([True, False, True]),
-        np.array([0, 3, 3, 4]),
-        ids,
-        names,
-        np.array([-1, 0, 1, -1]),
-        occluded,
-        rng.normal(size=(4, 7)),
+    assert deserialize_message(SkeletonsEncoder().encode(**skel_fields), Skeletons) == skeletons_msg(
+        **skel_fields
     )
-    assert deserialize_message(SkeletonsEncoder().encode(*skel_args), Skeletons) == skeletons_msg(*skel_args)
 
-    poses = rng.normal(size=(4, 7))
-    tf_raw = TFMessageEncoder().encode(10, 11, "world", names, poses)
-    assert deserialize_message(tf_raw, TFMessage) == tf_msg(10, 11, "world", names, poses)
+    tf_fields = dict(
+        sec=10, nanosec=11, frame_id="world", child_frame_ids=names, poses=rng.normal(size=(4, 7))
+    )
+    tf_raw = TFMessageEncoder().encode(**tf_fields)
+    assert deserialize_message(tf_raw, TFMessage) == tf_msg(**tf_fields)
 
 
 def test_inputs_in_other_dtypes_and_containers():
     """Lists, int64 ids, int flags and float64 residuals are converted like rclpy would."""
     positions = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
-    ours = MarkersEncoder().encode(1, 2, "w", 3, [5, -6], ["a", "b"], positions, [1, 0], [0.5, 0.25])
-    expected = markers_msg(1, 2, "w", 3, [5, -6], ["a", "b"], positions, [True, False], [0.5, 0.25])
+    stamp = header(1, 2, "w", 3)
+    ours = MarkersEncoder().encode(
+        **stamp, ids=[5, -6], names=["a", "b"], positions=positions, occluded=[1, 0], residuals=[0.5, 0.25]
+    )
+    expected = markers_msg(
+        **stamp,
+        ids=[5, -6],
+        names=["a", "b"],
+        positions=positions,
+        occluded=[True, False],
+        residuals=[0.5, 0.25],
+    )
     assert_same_as_rclpy(ours, expected)
-    empty = MarkersEncoder().encode(1, 2, "w", 3, [], [], [], [], [])
-    assert_same_as_rclpy(empty, markers_msg(1, 2, "w", 3, [], [], [], [], []))
+    nothing = dict(ids=[], names=[], positions=[], occluded=[], residuals=[])
+    empty = MarkersEncoder().encode(**stamp, **nothing)
+    assert_same_as_rclpy(empty, markers_msg(**stamp, **nothing))
 
 
 # ---------------------------------------------------------------------------- layout cache
@@ -511,32 +545,48 @@ def _markers(count, seed=0):
     )
 
 
+def _marker_fields(frame, frame_id, ids, names, *, positions, occluded, residuals):
+    """Markers of frame number ``frame`` stamped ``frame`` s, as encode() takes them."""
+    return dict(
+        **header(frame, 0, frame_id, frame),
+        ids=ids,
+        names=names,
+        positions=positions,
+        occluded=occluded,
+        residuals=residuals,
+    )
+
+
 def test_layout_is_reused_for_same_names_and_rebuilt_when_they_change():
     encoder = MarkersEncoder()
     names = tuple(f"m{i}" for i in range(5))
     ids, pos, occ, res = _markers(5)
     for k in range(3):
-        raw = encoder.encode(k, 0, "world", k, ids, names, pos + k, occ, res)
-        assert_same_as_rclpy(raw, markers_msg(k, 0, "world", k, ids, names, pos + k, occ, res))
+        fields = _marker_fields(k, "world", ids, names, positions=pos + k, occluded=occ, residuals=res)
+        assert_same_as_rclpy(encoder.encode(**fields), markers_msg(**fields))
     assert encoder.layouts_built == 1
 
     # equal names in a new tuple: found by equality, not rebuilt
-    encoder.encode(0, 0, "world", 0, ids, tuple(list(names)), pos, occ, res)
+    encoder.encode(
+        **_marker_fields(0, "world", ids, tuple(list(names)), positions=pos, occluded=occ, residuals=res)
+    )
     assert encoder.layouts_built == 1
 
     # a name changes (same length: same offsets, different bytes)
     renamed = names[:2] + ("zz",) + names[3:]
-    raw = encoder.encode(0, 0, "world", 0, ids, renamed, pos, occ, res)
+    fields = _marker_fields(0, "world", ids, renamed, positions=pos, occluded=occ, residuals=res)
+    raw = encoder.encode(**fields)
     assert encoder.layouts_built == 2
-    assert_same_as_rclpy(raw, markers_msg(0, 0, "world", 0, ids, renamed, pos, occ, res))
+    assert_same_as_rclpy(raw, markers_msg(**fields))
 
     # frame_id is part of the layout
-    raw = encoder.encode(0, 0, "map", 0, ids, renamed, pos, occ, res)
+    fields = _marker_fields(0, "map", ids, renamed, positions=pos, occluded=occ, residuals=res)
+    raw = encoder.encode(**fields)
     assert encoder.layouts_built == 3
-    assert_same_as_rclpy(raw, markers_msg(0, 0, "map", 0, ids, renamed, pos, occ, res))
+    assert_same_as_rclpy(raw, markers_msg(**fields))
 
     # back to the first names: still cached
-    encoder.encode(0, 0, "world", 0, ids, names, pos, occ, res)
+    encoder.encode(**_marker_fields(0, "world", ids, names, positions=pos, occluded=occ, residuals=res))
     assert encoder.layouts_built == 3
 
 
@@ -544,10 +594,11 @@ def test_list_changed_in_place_is_not_trusted_by_identity():
     encoder = MarkersEncoder()
     names = ["a", "b", "c"]
     ids, pos, occ, res = _markers(3)
-    encoder.encode(0, 0, "world", 0, ids, names, pos, occ, res)
+    encoder.encode(**_marker_fields(0, "world", ids, names, positions=pos, occluded=occ, residuals=res))
     names[1] = "a much longer name"
-    raw = encoder.encode(0, 0, "world", 0, ids, names, pos, occ, res)
-    assert_same_as_rclpy(raw, markers_msg(0, 0, "world", 0, ids, names, pos, occ, res))
+    fields = _marker_fields(0, "world", ids, names, positions=pos, occluded=occ, residuals=res)
+    raw = encoder.encode(**fields)
+    assert_same_as_rclpy(raw, markers_msg(**fields))
     assert encoder.layouts_built == 2
 
 
@@ -555,8 +606,8 @@ def _check_markers_frame(encoder, frame, names, rng):
     n = len(names)
     ids = rng.integers(-1, 50, size=n).astype(np.int32)
     pos, occ, res = rng.normal(size=(n, 3)), rng.random(n) < 0.5, rng.random(n).astype(np.float32)
-    raw = encoder.encode(frame, 0, "world", frame, ids, names, pos, occ, res)
-    assert_same_as_rclpy(raw, markers_msg(frame, 0, "world", frame, ids, names, pos, occ, res))
+    fields = _marker_fields(frame, "world", ids, names, positions=pos, occluded=occ, residuals=res)
+    assert_same_as_rclpy(encoder.encode(**fields), markers_msg(**fields))
 
 
 def test_varying_number_of_unlabeled_markers_appended():
@@ -603,45 +654,39 @@ def test_counts_change_rebuilds_rigid_bodies_and_skeletons():
     for offsets in ([0, 2, 5], [0, 2, 5], [0, 3, 5], [0, 0, 5], [0, 2, 5]):
         offsets = np.array(offsets)
         m_names = tuple(f"mk{i}" for i in range(5))
-        args = (
-            1,
-            2,
-            "world",
-            3,
-            np.array([1, 2], dtype=np.int32),
-            names,
-            np.array([True, True]),
-            rng.normal(size=(2, 7)),
-            np.zeros(2, np.float32),
-            offsets,
-            np.arange(5, dtype=np.int32),
-            m_names,
-            rng.normal(size=(5, 3)),
-            np.zeros(5, bool),
-            np.ones(5, np.float32),
+        fields = dict(
+            **header(1, 2, "world", 3),
+            ids=np.array([1, 2], dtype=np.int32),
+            names=names,
+            valid=np.array([True, True]),
+            poses=rng.normal(size=(2, 7)),
+            mean_errors=np.zeros(2, np.float32),
+            marker_offsets=offsets,
+            marker_ids=np.arange(5, dtype=np.int32),
+            marker_names=m_names,
+            marker_positions=rng.normal(size=(5, 3)),
+            marker_occluded=np.zeros(5, bool),
+            marker_residuals=np.ones(5, np.float32),
         )
-        assert_same_as_rclpy(bodies.encode(*args), bodies_msg(*args))
+        assert_same_as_rclpy(bodies.encode(**fields), bodies_msg(**fields))
     assert bodies.layouts_built == 3
 
     skeletons = SkeletonsEncoder()
     for offsets in ([0, 19, 38], [0, 19, 38], [0, 0, 38], [0, 38, 38]):
         seg_names = tuple(f"seg{i % 19}" for i in range(38))
-        args = (
-            1,
-            2,
-            "world",
-            3,
-            np.array([1, 2], dtype=np.int32),
-            ("s1", "s2"),
-            np.array([True, False]),
-            np.array(offsets),
-            np.arange(38, dtype=np.int32),
-            seg_names,
-            np.arange(-1, 37, dtype=np.int32),
-            np.ones(38, bool),
-            rng.normal(size=(38, 7)),
+        fields = dict(
+            **header(1, 2, "world", 3),
+            ids=np.array([1, 2], dtype=np.int32),
+            names=("s1", "s2"),
+            valid=np.array([True, False]),
+            segment_offsets=np.array(offsets),
+            segment_ids=np.arange(38, dtype=np.int32),
+            segment_names=seg_names,
+            segment_parent_ids=np.arange(-1, 37, dtype=np.int32),
+            segment_valid=np.ones(38, bool),
+            segment_poses=rng.normal(size=(38, 7)),
         )
-        assert_same_as_rclpy(skeletons.encode(*args), skeletons_msg(*args))
+        assert_same_as_rclpy(skeletons.encode(**fields), skeletons_msg(**fields))
     assert skeletons.layouts_built == 3
 
 
@@ -649,8 +694,8 @@ def test_cache_evicts_least_recently_used():
     encoder = TFMessageEncoder(cache_size=2)
     poses = np.zeros((1, 7))
     for child in ("a", "b", "a", "c", "a", "b"):
-        raw = encoder.encode(0, 0, "world", (child,), poses)
-        assert_same_as_rclpy(raw, tf_msg(0, 0, "world", (child,), poses))
+        fields = dict(sec=0, nanosec=0, frame_id="world", child_frame_ids=(child,), poses=poses)
+        assert_same_as_rclpy(encoder.encode(**fields), tf_msg(**fields))
     # a, b built; a hit; c built (evicts b); a hit; b built again
     assert encoder.layouts_built == 4
 
@@ -659,11 +704,16 @@ def test_returned_bytes_are_not_changed_by_later_frames():
     encoder = MarkersEncoder()
     names = ("a", "b")
     ids, pos, occ, res = _markers(2)
-    first = encoder.encode(1, 0, "world", 1, ids, names, pos, occ, res)
+    first = encoder.encode(
+        **_marker_fields(1, "world", ids, names, positions=pos, occluded=occ, residuals=res)
+    )
     copy = bytes(first)
-    second = encoder.encode(2, 0, "world", 2, ids, names, pos * 2, ~occ, res * 2)
+    second_fields = _marker_fields(
+        2, "world", ids, names, positions=pos * 2, occluded=~occ, residuals=res * 2
+    )
+    second = encoder.encode(**second_fields)
     assert first == copy and second != first
-    assert_same_as_rclpy(second, markers_msg(2, 0, "world", 2, ids, names, pos * 2, ~occ, res * 2))
+    assert_same_as_rclpy(second, markers_msg(**second_fields))
 
 
 # ---------------------------------------------------------------------------- validation
@@ -771,7 +821,9 @@ def test_offsets_and_nested_shapes_are_checked():
         assert message in str(info.value), str(info.value)
 
     with pytest.raises(ValueError, match=r"tf: poses has shape \(1, 7\), expected \(2, 7\)"):
-        TFMessageEncoder().encode(1, 2, "world", ("a", "b"), np.zeros((1, 7)))
+        TFMessageEncoder().encode(
+            sec=1, nanosec=2, frame_id="world", child_frame_ids=("a", "b"), poses=np.zeros((1, 7))
+        )
 
 
 def test_bad_input_leaves_the_encoder_usable():
@@ -782,7 +834,7 @@ def test_bad_input_leaves_the_encoder_usable():
     with pytest.raises(ValueError):
         encoder.encode(**{**good, "frame_number": -1})
     raw = encoder.encode(**good)
-    assert_same_as_rclpy(raw, markers_msg(*good.values()))
+    assert_same_as_rclpy(raw, markers_msg(**good))
 
 
 # ---------------------------------------------------------------------------- over DDS
@@ -799,29 +851,37 @@ def test_published_bytes_arrive_as_messages(ros):
         (
             "/cdr_test/markers",
             Markers,
-            lambda k: (MarkersEncoder, (k, 5, "world", k, ids, names, pos + k, occ, res), markers_msg),
+            lambda k: (
+                MarkersEncoder,
+                dict(
+                    **header(k, 5, "world", k),
+                    ids=ids,
+                    names=names,
+                    positions=pos + k,
+                    occluded=occ,
+                    residuals=res,
+                ),
+                markers_msg,
+            ),
         ),
         (
             "/cdr_test/rigid_bodies",
             RigidBodies,
             lambda k: (
                 RigidBodiesEncoder,
-                (
-                    k,
-                    5,
-                    "world",
-                    k,
-                    np.array([4, 5], np.int32),
-                    ("b1", "b2"),
-                    np.array([True, False]),
-                    rng.normal(size=(2, 7)),
-                    np.array([0.0, -1.0], np.float32),
-                    np.array([0, 2, 3]),
-                    ids,
-                    names,
-                    pos,
-                    occ,
-                    res,
+                dict(
+                    **header(k, 5, "world", k),
+                    ids=np.array([4, 5], np.int32),
+                    names=("b1", "b2"),
+                    valid=np.array([True, False]),
+                    poses=rng.normal(size=(2, 7)),
+                    mean_errors=np.array([0.0, -1.0], np.float32),
+                    marker_offsets=np.array([0, 2, 3]),
+                    marker_ids=ids,
+                    marker_names=names,
+                    marker_positions=pos,
+                    marker_occluded=occ,
+                    marker_residuals=res,
                 ),
                 bodies_msg,
             ),
@@ -831,20 +891,17 @@ def test_published_bytes_arrive_as_messages(ros):
             Skeletons,
             lambda k: (
                 SkeletonsEncoder,
-                (
-                    k,
-                    5,
-                    "world",
-                    k,
-                    np.array([1], np.int32),
-                    ("walker",),
-                    np.array([True]),
-                    np.array([0, 3]),
-                    ids,
-                    names,
-                    np.array([-1, 0, 1], np.int32),
-                    ~occ,
-                    rng.normal(size=(3, 7)),
+                dict(
+                    **header(k, 5, "world", k),
+                    ids=np.array([1], np.int32),
+                    names=("walker",),
+                    valid=np.array([True]),
+                    segment_offsets=np.array([0, 3]),
+                    segment_ids=ids,
+                    segment_names=names,
+                    segment_parent_ids=np.array([-1, 0, 1], np.int32),
+                    segment_valid=~occ,
+                    segment_poses=rng.normal(size=(3, 7)),
                 ),
                 skeletons_msg,
             ),
@@ -852,7 +909,13 @@ def test_published_bytes_arrive_as_messages(ros):
         (
             "/cdr_test/tf",
             TFMessage,
-            lambda k: (TFMessageEncoder, (k, 5, "world", names, rng.normal(size=(3, 7))), tf_msg),
+            lambda k: (
+                TFMessageEncoder,
+                dict(
+                    sec=k, nanosec=5, frame_id="world", child_frame_ids=names, poses=rng.normal(size=(3, 7))
+                ),
+                tf_msg,
+            ),
         ),
     ]
     for topic, msg_type, make in cases:
@@ -862,7 +925,7 @@ def test_published_bytes_arrive_as_messages(ros):
         publisher = ros.node.create_publisher(msg_type, topic, qos)
         try:
             wait_for(
-                lambda: publisher.get_subscription_count() >= 2,
+                lambda publisher=publisher: publisher.get_subscription_count() >= 2,
                 WAIT,
                 publisher.get_subscription_count,
                 what=f"{topic}: both subscribers matched",
@@ -871,9 +934,9 @@ def test_published_bytes_arrive_as_messages(ros):
             encoder = encoder_class()
             sent = {}
             for k in range(1, 6):
-                _, args, build = make(k)
-                raw = encoder.encode(*args)
-                sent[k] = (raw, build(*args))
+                _, fields, build = make(k)
+                raw = encoder.encode(**fields)
+                sent[k] = (raw, build(**fields))
                 publisher.publish(raw)
             received = collector.wait_count(5, timeout=WAIT)
             stamps = [
@@ -884,9 +947,9 @@ def test_published_bytes_arrive_as_messages(ros):
             for msg, k in zip(received, stamps):
                 assert msg == sent[k][1], f"{topic}: frame {k} arrived different"
             wait_for(
-                lambda: len(raw_received) >= 5,
+                lambda raw_received=raw_received: len(raw_received) >= 5,
                 WAIT,
-                lambda: len(raw_received),
+                lambda raw_received=raw_received: len(raw_received),
                 what=f"{topic}: 5 raw samples",
             )
             assert raw_received == [sent[k][0] for k in range(1, 6)], f"{topic}: raw bytes changed in transit"

@@ -306,9 +306,9 @@ def test_repeating_an_unchanged_structure_gives_the_bytes_of_the_whole_path():
             ("skeletons", fast._skeletons),
         ):
 
-            def counted(*args, _repeat=encoder.repeat, _topic=topic):
+            def counted(_repeat=encoder.repeat, _topic=topic, **fields):
                 repeated[_topic] += 1
-                return _repeat(*args)
+                return _repeat(**fields)
 
             encoder.repeat = counted
         for number in range(400):
