@@ -51,6 +51,7 @@ setup(
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
+            "doctor = mocap4r2_tools.doctor.doctor_command:DoctorCommand",
             "eval = mocap4r2_tools.eval_command:EvalCommand",
             "export = mocap4r2_tools.recording_commands:ExportCommand",
             "recover = mocap4r2_tools.recording_commands:RecoverCommand",
