@@ -8,6 +8,8 @@ setup(
     name=PACKAGE,
     version="2.0.0",
     packages=find_packages(exclude=["test"]),
+    # PEP 561: the package is typed, so mypy reads its annotations where it is imported
+    package_data={"mocap4r2_drivers": ["py.typed"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
