@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.ndimage import uniform_filter1d  # type: ignore[import-untyped]
-from scipy.optimize import minimize_scalar  # type: ignore[import-untyped]
-from scipy.signal import correlate, correlation_lags  # type: ignore[import-untyped]
+from scipy.ndimage import uniform_filter1d
+from scipy.optimize import minimize_scalar
+from scipy.signal import correlate, correlation_lags
 
 from mocap4r2_control.rotation import quat_relative
 
@@ -142,7 +142,7 @@ def estimate_time_offset(
         return _ate_rmse(gt, fine_est, offset, max_diff, search)
 
     found = minimize_scalar(
-        ate, bounds=(coarse - radius, coarse + radius), method="bounded", options={"xatol": 1e-5}
+        ate, bounds=(coarse - radius, coarse + radius), args=(), method="bounded", options={"xatol": 1e-5}
     )
     offset = float(found.x)
     return TimeOffset(
