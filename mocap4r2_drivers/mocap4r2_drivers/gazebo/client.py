@@ -10,7 +10,9 @@ poses) occupies the node's default group.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 # a deep history: the bridge sends every pose, and a pose lost while the process is busy
 # would make a frame use an older one
@@ -18,11 +20,14 @@ QUEUE_DEPTH = 1000
 
 
 class BridgeSubscriptions:
+    """The subscriptions to ros_gz_bridge's pose topics, on the system node, each
+    message handed to ``callback(topic, message)``."""
+
     def __init__(self, topics: Sequence[str], best_effort: bool, callback: Callable[[str, object], None]):
         self.topics = list(topics)
         self.best_effort = best_effort
         self.callback = callback
-        self._node = None
+        self._node: Any = None  # the system node (rclpy Node) the subscriptions belong to
         self._subscriptions: list = []
 
     def attach(self, node) -> None:
@@ -52,7 +57,5 @@ class BridgeSubscriptions:
         node, self._node = self._node, None
         subscriptions, self._subscriptions = self._subscriptions, []
         for subscription in subscriptions:
-            try:
+            with contextlib.suppress(Exception):  # the node is being destroyed already
                 node.destroy_subscription(subscription)
-            except Exception:  # noqa: BLE001 - the node is being destroyed already
-                pass

@@ -262,7 +262,8 @@ class FrameConverter:
         if not frame.skeletons:
             return SkeletonArrays()
         skel_ids, skel_names, skel_valid, counts = [], [], [], []
-        seg_ids, seg_names, seg_parents, seg_pos, seg_quat, seg_valid = [], [], [], [], [], []
+        seg_names: list[str] = []
+        seg_ids, seg_parents, seg_pos, seg_quat, seg_valid = [], [], [], [], []
         for skeleton in frame.skeletons:
             model = self.index.skeletons.get(skeleton.id)
             bones = skeleton.bones
@@ -279,15 +280,15 @@ class FrameConverter:
                 name = model.name
                 rows = _rows_of(model.bone_ids, bone_ids)
                 key = (skeleton.id, bone_ids.tobytes())
-                names = self._bone_names.get(key)
-                if names is None:
+                cached = self._bone_names.get(key)
+                if cached is None:
                     if len(self._bone_names) > 256:
                         self._bone_names.clear()
-                    names = tuple(
+                    cached = self._bone_names[key] = tuple(
                         model.bone_names[r] if r >= 0 else f"bone_{b}"
                         for r, b in zip(rows.tolist(), bone_ids.tolist())
                     )
-                    self._bone_names[key] = names
+                names = cached
                 parents = np.where(rows >= 0, model.parent_ids[np.maximum(rows, 0)], NO_PARENT).astype(
                     np.int32
                 )

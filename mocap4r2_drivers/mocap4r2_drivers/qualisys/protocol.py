@@ -25,8 +25,10 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 HEADER = struct.Struct("<II")  # size including the header, packet type
 DATA_HEADER = struct.Struct("<qII")  # timestamp (us), frame number, component count
@@ -44,6 +46,8 @@ class QtmProtocolError(ValueError):
 
 
 class PacketType(IntEnum):
+    """QTM RT packet types (the header's second word)."""
+
     ERROR = 0
     COMMAND = 1
     XML = 2
@@ -59,6 +63,8 @@ _LAST_PACKET_TYPE = max(PacketType)  # max() walks the enum: once, not per heade
 
 
 class ComponentType(IntEnum):
+    """QTM RT data component types."""
+
     MARKERS_3D = 1
     MARKERS_3D_NO_LABELS = 2
     ANALOG = 3
@@ -81,6 +87,8 @@ class ComponentType(IntEnum):
 
 
 class Event(IntEnum):
+    """QTM RT event numbers (the byte of an event packet)."""
+
     CONNECTED = 1
     CONNECTION_CLOSED = 2
     CAPTURE_STARTED = 3
@@ -112,7 +120,7 @@ COMPONENT_NAMES: dict[str, ComponentType] = {
 
 # Record layouts of the components handled here.
 _XYZ = ("<f4", (3,))
-MARKER_DTYPES: dict[ComponentType, np.dtype] = {
+MARKER_DTYPES: dict[int, np.dtype[Any]] = {
     ComponentType.MARKERS_3D: np.dtype([("position", *_XYZ)]),
     ComponentType.MARKERS_3D_RESIDUALS: np.dtype([("position", *_XYZ), ("residual", "<f4")]),
     ComponentType.MARKERS_3D_NO_LABELS: np.dtype([("position", *_XYZ), ("id", "<i4")]),
@@ -120,7 +128,7 @@ MARKER_DTYPES: dict[ComponentType, np.dtype] = {
         [("position", *_XYZ), ("id", "<i4"), ("residual", "<f4")]
     ),
 }
-BODY_DTYPES: dict[ComponentType, np.dtype] = {
+BODY_DTYPES: dict[int, np.dtype[Any]] = {
     ComponentType.BODIES_6D: np.dtype([("position", *_XYZ), ("rotation", "<f4", (9,))]),
     ComponentType.BODIES_6D_RESIDUALS: np.dtype(
         [("position", *_XYZ), ("rotation", "<f4", (9,)), ("residual", "<f4")]
@@ -144,6 +152,7 @@ def pack_text(packet_type: int, text: str) -> bytes:
 
 
 def pack_event(event: int) -> bytes:
+    """An event packet."""
     return pack(PacketType.EVENT, bytes((int(event),)))
 
 
@@ -195,7 +204,7 @@ class PacketReader:
         stream, if any: after a bad header the framing is lost (TCP has no markers to
         find the next packet), the buffer is dropped and the caller must reconnect."""
         self._buffer += data
-        out = []
+        out: list[tuple[int, bytes]] = []
         while len(self._buffer) >= HEADER.size:
             try:
                 payload_size, packet_type = parse_header(bytes(self._buffer[: HEADER.size]), self.max_size)
@@ -271,10 +280,11 @@ def encode_frame(timestamp: int, frame_number: int, components: Sequence[bytes])
 
 
 def pack_component(component_type: int, data: bytes) -> bytes:
+    """A data component: its size and type, then ``data``."""
     return COMPONENT_HEADER.pack(COMPONENT_HEADER.size + len(data), int(component_type)) + data
 
 
-def _records(dtype: np.dtype, data: memoryview, offset: int, count: int, what: str) -> np.ndarray:
+def _records(dtype: np.dtype[Any], data: memoryview, offset: int, count: int, what: str) -> NDArray[Any]:
     if count < 0:
         raise QtmProtocolError(f"{what}: negative count {count}")
     end = offset + count * dtype.itemsize
@@ -285,7 +295,7 @@ def _records(dtype: np.dtype, data: memoryview, offset: int, count: int, what: s
     return np.frombuffer(data, dtype=dtype, count=count, offset=offset)
 
 
-def _mark_missing(records: np.ndarray, rows: np.ndarray, fields: Sequence[str]) -> None:
+def _mark_missing(records: NDArray[Any], rows: NDArray[np.bool_] | np.bool_, fields: Sequence[str]) -> None:
     """Write QTM's all-bits-set NaN into the float fields of the missing rows."""
     if not rows.any():
         return
@@ -298,30 +308,31 @@ def _mark_missing(records: np.ndarray, rows: np.ndarray, fields: Sequence[str]) 
 # ---------------------------------------------------------------------- 3D markers
 def pack_markers(
     component_type: ComponentType,
-    positions_mm: np.ndarray,
-    residuals_mm: np.ndarray | None = None,
-    ids: np.ndarray | None = None,
+    positions_mm: NDArray[Any],
+    residuals_mm: NDArray[Any] | None = None,
+    ids: NDArray[Any] | None = None,
     drop_rate: int = 0,
     out_of_sync_rate: int = 0,
 ) -> bytes:
     """A 3D component. Rows with a non-finite position are sent as missing."""
     dtype = MARKER_DTYPES[component_type]
+    names = dtype.names or ()
     positions_mm = np.asarray(positions_mm, dtype=np.float32).reshape(-1, 3)
     n = positions_mm.shape[0]
     records = np.zeros(n, dtype=dtype)
     records["position"] = positions_mm
-    if "residual" in dtype.names:
+    if "residual" in names:
         records["residual"] = 0.0 if residuals_mm is None else np.asarray(residuals_mm, dtype=np.float32)
-    if "id" in dtype.names:
+    if "id" in names:
         records["id"] = np.arange(1, n + 1) if ids is None else np.asarray(ids, dtype=np.int32)
     missing = ~np.isfinite(positions_mm).all(axis=1)
-    _mark_missing(records, missing, [f for f in ("position", "residual") if f in dtype.names])
+    _mark_missing(records, missing, [f for f in ("position", "residual") if f in names])
     return pack_component(
         component_type, COUNT_AND_RATES.pack(n, drop_rate, out_of_sync_rate) + records.tobytes()
     )
 
 
-def unpack_markers(component_type: int, data: memoryview) -> np.ndarray:
+def unpack_markers(component_type: int, data: memoryview) -> NDArray[Any]:
     """Records of a 3D component (fields position, [id], [residual]); read-only view."""
     dtype = MARKER_DTYPES.get(component_type)  # IntEnum keys match plain ints
     if dtype is None:
@@ -333,21 +344,21 @@ def unpack_markers(component_type: int, data: memoryview) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- 6DOF bodies
-def matrices_to_qtm(matrices: np.ndarray) -> np.ndarray:
+def matrices_to_qtm(matrices: NDArray[Any]) -> NDArray[Any]:
     """(n, 3, 3) rotation matrices -> (n, 9) in QTM's column-major order."""
     return np.ascontiguousarray(np.asarray(matrices).transpose(0, 2, 1)).reshape(-1, 9)
 
 
-def qtm_to_matrices(flat: np.ndarray) -> np.ndarray:
+def qtm_to_matrices(flat: NDArray[Any]) -> NDArray[Any]:
     """(n, 9) QTM rotations (column-major) -> (n, 3, 3) matrices (rows are rows)."""
     return np.asarray(flat).reshape(-1, 3, 3).transpose(0, 2, 1)
 
 
 def pack_bodies(
     component_type: ComponentType,
-    positions_mm: np.ndarray,
-    rotations: np.ndarray,
-    residuals_mm: np.ndarray | None = None,
+    positions_mm: NDArray[Any],
+    rotations: NDArray[Any],
+    residuals_mm: NDArray[Any] | None = None,
     drop_rate: int = 0,
     out_of_sync_rate: int = 0,
 ) -> bytes:
@@ -360,7 +371,7 @@ def pack_bodies(
     records["position"] = positions_mm
     records["rotation"] = np.asarray(rotations, dtype=np.float32).reshape(n, 9)
     fields = ["position", "rotation"]
-    if "residual" in dtype.names:
+    if "residual" in (dtype.names or ()):
         records["residual"] = 0.0 if residuals_mm is None else np.asarray(residuals_mm, dtype=np.float32)
         fields.append("residual")
     missing = ~(np.isfinite(records["position"]).all(axis=1) & np.isfinite(records["rotation"]).all(axis=1))
@@ -370,7 +381,7 @@ def pack_bodies(
     )
 
 
-def unpack_bodies(component_type: int, data: memoryview) -> np.ndarray:
+def unpack_bodies(component_type: int, data: memoryview) -> NDArray[Any]:
     """Records of a 6D component (fields position, rotation (9, column-major), [residual])."""
     dtype = BODY_DTYPES.get(component_type)
     if dtype is None:
@@ -382,7 +393,7 @@ def unpack_bodies(component_type: int, data: memoryview) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- skeletons
-def pack_skeletons(skeletons: Sequence[np.ndarray | None]) -> bytes:
+def pack_skeletons(skeletons: Sequence[NDArray[Any] | None]) -> bytes:
     """A skeleton component from one SEGMENT_DTYPE array per skeleton (None or an
     empty array: the skeleton is not seen, sent with 0 segments)."""
     parts = [COUNT.pack(len(skeletons))]
@@ -395,7 +406,7 @@ def pack_skeletons(skeletons: Sequence[np.ndarray | None]) -> bytes:
     return pack_component(ComponentType.SKELETON, b"".join(parts))
 
 
-def unpack_skeletons(data: memoryview) -> list[np.ndarray]:
+def unpack_skeletons(data: memoryview) -> list[NDArray[Any]]:
     """One SEGMENT_DTYPE array per skeleton (empty when the skeleton is not seen)."""
     if len(data) < COUNT.size:
         raise QtmProtocolError("skeleton component shorter than its count")

@@ -145,7 +145,7 @@ class SceneArms:
         tip_pos = np.zeros((na, 3))
         tip_quat = np.tile(_IDENTITY, (na, 1))
         for i, (p, q, _, _) in enumerate(states):
-            if p is not None:
+            if p is not None and q is not None:
                 tip_pos[i], tip_quat[i] = p[-1], q[-1]
         # the arms' draws come from a generator of their own, so the scene's bodies stay
         # the same frames with or without arms

@@ -15,6 +15,7 @@ system node it is attached to.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -41,6 +42,8 @@ LINK_POSES_DEPTH = 1
 
 
 class SimulatedAdapter(MocapAdapter):
+    """A scene YAML streamed in real time as a mocap system."""
+
     system_type = "sim"
     parameters = (
         ParameterSpec("scene", "", "Scene YAML file; empty: the demo scene shipped in config/."),
@@ -79,7 +82,7 @@ class SimulatedAdapter(MocapAdapter):
         self._stop = threading.Event()
         self.lost_frames = 0
         self.arms: SceneArms | None = None
-        self._node = None
+        self._node: Any = None  # the system node (rclpy Node) the adapter is attached to
         self._subscriptions: list = []
         self._refusals_logged: set[str] = set()
 
@@ -139,17 +142,20 @@ class SimulatedAdapter(MocapAdapter):
 
     def _unsubscribe(self) -> None:
         subscriptions, self._subscriptions = self._subscriptions, []
+        node = self._node
+        if node is None:
+            return
         for subscription in subscriptions:
-            try:
-                self._node.destroy_subscription(subscription)
-            except Exception:  # the node is being destroyed already
-                pass
+            with contextlib.suppress(Exception):  # the node is being destroyed already
+                node.destroy_subscription(subscription)
 
     def _on_link_poses(self, index: int, msg) -> None:
         arms = self.arms
         if arms is None:
             return
         n = len(msg.poses)
+        positions: np.ndarray | list[tuple[float, float, float]]
+        orientations: np.ndarray | list[tuple[float, float, float, float]]
         if n > MAX_LINKS:  # refused by its count: no need to read the poses
             positions, orientations = np.zeros((n, 3)), np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
         else:
@@ -170,6 +176,8 @@ class SimulatedAdapter(MocapAdapter):
         return self.scene.rate if self.scene is not None else 0.0
 
     def start_streaming(self) -> None:
+        if self.scene is None:
+            raise AdapterError("not connected")
         # frame numbers go on from where they were, as a real system's do across a pause
         self._start = time.time() - self._next / self.scene.rate
         self._stop.clear()
@@ -220,6 +228,7 @@ class SimulatedAdapter(MocapAdapter):
 
 
 def main(args: list[str] | None = None) -> int:
+    """The simulated_system executable: the adapter under MocapSystemNode until shutdown."""
     return run_system(SimulatedAdapter, "simulated_system", args)
 
 

@@ -4,8 +4,10 @@ encoding (for the stand-in)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .wire import (
     _COUNT_AND_SIZE,
@@ -13,7 +15,6 @@ from .wire import (
     _PRECISION,
     _SUFFIX_3,
     _U16,
-    FRAME_BITSTREAM_CHANGED,
     FRAME_MODELS_CHANGED,
     FRAME_RECORDING,
     MARKER_DTYPE,
@@ -33,21 +34,27 @@ from .wire import (
 
 @dataclass
 class MarkerSetData:
+    """The positions of one marker set in a frame."""
+
     name: str
-    positions: np.ndarray  # (n, 3) float32
+    positions: NDArray[Any]  # (n, 3) float32
 
 
 @dataclass
 class SkeletonData:
+    """The bones of one skeleton in a frame (rigid-body records)."""
+
     id: int
-    bones: np.ndarray  # RIGID_BODY_DTYPE records; bone id = skeleton id << 16 | bone id
+    bones: NDArray[Any]  # RIGID_BODY_DTYPE records; bone id = skeleton id << 16 | bone id
 
 
 @dataclass
 class AssetData:
+    """The rigid bodies and markers of one asset (NatNet 4.1 trained markersets) in a frame."""
+
     id: int
-    rigid_bodies: np.ndarray  # RIGID_BODY_DTYPE
-    markers: np.ndarray  # MARKER_DTYPE
+    rigid_bodies: NDArray[Any]  # RIGID_BODY_DTYPE
+    markers: NDArray[Any]  # MARKER_DTYPE
 
 
 @dataclass
@@ -55,10 +62,10 @@ class AnalogData:
     """A force plate or device: one float32 array (its subframes) per channel."""
 
     id: int
-    channels: list[np.ndarray] = field(default_factory=list)
+    channels: list[NDArray[Any]] = field(default_factory=list)
 
 
-def _zeros3() -> np.ndarray:
+def _zeros3() -> NDArray[Any]:
     return np.zeros((0, 3), dtype=np.float32)
 
 
@@ -68,11 +75,11 @@ class FrameOfData:
 
     frame_number: int
     marker_sets: list[MarkerSetData] = field(default_factory=list)
-    other_markers: np.ndarray = field(default_factory=_zeros3)  # legacy unlabeled positions
-    rigid_bodies: np.ndarray = field(default_factory=empty_rigid_bodies)
+    other_markers: NDArray[Any] = field(default_factory=_zeros3)  # legacy unlabeled positions
+    rigid_bodies: NDArray[Any] = field(default_factory=empty_rigid_bodies)
     skeletons: list[SkeletonData] = field(default_factory=list)
     assets: list[AssetData] = field(default_factory=list)  # 4.1+
-    labeled_markers: np.ndarray = field(default_factory=empty_markers)  # every marker, labeled or not
+    labeled_markers: NDArray[Any] = field(default_factory=empty_markers)  # every marker, labeled or not
     force_plates: list[AnalogData] = field(default_factory=list)
     devices: list[AnalogData] = field(default_factory=list)
     timecode: int = 0
@@ -92,10 +99,6 @@ class FrameOfData:
     @property
     def tracked_models_changed(self) -> bool:
         return bool(self.params & FRAME_MODELS_CHANGED)
-
-    @property
-    def bitstream_changed(self) -> bool:
-        return bool(self.params & FRAME_BITSTREAM_CHANGED)
 
 
 def _read_analog(r: _Reader, what: str, counts: bool) -> list[AnalogData]:

@@ -31,6 +31,7 @@ class ConnectRequest:
 
 
 def encode_connect(request: ConnectRequest = ConnectRequest()) -> bytes:
+    """A NAT_CONNECT packet."""
     payload = (
         _name_field(request.client_name)
         + bytes(_version4(request.client_version))
@@ -42,7 +43,7 @@ def encode_connect(request: ConnectRequest = ConnectRequest()) -> bytes:
 
 
 def decode_connect(payload: bytes) -> ConnectRequest:
-    """Lenient: clients send anything from ``"Ping\\0"`` to the full 269-byte form."""
+    r"""Lenient: clients send anything from ``"Ping\0"`` to the full 269-byte form."""
     name = payload[:NAME_FIELD].split(b"\0", 1)[0].decode("utf-8", "replace")
     if len(payload) < NAME_FIELD + 13:
         return ConnectRequest(
@@ -52,14 +53,14 @@ def decode_connect(payload: bytes) -> ConnectRequest:
             requested_bitstream=None,
         )
     o = NAME_FIELD
-    requested = tuple(payload[o + 9 : o + 13])
+    requested = _four_bytes(payload, o + 9)
     return ConnectRequest(
         client_name=name,
-        client_version=tuple(payload[o : o + 4]),
-        natnet_version=tuple(payload[o + 4 : o + 8]),
+        client_version=_four_bytes(payload, o),
+        natnet_version=_four_bytes(payload, o + 4),
         subscribed_data_only=bool(payload[o + 8]),
         requested_bitstream=requested if any(requested) else None,
-    )  # type: ignore[arg-type]
+    )
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ _SERVER_CONNECTION = struct.Struct("<QHB4s")
 
 
 def encode_server_info(info: ServerInfo) -> bytes:
+    """A NAT_SERVERINFO packet (with the connection info when ``info`` has it)."""
     payload = (
         _name_field(info.app_name)
         + bytes(_version4(info.app_version))
@@ -97,14 +99,15 @@ def encode_server_info(info: ServerInfo) -> bytes:
 
 
 def decode_server_info(payload: bytes) -> ServerInfo:
+    """A NAT_SERVERINFO payload; NatNetProtocolError when too short."""
     if len(payload) < NAME_FIELD + 8:
         raise NatNetProtocolError(
             f"NAT_SERVERINFO of {len(payload)} bytes, at least {NAME_FIELD + 8} expected"
         )
     name = payload[:NAME_FIELD].split(b"\0", 1)[0].decode("utf-8", "replace")
     o = NAME_FIELD
-    app_version = tuple(payload[o : o + 4])
-    natnet_version = tuple(payload[o + 4 : o + 8])
+    app_version = _four_bytes(payload, o)
+    natnet_version = _four_bytes(payload, o + 4)
     o += 8
     if len(payload) >= o + _SERVER_CONNECTION.size:
         freq, port, multicast, address = _SERVER_CONNECTION.unpack_from(payload, o)
@@ -114,10 +117,15 @@ def decode_server_info(payload: bytes) -> ServerInfo:
             natnet_version,
             freq,
             port,
-            bool(multicast),  # type: ignore[arg-type]
+            bool(multicast),
             ".".join(str(b) for b in address),
         )
-    return ServerInfo(name, app_version, natnet_version)  # type: ignore[arg-type]
+    return ServerInfo(name, app_version, natnet_version)
+
+
+def _four_bytes(payload: bytes, at: int) -> tuple[int, int, int, int]:
+    """A version as NatNet sends it: four bytes (major, minor, build, revision)."""
+    return payload[at], payload[at + 1], payload[at + 2], payload[at + 3]
 
 
 def encode_request(command: str) -> bytes:
@@ -126,6 +134,7 @@ def encode_request(command: str) -> bytes:
 
 
 def decode_string(payload: bytes) -> str:
+    """A NUL-terminated string payload (NAT_MESSAGESTRING, string answers)."""
     return payload.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 

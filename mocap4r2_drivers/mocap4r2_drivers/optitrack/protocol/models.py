@@ -4,9 +4,12 @@ name what a frame carries."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .wire import (
     _I4,
@@ -24,6 +27,8 @@ from .wire import (
 
 @dataclass
 class MarkerSetDescription:
+    """A marker set: its name and the names of its markers."""
+
     name: str
     marker_names: tuple[str, ...] = ()
 
@@ -35,14 +40,16 @@ class RigidBodyDescription:
     name: str
     id: int
     parent_id: int = -1
-    offset: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.float32))  # from the parent
-    marker_positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.float32))
-    marker_labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))  # active labels
+    offset: NDArray[Any] = field(default_factory=lambda: np.zeros(3, dtype=np.float32))  # from the parent
+    marker_positions: NDArray[Any] = field(default_factory=lambda: np.zeros((0, 3), dtype=np.float32))
+    marker_labels: NDArray[Any] = field(default_factory=lambda: np.zeros(0, dtype=np.int32))  # active labels
     marker_names: tuple[str, ...] = ()  # 4.0+; empty strings when the stream has none
 
 
 @dataclass
 class SkeletonDescription:
+    """A skeleton: its name, id and bones (rigid-body descriptions)."""
+
     name: str
     id: int
     bones: list[RigidBodyDescription] = field(default_factory=list)
@@ -50,15 +57,19 @@ class SkeletonDescription:
 
 @dataclass
 class MarkerDescription:
+    """A marker of an asset description."""
+
     name: str
     id: int
-    position: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.float32))
+    position: NDArray[Any] = field(default_factory=lambda: np.zeros(3, dtype=np.float32))
     size: float = 0.0
     params: int = 0
 
 
 @dataclass
 class AssetDescription:
+    """An asset (NatNet 4.1): its rigid bodies and markers."""
+
     name: str
     asset_type: int
     id: int
@@ -68,13 +79,15 @@ class AssetDescription:
 
 @dataclass
 class ForcePlateDescription:
+    """A force plate as Motive describes it (kept, not used by the driver)."""
+
     id: int
     serial: str
     width: float = 0.0
     length: float = 0.0
-    origin: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.float32))
-    calibration: np.ndarray = field(default_factory=lambda: np.zeros((12, 12), dtype=np.float32))
-    corners: np.ndarray = field(default_factory=lambda: np.zeros((4, 3), dtype=np.float32))
+    origin: NDArray[Any] = field(default_factory=lambda: np.zeros(3, dtype=np.float32))
+    calibration: NDArray[Any] = field(default_factory=lambda: np.zeros((12, 12), dtype=np.float32))
+    corners: NDArray[Any] = field(default_factory=lambda: np.zeros((4, 3), dtype=np.float32))
     plate_type: int = 0
     channel_data_type: int = 0
     channel_names: tuple[str, ...] = ()
@@ -82,6 +95,8 @@ class ForcePlateDescription:
 
 @dataclass
 class DeviceDescription:
+    """A peripheral device as Motive describes it (kept, not used by the driver)."""
+
     id: int
     name: str
     serial: str = ""
@@ -92,9 +107,11 @@ class DeviceDescription:
 
 @dataclass
 class CameraDescription:
+    """A camera and its pose (kept, not used by the driver)."""
+
     name: str
-    position: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.float32))
-    orientation: np.ndarray = field(default_factory=lambda: np.array([0, 0, 0, 1], dtype=np.float32))
+    position: NDArray[Any] = field(default_factory=lambda: np.zeros(3, dtype=np.float32))
+    orientation: NDArray[Any] = field(default_factory=lambda: np.array([0, 0, 0, 1], dtype=np.float32))
 
 
 @dataclass
@@ -223,7 +240,8 @@ def _read_asset_description(r: _Reader, version: Version) -> AssetDescription:
     return AssetDescription(name, asset_type, asset_id, bodies, markers)
 
 
-_DESCRIPTION_READERS = {
+# dataset type -> (the ModelDefinitions list it goes to, its reader)
+_DESCRIPTION_READERS: dict[int, tuple[str, Callable[[_Reader, Version], object]]] = {
     DescriptorType.MARKER_SET: ("marker_sets", _read_marker_set_description),
     DescriptorType.RIGID_BODY: ("rigid_bodies", _read_rigid_body_description),
     DescriptorType.SKELETON: ("skeletons", _read_skeleton_description),

@@ -6,9 +6,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 
 class NatNetProtocolError(ValueError):
@@ -16,6 +17,8 @@ class NatNetProtocolError(ValueError):
 
 
 class MessageId(IntEnum):
+    """NatNet message ids (the first two bytes of every packet)."""
+
     CONNECT = 0
     SERVERINFO = 1
     REQUEST = 2
@@ -111,6 +114,7 @@ SUPPORTED_VERSIONS = (Version(3, 0), Version(3, 1), Version(4, 0), Version(4, 1)
 
 
 def require_supported(version: Version) -> Version:
+    """``version`` if this package reads it; NatNetProtocolError naming the supported ones otherwise."""
     if version.__class__ is Version and version in SUPPORTED_VERSIONS:
         return version  # the per-frame case: no new tuple
     version = Version(*version)
@@ -151,25 +155,27 @@ _SUFFIX_3 = struct.Struct("<IIdQQQ")
 _PRECISION = struct.Struct("<II")
 
 
-def empty_rigid_bodies(count: int = 0) -> np.ndarray:
+def empty_rigid_bodies(count: int = 0) -> NDArray[Any]:
+    """``count`` zeroed rigid-body records (RIGID_BODY_DTYPE)."""
     return np.zeros(count, dtype=RIGID_BODY_DTYPE)
 
 
-def empty_markers(count: int = 0) -> np.ndarray:
+def empty_markers(count: int = 0) -> NDArray[Any]:
+    """``count`` zeroed labeled-marker records (MARKER_DTYPE)."""
     return np.zeros(count, dtype=MARKER_DTYPE)
 
 
-def marker_id(model_id, member_id):
+def marker_id(model_id: ArrayLike, member_id: ArrayLike) -> NDArray[np.int32]:
     """NatNet marker id of member ``member_id`` of model ``model_id`` (high/low word)."""
     return (np.asarray(model_id, dtype=np.int64) << 16 | np.asarray(member_id, dtype=np.int64)).astype(
         np.int32
     )
 
 
-def split_marker_id(ids) -> tuple[np.ndarray, np.ndarray]:
+def split_marker_id(ids: ArrayLike) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
     """(model id, member id) of NatNet marker ids: high and low 16-bit words."""
-    ids = np.asarray(ids, dtype=np.int32)
-    return (ids >> 16) & 0xFFFF, ids & 0xFFFF
+    words = np.asarray(ids, dtype=np.int32)
+    return (words >> 16) & 0xFFFF, words & 0xFFFF
 
 
 # ---------------------------------------------------------------------------- packets
@@ -229,11 +235,12 @@ class _Reader:
         self.pos = pos + size
         return pos
 
-    def scalar(self, fmt: struct.Struct, what: str):
+    def scalar(self, fmt: struct.Struct, what: str) -> Any:
         return fmt.unpack_from(self.buf, self.need(fmt.size, what))[0]
 
     def int32(self, what: str) -> int:
-        return _I32.unpack_from(self.buf, self.need(4, what))[0]
+        value: int = _I32.unpack_from(self.buf, self.need(4, what))[0]
+        return value
 
     def count(self, what: str, min_record: int) -> int:
         """A dataset count, refused if negative or if its smallest records cannot fit."""
@@ -242,7 +249,7 @@ class _Reader:
         pos = self.pos + 4
         if pos > self.end:
             self.need(4, f"{what} count")
-        n = _I32.unpack_from(self.buf, pos - 4)[0]
+        n: int = _I32.unpack_from(self.buf, pos - 4)[0]
         self.pos = pos
         if n < 0 or n * min_record > self.end - pos:
             raise self.fail(f"{what} count {n} does not fit the {self.end - pos} bytes left")
@@ -253,7 +260,7 @@ class _Reader:
         pos = self.pos + 4
         if pos > self.end:
             self.need(4, f"{what} byte count")
-        size = _I32.unpack_from(self.buf, pos - 4)[0]
+        size: int = _I32.unpack_from(self.buf, pos - 4)[0]
         self.pos = pos
         if size < 0 or size > self.end - pos:
             raise self.fail(f"{what} byte count {size} does not fit the {self.end - pos} bytes left")
@@ -274,11 +281,11 @@ class _Reader:
         self.pos = nul + 1
         return text
 
-    def records(self, dtype: np.dtype, count: int, what: str) -> np.ndarray:
+    def records(self, dtype: np.dtype[Any], count: int, what: str) -> NDArray[Any]:
         pos = self.need(count * dtype.itemsize, what)
         return np.frombuffer(self.buf, dtype=dtype, count=count, offset=pos)
 
-    def floats(self, count: int, what: str) -> np.ndarray:
+    def floats(self, count: int, what: str) -> NDArray[Any]:
         pos = self.need(4 * count, what)
         return np.frombuffer(self.buf, dtype=_F4, count=count, offset=pos)
 
@@ -286,7 +293,7 @@ class _Reader:
 class _Writer:
     __slots__ = ("parts",)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.parts: list[bytes] = []
 
     def int32(self, value: int) -> None:
@@ -301,7 +308,7 @@ class _Writer:
     def raw(self, data: bytes) -> None:
         self.parts.append(data)
 
-    def floats(self, values, count: int, what: str) -> None:
+    def floats(self, values: ArrayLike, count: int, what: str) -> None:
         array = np.asarray(values, dtype="<f4").reshape(-1)
         if array.shape[0] != count:
             raise NatNetProtocolError(f"{what}: {array.shape[0]} floats, {count} expected")
@@ -311,7 +318,7 @@ class _Writer:
         return b"".join(self.parts)
 
 
-def _records(values: np.ndarray | None, dtype: np.dtype, what: str) -> np.ndarray:
+def _records(values: NDArray[Any] | None, dtype: np.dtype[Any], what: str) -> NDArray[Any]:
     if values is None:
         return np.zeros(0, dtype=dtype)
     array = np.asarray(values)
