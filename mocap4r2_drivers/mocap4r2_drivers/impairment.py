@@ -64,6 +64,11 @@ class TimeImpairment:
         return None
 
     @property
+    def shifts_clock(self) -> bool:
+        """Whether the server clock differs from the host's by more than an origin."""
+        return self.clock_drift_ppm != 0.0 or self.clock_offset_s != 0.0 or self.clock_reset_at >= 0.0
+
+    @property
     def delays(self) -> bool:
         """Whether deliveries are held back or delayed at all."""
         return self.jitter_ms > 0.0 or self.burst > 1

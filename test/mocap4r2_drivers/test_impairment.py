@@ -56,6 +56,14 @@ def test_delivery_holds_bursts_and_keeps_order():
     assert np.mean(delay[0::4]) - np.mean(last_of_burst) == pytest.approx(0.012, abs=0.003)
 
 
+def test_what_an_impairment_changes():
+    assert not TimeImpairment().shifts_clock and not TimeImpairment().delays
+    assert (
+        TimeImpairment(clock_reset_at=5.0).shifts_clock and TimeImpairment(clock_drift_ppm=-20).shifts_clock
+    )
+    assert TimeImpairment(burst=2).delays and not TimeImpairment(burst=2).shifts_clock
+
+
 def test_no_impairment_delivers_at_once():
     delivery: Delivery[str] = Delivery(TimeImpairment())
     delivery.put("a", 1.0)
