@@ -233,7 +233,10 @@ def record_qtm(impairment: dict[str, Any], seconds: float, directory: Path) -> R
     from mocap4r2_drivers.qualisys.qualisys_system import QualisysAdapter
 
     truth = directory / "qtm_truth.csv"
-    command = [str(INSTALL / "qtm_simulator"), "--scene", str(_scene(directory)), "--rate", str(RATE)]
+    # QTM sends no latency: a processing latency of the stand-in's would be in every
+    # stamp, whatever the rule, so its frames leave at capture
+    scene = _scene(directory, latency=0.0)
+    command = [str(INSTALL / "qtm_simulator"), "--scene", str(scene), "--rate", str(RATE)]
     command += ["--port", "0"]
     stand_in = StandIn(
         command + _flags(impairment, truth), directory / "qtm.log", r"RT port 127\.0\.0\.1:(\d+)"
