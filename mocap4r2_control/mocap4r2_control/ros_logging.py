@@ -72,7 +72,7 @@ class _Routes:
             if route in self._live:
                 self._live.remove(route)
 
-    def without_context(self) -> RosLogger | None:
+    def without_context(self) -> RosLogger:
         """The only live node's logger; with none or several, the process's own."""
         live = tuple(self._live)  # a node may go away meanwhile: look at one state of the list
         if len(live) == 1:
@@ -95,8 +95,6 @@ class RosLogHandler(logging.Handler):
         try:
             route = _ROUTE.get()
             ros_logger = route.ros_logger if route is not None else _ROUTES.without_context()
-            if ros_logger is None:
-                return
             source = record.name.split(".", 1)[1] if "." in record.name else record.name
             text = f"[{source}] {record.getMessage()}"
             if record.levelno >= logging.ERROR:
