@@ -87,6 +87,8 @@ class Emulation:
 
 @dataclass
 class ModelSpec:
+    """A tracked model: its name, id and marker layout."""
+
     name: str
     id: int
     layout: np.ndarray  # (m, 3) in the model frame, m
@@ -369,7 +371,8 @@ def transform_problem(
             "pose/info (SceneBroadcaster names poses only in a field the bridge drops). Bridge the "
             "PosePublisher system's pose vector instead (docs/gazebo.md): <use_pose_vector_msg>true, "
             "<publish_model_pose>true, <publish_link_pose>false, and "
-            "`ros2 run ros_gz_bridge parameter_bridge /model/<model>/pose@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V`"
+            "`ros2 run ros_gz_bridge parameter_bridge "
+            "/model/<model>/pose@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V`"
         )
     if parent != world:
         what = f"relative to {parent!r}" if parent else "without a frame_id"

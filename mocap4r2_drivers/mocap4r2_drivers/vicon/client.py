@@ -21,6 +21,7 @@ thread calls the SDK and hands converted frames to the reader through a bounded 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -76,6 +77,8 @@ def describe(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class ClientSettings:
+    """Where the DataStream server is and how to stream from it (the adapter's parameters)."""
+
     host: str
     port: int
     stream_mode: str = "server_push"
@@ -232,10 +235,8 @@ class ViconClient:
         try:
             self._queue.put_nowait(item)
         except queue.Full:
-            try:
+            with contextlib.suppress(queue.Empty):
                 self._queue.get_nowait()  # the oldest frame goes: the stream is real time
-            except queue.Empty:
-                pass
             self.counts["dropped_slow_reader"] += 1
             self._queue.put_nowait(item)
 

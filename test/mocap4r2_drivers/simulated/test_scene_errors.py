@@ -68,7 +68,7 @@ def test_a_system_reports_a_scene_error_without_calling_it_a_connection_failure(
     ros.wait_state("/scerr/sim", "unconfigured", timeout=30)
     assert not ros.change_state("/scerr/sim", "configure")
     assert proc.wait_log("configure failed", timeout=20), proc.log()
-    line = next(l for l in proc.log().splitlines() if "configure failed" in l)
+    line = next(text for text in proc.log().splitlines() if "configure failed" in text)
     assert str(path) in line and all(w in line for w in words), line
     assert "cannot connect" not in line, line
     assert ros.get_state("/scerr/sim") == "unconfigured" and proc.alive()
