@@ -81,7 +81,7 @@ def _optitrack(
 ) -> list[Check]:
     from mocap4r2_drivers.optitrack.optitrack_system import OptiTrackAdapter
 
-    config = OptiTrackAdapter.from_parameters(values).config  # type: ignore[attr-defined]
+    config = OptiTrackAdapter.from_parameters(values).config
     local = network_checks.check_local_address(config.local_address, config.server_address, interfaces, route)
     out = [local]
     if local.status.value == "FAIL":
