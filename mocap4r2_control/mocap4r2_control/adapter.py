@@ -5,7 +5,8 @@ An adapter knows its mocap system and nothing of ROS. The
 ``connect`` on configure, ``read_frame`` in its reader thread while active, and
 ``disconnect`` on cleanup and shutdown.
 
-Adapters declare their own parameters as :class:`~mocap4r2_control.parameters.ParameterSpec`; the node declares
+Adapters declare their own parameters as :class:`~mocap4r2_control.parameters.ParameterSpec`; the node
+declares
 them (with descriptions), validates every value, and passes the current values to
 ``from_parameters`` when it configures.
 """
@@ -63,7 +64,7 @@ class MocapAdapter(abc.ABC):
     def disconnect(self) -> None:
         """Release sockets, SDK handles and threads. Must be safe to call twice."""
 
-    def attach(self, node) -> None:
+    def attach(self, node) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Called by the node on configure, before ``connect``, with the system node itself.
 
         For adapters fed by ROS topics (a simulator bridged into ROS): create the
@@ -77,10 +78,10 @@ class MocapAdapter(abc.ABC):
         """Nominal frame rate in Hz, 0 when unknown."""
         return 0.0
 
-    def start_streaming(self) -> None:
+    def start_streaming(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Called on activate before the reader thread starts (optional)."""
 
-    def stop_streaming(self) -> None:
+    def stop_streaming(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Called on deactivate after the reader thread stopped (optional)."""
 
     def session_started(self, session_id: str) -> str:

@@ -39,6 +39,9 @@ _PARAMETERS = (
 
 
 class AuxiliarSystem(LifecycleNode):
+    """A lifecycle node that takes part in the control plane like a mocap system without producing frames: it
+    announces itself and answers START/STOP, so tools such as a recorder start and stop with the systems."""
+
     def __init__(self, node_name: str = "auxiliar_system", **kwargs):
         super().__init__(node_name, **kwargs)
         for name, default, description in _PARAMETERS:
@@ -188,6 +191,7 @@ class AuxiliarSystem(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> int:
+    """Entry point of the ``auxiliar_system`` executable; returns the process exit status."""
     # two threads: a START/STOP handler waits for the recorder's Trigger service, whose
     # answer is delivered by the executor (its client is in a reentrant callback group)
     return run_node(AuxiliarSystem, AuxiliarSystem.finish, args, threads=2)

@@ -85,6 +85,8 @@ def _print_result(result) -> int:
 
 # ---------------------------------------------------------------------- verbs
 def cmd_systems(args: argparse.Namespace) -> int:
+    """``mocap4r2 systems``: print the systems announced on /mocap4r2/systems; 1 when none answers within
+    --wait."""
     with _session(args) as client:
         systems = client.wait_for_systems(count=1, timeout=args.wait, min_wait=args.wait)
     if not systems:
@@ -109,14 +111,18 @@ def _control(args: argparse.Namespace, start: bool) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
+    """``mocap4r2 start``: ask the selected systems to start (a session id names the take) and wait for their
+    acks."""
     return _control(args, start=True)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    """``mocap4r2 stop``: ask the selected systems to stop and wait for their acks."""
     return _control(args, start=False)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """``mocap4r2 status``: the systems with their latest /diagnostics figures."""
     import time
 
     from diagnostic_msgs.msg import DiagnosticArray
@@ -144,6 +150,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    """``mocap4r2 tui``: the live terminal view (textual)."""
     from .tui import run_tui
 
     return run_tui(refresh=args.refresh)
@@ -161,6 +168,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def add_verbs(parser: argparse.ArgumentParser) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Add the verbs to ``parser`` and return verb -> handler; shared by the ``mocap4r2`` command and the
+    ros2cli extension so both accept the same arguments."""
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -215,6 +224,8 @@ def _plugin_entries():
 
 
 def run(parser: argparse.ArgumentParser, handlers, args: argparse.Namespace) -> int:
+    """Run the handler of the parsed verb and return its exit status: 2 with the help when no verb was given,
+    130 on Ctrl-C."""
     if not getattr(args, "verb", None):
         parser.print_help()
         return 2
@@ -225,6 +236,7 @@ def run(parser: argparse.ArgumentParser, handlers, args: argparse.Namespace) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``mocap4r2`` command; returns the process exit status."""
     parser = argparse.ArgumentParser(
         prog="mocap4r2", description="Discover, start and stop mocap4r2 systems."
     )

@@ -1,4 +1,5 @@
-"""The control plane of the mocap4r2 architecture: /mocap4r2/systems, /mocap4r2/control, /mocap4r2/control_ack.
+"""The control plane of the mocap4r2 architecture: /mocap4r2/systems, /mocap4r2/control,
+/mocap4r2/control_ack.
 
 ``ControlPlaneMember`` is the system side (used by every MocapSystemNode and by the
 AuxiliarSystem): it announces the system and answers START/STOP requests addressed to
@@ -9,6 +10,7 @@ TUI, the demo and tests.
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 import uuid
@@ -306,6 +308,9 @@ def _short(text: str, limit: int = 64) -> str:
 
 @dataclass
 class ControlResult:
+    """What one START/STOP request got back: the acks that arrived before the timeout and the systems that
+    were expected to answer."""
+
     request_id: str
     command: int
     acks: list[ControlAck]
@@ -468,10 +473,9 @@ class ControlSession:
         self._thread.start()
 
     def _spin(self) -> None:
-        try:
+        # the context may be shut down while spinning: that ends the thread, nothing to report
+        with contextlib.suppress(Exception):
             self._executor.spin()
-        except Exception:  # context shut down while spinning
-            pass
 
     def __enter__(self) -> ControlClient:
         return self.client

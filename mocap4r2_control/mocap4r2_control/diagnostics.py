@@ -20,6 +20,8 @@ OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.E
 
 @dataclass
 class Thresholds:
+    """The limits that turn the frame statistics into a /diagnostics level (OK, WARN, ERROR)."""
+
     no_frame_error_s: float = 1.0  # active and silent this long: ERROR
     min_rate_ratio: float = 0.8  # measured/nominal below this: WARN
     max_drop_ratio: float = 0.01  # dropped/expected above this: WARN
@@ -41,6 +43,9 @@ class _Window:
 
 
 class FrameStatistics:
+    """Rate, latency, dropped frames and per-body tracking counted over one diagnostics period; the reader
+    thread adds frames while the timer reads and resets, hence the lock."""
+
     def __init__(self, thresholds: Thresholds | None = None):
         self.thresholds = thresholds or Thresholds()
         self._lock = threading.Lock()

@@ -39,6 +39,7 @@ How, and why this way:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -98,20 +99,14 @@ def leave_process(code: int) -> None:
     import atexit
     import gc
 
-    try:
+    with contextlib.suppress(Exception):  # an exit function failing must not stop the exit
         atexit._run_exitfuncs()
-    except Exception:  # noqa: BLE001 - leaving anyway
-        pass
     gc.collect()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # the stream may already be closed
             stream.flush()
-        except Exception:  # noqa: BLE001 - closed stream
-            pass
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # no C library to flush: nothing lost
         ctypes.CDLL(None).fflush(None)  # C stdio: rcutils' log lines
-    except (OSError, AttributeError):
-        pass
     os._exit(code)
 
 

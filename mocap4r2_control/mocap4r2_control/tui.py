@@ -27,6 +27,8 @@ RIGID_BODIES_TYPE = "mocap4r2_interfaces/msg/RigidBodies"
 
 @dataclass
 class SystemRow:
+    """One line of the live view: a system as announced, with the figures of its latest /diagnostics."""
+
     name: str
     type: str = ""
     state: str = ""
@@ -126,6 +128,9 @@ LEVELS = {0: "[green]OK[/]", 1: "[yellow]WARN[/]", 2: "[red]ERROR[/]", -1: "-"}
 
 
 class MocapTui(App):
+    """The textual application behind ``mocap4r2 tui``: a table of systems refreshed from a LiveView, with
+    keys to start and stop them."""
+
     TITLE = "mocap4r2"
     BINDINGS = [
         ("s", "start_all", "Start all"),
@@ -223,6 +228,7 @@ class MocapTui(App):
 
 
 def run_tui(refresh: float = 0.5) -> int:
+    """Run the live view until the user quits; the ROS session is closed whatever happens."""
     session = ControlSession(args=["mocap4r2-tui"])
     try:
         MocapTui(LiveView(session), refresh).run()

@@ -22,6 +22,9 @@ from mocap4r2_control.rotation import quat_from_matrix, quat_rotate
 
 @dataclass
 class MarkerObservation:
+    """One emulated frame of markers for n bodies with m markers in all (arrays indexed by marker, or by body
+    where noted)."""
+
     positions: np.ndarray  # (m, 3) world positions with noise, NaN where occluded
     noise: np.ndarray  # (m, 3) the noise added
     occluded: np.ndarray  # (m,) bool

@@ -84,6 +84,9 @@ _KINDS = {
 
 
 class MarkerVizNode(ToolNode):
+    """Draws the markers, rigid bodies and skeletons of every announced system as RViz MarkerArrays, at a
+    bounded rate whatever the mocap rate."""
+
     def __init__(self, **kwargs):
         super().__init__("marker_viz", PARAMETERS, **kwargs)
         cfg = self.values()
@@ -186,6 +189,8 @@ def _point(x: float, y: float, z: float) -> Point:
 
 
 def draw_markers(msg: Markers, system: str, cfg: dict) -> list[Marker]:
+    """RViz spheres for a Markers message, one list per kind (labeled, unlabeled, occluded) so each can be
+    shown or hidden in RViz."""
     groups = {
         "labeled_markers": ([], LABELED),
         "unlabeled_markers": ([], UNLABELED),
@@ -213,6 +218,8 @@ def draw_markers(msg: Markers, system: str, cfg: dict) -> list[Marker]:
 
 
 def draw_bodies(msg: RigidBodies, system: str, cfg: dict) -> list[Marker]:
+    """RViz axes for each rigid body with a usable pose; ids of bodies without one are kept apart from the
+    system's ids."""
     out = []
     length = cfg["axis_length"]
     for index, body in enumerate(msg.rigid_bodies):
@@ -240,6 +247,7 @@ def draw_bodies(msg: RigidBodies, system: str, cfg: dict) -> list[Marker]:
 
 
 def draw_skeletons(msg: Skeletons, system: str, cfg: dict) -> list[Marker]:
+    """RViz line lists joining each skeleton segment to its parent."""
     out = []
     for index, skeleton in enumerate(msg.skeletons):
         marker_id = skeleton.id if skeleton.id >= 0 else 100_000 + index
@@ -266,6 +274,7 @@ def draw_skeletons(msg: Skeletons, system: str, cfg: dict) -> list[Marker]:
 
 
 def main(args=None) -> int:
+    """Entry point of the ``marker_viz`` executable; returns the process exit status."""
     return run_tool(MarkerVizNode, args)
 
 

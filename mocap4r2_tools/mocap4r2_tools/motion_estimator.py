@@ -113,6 +113,9 @@ def topic_token(name: str) -> str:
 
 
 class MotionEstimatorNode(ToolNode):
+    """Estimates velocity and acceleration of the configured rigid bodies from the mocap stream and publishes
+    them per body."""
+
     def __init__(self, **kwargs):
         super().__init__("motion_estimator", PARAMETERS, **kwargs)
         cfg = self.values()
@@ -233,6 +236,7 @@ class MotionEstimatorNode(ToolNode):
 
 
 def main(args=None) -> int:
+    """Entry point of the ``motion_estimator`` executable; returns the process exit status."""
     return run_tool(MotionEstimatorNode, args)
 
 

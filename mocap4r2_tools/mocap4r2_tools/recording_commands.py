@@ -9,6 +9,8 @@ from pathlib import Path
 
 
 class RecoverCommand:
+    """``mocap4r2 recover``: see recording.recover."""
+
     help = "rebuild the index and metadata.yaml of a bag whose recorder was killed"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -36,6 +38,8 @@ class RecoverCommand:
 
 
 class ExportCommand:
+    """``mocap4r2 export``: see recording.export."""
+
     help = "export a recorded session's markers/rigid bodies as C3D, TRC (OpenSim) or CSV"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -81,6 +85,8 @@ class ExportCommand:
 
 
 class SessionsCommand:
+    """``mocap4r2 sessions``: see recording.sessions."""
+
     help = "list recorded sessions: session, start time, duration, systems, size"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

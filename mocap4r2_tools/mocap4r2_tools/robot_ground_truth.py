@@ -125,6 +125,9 @@ class Pose:
 
 
 class RobotGroundTruthNode(ToolNode):
+    """Publishes one rigid body as a robot's ground truth (nav_msgs/Odometry) relative to a
+    settable origin."""
+
     def __init__(self, **kwargs):
         super().__init__("robot_ground_truth", PARAMETERS, **kwargs)
         cfg = self.values()
@@ -340,6 +343,7 @@ class RobotGroundTruthNode(ToolNode):
 
 
 def main(args=None) -> int:
+    """Entry point of the ``robot_ground_truth`` executable; returns the process exit status."""
     return run_tool(RobotGroundTruthNode, args)
 
 

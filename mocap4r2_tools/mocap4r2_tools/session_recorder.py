@@ -15,6 +15,7 @@ writer thread does the disk work (:mod:`mocap4r2_tools.recording.bag_writer`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
@@ -139,6 +140,9 @@ def _message_class(type_name: str):
 
 
 class SessionRecorder(ToolNode):
+    """Records the mocap topics of every announced system into one bag per session, started and stopped
+    through the control plane like a system."""
+
     def __init__(self, **kwargs):
         super().__init__("session_recorder", SPECS, **kwargs)
         self._bag: SessionBag | None = None
@@ -280,10 +284,8 @@ class SessionRecorder(ToolNode):
                     bag.add_topic(self._spec(topic))
 
     def _spin_reports(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the context goes away at exit, ending the thread
             self._reports_executor.spin()
-        except Exception:  # noqa: BLE001 - the context went away at exit
-            pass
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         if not self._collecting:
@@ -293,12 +295,10 @@ class SessionRecorder(ToolNode):
                 self._reports_seen[status.hardware_id] = time.monotonic()
                 for kv in status.values:
                     if kv.key == "dropped_frames":
-                        try:
+                        with contextlib.suppress(ValueError):
                             self._reported[status.hardware_id] = self._reported.get(
                                 status.hardware_id, 0
                             ) + int(kv.value)
-                        except ValueError:
-                            pass
 
     # ------------------------------------------------------------------ control plane
     def _describe(self) -> MocapSystemInfo:
@@ -477,6 +477,7 @@ class SessionRecorder(ToolNode):
 
 
 def main(args: list[str] | None = None) -> int:
+    """Entry point of the ``session_recorder`` executable; returns the process exit status."""
     # a file size limit must surface as an OSError the recorder reports, not kill it
     if hasattr(signal, "SIGXFSZ"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -89,6 +89,9 @@ class _Job:
 
 
 class SimulatedArmNode(ToolNode):
+    """A serial arm without hardware that executes queued trajectories and publishes its link
+    poses, standing in for a real robot in the motion-tool demos and tests."""
+
     def __init__(self, **kwargs):
         super().__init__("simulated_arm", PARAMETERS, **kwargs)
         cfg = self.values()
@@ -280,6 +283,7 @@ class SimulatedArmNode(ToolNode):
 
 
 def main(args=None) -> int:
+    """Entry point of the ``simulated_arm`` executable; returns the process exit status."""
     return run_tool(SimulatedArmNode, args)
 
 

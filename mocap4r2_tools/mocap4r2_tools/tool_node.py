@@ -30,6 +30,9 @@ from mocap4r2_control.timebase import stamp_to_seconds
 
 
 class ToolNode(Node):
+    """Base of the tool nodes: declares and validates the parameters from their specs, warns about unknown
+    ones, and applies changes through on_parameters_changed."""
+
     def __init__(self, node_name: str, specs: Sequence[ParameterSpec], **kwargs: Any):
         super().__init__(node_name, **kwargs)
         self._specs = declare_parameters(self, specs)
@@ -133,6 +136,8 @@ class FollowedBody:
 
 
 def frame_check(name: str, allow_empty: bool = False) -> Callable[[str], str | None]:
+    """A parameter check accepting a tf frame name (no leading "/", no spaces; empty only when allowed)."""
+
     def check(value: str) -> str | None:
         if (not value and not allow_empty) or value.startswith("/") or " " in value:
             return f"{name} must be a tf frame name without a leading '/' or spaces, got {value!r}"
@@ -142,6 +147,8 @@ def frame_check(name: str, allow_empty: bool = False) -> Callable[[str], str | N
 
 
 def topic_check(name: str) -> Callable[[str], str | None]:
+    """A parameter check accepting a topic name (not empty, no spaces, no trailing "/")."""
+
     def check(value: str) -> str | None:
         if not value or " " in value or value.endswith("/"):
             return f"{name} must be a topic name, got {value!r}"
@@ -151,6 +158,8 @@ def topic_check(name: str) -> Callable[[str], str | None]:
 
 
 def vector_check(name: str, length: int) -> Callable[[list], str | None]:
+    """A parameter check accepting a list of exactly ``length`` numbers."""
+
     def check(value: list) -> str | None:
         if len(value) != length or not all(isinstance(v, (int, float)) for v in value):
             return f"{name} must be a list of {length} numbers, got {value!r}"

@@ -106,6 +106,7 @@ PARAMETERS = (
 
 
 def feedback_of(msg: TrajectoryFeedbackStamped) -> Feedback:
+    """The monitors' view of a TrajectoryFeedbackStamped message."""
     d = msg.data
     return Feedback(
         trajectory_id=d.trajectory_id,
@@ -118,6 +119,9 @@ def feedback_of(msg: TrajectoryFeedbackStamped) -> Feedback:
 
 
 class TrajectoryMonitorNode(ToolNode):
+    """Runs the configured monitors over the trajectories being executed and the mocap stream, and publishes
+    their results."""
+
     def __init__(self, **kwargs):
         super().__init__("trajectory_monitor", PARAMETERS, **kwargs)
         cfg = self.values()
@@ -328,6 +332,7 @@ class TrajectoryMonitorNode(ToolNode):
 
 
 def main(args=None) -> int:
+    """Entry point of the ``trajectory_monitor`` executable; returns the process exit status."""
     return run_tool(TrajectoryMonitorNode, args)
 
 

@@ -133,6 +133,9 @@ PARAMETERS = (
 
 
 class WorldModelNode(ToolNode):
+    """The hector world-model server fed by mocap: the configured rigid bodies become objects, percepts and
+    services as hector_worldmodel offers them."""
+
     def __init__(self, **kwargs):
         super().__init__("worldmodel_server", PARAMETERS, **kwargs)
         cfg = self.values()
@@ -372,6 +375,7 @@ class WorldModelNode(ToolNode):
 
 
 def main(args=None) -> int:
+    """Entry point of the ``worldmodel_server`` executable; returns the process exit status."""
     return run_tool(WorldModelNode, args)
 
 

@@ -39,6 +39,9 @@ ROSBAG2_VERSION = 9
 
 @dataclass
 class TopicSpec:
+    """A topic to record: its name, message type and the QoS its publishers offer (stored in the bag so a
+    replay can offer the same)."""
+
     name: str
     type: str
     qos: list[dict] = field(default_factory=list)  # offered QoS profiles, rosbag2 v9 form
@@ -47,6 +50,9 @@ class TopicSpec:
 
 @dataclass
 class Summary:
+    """What a closed session bag holds: time span, messages per topic, frame gaps per system and messages
+    dropped because the write queue was full."""
+
     path: str
     start_ns: int
     end_ns: int
@@ -74,7 +80,8 @@ class Summary:
         counts = ", ".join(f"{t}: {n}" for t, n in sorted(self.counts.items()))
         systems = (
             "; ".join(
-                f"{s}: {f['frames']} frames, {f['gaps']} frame gaps ({f['reported_dropped']} dropped by the system, "
+                f"{s}: {f['frames']} frames, {f['gaps']} frame gaps ({f['reported_dropped']} dropped by the "
+                "system, "
                 f"{f['missed']} missed by the recorder)"
                 for s, f in sorted(self.frames.items())
             )
@@ -111,6 +118,9 @@ def qos_profile(reliable: bool, transient_local: bool, depth: int) -> list[dict]
 
 
 class SessionBag:
+    """One session written as a rosbag2 MCAP bag: messages go through a bounded queue to a writer thread, so a
+    slow disk drops (and counts) messages instead of blocking the subscribers."""
+
     def __init__(
         self,
         output_dir: str | os.PathLike,
@@ -172,7 +182,8 @@ class SessionBag:
                 f"{self.directory} already exists; a session is never overwritten (choose another session id)"
             ) from None
         try:
-            self._stream = open(self.file, "xb", buffering=1 << 20)
+            # the writer thread owns the stream until close(); a failure below closes it here
+            self._stream = open(self.file, "xb", buffering=1 << 20)  # noqa: SIM115 - closed by close()
             self._writer = Writer(self._stream, chunk_size=self.chunk_size, compression=self.compression)
             self._writer.start(profile="ros2", library=LIBRARY)
             for spec in self._initial:

@@ -34,6 +34,9 @@ Progress = Callable[[int, int], None]
 
 
 class ExportError(ValueError):
+    """A bag that cannot be exported as asked (no such system, no markers, unknown format); the message says
+    why."""
+
     pass
 
 
@@ -51,6 +54,8 @@ class MarkerTable:
 
 @dataclass
 class BagContent:
+    """The messages of one system read from a bag, with the topics they came from and the nominal rate."""
+
     system: str
     markers_topic: str | None
     bodies_topic: str | None
@@ -128,6 +133,8 @@ def _estimated_rate(msgs: list) -> float:
 
 
 def marker_table(content: BagContent) -> MarkerTable:
+    """The labeled markers of ``content`` as one table ordered by frame number, NaN where a marker is missing;
+    raises ExportError when there are none."""
     msgs = sorted(content.marker_msgs, key=lambda m: m.frame_number)
     if not msgs:
         raise ExportError(f"no markers of {content.system} in the bag")
@@ -166,6 +173,8 @@ def marker_table(content: BagContent) -> MarkerTable:
 
 
 def write_c3d(table: MarkerTable, out: Path) -> Path:
+    """Write ``table`` as a C3D file in millimetres (the unit motion-analysis tools expect) and return its
+    path."""
     import c3d
 
     writer = c3d.Writer(point_rate=float(table.rate), point_units="mm  ")
@@ -187,6 +196,7 @@ def write_c3d(table: MarkerTable, out: Path) -> Path:
 
 
 def write_trc(table: MarkerTable, out: Path) -> Path:
+    """Write ``table`` as an OpenSim TRC file (tab-separated, millimetres) and return its path."""
     frames, n = table.positions.shape[0], len(table.labels)
     rate = f"{table.rate:.6g}"
     lines = [
@@ -292,6 +302,8 @@ def export(
     out: str | Path | None = None,
     progress: Progress | None = None,
 ) -> list[Path]:
+    """Export the markers (C3D, TRC) or markers and bodies (CSV) of each system in ``bag``, or of ``system``
+    only, and return the files written."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     bag = Path(bag)

@@ -23,6 +23,8 @@ from .bag_writer import LIBRARY, TopicSpec, write_metadata
 
 @dataclass
 class Recovered:
+    """What recover() saved from a bag: the rewritten file and its message counts."""
+
     path: Path
     messages: int
     counts: dict[str, int]
@@ -43,6 +45,8 @@ def _mcap_file(bag: Path) -> Path:
 
 
 def recover(bag: str | Path, keep_damaged: bool = True) -> Recovered:
+    """Rewrite a bag whose recorder was killed (no index, no metadata.yaml) from the messages readable in its
+    MCAP file, up to the first damaged record."""
     source = _mcap_file(Path(bag))
     directory = source.parent
     target = source.with_name(source.name + ".recovering")

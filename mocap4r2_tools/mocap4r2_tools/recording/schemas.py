@@ -38,6 +38,8 @@ _BOUND = re.compile(r"<=\d+$")
 
 
 class SchemaError(LookupError):
+    """A message type whose definition cannot be found, so its schema cannot be written into the bag."""
+
     pass
 
 

@@ -18,6 +18,8 @@ FRAME_TYPES = (
 
 @dataclass
 class SessionInfo:
+    """One recorded session as listed by ``mocap4r2 sessions``."""
+
     session: str
     path: str
     start_ns: int = 0
@@ -51,6 +53,8 @@ def _size(directory: Path) -> int:
 
 
 def read_session(directory: Path) -> SessionInfo | None:
+    """The session recorded in ``directory`` from its metadata.yaml, or a partial entry when only the MCAP
+    file exists (an unfinished recording), or None when it holds no bag."""
     meta_path = directory / "metadata.yaml"
     if not meta_path.is_file():
         if any(directory.glob("*.mcap")):
@@ -94,5 +98,6 @@ def read_session(directory: Path) -> SessionInfo | None:
 
 
 def list_sessions(directory: Path) -> list[SessionInfo]:
+    """The sessions recorded under ``directory``, oldest first."""
     found = [read_session(d) for d in sorted(directory.iterdir()) if d.is_dir()]
     return sorted((s for s in found if s is not None), key=lambda s: (s.start_ns, s.session))

@@ -73,10 +73,7 @@ def associate(
             f"[{est_times[0]:.3f}, {est_times[-1]:.3f}] s"
         )
     est_pairs = est.take(est_rows).with_stamps(est_times[est_rows])
-    if method == "interpolate":
-        gt_pairs = interpolate(gt, est_times[est_rows])
-    else:
-        gt_pairs = gt.take(gt_rows)
+    gt_pairs = interpolate(gt, est_times[est_rows]) if method == "interpolate" else gt.take(gt_rows)
     return Association(gt_pairs, est_pairs, len(gt), len(est))
 
 
@@ -127,6 +124,8 @@ def interpolate(traj: Trajectory, times: np.ndarray) -> Trajectory:
 # --------------------------------------------------------------------------- online
 @dataclass(frozen=True)
 class PosePair:
+    """A ground-truth pose and the estimated pose associated with it, stamped with the ground-truth time."""
+
     stamp: float  # ground-truth time
     gt_position: np.ndarray  # (3,)
     gt_orientation: np.ndarray  # (4,) x, y, z, w

@@ -152,7 +152,8 @@ def parse_tum_careful(path: Path) -> np.ndarray:
                 fields = stripped.replace(",", " ").split()
                 if len(fields) != 8:
                     raise TrajectoryInputError(
-                        f"{path}:{number}: {len(fields)} fields, a TUM line has 8 (stamp tx ty tz qx qy qz qw)"
+                        f"{path}:{number}: {len(fields)} fields, "
+                        "a TUM line has 8 (stamp tx ty tz qx qy qz qw)"
                     )
                 try:
                     values.extend(map(float, fields))
@@ -168,6 +169,7 @@ def parse_tum_careful(path: Path) -> np.ndarray:
 
 
 def write_tum(path: str | Path, traj: Trajectory) -> None:
+    """Write ``traj`` as a TUM file (stamp tx ty tz qx qy qz qw), nanosecond stamps kept."""
     data = np.column_stack((traj.stamps, traj.positions, traj.orientations))
     np.savetxt(path, data, fmt=["%.9f"] + ["%.12g"] * 7, header="stamp tx ty tz qx qy qz qw")
 
@@ -231,7 +233,8 @@ def read_bag(
         msgtype = connections[0].msgtype
         if msgtype not in SUPPORTED_TYPES:
             raise TrajectoryInputError(
-                f"{path}: topic {topic} has type {msgtype}, which is not a pose (supported: {', '.join(SUPPORTED_TYPES)})"
+                f"{path}: topic {topic} has type {msgtype}, which is not a pose (supported: "
+                f"{', '.join(SUPPORTED_TYPES)})"
             )
         if msgtype.endswith("/RigidBodies") and not body:
             raise TrajectoryInputError(f"topic {topic} carries rigid bodies: say which one with a body name")
