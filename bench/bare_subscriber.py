@@ -12,6 +12,7 @@ its tool were under.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
@@ -63,10 +64,8 @@ def main(argv: list[str]) -> int:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, report)
-    try:
+    with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
         executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
     report()
     return 0
 

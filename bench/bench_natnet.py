@@ -61,7 +61,7 @@ def _scene(tmp: Path, bodies: int) -> Path:
 class StandIn:
     def __init__(self, scene: Path, rate: float, log_path: Path, version: str = "4.1"):
         self.log_path = log_path
-        self.log = open(log_path, "w")
+        self.log = open(log_path, "w")  # noqa: SIM115 - the stand-in writes to it until stop()
         self.proc = subprocess.Popen(
             [
                 str(INSTALL / "natnet_simulator"),
@@ -135,7 +135,8 @@ def decode_cost(bodies: int, version_text: str) -> str:
 
     a, c, b = timed(ours), timed(ours_converted), timed(reference)
     return (
-        f"NatNet {version}, {len(packets[0])} B/frame: ours {a:6.1f} us, natnetsdk {b:7.1f} us -> {b / a:5.1f}x "
+        f"NatNet {version}, {len(packets[0])} B/frame: ours {a:6.1f} us, natnetsdk {b:7.1f} us -> "
+        f"{b / a:5.1f}x "
         f"faster; ours decode + MocapFrame {c:6.1f} us ({b / c:4.1f}x)"
     )
 
@@ -172,7 +173,7 @@ def client_rate(scene: Path, rate: float, tmp: Path) -> str:
 def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
     """(received msgs/s, frames/s the stand-in sent, text)."""
     sim = StandIn(scene, rate, tmp / "sim_node.log")
-    log = open(tmp / "node.log", "w")
+    log = open(tmp / "node.log", "w")  # noqa: SIM115 - the node writes to it until the end of the run
     node_proc = subprocess.Popen(
         [
             str(INSTALL / "optitrack_system"),
@@ -236,7 +237,8 @@ def run() -> None:
                 got, sent, text = node_rate(scene, rate, tmp)
                 full = bool(sent) and got >= 0.97 * sent
                 print(
-                    f"node   {rate:5.0f}  : {text}{'' if full and sent >= 0.9 * rate else '  (not sustained)'}",
+                    f"node   {rate:5.0f}  : "
+                    f"{text}{'' if full and sent >= 0.9 * rate else '  (not sustained)'}",
                     flush=True,
                 )
                 if full:

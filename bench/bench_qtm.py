@@ -54,11 +54,13 @@ def _scene(directory: Path, bodies: int) -> Path:
 class Simulator:
     def __init__(self, scene: Path, rate: float, log: Path):
         self.log = log
-        self.proc = subprocess.Popen(
-            [str(INSTALL / "qtm_simulator"), "--scene", str(scene), "--port", "0", "--rate", str(rate)],
-            stdout=open(log, "w"),
-            stderr=subprocess.STDOUT,
-        )
+        # the child gets its own copy of the descriptor; ours is closed once it has started
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen(
+                [str(INSTALL / "qtm_simulator"), "--scene", str(scene), "--port", "0", "--rate", str(rate)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             match = re.search(r"RT port 127\.0\.0\.1:(\d+)", log.read_text())
@@ -116,7 +118,7 @@ def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> tuple[bool, s
     from diagnostic_msgs.msg import DiagnosticArray
 
     sim = Simulator(scene, rate, tmp / "sim_node.log")
-    log = open(tmp / "node.log", "w")
+    log = open(tmp / "node.log", "w")  # noqa: SIM115 - the node writes to it until the end of the run
     node_proc = subprocess.Popen(
         [
             str(INSTALL / "qualisys_system"),

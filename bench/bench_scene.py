@@ -49,7 +49,8 @@ def per_frame_costs() -> None:
         best_single = min(best_single, (t1 - t0) / FRAMES * 1e6)
         best_batched = min(best_batched, (t2 - t1) / FRAMES * 1e6)
     print(
-        f"demo scene ({len(scene.description.bodies)} bodies, {len(scene.description.skeletons)} skeleton) at "
+        f"demo scene ({len(scene.description.bodies)} bodies, {len(scene.description.skeletons)} skeleton) "
+        "at "
         f"{RATE:.0f} Hz, best of 3 x {FRAMES} frames:"
     )
     print(f"  one frame at a time: {best_single:8.1f} us/frame")
@@ -118,7 +119,8 @@ def run() -> None:
                 print(f"  batch_frames {batch:3d}: no frames received")
                 continue
             print(
-                f"  batch_frames {batch:3d}{' (auto: 64)' if batch == 0 else ' (one at a time)'}: achieved {r['rate']:7.1f} Hz (frame numbers advance at "
+                f"  batch_frames {batch:3d}{' (auto: 64)' if batch == 0 else ' (one at a time)'}: achieved "
+                f"{r['rate']:7.1f} Hz (frame numbers advance at "
                 f"{r['numbers_rate']:7.1f} Hz), received/due {r['received']}/{r['due']} = "
                 f"{r['received'] / max(r['due'], 1):.3f}, gaps {r['gaps']}, cpu {r['cpu_us']:.0f} us/frame",
                 flush=True,

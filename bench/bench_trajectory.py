@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -53,18 +54,24 @@ def make_arrays(n: int, seed: int = 0):
     return (t, pos, rot.as_quat()), (t + 0.0001, est_pos, est_rot.as_quat())
 
 
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
+def timed(fn: Callable[..., Any], *args: Any) -> tuple[float, Any]:
+    """Wall seconds of fn(*args); the arguments are passed, not captured, so a call in a
+    loop times the loop's current values."""
     start = time.perf_counter()
-    value = fn()
+    value = fn(*args)
     return time.perf_counter() - start, value
 
 
-def cpu_timed(fn: Callable[[], object]) -> tuple[float, object]:
+def cpu_timed(fn: Callable[..., Any], *args: Any) -> tuple[float, Any]:
     """CPU seconds of this process (every thread): on a shared machine wall time measures
     the neighbours as much as the code."""
     start = time.process_time()
-    value = fn()
+    value = fn(*args)
     return time.process_time() - start, value
+
+
+def read_both(gt_path: Path, est_path: Path) -> tuple[Trajectory, Trajectory]:
+    return read_tum(gt_path), read_tum(est_path)
 
 
 # ------------------------------------------------------------------ ours
@@ -199,19 +206,20 @@ def eval_command_vs_evo() -> None:
             write_tum(gt_path, Trajectory.build(*gt_arrays))
             write_tum(est_path, Trajectory.build(*est_arrays))
             size = (gt_path.stat().st_size + est_path.stat().st_size) / 1e6
-            t_read, _ = cpu_timed(lambda: (read_tum(gt_path), read_tum(est_path)))
-            t_ours, a = cpu_timed(lambda: ours_command(gt_path, est_path, out))
+            t_read, _ = cpu_timed(read_both, gt_path, est_path)
+            t_ours, a = cpu_timed(ours_command, gt_path, est_path, out)
             print(
                 f"  {n:>9,} poses ({size:.0f} MB)  ours {t_ours:6.2f} s (of which reading {t_read:.2f} s)",
                 flush=True,
             )
             if n not in evo_sizes:
                 print(
-                    f"  {n:>9,} poses  evo not run at this size (many minutes; MOCAP4R2_BENCH_EVO_1M=1 runs it)",
+                    f"  {n:>9,} poses  evo not run at this size (many minutes; "
+                    "MOCAP4R2_BENCH_EVO_1M=1 runs it)",
                     flush=True,
                 )
                 continue
-            t_evo, b = cpu_timed(lambda: evo_command(gt_path, est_path))
+            t_evo, b = cpu_timed(evo_command, gt_path, est_path)
             diff = max(abs(a[k] - b[k]) for k in ("ate", "rpe_trans", "rpe_rot"))
             print(
                 f"  {n:>9,} poses  evo  {t_evo:6.2f} s -> ours {t_evo / t_ours:5.1f}x faster "
@@ -256,20 +264,22 @@ def node_update_cost(pairs: int = 20_000, gt_per_pair: int = 10) -> dict[str, fl
 def run() -> None:
     eval_command_vs_evo()
     print(
-        "end to end from arrays: build trajectories, associate (nearest), se3 align, ATE; RPE 1 frame (trans+rot)"
+        "end to end from arrays: build trajectories, associate (nearest), se3 align, ATE; "
+        "RPE 1 frame (trans+rot)"
     )
     for n in SIZES:
         gt_arrays, est_arrays = make_arrays(n)
-        t_ours_ate, rmse_ours = timed(lambda: ours_ate(gt_arrays, est_arrays))
-        t_ours_rpe, rpe_ours = timed(lambda: ours_rpe(gt_arrays, est_arrays))
+        t_ours_ate, rmse_ours = timed(ours_ate, gt_arrays, est_arrays)
+        t_ours_rpe, rpe_ours = timed(ours_rpe, gt_arrays, est_arrays)
         print(f"  {n:>9,} pose pairs  ours: ATE {t_ours_ate:6.2f} s, RPE {t_ours_rpe:6.2f} s", flush=True)
-        t_evo_ate, rmse_evo = timed(lambda: evo_ate(gt_arrays, est_arrays))
+        t_evo_ate, rmse_evo = timed(evo_ate, gt_arrays, est_arrays)
         print(
-            f"  {n:>9,} pose pairs  evo:  ATE {t_evo_ate:6.2f} s   -> ours {t_evo_ate / t_ours_ate:5.1f}x faster "
+            f"  {n:>9,} pose pairs  evo:  ATE {t_evo_ate:6.2f} s   -> ours {t_evo_ate / t_ours_ate:5.1f}x "
+            "faster "
             f"(ATE rmse ours {rmse_ours:.9f}, evo {rmse_evo:.9f}, |diff| {abs(rmse_ours - rmse_evo):.1e})",
             flush=True,
         )
-        t_auto, (found, rmse_auto) = timed(lambda: ours_auto_ate(gt_arrays, est_arrays))
+        t_auto, (found, rmse_auto) = timed(ours_auto_ate, gt_arrays, est_arrays)
         print(
             f"  {n:>9,} pose pairs  ours with --offset auto (offset found, then ATE): {t_auto:6.2f} s "
             f"= {t_auto / t_evo_ate:.2f}x evo's plain ATE (found {found * 1e3:+.4f} ms, true -0.1000 ms; "
@@ -277,10 +287,11 @@ def run() -> None:
             flush=True,
         )
         if n <= EVO_RPE_MAX:
-            t_evo_rpe, rpe_evo = timed(lambda: evo_rpe(gt_arrays, est_arrays))
+            t_evo_rpe, rpe_evo = timed(evo_rpe, gt_arrays, est_arrays)
             diff = max(abs(a - b) for a, b in zip(rpe_ours, rpe_evo))
             print(
-                f"  {n:>9,} pose pairs  evo:  RPE {t_evo_rpe:6.2f} s   -> ours {t_evo_rpe / t_ours_rpe:5.1f}x faster "
+                f"  {n:>9,} pose pairs  evo:  RPE {t_evo_rpe:6.2f} s   -> ours "
+                f"{t_evo_rpe / t_ours_rpe:5.1f}x faster "
                 f"(max |diff| of trans/rot rmse {diff:.1e})",
                 flush=True,
             )
@@ -292,7 +303,8 @@ def run() -> None:
             )
         else:
             print(
-                f"  {n:>9,} pose pairs  evo:  RPE not run (minutes); ours ATE+RPE {t_ours_ate + t_ours_rpe:.2f} s",
+                f"  {n:>9,} pose pairs  evo:  RPE not run (minutes); ours ATE+RPE "
+                f"{t_ours_ate + t_ours_rpe:.2f} s",
                 flush=True,
             )
 
@@ -303,8 +315,8 @@ def run() -> None:
             gt_path, est_path = Path(tmp) / "gt.tum", Path(tmp) / "est.tum"
             write_tum(gt_path, Trajectory.build(*gt_arrays))
             write_tum(est_path, Trajectory.build(*est_arrays))
-            t_ours, a = timed(lambda: ours_files(gt_path, est_path))
-            t_evo, b = timed(lambda: evo_files(gt_path, est_path))
+            t_ours, a = timed(ours_files, gt_path, est_path)
+            t_evo, b = timed(evo_files, gt_path, est_path)
             print(
                 f"  {n:>9,} poses  ours {t_ours:6.2f} s, evo {t_evo:6.2f} s -> {t_evo / t_ours:5.1f}x "
                 f"(|diff| {abs(a - b):.1e})",

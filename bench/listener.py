@@ -5,6 +5,7 @@ would be if it deserialized hundreds of markers per message in Python."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import subprocess
 import threading
@@ -51,10 +52,9 @@ class FrameListener:
         self._thread.start()
 
     def _spin(self) -> None:
-        try:
+        # the context may be shut down while spinning: that ends the thread, nothing to report
+        with contextlib.suppress(Exception):
             self.executor.spin()
-        except Exception:  # the context is shut down while spinning
-            pass
 
     def _on_bodies(self, data: bytes) -> None:
         self.seen += 1

@@ -20,6 +20,7 @@ measurement's lag), not zero.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -53,8 +54,9 @@ DEMO_BACKLOG = 120
 
 
 def start(cmd: list[str], log_dir: Path, label: str) -> subprocess.Popen:
-    log = open(log_dir / f"{label}.log", "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # the child gets its own copy of the descriptor; ours is closed once it has started
+    with open(log_dir / f"{label}.log", "w") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def vehicle_answers(connection: str, timeout: float = 1.5) -> str | None:
@@ -72,10 +74,8 @@ def vehicle_answers(connection: str, timeout: float = 1.5) -> str | None:
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
+            with contextlib.suppress(OSError):  # nobody listening yet: the next round retries
                 conn.mav.heartbeat_send(18, 8, 0, 0, 4)  # onboard controller, no autopilot, active
-            except OSError:
-                pass
             msg = conn.recv_match(type="HEARTBEAT", blocking=True, timeout=0.3)
             if msg is not None and msg.autopilot != 8:
                 return f"system {msg.get_srcSystem()}, autopilot {msg.autopilot}"
@@ -655,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         for _, proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
-        for name, proc in procs:
+        for _, proc in procs:
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:

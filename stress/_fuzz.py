@@ -276,7 +276,8 @@ class FuzzResult:
             ),
             (f"{label}: crashes{first if self.crashes else ''}", self.crashes, "0", self.crashes == 0),
             (
-                f"{label}: hangs > {HANG_SECONDS:g} s, repeatable (slowest passing {self.slowest * 1e3:.1f} ms; "
+                f"{label}: hangs > {HANG_SECONDS:g} s, repeatable (slowest passing {self.slowest * 1e3:.1f} "
+                "ms; "
                 f"{self.stalls} machine stalls not repeated)",
                 self.hangs,
                 "0",

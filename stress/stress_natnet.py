@@ -25,6 +25,8 @@ import yaml
 if __package__ in (None, ""):  # run as a script from stress/: import it as the package it is
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import contextlib
+
 from stress._driver_live import Live, env_float, env_int, restart_cycles, wait_for  # noqa: E402
 from stress._fuzz import run_fuzz  # noqa: E402
 
@@ -235,10 +237,8 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
             continue
         else:
             packet = nn.pack(nn.MessageId.FRAMEOFDATA, rng.integers(0, 256, 300, dtype=np.uint8).tobytes())
-        try:
+        with contextlib.suppress(OSError):
             local.sendto(packet, group)
-        except OSError:
-            pass
         if i % 2000 == 0:
             time.sleep(0.001)  # let the receivers breathe: a flood, not a benchmark of the kernel buffer
     flood_seconds = time.monotonic() - start
@@ -268,7 +268,8 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
     stand_in.stop()
     return [
         (
-            f"NatNet flood: datagrams at a live optitrack_system ({flood_seconds:.1f} s; {len(messages)} frames "
+            f"NatNet flood: datagrams at a live optitrack_system ({flood_seconds:.1f} s; {len(messages)} "
+            "frames "
             "published meanwhile and after)",
             datagrams,
             f">= {datagrams}",
