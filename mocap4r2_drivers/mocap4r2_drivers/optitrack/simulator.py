@@ -171,11 +171,19 @@ class NatNetSimulator:
         )
 
     def models_packet(self) -> bytes:
-        if self._models_generation != self.stream.generation or self._models_version != self.version:
-            self._models_packet = nn.encode_model_definitions(self.stream.model_definitions(), self.version)
+        """NAT_MODELDEF of the scene, encoded again only when the models or the version change."""
+        packet = self._models_packet
+        if (
+            packet is None
+            or self._models_generation != self.stream.generation
+            or self._models_version != self.version
+        ):
+            packet = self._models_packet = nn.encode_model_definitions(
+                self.stream.model_definitions(), self.version
+            )
             self._models_generation = self.stream.generation
             self._models_version = self.version
-        return self._models_packet  # type: ignore[return-value]
+        return packet
 
     def handle(self, packet: bytes, source: tuple[str, int]) -> None:
         """Answer one command datagram; malformed ones are counted and logged, never fatal."""

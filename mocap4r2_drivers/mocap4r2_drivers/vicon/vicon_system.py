@@ -22,7 +22,7 @@ from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
 from ..common import status_fields
-from .client import SDK_MISSING, STREAM_MODES, ClientSettings, ViconClient, load_sdk  # noqa: F401
+from .client import STREAM_MODES, ClientSettings, ViconClient, load_sdk
 from .convert import FrameConverter
 
 DIRECTIONS = {

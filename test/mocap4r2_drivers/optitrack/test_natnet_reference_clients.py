@@ -165,7 +165,10 @@ def compare_sdk_frame(
 
 def compare_natnet_frame(frame, ours: nn.FrameOfData, version: nn.Version, stamps: bool = True) -> None:
     """natnet's DataFrame against our FrameOfData (ids compared as the uint32 it reads)."""
-    u32 = lambda values: (np.asarray(values, dtype=np.int64) & 0xFFFFFFFF).tolist()  # noqa: E731
+
+    def u32(values):
+        return (np.asarray(values, dtype=np.int64) & 0xFFFFFFFF).tolist()
+
     assert frame.prefix.frame_number == ours.frame_number
     assert [m.model_name for m in frame.marker_sets] == [m.name for m in ours.marker_sets]
     for a, b in zip(frame.marker_sets, ours.marker_sets):
@@ -287,7 +290,10 @@ def compare_sdk_models(sdk, ours: nn.ModelDefinitions, version: nn.Version) -> N
 
 
 def compare_natnet_models(theirs, ours: nn.ModelDefinitions, version: nn.Version) -> None:
-    u32 = lambda v: int(v) & 0xFFFFFFFF  # noqa: E731
+
+    def u32(v):
+        return int(v) & 0xFFFFFFFF
+
     assert [(m.name, m.marker_names) for m in theirs.marker_sets] == [
         (m.name, m.marker_names) for m in ours.marker_sets
     ]

@@ -34,7 +34,7 @@ from .frames import (
     decode_frame,
     encode_frame,
     encode_frame_payload,
-)  # noqa: F401
+)
 from .messages import (
     ConnectRequest,
     ServerInfo,
@@ -46,7 +46,7 @@ from .messages import (
     encode_request,
     encode_response,
     encode_server_info,
-)  # noqa: F401
+)
 from .models import (
     AssetDescription,
     CameraDescription,
@@ -59,7 +59,7 @@ from .models import (
     SkeletonDescription,
     decode_model_definitions,
     encode_model_definitions,
-)  # noqa: F401
+)
 from .wire import (
     DEFAULT_COMMAND_PORT,
     DEFAULT_DATA_PORT,
@@ -91,7 +91,7 @@ from .wire import (
     require_supported,
     split_marker_id,
     unpack,
-)  # noqa: F401
+)
 
 __all__ = [
     "AnalogData",

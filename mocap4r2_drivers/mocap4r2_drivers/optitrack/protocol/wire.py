@@ -211,7 +211,8 @@ def _version4(values: Sequence[int]) -> tuple[int, int, int, int]:
     v = v + (0,) * (4 - len(v))
     if any(not 0 <= x <= 255 for x in v):
         raise NatNetProtocolError(f"version numbers must be bytes, got {values!r}")
-    return v  # type: ignore[return-value]
+    major, minor, build, revision = v
+    return major, minor, build, revision
 
 
 # ---------------------------------------------------------------------------- reader
