@@ -10,14 +10,16 @@ import select
 import socket
 import time
 from dataclasses import dataclass, field
-
-from mocap4r2_drivers.common import ClientStats
-from mocap4r2_drivers.optitrack import protocol as nn
-from mocap4r2_drivers.optitrack.protocol import MessageId, NatNetProtocolError, ServerInfo
-from mocap4r2_drivers.optitrack.transport import ClientConfig, NatNetConnectionError, NatNetTransport
-from mocap4r2_drivers.qualisys import protocol as qp
+from typing import Any
 
 from .report import Check, failed, passed, warned
+
+# mocap4r2_drivers is imported inside the functions that use it: it depends on this
+# package (its launch files include the tools'), so this package cannot declare it, and
+# every tool but the doctor's probes runs without it. Its types are therefore Any here:
+ClientConfig = Any  # mocap4r2_drivers.optitrack.transport.ClientConfig
+NatNetTransport = Any  # mocap4r2_drivers.optitrack.transport.NatNetTransport
+ServerInfo = Any  # mocap4r2_drivers.optitrack.protocol.ServerInfo
 
 AREA = "server"
 STEP_TIMEOUT = 2.0  # each step (an answer, the first frames) gets this long
@@ -40,6 +42,9 @@ class NatNetProbe:
 def _ask_server_info(config: ClientConfig, local: str, timeout: float) -> tuple[ServerInfo | None, str]:
     """NAT_CONNECT from a socket connected to the command port (so that an ICMP port
     unreachable comes back as ECONNREFUSED); (server info, what went wrong)."""
+    from mocap4r2_drivers.optitrack import protocol as nn
+    from mocap4r2_drivers.optitrack.protocol import MessageId, NatNetProtocolError
+
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     request = nn.encode_connect(nn.ConnectRequest(client_name="mocap4r2 doctor", requested_bitstream=None))
     try:
@@ -72,9 +77,13 @@ def _ask_server_info(config: ClientConfig, local: str, timeout: float) -> tuple[
 
 def probe_natnet(config: ClientConfig, timeout: float = STEP_TIMEOUT) -> NatNetProbe:
     """Server info on the command port, then frames on the configured stream."""
+    from mocap4r2_drivers.common import ClientStats
+    from mocap4r2_drivers.optitrack.transport import NatNetConnectionError
+    from mocap4r2_drivers.optitrack.transport import NatNetTransport as Transport
+
     probe = NatNetProbe()
     server = f"{config.server_address}:{config.command_port}"
-    transport = NatNetTransport(config, ClientStats(), LOG)
+    transport = Transport(config, ClientStats(), LOG)
     try:
         transport.open()
     except NatNetConnectionError as exc:
@@ -135,6 +144,8 @@ def _no_server_info(server: str, problem: str, timeout: float) -> Check:
 
 def check_natnet_version(info: ServerInfo) -> Check:
     """The server's bitstream against the versions the driver decodes."""
+    from mocap4r2_drivers.optitrack import protocol as nn
+
     title = "NatNet version"
     version = info.bitstream
     if version in nn.SUPPORTED_VERSIONS:
@@ -191,6 +202,9 @@ def _read_frames(transport: NatNetTransport, info: ServerInfo, probe: NatNetProb
     """Frames on the stream as configured (not as the server says: that is what the
     driver would first listen to). Unicast needs the server to know us: NAT_CONNECT from
     the transport's command socket, as the driver does."""
+    from mocap4r2_drivers.optitrack import protocol as nn
+    from mocap4r2_drivers.optitrack.protocol import MessageId, NatNetProtocolError
+
     connect = nn.encode_connect(nn.ConnectRequest(client_name="mocap4r2 doctor", requested_bitstream=None))
     if not transport.multicast:
         transport.send(connect)
@@ -239,6 +253,8 @@ def _frames_check(config: ClientConfig, info: ServerInfo, probe: NatNetProbe, ti
 
 def probe_qtm(host: str, base_port: int, version: str, timeout: float = STEP_TIMEOUT) -> list[Check]:
     """QTM's RT port (base + 1, little endian): its welcome banner, then Version."""
+    from mocap4r2_drivers.qualisys import protocol as qp
+
     port = base_port + 1
     title = f"QTM RT server at {host}:{port}"
     reader = qp.PacketReader(qp.MAX_COMMAND_SIZE)
