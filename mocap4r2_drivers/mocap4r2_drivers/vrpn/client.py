@@ -27,7 +27,7 @@ import socket
 import time
 from typing import NamedTuple, NoReturn
 
-from ..common import ClientStats
+from ..common import ClientStats, reject_input
 from . import protocol as vp
 
 LOG = logging.getLogger("mocap4r2.vrpn")
@@ -357,13 +357,9 @@ class VrpnClient:
 
     # ------------------------------------------------------------------ errors
     def _reject(self, kind: str, what: str) -> None:
-        """Bad input dropped: logged the first time of each kind, then counted."""
+        """Bad input dropped: counted by kind, logged the first time of each kind."""
         self.stats.decode_errors += 1
-        seen = self.stats.rejected.get(kind, 0)
-        self.stats.rejected[kind] = seen + 1
-        self.stats.last_error = f"dropped {what}"
-        if seen == 0:
-            LOG.warning("dropped %s; further ones are counted (diagnostics: rejected_%s)", what, kind)
+        reject_input(self.stats, LOG, kind, what)
 
     def _fail(self, reason: str) -> NoReturn:
         self.stats.last_error = reason

@@ -24,6 +24,7 @@ from mocap4r2_control.geometry import UP_AXIS_CONVENTIONS
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
+from ..common import status_fields
 from . import protocol as vp
 from .client import VrpnClient, VrpnConnectionError
 from .convert import FrameAssembler, parse_body_names
@@ -147,7 +148,7 @@ class VrpnAdapter(MocapAdapter):
         self.client = VrpnClient(
             host, port, tcp_only=tcp_only, timeout=connect_timeout, silence_timeout=silence_timeout
         )
-        self.assembler = FrameAssembler(trackers or [], multi_sensor, body_names, untracked_after, up_axis)
+        self.converter = FrameAssembler(trackers or [], multi_sensor, body_names, untracked_after, up_axis)
         self._queue: deque[MocapFrame] = deque()
         self._next_attempt = 0.0
         self._lost_reported = False
@@ -186,15 +187,15 @@ class VrpnAdapter(MocapAdapter):
             announced = self.client.connect()
         except VrpnConnectionError as exc:
             raise AdapterError(str(exc)) from exc
-        self.assembler.announce(announced)
+        self.converter.announce(announced)
         self.client.senders_changed = False
-        return AssetNames(rigid_bodies=self.assembler.asset_names(announced))
+        return AssetNames(rigid_bodies=self.converter.asset_names(announced))
 
     def start_streaming(self) -> None:
         """On activate: reports that queued in the sockets while inactive are dropped,
         so the first frame published is a current one."""
         self._queue.clear()
-        self.assembler.flush()
+        self.converter.flush()
         if self.client.connected:
             try:
                 dropped = self.client.drain()
@@ -223,8 +224,8 @@ class VrpnAdapter(MocapAdapter):
             return None
         if client.senders_changed:
             client.senders_changed = False
-            self.assembler.announce(client.trackers())
-        assembler = self.assembler
+            self.converter.announce(client.trackers())
+        converter = self.converter
         frames = self._queue
         for item in delivered:
             kind = item.type
@@ -234,10 +235,10 @@ class VrpnAdapter(MocapAdapter):
                 except vp.VrpnProtocolError as exc:
                     self._bad_report(exc)
                     continue
-                done = assembler.add(item.sender, report, item.message.time)
+                done = converter.add(item.sender, report, item.message.time)
                 if done is not None:
                     frames.append(done)
-                done = assembler.complete()
+                done = converter.complete()
                 if done is not None:
                     frames.append(done)
             elif kind in (vp.VELOCITY, vp.ACCELERATION):
@@ -247,7 +248,7 @@ class VrpnAdapter(MocapAdapter):
                     self.velocity_reports += 1
                 except vp.VrpnProtocolError as exc:
                     self._bad_report(exc)
-        done = assembler.flush()
+        done = converter.flush()
         if done is not None:
             frames.append(done)
         while len(frames) > MAX_QUEUED_FRAMES + 1:
@@ -291,31 +292,31 @@ class VrpnAdapter(MocapAdapter):
         finally:
             self.client.timeout = saved
         self.reconnects += 1
-        self.assembler.announce(announced)
+        self.converter.announce(announced)
         LOG.info("reconnected to VRPN server %s", self.where)
         self._lost_reported = False
 
     def status(self) -> dict[str, str]:
         client = self.client
-        s = client.stats
-        out = {
-            "vrpn": self.where,
-            "server_version": client.server_version,
-            "connected": str(client.connected),
-            "trackers_announced": str(len(client.trackers())),
-            "reconnects": str(self.reconnects),
-            "decode_errors": str(s.decode_errors + self.report_errors),
-            "reports_ignored": str(self.assembler.ignored_reports),
-            "reports_rejected": str(self.assembler.rejected_reports),
-            "frames_split": str(self.assembler.frames_split),
-            "frames_lost_slow_reader": str(self.frames_lost),
-            "velocity_reports": str(self.velocity_reports),
-        }
-        for kind, count in sorted(s.rejected.items()):
-            out[f"rejected_{kind}"] = str(count)
-        if s.last_error:
-            out["last_error"] = s.last_error
-        return out
+        converter = self.converter
+        return status_fields(
+            {
+                "vrpn": self.where,
+                "server_version": client.server_version,
+                "connected": client.connected,
+                "trackers_announced": len(client.trackers()),
+                "reconnects": self.reconnects,
+                "decode_errors": client.stats.decode_errors + self.report_errors,
+            },
+            client.stats,
+            when_set={
+                "reports_ignored": converter.ignored_reports,
+                "reports_rejected": converter.rejected_reports,
+                "frames_split": converter.frames_split,
+                "frames_lost_slow_reader": self.frames_lost,
+                "velocity_reports": self.velocity_reports,
+            },
+        )
 
 
 def main(args: list[str] | None = None) -> int:

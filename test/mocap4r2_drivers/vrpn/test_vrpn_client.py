@@ -272,4 +272,7 @@ def test_activating_after_a_pause_drops_old_reports_and_keeps_the_connection(pro
     # a current instant, not one from the pause; no reconnection for the pause's silence
     assert time.time() - first.system_time < 0.2
     assert adapter.client.stats.connects == 1 and adapter.reconnects == 0
+    status = adapter.status()
+    assert status["server_version"] == "07.38" and status["connected"] == "True"
+    assert status["trackers_announced"] == "2" and "last_error" not in status
     adapter.disconnect()
