@@ -1,4 +1,5 @@
-"""launch_testing: ``ros2 launch mocap4r2_drivers demo_bringup.launch.py`` brings up the simulated system and the tools (rviz:=false), then every launched process
+"""launch_testing: ``ros2 launch mocap4r2_drivers demo_bringup.launch.py`` brings up the simulated system and
+the tools (rviz:=false), then every launched process
 exits cleanly when launch shuts down."""
 
 from __future__ import annotations

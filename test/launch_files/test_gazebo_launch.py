@@ -1,4 +1,5 @@
-"""launch_testing: ``ros2 launch mocap4r2_drivers gazebo.launch.py`` starts gazebo_system (bridge:=false: no Gazebo here), which announces itself, then every launched process
+"""launch_testing: ``ros2 launch mocap4r2_drivers gazebo.launch.py`` starts gazebo_system (bridge:=false: no
+Gazebo here), which announces itself, then every launched process
 exits cleanly when launch shuts down."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""launch_testing: ``ros2 launch mocap4r2_drivers qualisys.launch.py`` streams from a QTM stand-in (qtm_simulator), then every launched process
+"""launch_testing: ``ros2 launch mocap4r2_drivers qualisys.launch.py`` streams from a QTM stand-in
+(qtm_simulator), then every launched process
 exits cleanly when launch shuts down."""
 
 from __future__ import annotations

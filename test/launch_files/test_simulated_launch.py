@@ -1,4 +1,5 @@
-"""launch_testing: ``ros2 launch mocap4r2_drivers simulated.launch.py`` streams the simulated system (autostart), then every launched process
+"""launch_testing: ``ros2 launch mocap4r2_drivers simulated.launch.py`` streams the simulated system
+(autostart), then every launched process
 exits cleanly when launch shuts down."""
 
 from __future__ import annotations

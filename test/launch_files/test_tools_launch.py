@@ -1,4 +1,5 @@
-"""launch_testing: ``ros2 launch mocap4r2_tools tools.launch.py`` starts the tools over the simulated system in /sim, then every launched process
+"""launch_testing: ``ros2 launch mocap4r2_tools tools.launch.py`` starts the tools over the simulated system
+in /sim, then every launched process
 exits cleanly when launch shuts down."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""launch_testing: ``ros2 launch mocap4r2_drivers vicon.launch.py`` starts vicon_system, which announces itself (without a Vicon server it stays unconfigured), then every launched process
+"""launch_testing: ``ros2 launch mocap4r2_drivers vicon.launch.py`` starts vicon_system, which announces
+itself (without a Vicon server it stays unconfigured), then every launched process
 exits cleanly when launch shuts down."""
 
 from __future__ import annotations

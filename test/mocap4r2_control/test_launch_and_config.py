@@ -1,5 +1,6 @@
 """Launch files and YAML configs: installed where `ros2 launch <package> <file>` finds
-them (each by the package it belongs to), every config key is a parameter the node declares and accepts, and (where
+them (each by the package it belongs to), every config key is a parameter the node declares and accepts, and
+(where
 the `launch` package exists) each launch file generates its description."""
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def test_config_keys_are_parameters_the_node_accepts(procs, ros, name):
         GetParameters, f"/cfgtest/{node_name}/get_parameters", GetParameters.Request(names=list(params))
     )
     assert len(response.values) == len(params)
-    for (key, expected), value in zip(params.items(), response.values):
+    for key, value in zip(params, response.values):
         assert value.type != 0, f"{name}: {key} is not a parameter of {exe}"
     log = proc.log()
     assert "using the default" not in log, f"{name} holds a value the node refuses:\n{log}"

@@ -52,7 +52,7 @@ def test_nan_on_the_command_line_and_in_a_params_file_is_logged_and_the_default_
     assert proc.wait_log("no_frame_error must be a finite number", timeout=10), proc.log()
     # the unknown key is named, with the node, once
     assert proc.wait_log("raed_timeout", timeout=10), proc.log()
-    line = [l for l in proc.log().splitlines() if "raed_timeout" in l]
+    line = [text for text in proc.log().splitlines() if "raed_timeout" in text]
     assert len(line) == 1 and "unknown parameter" in line[0] and "/pin/sim" in line[0], line
     # at runtime NaN is refused with the reason, and the value stays
     result = set_parameter(ros, "/pin/sim", "diagnostics_period", math.nan)
@@ -84,7 +84,7 @@ def test_a_tool_refuses_nan_the_same_way_and_names_unknown_keys(ros, procs, tmp_
     assert get_parameter(ros, "/pin/gt", "twist_window") == 0.05
     assert get_parameter(ros, "/pin/gt", "timeout") == 0.5
     assert proc.wait_log("bdy", timeout=10), proc.log()
-    line = [l for l in proc.log().splitlines() if "bdy" in l]
+    line = [text for text in proc.log().splitlines() if "bdy" in text]
     assert len(line) == 1 and "unknown parameter" in line[0] and "/pin/gt" in line[0], line
     result = set_parameter(ros, "/pin/gt", "twist_window", math.nan)
     assert not result.successful and "finite" in result.reason

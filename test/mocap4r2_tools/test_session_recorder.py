@@ -190,7 +190,7 @@ def test_cli_session_is_recorded_and_reads_back_with_rosbags_and_mcap(plane, cli
     control_sessions = []
     with rosbags_reader(bag_dir) as reader:
         types = {c.topic: c.msgtype for c in reader.connections}
-        for connection, stamp, raw in reader.messages():
+        for connection, _stamp, raw in reader.messages():
             msg = reader.deserialize(raw, connection.msgtype)  # every message decodes
             topics_seen[connection.topic] = topics_seen.get(connection.topic, 0) + 1
             if connection.msgtype in (
@@ -361,7 +361,7 @@ def test_sigkill_mid_session_keeps_everything_older_than_a_second(plane, procs, 
         namespace="/rec3",
         params={"output_dir": str(out), "flush_period": 0.25, "extra_topics": ["/rec3/probe"]},
     )
-    frames = ros.subscribe("/rec/rigid_bodies", RigidBodies)
+    _frames = ros.subscribe("/rec/rigid_bodies", RigidBodies)  # a subscriber, so the topic is matched
     probe = ros.publisher("/rec3/probe", Float64MultiArray, 100)
     client = ControlClient(ros.node)
     try:
@@ -451,10 +451,11 @@ def test_write_error_makes_diagnostics_error_and_keeps_what_was_written(plane, r
             }
         ),
     ]
-    log = open(tmp_path / "rec4.log", "w")
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit_size, start_new_session=True
-    )
+    # the child gets its own copy of the descriptor; ours is closed once it has started
+    with open(tmp_path / "rec4.log", "w") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit_size, start_new_session=True
+        )
     diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)
     probe = ros.publisher("/rec4/probe", Float64MultiArray, 100)
     msg = Float64MultiArray()

@@ -107,7 +107,8 @@ def test_interface_file_says_what_the_specification_says(name):
 def _first_difference(a: list[str], b: list[str]) -> str:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
-            return f"word {i}: file {' '.join(a[max(0, i - 5) : i + 5])!r} vs spec {' '.join(b[max(0, i - 5) : i + 5])!r}"
+            window = slice(max(0, i - 5), i + 5)
+            return f"word {i}: file {' '.join(a[window])!r} vs spec {' '.join(b[window])!r}"
     return f"lengths {len(a)} vs {len(b)}"
 
 
