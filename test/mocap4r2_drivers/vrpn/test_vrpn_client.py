@@ -205,7 +205,8 @@ def test_a_silent_server_is_given_up_after_the_silence_timeout():
     with pytest.raises(VrpnConnectionError, match="nothing from the server"):
         while time.monotonic() - start < 4:
             client.read(0.05)
-    assert 0.5 < time.monotonic() - start < 1.5
+    # given up after the silence, not before; the upper bound only says it does not hang
+    assert 0.5 < time.monotonic() - start < 3.0
     server.close()
 
 
@@ -233,7 +234,7 @@ def test_nothing_listening_is_a_clear_error_within_the_timeout():
         VrpnClient("127.0.0.1", port, tcp_only=True, timeout=1.0).connect()
     with pytest.raises(VrpnConnectionError, match="no call back"):
         VrpnClient("127.0.0.1", port, timeout=1.0).connect()
-    assert time.monotonic() - start < 4
+    assert time.monotonic() - start < 6  # two 1 s timeouts: nothing hangs
 
 
 def test_datagrams_from_anyone_but_the_server_are_refused(procs, tmp_path):
