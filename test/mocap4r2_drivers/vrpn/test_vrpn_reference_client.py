@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import time
 
+import motioncapture  # requirements-dev.txt: a missing library fails, it is not skipped
 import numpy as np
 import pytest
 from vrpn_stand_in import frame_of, start_vrpn  # test/fixtures
-
-motioncapture = pytest.importorskip(
-    "motioncapture", reason="motioncapture (VRPN's client library) not installed"
-)
 
 SCENE = {
     "seed": 4,
