@@ -10,6 +10,7 @@ would see them (a refused value is reported and the default used, as the node do
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import time
 from pathlib import Path
@@ -42,11 +43,15 @@ def _server_address(system: str, values: dict[str, Any]) -> str | None:
 
 def network_and_server(system: str, values: dict[str, Any], timeout: float) -> list[Check]:
     """Route, interfaces and the server's answer for a system that talks to one."""
-    server = _server_address(system, values)
-    if server is None:
+    name = _server_address(system, values)
+    if name is None:
         return []
-    interfaces = network_checks.local_interfaces()
     out: list[Check] = []
+    try:  # a host name (VRPN, Vicon, QTM accept them) to the address the checks compare
+        server = str(socket.getaddrinfo(name, None, socket.AF_INET)[0][4][0])
+    except (OSError, IndexError) as exc:
+        return [failed("server address", f"cannot resolve {name}: {exc}", "check the host name", "network")]
+    interfaces = network_checks.local_interfaces()
     route: network_checks.Route | None = None
     try:
         route = network_checks.route_to(server)
@@ -60,6 +65,8 @@ def network_and_server(system: str, values: dict[str, Any], timeout: float) -> l
         out += _optitrack(values, interfaces, route, timeout)
     elif system == "qualisys":
         out += server_checks.probe_qtm(server, int(values["port"]), str(values["protocol_version"]), timeout)
+    elif system == "vrpn":
+        out.append(server_checks.probe_vrpn(server, int(values["port"]), str(values["connection"]), timeout))
     elif system == "vicon":
         out.append(
             server_checks.probe_tcp(

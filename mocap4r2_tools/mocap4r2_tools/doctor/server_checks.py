@@ -331,3 +331,61 @@ def probe_tcp(what: str, host: str, port: int, fix: str, timeout: float = STEP_T
     except OSError as exc:
         detail = "no route" if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH) else exc.strerror
         return failed(title, str(detail), fix, AREA)
+
+
+def _read_exactly(sock: socket.socket, size: int, deadline: float) -> bytes:
+    data = b""
+    while len(data) < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        sock.settimeout(remaining)
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def probe_vrpn(host: str, port: int, connection: str, timeout: float = STEP_TIMEOUT) -> Check:
+    """VRPN's cookie: over ``tcp`` the server writes it once connected; over ``udp`` (vrpn's
+    default) we listen on a TCP port, ask by UDP datagram, and the server connects back."""
+    from mocap4r2_drivers.vrpn import protocol as vp
+
+    title = f"VRPN server at {host}:{port} ({connection})"
+    deadline = time.monotonic() + timeout
+    try:
+        if connection == "tcp":
+            with socket.create_connection((host, port), timeout=timeout) as sock:
+                data = _read_exactly(sock, vp.COOKIE_SIZE, deadline)
+        else:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as request:
+                request.connect((host, port))  # picks the local address facing the server
+                local = request.getsockname()[0]
+                with socket.socket() as listener:
+                    listener.bind((local, 0))
+                    listener.listen(1)
+                    request.send(vp.connect_request(local, listener.getsockname()[1]))
+                    listener.settimeout(timeout)
+                    accepted, _ = listener.accept()
+                    with accepted:
+                        data = _read_exactly(accepted, vp.COOKIE_SIZE, deadline)
+    except ConnectionRefusedError:
+        return failed(
+            title,
+            "connection refused: nothing listens on that port",
+            "start the VRPN server (Motive/Tracker: VRPN streaming on); set host and port (3883)",
+            AREA,
+        )
+    except TimeoutError:
+        fix = "check host and port; allow the server's TCP connection back to this machine in its firewall"
+        if connection == "tcp":
+            fix = "check host and port, and the firewall"
+        return failed(title, f"no connection within {timeout:g} s", fix, AREA)
+    except OSError as exc:
+        return failed(title, exc.strerror or str(exc), "check host and port", AREA)
+    try:
+        version = vp.check_cookie(data)
+    except vp.VrpnProtocolError as exc:
+        return failed(title, str(exc), "host and port must name a VRPN server", AREA)
+    return passed(title, f"VRPN {version} cookie", AREA)

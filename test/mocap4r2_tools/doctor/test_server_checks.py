@@ -1,19 +1,22 @@
 """The doctor's server probes against the stand-ins on loopback: a healthy NatNet server
 (multicast and unicast), a wrong port, a server that does not answer, a multicast group
-nobody sends to; QTM's banner and version; a Vicon-like TCP port open and closed."""
+nobody sends to; QTM's banner and version; VRPN's cookie both ways; a Vicon-like TCP
+port open and closed."""
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import pytest
 from optitrack_stand_in import StandIn  # test/fixtures
 from qtm_stand_in import start_qtm  # test/fixtures
+from vrpn_stand_in import start_vrpn  # test/fixtures
 
 from mocap4r2_drivers.optitrack.transport import ClientConfig
 from mocap4r2_tools.doctor.report import Status
-from mocap4r2_tools.doctor.server_checks import probe_natnet, probe_qtm, probe_tcp
+from mocap4r2_tools.doctor.server_checks import probe_natnet, probe_qtm, probe_tcp, probe_vrpn
 
 SCENE = {
     "seed": 3,
@@ -107,3 +110,31 @@ def test_tcp_port_open_and_closed():
     closed = probe_tcp("Vicon", "127.0.0.1", port, "start the DataStream server")
     assert closed.status is Status.FAIL and "refused" in closed.evidence
     assert closed.fix == "start the DataStream server"
+
+
+@pytest.mark.parametrize("connection", ["udp", "tcp"])
+def test_vrpn_cookie(procs, tmp_path, connection):
+    _proc, port, _scene, _origin = start_vrpn(procs, tmp_path, SCENE)
+    check = probe_vrpn("127.0.0.1", port, connection)
+    assert check.status is Status.PASS, check
+    assert check.evidence.startswith("VRPN 07.") and check.evidence.endswith("cookie")
+
+
+def test_vrpn_probe_names_a_server_that_is_not_vrpn():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+
+        def answer_http() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n".ljust(24, b" "))
+
+        server = threading.Thread(target=answer_http, daemon=True)
+        server.start()
+        check = probe_vrpn("127.0.0.1", port, "tcp")
+        server.join(5)
+    assert check.status is Status.FAIL and "not a VRPN" in check.evidence
+    closed = probe_vrpn("127.0.0.1", port, "tcp")
+    assert closed.status is Status.FAIL and "refused" in closed.evidence
