@@ -19,11 +19,11 @@ RELIABLE = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
 
 def test_each_subscription_keeps_the_order_of_arrival():
     # A reentrant callback group lets the executor's 4 threads run one subscription's
-    # callbacks at once, so they append out of order (a test-load run: frame 251 before
-    # 250 in test_frames). Two subscriptions, so one group per subscription is what is
-    # checked, not one group for all. A harness of its own: the session's has by now the
-    # entities of every earlier test in its wait set, and delivers more slowly (a CI run
-    # received 2121 of 4000 in 30 s there).
+    # callbacks at once, so they append out of order (frame 251 before 250 under load).
+    # Two subscriptions, so one group per subscription is what is checked, not one group
+    # for all. A harness of its own: the session's has by now the entities of every
+    # earlier test in its wait set, and delivers more slowly (about half of 4000 messages
+    # in 30 s).
     ros = RosHarness()
     try:
         check_order(ros)

@@ -175,8 +175,9 @@ def parameters_files_per_include(bringup: Path) -> dict[str, set[str | None]]:
 
 
 def test_static_reading_sees_the_collision_it_guards_against(tmp_path):
-    """The reading of the launch rules, on the bring-up as it was: both files declared
-    params_file, included without scope; the tools got simulated.yaml."""
+    """The reading of the launch rules sees the collision it guards against: with both
+    files declaring params_file and included without scope, the tools would get
+    simulated.yaml."""
     for name in ("simulated.launch.py", "tools.launch.py", "demo_bringup.launch.py"):
         text = (LAUNCH_DIR / name).read_text()
         text = text.replace('"system_params"', '"params_file"').replace('"tools_params"', '"params_file"')

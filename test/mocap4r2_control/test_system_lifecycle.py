@@ -133,7 +133,7 @@ def test_configure_failure_is_logged_and_leaves_node_unconfigured(ros, procs, tm
     set_parameter(ros, node, "scene", str(tmp_path / "broken.yaml"))
     assert not ros.change_state(node, "configure")
     assert proc.wait_log("trajectory: unknown type 'zigzag'", timeout=WAIT), proc.log()
-    # fixed: configure now succeeds in the same process
+    # with a valid scene again, configure succeeds in the same process
     set_parameter(ros, node, "scene", write_scene(tmp_path))
     assert ros.change_state(node, "configure")
     assert proc.alive()

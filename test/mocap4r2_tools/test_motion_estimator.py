@@ -105,9 +105,9 @@ def test_motion_estimator_on_the_simulated_system(ros, procs, tmp_path):
     # then nothing; a gap of about 0.8 - 0.2 s in the published stamps. The gap examined
     # is the first with 45 messages or more before it (since the start or the gap before):
     # at most 20 of them predicted, so the 30 examined include measured ones. (The first
-    # gap received can follow predicted messages only: a clean-clone run's subscription
-    # matched est_kf's writer during blinker's first loss, and took the covariance of a
-    # predicted frame for the measured one.)
+    # gap received may follow predicted messages only: when the subscription matches
+    # est_kf's writer during blinker's first loss, the covariance of a predicted frame
+    # would be taken for the measured one.)
     def usable_gap(blinks, min_gap=0.45, min_before=45):
         stamps = [seconds(m.header.stamp) for m in blinks]
         previous = -1

@@ -179,9 +179,9 @@ def probe_until(publish, answered, start: float, what: str, interval: float) -> 
 
 
 def prime_and_reset(ros, out, gt_pub, est_pub, est_type: str, reset: str) -> None:
-    """Probe pairs until the node has paired one (both readers deliver; a clean-clone run
-    paired 100 of 120 estimates without); once it has paired the last one sent (each
-    topic arrives in order: nothing of the probes is left to come), it is reset."""
+    """Probe pairs until the node has paired one (both readers deliver: until both
+    subscriptions have matched, estimates sent go unpaired); once it has paired the last one
+    sent (each topic arrives in order: nothing of the probes is left to come), it is reset."""
     p, q = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)
 
     def publish(t: float) -> None:

@@ -277,7 +277,7 @@ def attached(**changes) -> GazeboAdapter:
 
 def test_world_pose_info_is_refused_with_how_to_bridge_instead():
     """The released bridge turns pose/info into unnamed, unstamped transforms: configure
-    must refuse it (it used to merge every entity into one body named "")."""
+    must refuse it rather than merge every entity into one body named ""."""
     adapter = attached(pose_topics=["/world/default/pose/info"])
     info = scene_broadcaster_pose_info(
         {"robot": robot_pose(0.0), "robot::base_link": robot_pose(0.0), "sun": ((0, 0, 10), (0, 0, 0, 1))}
@@ -604,8 +604,8 @@ def test_node_publishes_the_emulated_system(ros, procs):
         )
     assert saw_invalid
     # the node keeps up with both topics, so nearly every pose is the one at the frame's
-    # time. Under rclpy's MultiThreadedExecutor (which spun a core: executors.py) 27 of
-    # 147 were, the rest older poses of topics the node had fallen behind on
+    # time. An executor that falls behind (rclpy's MultiThreadedExecutor spins a core, see
+    # executors.py) would pair most frames with older poses of the topics it lags on
     assert exact >= 0.9 * len(used), f"{exact} of {len(used)} tracked body poses at exactly the frame time"
     print(
         f"{exact} of {len(used)} tracked body poses at exactly the frame time; "

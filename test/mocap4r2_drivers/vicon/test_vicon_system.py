@@ -208,7 +208,7 @@ def test_lost_connection_is_named_and_reconnected(streaming):
     while "lost_connection" not in adapter.status() and time.monotonic() < deadline:
         adapter.read_frame(0.05)
     status = adapter.status()
-    # named from DataStreamException.message (it used to read "10", the bare code)
+    # named from DataStreamException.message, not the bare numeric code ("10")
     assert status.get("lost_connection") == "NotConnected", status
     server.set_up(True)
     frame = publish_and_read(server, adapter, FakeFrame(3, [drone(3)]), timeout=20)
