@@ -13,6 +13,7 @@ import argparse
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ def _optitrack(
     return out
 
 
-def ros_and_time(wait: float) -> list[Check]:
+def ros_and_time(wait: float, pose_topics: Sequence[str] = ()) -> list[Check]:
     """The ROS checks through a ControlSession of its own, then the host clock."""
     from diagnostic_msgs.msg import DiagnosticArray
 
@@ -135,6 +136,13 @@ def ros_and_time(wait: float) -> list[Check]:
         systems = session.client.wait_for_systems(count=1, timeout=wait, min_wait=wait)
         out += ros_checks.check_systems(systems)
         out += ros_checks.check_qos(session.node, ros_checks.data_topics(session.node, systems))
+        out += ros_checks.check_publishers(
+            session.node,
+            pose_topics,
+            "Gazebo poses",
+            "bridge the PosePublisher's pose topic: ros_gz_bridge parameter_bridge "
+            "<topic>@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V (docs/gazebo.md); or correct pose_topics",
+        )
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(name not in latest for name in systems):
             time.sleep(0.05)  # polling the callback's dict; bounded by --wait
@@ -152,6 +160,7 @@ def run_checks(
 ) -> list[Check]:
     """Every check that applies: configuration, network and server for ``system``, ROS, time."""
     out: list[Check] = []
+    pose_topics: list[str] = []
     if system is not None:
         specs = config_checks.system_specs(system)
         sections: dict[str, dict[str, Any]] = {}
@@ -161,9 +170,12 @@ def run_checks(
             except ValueError as exc:
                 out.append(failed("params file", str(exc), "give a ROS 2 params file", "configuration"))
             out += config_checks.check_parameters(system, sections, specs)
-        out += network_and_server(system, effective_values(specs, sections), timeout)
+        values = effective_values(specs, sections)
+        out += network_and_server(system, values, timeout)
+        if system == "gazebo":
+            pose_topics = [str(t) for t in values["pose_topics"]]
     if ros:
-        out += ros_and_time(wait)
+        out += ros_and_time(wait, pose_topics)
     else:
         out.append(time_checks.check_host_clock(time_checks.kernel_sync(), time_checks.chrony_tracking()))
     return in_area(out, "")

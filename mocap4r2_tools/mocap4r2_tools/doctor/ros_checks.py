@@ -188,3 +188,18 @@ def ros_environment() -> tuple[dict[str, str], str]:
     from rclpy.utilities import get_rmw_implementation_identifier
 
     return dict(os.environ), get_rmw_implementation_identifier()
+
+
+def check_publishers(node: Any, topics: Sequence[str], source: str, fix: str) -> list[Check]:
+    """A system fed by ROS topics (Gazebo through ros_gz_bridge) gets nothing while no
+    node publishes them."""
+    out = []
+    for topic in topics:
+        publishers = node.get_publishers_info_by_topic(topic)
+        title = f"{source} on {topic}"
+        if publishers:
+            names = ", ".join(sorted({_who(p) for p in publishers}))
+            out.append(passed(title, f"published by {names}", AREA))
+        else:
+            out.append(failed(title, f"no node publishes {topic}", fix, AREA))
+    return out

@@ -8,10 +8,17 @@ import uuid
 from lifecycle_msgs.msg import State
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from support import wait_for  # test/fixtures
+from tf2_msgs.msg import TFMessage
 
 from mocap4r2_interfaces.msg import MocapSystemInfo, RigidBodies
 from mocap4r2_tools.doctor.report import Status
-from mocap4r2_tools.doctor.ros_checks import check_environment, check_qos, check_systems, data_topics
+from mocap4r2_tools.doctor.ros_checks import (
+    check_environment,
+    check_publishers,
+    check_qos,
+    check_systems,
+    data_topics,
+)
 
 
 def test_environment():
@@ -72,3 +79,14 @@ def test_reliable_subscriber_on_best_effort_publisher(ros):
     wait_for(lambda: ros.node.get_subscriptions_info_by_topic(matching), 10.0, what="endpoints")
     [check] = check_qos(ros.node, [matching])
     assert check.status is Status.PASS and "compatible" in check.evidence
+
+
+def test_gazebo_pose_topics_need_a_publisher(ros):
+    bridged = f"/model/doctor_{uuid.uuid4().hex[:6]}/pose"
+    missing = f"/model/doctor_{uuid.uuid4().hex[:6]}/pose"
+    ros.publisher(bridged, TFMessage)  # stands for ros_gz_bridge's output
+    wait_for(lambda: ros.node.get_publishers_info_by_topic(bridged), 10.0, what="the publisher in the graph")
+    found, absent = check_publishers(ros.node, [bridged, missing], "Gazebo poses", "bridge it")
+    assert found.status is Status.PASS and ros.node.get_name() in found.evidence
+    assert absent.status is Status.FAIL and absent.evidence == f"no node publishes {missing}"
+    assert absent.fix == "bridge it"
