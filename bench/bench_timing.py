@@ -127,7 +127,7 @@ def record_vicon(impairment: dict[str, Any], seconds: float, directory: Path) ->
     )
     package = types.ModuleType("vicon_dssdk")
     module = double.module()
-    package.ViconDataStream = module  # type: ignore[attr-defined]
+    package.ViconDataStream = module  # type: ignore[attr-defined]  # a stand-in module built at run time
     saved = {name: sys.modules.get(name) for name in ("vicon_dssdk", "vicon_dssdk.ViconDataStream")}
     sys.modules["vicon_dssdk"] = package
     sys.modules["vicon_dssdk.ViconDataStream"] = module

@@ -9,6 +9,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "fixtures"))
 
-from isolation import isolate  # noqa: E402
+from isolation import isolate
 
 __all__ = ["isolate"]

@@ -32,14 +32,14 @@ class Live:
         fixtures = ROOT / "test" / "fixtures"
         if str(fixtures) not in sys.path:
             sys.path.insert(0, str(fixtures))
-        from isolation import claim_domain_id  # noqa: PLC0415 - the test fixtures' domain claim
+        from isolation import claim_domain_id  # the test fixtures' domain claim
 
         if "MOCAP4R2_TEST_DOMAIN" not in os.environ:
             os.environ["MOCAP4R2_TEST_DOMAIN"] = str(claim_domain_id())
         os.environ["ROS_DOMAIN_ID"] = os.environ["MOCAP4R2_TEST_DOMAIN"]
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         os.environ["PYTHONUNBUFFERED"] = "1"
-        from support import ProcessRunner, RosHarness  # noqa: PLC0415
+        from support import ProcessRunner, RosHarness
 
         self.tmp = Path(tempfile.mkdtemp(prefix="mocap4r2-stress-"))
         self.procs = ProcessRunner(self.tmp)
@@ -65,7 +65,7 @@ def proc_rss_mib(pid: int) -> float:
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str):
     """support.wait_for, raising TimeoutError: a stress figure counts a miss, it does not fail."""
-    from support import wait_for as support_wait_for  # noqa: PLC0415 - on sys.path once Live() runs
+    from support import wait_for as support_wait_for  # on sys.path once Live() runs
 
     try:
         return support_wait_for(condition, timeout, what=what, interval=0.01)

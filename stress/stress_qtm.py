@@ -25,8 +25,8 @@ import yaml
 if __package__ in (None, ""):  # run as a script from stress/: import it as the package it is
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stress._driver_live import Live, env_float, env_int, restart_cycles  # noqa: E402
-from stress._fuzz import run_fuzz  # noqa: E402
+from stress._driver_live import Live, env_float, env_int, restart_cycles
+from stress._fuzz import run_fuzz
 
 SCENE = {
     "seed": 9,

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 
-from isolation import claim_domain_id  # noqa: E402
+from isolation import claim_domain_id
 
 if "MOCAP4R2_TEST_DOMAIN" not in os.environ:
     os.environ["MOCAP4R2_TEST_DOMAIN"] = str(claim_domain_id())
@@ -24,7 +24,7 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "0")
 os.environ["PYTHONUNBUFFERED"] = "1"
 
-from support import ProcessRunner, RosHarness  # noqa: E402
+from support import ProcessRunner, RosHarness
 
 
 def pytest_report_header(config):

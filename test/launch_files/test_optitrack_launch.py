@@ -14,7 +14,7 @@ from launch_harness import (
     ProbeCase,
     after_ready,
     clean_shutdown_case,
-    description,  # noqa: E402
+    description,
     include,
     require_launch_testing,
     stand_in,

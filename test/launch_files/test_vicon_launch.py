@@ -14,7 +14,7 @@ from launch_harness import (
     ProbeCase,
     clean_shutdown_case,
     description,
-    include,  # noqa: E402
+    include,
     require_launch_testing,
 )
 

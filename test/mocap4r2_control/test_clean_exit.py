@@ -96,7 +96,7 @@ def start_and_wait_up(ros, procs, package: str, exe: str, extra_params: dict | N
     if exe in NOT_ROS_NODES:
         make_args, ready = NOT_ROS_NODES[exe]
         proc = procs.start(package, exe, args=make_args(), ros=False)
-        up = lambda: ready in proc.log()  # noqa: E731
+        up = lambda: ready in proc.log()  # noqa: E731 - one of two conditions chosen here
         what = f"the line {ready!r}"
     else:
         namespace = f"/clean_exit_{uuid.uuid4().hex[:8]}"
@@ -105,7 +105,7 @@ def start_and_wait_up(ros, procs, package: str, exe: str, extra_params: dict | N
             # a long diagnostics period: a system must not wait for its next report to exit
             params.setdefault("diagnostics_period", 30.0)
         proc = procs.start(package, exe, namespace=namespace, params=params)
-        up = lambda: namespace in node_namespaces(ros)  # noqa: E731
+        up = lambda: namespace in node_namespaces(ros)  # noqa: E731 - one of two conditions chosen here
         what = f"a node in {namespace} in the ROS graph"
     deadline = time.monotonic() + STARTUP_S
     while not up():

@@ -57,8 +57,6 @@ SCENE = {
 @pytest.fixture(scope="module")
 def streaming(tmp_path_factory):
     """One simulated system streaming for the module, with everything recorded."""
-    from support import ProcessRunner, RosHarness  # noqa: F401
-
     tmp = tmp_path_factory.mktemp("frames")
     path = tmp / "scene.yaml"
     path.write_text(yaml.safe_dump(SCENE))

@@ -32,9 +32,9 @@ NODE_CALLS = {"Node", "LifecycleNode"}
 def _launch_available() -> bool:
     # not find_spec: the repository's own launch/ folder looks like a namespace package
     try:
-        import launch_ros  # noqa: F401
+        import launch_ros  # noqa: F401 - the import is the check
 
-        from launch import LaunchDescription  # noqa: F401
+        from launch import LaunchDescription  # noqa: F401 - the import is the check
     except ImportError:
         return False
     # these tests run `ros2 launch` (ros2cli with ros2launch), not only the libraries

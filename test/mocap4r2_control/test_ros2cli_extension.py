@@ -10,7 +10,7 @@ import pytest
 
 def _ros2cli_available() -> bool:
     try:
-        import ros2cli.command  # noqa: F401
+        import ros2cli.command  # noqa: F401 - the import is the check
     except ImportError:
         return False
     return shutil.which("ros2") is not None

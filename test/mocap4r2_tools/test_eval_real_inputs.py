@@ -25,11 +25,11 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 evo_metrics = pytest.importorskip("evo.core.metrics", reason="evo is the reference implementation")
-from evo.core import sync as evo_sync  # noqa: E402
-from evo.core.sync_method import SyncMethod  # noqa: E402
-from evo.tools import file_interface as evo_files  # noqa: E402
+from evo.core import sync as evo_sync  # noqa: E402 - after importorskip (evo)
+from evo.core.sync_method import SyncMethod  # noqa: E402 - after importorskip (evo)
+from evo.tools import file_interface as evo_files  # noqa: E402 - after importorskip (evo)
 
-from mocap4r2_tools import eval_command as eval_cli  # noqa: E402
+from mocap4r2_tools import eval_command as eval_cli  # noqa: E402 - after importorskip (evo)
 
 STATS = ("rmse", "mean", "median", "std", "min", "max", "sse")
 TOL = 1e-9

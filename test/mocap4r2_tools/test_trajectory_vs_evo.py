@@ -17,12 +17,12 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 evo_metrics = pytest.importorskip("evo.core.metrics", reason="evo is the reference implementation")
-from evo.core import geometry as evo_geometry  # noqa: E402
-from evo.core import sync as evo_sync  # noqa: E402
-from evo.core.sync_method import SyncMethod  # noqa: E402
-from evo.core.trajectory import PoseTrajectory3D  # noqa: E402
+from evo.core import geometry as evo_geometry  # noqa: E402 - after importorskip (evo)
+from evo.core import sync as evo_sync  # noqa: E402 - after importorskip (evo)
+from evo.core.sync_method import SyncMethod  # noqa: E402 - after importorskip (evo)
+from evo.core.trajectory import PoseTrajectory3D  # noqa: E402 - after importorskip (evo)
 
-from mocap4r2_tools.trajectory import EvalOptions, Trajectory, align, evaluate  # noqa: E402
+from mocap4r2_tools.trajectory import EvalOptions, Trajectory, align, evaluate  # noqa: E402 - after importorskip (evo)
 
 TOL = 1e-9
 STATS = ("rmse", "mean", "median", "std", "min", "max", "sse")

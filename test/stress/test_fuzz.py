@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:
 
 import fuzz_paths  # noqa: E402  (test/fixtures, on sys.path by conftest)
 
-from stress._fuzz import HANG_SECONDS, chunk_indices, mutants, packet_at, run_fuzz  # noqa: E402
+from stress._fuzz import HANG_SECONDS, chunk_indices, mutants, packet_at, run_fuzz  # noqa: E402 - after the sys.path insert
 
 
 def test_packets_are_replayable_from_their_index_and_mutated_in_every_way():

@@ -35,7 +35,7 @@ from mocap4r2_control.system_node import run_system
 from mocap4r2_control.timebase import stamp_to_seconds
 
 from .client import BridgeSubscriptions
-from .convert import (  # noqa: F401 - re-exported for users of the emulator
+from .convert import (  # some names re-exported for users of the emulator
     DEFAULT_LAYOUT,
     DelayLine,
     Emulation,
