@@ -252,33 +252,39 @@ def _frames_check(config: ClientConfig, info: ServerInfo, probe: NatNetProbe, ti
 
 
 def probe_qtm(host: str, base_port: int, version: str, timeout: float = STEP_TIMEOUT) -> list[Check]:
-    """QTM's RT port (base + 1, little endian): its welcome banner, then Version."""
+    """QTM's RT port (base + 1, little endian): its welcome banner, Version, then the
+    parameters (rate, up axis, labels, bodies), each step within ``timeout``."""
     from mocap4r2_drivers.qualisys import protocol as qp
+    from mocap4r2_drivers.qualisys.client import QtmConnectionError, parse_parameters
 
     port = base_port + 1
     title = f"QTM RT server at {host}:{port}"
-    reader = qp.PacketReader(qp.MAX_COMMAND_SIZE)
-    deadline = time.monotonic() + timeout
+    reader = qp.PacketReader(qp.MAX_PACKET_SIZE)
+    answers: list[tuple[int, bytes]] = []
+    xml: bytes | None = None
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
-            texts: list[str] = []
 
-            def next_text() -> str | None:
-                while True:
+            def next_answer() -> tuple[int, bytes] | None:
+                """The next command, error or XML packet within one step's timeout."""
+                deadline = time.monotonic() + timeout
+                while not answers:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return None
                     sock.settimeout(remaining)
-                    chunk = sock.recv(4096)
+                    chunk = sock.recv(65536)
                     if not chunk:
                         return None
-                    for packet_type, payload in reader.feed(chunk):
-                        if packet_type in (qp.PacketType.COMMAND, qp.PacketType.ERROR):
-                            texts.append(qp.unpack_text(payload))
-                    if texts:
-                        return texts.pop(0)
+                    answers.extend(
+                        (kind, payload)
+                        for kind, payload in reader.feed(chunk)
+                        if kind in (qp.PacketType.COMMAND, qp.PacketType.ERROR, qp.PacketType.XML)
+                    )
+                return answers.pop(0)
 
-            banner = next_text()
+            first = next_answer()
+            banner = qp.unpack_text(first[1]) if first and first[0] != qp.PacketType.XML else None
             if banner is None or "QTM RT Interface connected" not in banner:
                 return [
                     failed(
@@ -289,7 +295,12 @@ def probe_qtm(host: str, base_port: int, version: str, timeout: float = STEP_TIM
                     )
                 ]
             sock.sendall(qp.pack_text(qp.PacketType.COMMAND, f"Version {version}"))
-            answer = next_text()
+            reply = next_answer()
+            answer = qp.unpack_text(reply[1]) if reply and reply[0] != qp.PacketType.XML else None
+            if answer is not None and answer.startswith("Version set to"):
+                sock.sendall(qp.pack_text(qp.PacketType.COMMAND, "GetParameters General 3D 6D"))
+                parameters = next_answer()
+                xml = parameters[1] if parameters and parameters[0] == qp.PacketType.XML else None
     except ConnectionRefusedError:
         return [
             failed(
@@ -304,9 +315,7 @@ def probe_qtm(host: str, base_port: int, version: str, timeout: float = STEP_TIM
     except (OSError, qp.QtmProtocolError) as exc:
         return [failed(title, str(exc), "check host and port", AREA)]
     out = [passed(title, banner, AREA)]
-    if answer is not None and answer.startswith("Version set to"):
-        out.append(passed("QTM RT protocol version", answer, AREA))
-    else:
+    if answer is None or not answer.startswith("Version set to"):
         out.append(
             failed(
                 "QTM RT protocol version",
@@ -315,7 +324,33 @@ def probe_qtm(host: str, base_port: int, version: str, timeout: float = STEP_TIM
                 AREA,
             )
         )
+        return out
+    out.append(passed("QTM RT protocol version", answer, AREA))
+    out.append(_qtm_parameters_check(xml, parse_parameters, QtmConnectionError))
     return out
+
+
+def _qtm_parameters_check(xml: bytes | None, parse: Any, error: type[Exception]) -> Check:
+    """What QTM will stream: rate, up axis (the driver follows it), labels and bodies."""
+    title = "QTM parameters"
+    if xml is None:
+        return failed(title, "no parameter XML in answer to GetParameters", "check QTM's RT settings", AREA)
+    try:
+        parameters = parse(xml.rstrip(b"\0"))
+    except error as exc:
+        return failed(title, str(exc), "check QTM's project", AREA)
+    evidence = (
+        f"{parameters.frequency:g} Hz, up axis {parameters.axis_upwards} (converted to +Z by the driver), "
+        f"{len(parameters.labels)} labeled markers, {len(parameters.bodies)} 6DOF bodies"
+    )
+    if not parameters.bodies and not parameters.labels:
+        return warned(
+            title,
+            evidence,
+            "define 6DOF bodies or an AIM model in QTM: otherwise only unlabeled markers are published",
+            AREA,
+        )
+    return passed(title, evidence, AREA)
 
 
 def probe_tcp(what: str, host: str, port: int, fix: str, timeout: float = STEP_TIMEOUT) -> Check:

@@ -95,8 +95,12 @@ def test_multicast_group_nobody_sends_to(procs, tmp_path):
 def test_qtm_banner_and_version(procs, tmp_path):
     _proc, base_port, _scene = start_qtm(procs, tmp_path, SCENE)
     checks = probe_qtm("127.0.0.1", base_port, "1.25")
-    assert [c.status for c in checks] == [Status.PASS, Status.PASS], checks
+    assert [c.status for c in checks] == [Status.PASS] * 3, checks
     assert "QTM RT Interface connected" in checks[0].evidence
+    assert (
+        checks[2].evidence.startswith(f"{SCENE['rate']:g} Hz, up axis +Z")
+        and "1 6DOF bodies" in checks[2].evidence
+    )
     refused = probe_qtm("127.0.0.1", base_port, "1.99")
     assert refused[1].status is Status.FAIL and "1.99" in refused[1].evidence
 
