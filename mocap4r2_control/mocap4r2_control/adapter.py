@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .frame import AssetNames, MocapFrame
 from .parameters import ParameterSpec
+
+if TYPE_CHECKING:  # the adapter contract itself needs no rclpy
+    from rclpy.node import Node
 
 
 class AdapterError(RuntimeError):
@@ -64,7 +67,7 @@ class MocapAdapter(abc.ABC):
     def disconnect(self) -> None:
         """Release sockets, SDK handles and threads. Must be safe to call twice."""
 
-    def attach(self, node) -> None:  # noqa: B027 - optional hook, a no-op by default
+    def attach(self, node: Node) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Called by the node on configure, before ``connect``, with the system node itself.
 
         For adapters fed by ROS topics (a simulator bridged into ROS): create the

@@ -11,12 +11,15 @@ reports whether the recorder really started.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import rclpy
 from lifecycle_msgs.msg import State
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.client import Client
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
 
 from mocap4r2_interfaces.msg import MocapSystemInfo
@@ -42,7 +45,7 @@ class AuxiliarSystem(LifecycleNode):
     """A lifecycle node that takes part in the control plane like a mocap system without producing frames: it
     announces itself and answers START/STOP, so tools such as a recorder start and stop with the systems."""
 
-    def __init__(self, node_name: str = "auxiliar_system", **kwargs):
+    def __init__(self, node_name: str = "auxiliar_system", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         for name, default, description in _PARAMETERS:
             try:
@@ -63,7 +66,7 @@ class AuxiliarSystem(LifecycleNode):
                     rclpy.parameter.Parameter("topic_types", value=[""]),
                 ]
             )
-        self._state_id = State.PRIMARY_STATE_UNCONFIGURED
+        self._state_id: int = State.PRIMARY_STATE_UNCONFIGURED
         self._lock = threading.RLock()
         self._clients_group = ReentrantCallbackGroup()
         self.control = ControlPlaneMember(self, self._on_start, self._on_stop, self._describe)
@@ -71,11 +74,11 @@ class AuxiliarSystem(LifecycleNode):
         if self._value("autostart"):
             self._autostart_timer = self.create_timer(0.0, self._autostart)
 
-    def _value(self, name: str):
+    def _value(self, name: str) -> Any:
         return self.get_parameter(name).value
 
     @staticmethod
-    def _topics_problem(topics, types) -> str | None:
+    def _topics_problem(topics: list[str], types: list[str]) -> str | None:
         topics = [t for t in topics if t]
         types = [t for t in types if t]
         if len(topics) != len(types):
@@ -85,7 +88,7 @@ class AuxiliarSystem(LifecycleNode):
             return f"topics must be fully qualified (start with '/'): {bad}"
         return None
 
-    def _check_parameters(self, params) -> SetParametersResult:
+    def _check_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
         values = {p.name: p.value for p in params}
         if "topics" in values or "topic_types" in values:
             problem = self._topics_problem(
@@ -138,7 +141,9 @@ class AuxiliarSystem(LifecycleNode):
         if not service:
             return None
         timeout = float(self._value("service_timeout"))
-        client = self.create_client(Trigger, service, callback_group=self._clients_group)
+        client: Client[Trigger.Request, Trigger.Response] = self.create_client(
+            Trigger, service, callback_group=self._clients_group
+        )
         try:
             if not client.wait_for_service(timeout_sec=timeout):
                 return Outcome(False, f"recorder service {service} is not available")
@@ -148,7 +153,9 @@ class AuxiliarSystem(LifecycleNode):
             if not done.wait(timeout):
                 return Outcome(False, f"recorder service {service} did not answer within {timeout} s")
             result = future.result()
-            return Outcome(bool(result.success), result.message)
+            if result is None:  # the call was cancelled (the node is shutting down)
+                return Outcome(False, f"recorder service {service} gave no answer")
+            return Outcome(bool(result.success), str(result.message))
         finally:
             self.destroy_client(client)
 

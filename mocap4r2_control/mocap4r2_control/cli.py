@@ -11,10 +11,13 @@ import argparse
 import sys
 from collections.abc import Callable
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:  # imported when a verb runs: `mocap4r2 --help` starts without rclpy
+    from .control_plane import ControlResult, ControlSession
 
 PLUGIN_GROUP = "mocap4r2.commands"
 
@@ -23,7 +26,7 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 # ---------------------------------------------------------------------- helpers
-def _session(args: argparse.Namespace):
+def _session(args: argparse.Namespace) -> ControlSession:
     from .control_plane import ControlSession
 
     return ControlSession(args=["mocap4r2"])
@@ -66,7 +69,7 @@ def _level_text(level: Any) -> str:
     return {0: "[green]OK[/]", 1: "[yellow]WARN[/]", 2: "[red]ERROR[/]"}.get(value, "STALE")
 
 
-def _print_result(result) -> int:
+def _print_result(result: ControlResult) -> int:
     from mocap4r2_interfaces.msg import Control
 
     verb = "START" if result.command == Control.START else "STOP"
@@ -214,16 +217,20 @@ def add_verbs(parser: argparse.ArgumentParser) -> dict[str, Callable[[argparse.N
     return handlers
 
 
-def _plugin_entries():
+def _plugin_entries() -> list[metadata.EntryPoint]:
     try:
         entries = metadata.entry_points(group=PLUGIN_GROUP)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a broken plugin package must not break the CLI
         return []
     # a package seen twice on sys.path (build and install space) lists its verbs twice
     return sorted({e.name: e for e in entries}.values(), key=lambda e: e.name)
 
 
-def run(parser: argparse.ArgumentParser, handlers, args: argparse.Namespace) -> int:
+def run(
+    parser: argparse.ArgumentParser,
+    handlers: dict[str, Callable[[argparse.Namespace], int]],
+    args: argparse.Namespace,
+) -> int:
     """Run the handler of the parsed verb and return its exit status: 2 with the help when no verb was given,
     130 on Ctrl-C."""
     if not getattr(args, "verb", None):

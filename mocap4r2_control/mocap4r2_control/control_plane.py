@@ -21,6 +21,7 @@ from lifecycle_msgs.msg import State
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import MessageInfo
 
 from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo
 
@@ -150,7 +151,7 @@ class ControlPlaneMember:
     def addressed(self, msg: Control) -> bool:
         return not msg.systems or self.system in msg.systems
 
-    def _on_control(self, msg: Control, info) -> None:
+    def _on_control(self, msg: Control, info: MessageInfo) -> None:
         # two parameters: rclpy then passes the MessageInfo (publication sequence numbers)
         # never let a bad request take the node down
         try:
@@ -166,7 +167,7 @@ class ControlPlaneMember:
             self._logged.add(kind)
             self.node.get_logger().warning(text + " (logged once; counted in diagnostics)")
 
-    def _count_lost(self, info) -> None:
+    def _count_lost(self, info: MessageInfo | None) -> None:
         """A gap in a requester's publication sequence numbers is requests that the queue
         dropped (DDS middlewares without sequence numbers report 0: nothing counted)."""
         if not info:
@@ -480,7 +481,7 @@ class ControlSession:
     def __enter__(self) -> ControlClient:
         return self.client
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:

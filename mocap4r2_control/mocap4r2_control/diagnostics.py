@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
 # levels are one-byte `bytes` in rclpy (the msg field is `byte`); they order as expected
@@ -34,10 +35,10 @@ class _Window:
     dropped: int = 0
     latency_sum: float = 0.0
     latency_max: float = 0.0
-    body_ids: np.ndarray | None = None
+    body_ids: npt.NDArray[np.int64] | None = None
     body_ids_key: bytes = b""
     body_names: tuple[str, ...] = ()
-    body_valid: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    body_valid: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     body_frames: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -46,7 +47,7 @@ class FrameStatistics:
     """Rate, latency, dropped frames and per-body tracking counted over one diagnostics period; the reader
     thread adds frames while the timer reads and resets, hence the lock."""
 
-    def __init__(self, thresholds: Thresholds | None = None):
+    def __init__(self, thresholds: Thresholds | None = None) -> None:
         self.thresholds = thresholds or Thresholds()
         self._lock = threading.Lock()
         self.reset()
@@ -73,9 +74,9 @@ class FrameStatistics:
         self,
         frame_number: int,
         latency: float,
-        body_ids: np.ndarray,
+        body_ids: npt.NDArray[np.int64],
         body_names: tuple[str, ...],
-        body_valid: np.ndarray,
+        body_valid: npt.NDArray[np.bool_],
     ) -> None:
         now = time.monotonic()
         with self._lock:

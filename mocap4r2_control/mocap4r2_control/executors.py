@@ -24,15 +24,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
+from rclpy.context import Context
 from rclpy.executors import (
     ConditionReachedException,
+    Executor,
     ExternalShutdownException,
     MultiThreadedExecutor,
     ShutdownException,
     SingleThreadedExecutor,
     TimeoutException,
+    TimeoutObject,
 )
+from rclpy.task import Task
 
 # the longest the wait loop sleeps for a queued task to start before it looks again (a
 # worker that frees up starts the next task at once and wakes the loop)
@@ -42,13 +47,17 @@ QUEUED_WAIT = 0.05
 class PatientMultiThreadedExecutor(MultiThreadedExecutor):
     """A MultiThreadedExecutor that gives the pool each task once (see the module docstring)."""
 
-    def __init__(self, num_threads: int | None = None, *, context=None):
+    def __init__(self, num_threads: int | None = None, *, context: Context | None = None) -> None:
         super().__init__(num_threads=num_threads, context=context)
-        self._queued: set = set()  # tasks submitted to the pool, not yet started
-        self._running: set = set()  # tasks started by a worker, not yet returned
+        self._queued: set[Task[Any]] = set()  # tasks submitted to the pool, not yet started
+        self._running: set[Task[Any]] = set()  # tasks started by a worker, not yet returned
         self._started = threading.Condition()  # notified whenever a queued task starts
 
-    def _spin_once_impl(self, timeout_sec=None, wait_condition: Callable[[], bool] = lambda: False) -> None:
+    def _spin_once_impl(
+        self,
+        timeout_sec: float | TimeoutObject | None = None,
+        wait_condition: Callable[[], bool] = lambda: False,
+    ) -> None:
         try:
             handler, _entity, _node = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
         except (ExternalShutdownException, ShutdownException, TimeoutException, ConditionReachedException):
@@ -68,7 +77,7 @@ class PatientMultiThreadedExecutor(MultiThreadedExecutor):
                 self._futures.remove(future)
                 future.result()  # raise any exceptions, as rclpy's does
 
-    def _start(self, handler) -> None:
+    def _start(self, handler: Task[Any]) -> None:
         with self._started:
             self._queued.discard(handler)
             self._running.add(handler)
@@ -82,7 +91,7 @@ class PatientMultiThreadedExecutor(MultiThreadedExecutor):
                 self._running.discard(handler)
 
 
-def make_executor(threads: int = 1):
+def make_executor(threads: int = 1) -> Executor:
     """The executor for ``threads``: single-threaded for 1, else the patient multi-threaded one.
 
     ``SingleThreadedExecutor`` sleeps in rcl until there is work and runs each callback

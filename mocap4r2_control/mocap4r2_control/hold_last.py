@@ -8,9 +8,18 @@ when entries appear, disappear or change order between frames.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from .geometry import MIN_QUATERNION_NORM
+
+# keys come as the vendor sends them (int32, uint16, ...); they are compared as int64
+Array = npt.NDArray[Any]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+KeyArray = npt.NDArray[np.int64]
 
 
 class LastGoodValues:
@@ -21,22 +30,22 @@ class LastGoodValues:
     key ever had one (rows never seen hold ``initial``).
     """
 
-    def __init__(self, width: int, initial: np.ndarray | None = None):
+    def __init__(self, width: int, initial: Array | None = None) -> None:
         self.width = width
-        self.initial = np.zeros(width) if initial is None else np.asarray(initial, dtype=float)
-        self.keys = np.zeros(0, dtype=np.int64)
+        self.initial: FloatArray = np.zeros(width) if initial is None else np.asarray(initial, dtype=float)
+        self.keys: KeyArray = np.zeros(0, dtype=np.int64)
         self._key_bytes = b""  # the keys as bytes: comparing them is the per-frame check
-        self.values = np.zeros((0, width))
-        self.seen = np.zeros(0, dtype=bool)
+        self.values: FloatArray = np.zeros((0, width))
+        self.seen: BoolArray = np.zeros(0, dtype=bool)
         # once every key has been seen, ``seen`` cannot change until the keys do: the
         # per-frame update then skips it (the common case while a system streams)
         self._all_seen = True
-        self._archive: dict[int, np.ndarray] = {}
+        self._archive: dict[int, FloatArray] = {}
 
     # keys remembered after they vanished (bounded: unlabeled ids may be transient)
     max_archived = 100_000
 
-    def update(self, keys: np.ndarray, values: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def update(self, keys: Array, values: Array, good: BoolArray) -> tuple[FloatArray, BoolArray]:
         # per frame: one bytes comparison of the keys as given (they rarely change while a
         # system streams); the dtype is part of it, so equal bytes of another type count
         # as a change, and only a change converts them
@@ -46,7 +55,7 @@ class LastGoodValues:
             self._key_bytes = key_bytes
         return self.hold(values, good), self.seen
 
-    def hold(self, values: np.ndarray, good: np.ndarray) -> np.ndarray:
+    def hold(self, values: Array, good: BoolArray) -> FloatArray:
         """``update`` for the keys of the last update (the caller knows they are the
         same): the rows held, without comparing the keys again."""
         # one masked copy, no temporaries (values[good] = values[good] costs three times as much)
@@ -61,7 +70,7 @@ class LastGoodValues:
         """Every key of the latest update has had a good value."""
         return self._all_seen
 
-    def _remap(self, keys: np.ndarray) -> None:
+    def _remap(self, keys: KeyArray) -> None:
         # the set or order of keys changed (an asset appeared or vanished): file what is
         # known under its key, so a body that vanishes for a while keeps its last pose
         for key, value, seen in zip(self.keys.tolist(), self.values, self.seen.tolist()):
@@ -87,8 +96,8 @@ IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
 
 
 def good_poses(
-    positions: np.ndarray, orientations: np.ndarray, valid: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    positions: Array, orientations: Array, valid: BoolArray
+) -> tuple[BoolArray, FloatArray]:
     """Rows usable as a pose: flagged valid, finite, with a non-degenerate quaternion.
 
     Returns (good mask, poses as (n, 7) with normalised quaternions)."""
@@ -119,11 +128,11 @@ class SubKeys:
     """sub_keys() for the latest (owner ids, offsets), recomputed only when they change
     (they rarely do: the assets of a mocap system are fixed while it streams)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._source = (b"", b"")
-        self._keys = np.zeros(0, dtype=np.int64)
+        self._keys: KeyArray = np.zeros(0, dtype=np.int64)
 
-    def __call__(self, owner_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    def __call__(self, owner_ids: Array, offsets: Array) -> KeyArray:
         source = (
             owner_ids.astype(np.int64, copy=False).tobytes(),
             offsets.astype(np.int64, copy=False).tobytes(),
@@ -134,10 +143,11 @@ class SubKeys:
         return self._keys
 
 
-def sub_keys(owner_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def sub_keys(owner_ids: Array, offsets: Array) -> KeyArray:
     """Stable keys for nested rows (a body's markers, a skeleton's segments) from the
     owner's id and the row's index within its owner."""
     counts = np.diff(offsets)
     owners = np.repeat(owner_ids.astype(np.int64), counts)
     index = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], counts)
-    return (owners << 20) + index
+    keys: KeyArray = (owners << 20) + index
+    return keys

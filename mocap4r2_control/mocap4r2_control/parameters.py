@@ -123,7 +123,7 @@ def warn_unknown_parameters(node: Node) -> list[str]:
 
 
 def check_parameters(
-    specs: Mapping[str, ParameterSpec], params: Sequence[Parameter], log: Any
+    specs: Mapping[str, ParameterSpec], params: Sequence[Parameter[Any]], log: Any
 ) -> SetParametersResult:
     """The answer to a runtime change: refused with the first problem, else accepted."""
     from rcl_interfaces.msg import SetParametersResult

@@ -6,20 +6,22 @@ ros2cli is installed; the verbs and their handlers are those of ``mocap4r2_contr
 
 from __future__ import annotations
 
-from ros2cli.command import CommandExtension  # type: ignore[import-not-found]
+import argparse
+
+from ros2cli.command import CommandExtension
 
 from . import cli
 
 
-class Mocap4r2Command(CommandExtension):
+class Mocap4r2Command(CommandExtension):  # type: ignore[misc]  # ros2cli ships no type information
     """Discover, start and stop mocap4r2 systems."""
 
-    def add_arguments(self, parser, cli_name):
+    def add_arguments(self, parser: argparse.ArgumentParser, cli_name: str) -> None:
         # the parser of `ros2 mocap4r2`, kept for main()
         self._parser = parser
         self._handlers = cli.add_verbs(parser)
 
-    def main(self, *, parser, args):
+    def main(self, *, parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         # ros2cli passes the root `ros2` parser here, not the one given to add_arguments:
         # without a verb, print the help of `ros2 mocap4r2`
         return cli.run(self._parser, self._handlers, args)

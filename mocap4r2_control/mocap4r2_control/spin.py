@@ -46,9 +46,10 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
@@ -62,7 +63,7 @@ JOIN_TIMEOUT_S = 2.0
 
 
 class _Spinner(threading.Thread):
-    def __init__(self, executor, stop: Future):
+    def __init__(self, executor: Executor, stop: Future[None]) -> None:
         super().__init__(name="mocap4r2-spin", daemon=True)
         self.executor = executor
         self.stop = stop
@@ -110,9 +111,12 @@ def leave_process(code: int) -> None:
     os._exit(code)
 
 
+NodeT = TypeVar("NodeT", bound=Node)
+
+
 def run_node(
-    make_node: Callable[[], Node],
-    finish: Callable[[Node], None] | None = None,
+    make_node: Callable[[], NodeT],
+    finish: Callable[[NodeT], None] | None = None,
     args: list[str] | None = None,
     threads: int = 1,
     exit_process: bool = True,

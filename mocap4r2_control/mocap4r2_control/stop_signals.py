@@ -39,7 +39,7 @@ class StopSignals:
     """SIGINT/SIGTERM noted by a handler that never raises, and a wakeup fd to wait on
     (the interpreter writes it whichever thread the kernel delivered the signal to)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.received: list[int] = []
         self._read, write = os.pipe()
         os.set_blocking(self._read, False)
@@ -48,7 +48,7 @@ class StopSignals:
         for sig in STOP_SIGNALS:
             signal.signal(sig, self._note)
 
-    def _note(self, signum, _frame) -> None:
+    def _note(self, signum: int, _frame: object) -> None:
         self.received.append(signum)
 
     def _drain(self) -> None:
@@ -100,7 +100,7 @@ def lazy_main(module: str, function: str = "main") -> Callable[[], int]:
         target = getattr(importlib.import_module(module), function)
         if signals.stop_requested:
             return 0
-        return target()
+        return int(target())
 
     main.__doc__ = f"{module}.{function}(), with stop signals noted before it is imported."
     return main

@@ -35,7 +35,7 @@ class TransformSender:
         self.node = node
         self.uses_tf2_ros = False
         try:
-            from tf2_ros import TransformBroadcaster  # type: ignore[import-not-found]
+            from tf2_ros import TransformBroadcaster
 
             self._broadcaster = TransformBroadcaster(node)
             self.uses_tf2_ros = True
@@ -54,6 +54,7 @@ class TransformSender:
             self._broadcaster.sendTransform(list(transforms))
         else:
             self._message.transforms = list(transforms)
+            assert self._publisher is not None  # set whenever there is no broadcaster
             self._publisher.publish(self._message)
 
     def send_serialized(self, data: bytes) -> None:

@@ -30,4 +30,4 @@ def time_msg(seconds: float | None = None) -> Time:
 
 def stamp_to_seconds(stamp: Any) -> float:
     """Seconds of a builtin_interfaces/Time (or anything with sec and nanosec)."""
-    return stamp.sec + stamp.nanosec * 1e-9
+    return float(stamp.sec + stamp.nanosec * 1e-9)

@@ -53,7 +53,7 @@ class LiveView:
     rows: dict[str, SystemRow] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._body_subs: dict[str, object] = {}
         node = self.session.node
@@ -127,7 +127,7 @@ class LiveView:
 LEVELS = {0: "[green]OK[/]", 1: "[yellow]WARN[/]", 2: "[red]ERROR[/]", -1: "-"}
 
 
-class MocapTui(App):
+class MocapTui(App[None]):
     """The textual application behind ``mocap4r2 tui``: a table of systems refreshed from a LiveView, with
     keys to start and stop them."""
 
@@ -221,7 +221,9 @@ class MocapTui(App):
     def action_stop_all(self) -> None:
         self._request(False, [])
 
-    def action_toggle(self) -> None:
+    # textual's DOMNode.action_toggle(attribute) toggles an attribute; our "t"/enter binding
+    # names this action instead, and textual dispatches by name without arguments
+    def action_toggle(self) -> None:  # type: ignore[override]  # a different action of the same name
         row = self._selected()
         if row is not None:
             self._request(not row.active, [row.name])
