@@ -95,9 +95,7 @@ class LastGoodValues:
 IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
 
 
-def good_poses(
-    positions: Array, orientations: Array, valid: BoolArray
-) -> tuple[BoolArray, FloatArray]:
+def good_poses(positions: Array, orientations: Array, valid: BoolArray) -> tuple[BoolArray, FloatArray]:
     """Rows usable as a pose: flagged valid, finite, with a non-degenerate quaternion.
 
     Returns (good mask, poses as (n, 7) with normalised quaternions)."""
