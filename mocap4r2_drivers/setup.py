@@ -21,7 +21,7 @@ setup(
     ],
     # the Python libraries the shipped code imports (pinned in requirements.txt; the ROS
     # packages come from package.xml and rosdep, never from pip; vicon_dssdk from Vicon's SDK)
-    install_requires=["numpy", "scipy", "PyYAML", "psutil", "qtm-rt"],
+    install_requires=["numpy", "scipy", "PyYAML", "psutil", "qtm-rt", "rosbags", "c3d"],
     zip_safe=False,
     description="mocap4r2 systems: simulated, OptiTrack, Qualisys, Vicon, Gazebo",
     license="Apache-2.0",
@@ -36,6 +36,7 @@ setup(
             "gazebo_system = mocap4r2_drivers.executables:gazebo_system",
             "vrpn_system = mocap4r2_drivers.executables:vrpn_system",
             "vrpn_simulator = mocap4r2_drivers.executables:vrpn_simulator",
+            "replay_system = mocap4r2_drivers.executables:replay_system",
         ],
     },
 )

@@ -1,0 +1,552 @@
+"""Recorded files as a sequence of frames: rosbag2 bags (MCAP or sqlite3) and C3D files.
+
+Every reader opens and checks its file in ``open_source`` (so a configure fails with the
+reason, never later), then hands out :class:`TimedFrame` items in file order from
+``frames()``, which may be called again for every loop. A reader knows nothing of ROS
+nodes or wall time; the replay system paces what it gets.
+
+* **bags** (``rosbags``, which reads rosbag2 folders in both storages and a bare
+  ``.mcap``): the mocap4r2_interfaces topics of one system (``source``, a namespace such
+  as ``/sim``), decoded straight from their CDR bytes (convert.py); without those, every
+  ``geometry_msgs/PoseStamped`` topic as one body (``/<ns>/<body>/pose`` is named
+  ``<body>``), else the child frames of ``/tf`` as bodies;
+* **C3D** (``c3d``): labeled points as markers (id = label index), negative residuals
+  occluded, ``POINT:UNITS`` to metres, the vertical axis from ``up_axis``, and rigid
+  bodies fitted to the markers named in ``bodies`` with the shared Kabsch fit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mocap4r2_control.frame import AssetNames, BodyArrays, MarkerArrays, MocapFrame
+from mocap4r2_control.geometry import AxisChange
+
+from ..common import stable_id
+from ..emulation import fit_pose
+from .convert import MessageDecoder, ReplayDecodeError, frame_from_messages
+
+MARKERS = "mocap4r2_interfaces/msg/Markers"
+RIGID_BODIES = "mocap4r2_interfaces/msg/RigidBodies"
+SKELETONS = "mocap4r2_interfaces/msg/Skeletons"
+POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
+TF_MESSAGE = "tf2_msgs/msg/TFMessage"
+MOCAP_TYPES = {MARKERS: "markers", RIGID_BODIES: "rigid_bodies", SKELETONS: "skeletons"}
+#: C3D files are read whole at configure: a budget for the points (float64 values)
+MAX_C3D_VALUES = 200_000_000
+UP_AXES = {"z": "+Z", "-z": "-Z", "y": "+Y", "-y": "-Y", "x": "+X", "-x": "-X"}
+
+
+class ReplayFileError(ValueError):
+    """A file that cannot be replayed, in words a user can act on."""
+
+
+@dataclass(slots=True)
+class TimedFrame:
+    """A frame with its place in the file: ``offset`` seconds after the file's first
+    frame, and the capture stamp the file holds for it."""
+
+    offset: float
+    sec: int
+    nanosec: int
+    frame: MocapFrame
+
+
+@dataclass
+class SourceInfo:
+    """What /diagnostics and the log say about an opened file."""
+
+    kind: str
+    rate: float
+    frame_count: int
+    duration: float
+    names: AssetNames
+    details: dict[str, str] = field(default_factory=dict)
+
+
+class ReplaySource:
+    """An opened file: ``info`` and the frames between ``start`` and ``end`` seconds."""
+
+    info: SourceInfo
+    path: Path
+
+    def frames(self, start: float = 0.0, end: float = math.inf) -> Iterator[TimedFrame]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the file (safe twice)."""
+
+
+def file_signature(path: Path) -> tuple[int, int]:
+    """(size, modification time in ns) of a file, or of every file in a bag folder."""
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    size, mtime = 0, 0
+    for p in files:
+        st = p.stat()
+        size += st.st_size
+        mtime = max(mtime, st.st_mtime_ns)
+    return size, mtime
+
+
+def open_source(
+    path: str | os.PathLike,
+    source: str = "",
+    up_axis: str = "z",
+    bodies: Mapping[str, Sequence[str]] | None = None,
+) -> ReplaySource:
+    """Open ``path`` (a bag folder, an ``.mcap``, a ``.db3`` or a ``.c3d``); raises
+    ReplayFileError with the reason."""
+    p = Path(path).expanduser()
+    if not str(path):
+        raise ReplayFileError("file is empty: set it to a bag folder, an .mcap or a .c3d")
+    if not p.exists():
+        raise ReplayFileError(f"{p} does not exist")
+    if p.suffix.lower() == ".c3d":
+        return C3DSource(p, up_axis, bodies or {})
+    if bodies:
+        raise ReplayFileError("bodies applies to C3D files only (a bag has its rigid bodies)")
+    return BagSource(p, source)
+
+
+# ====================================================================== bags
+def _bag_reader(path: Path) -> Any:
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    # a file inside a bag folder: the folder (its metadata.yaml says what the files are)
+    if path.is_file() and (path.parent / "metadata.yaml").is_file():
+        path = path.parent
+    return AnyReader([path], default_typestore=get_typestore(Stores.LATEST))
+
+
+def _namespace(topic: str) -> str:
+    return topic.rsplit("/", 1)[0] or "/"
+
+
+class BagSource(ReplaySource):
+    """A rosbag2 bag (folder, .mcap or .db3): one system's mocap topics, or poses, or /tf."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path = path
+        try:
+            reader = _bag_reader(path)
+            reader.open()
+        except Exception as exc:  # rosbags raises its own errors for every kind of damage
+            raise ReplayFileError(
+                f"{path} cannot be read as a rosbag2 bag ({type(exc).__name__}: {exc}); "
+                "a session cut short is repaired by 'mocap4r2 recover'"
+            ) from None
+        self._reader = reader
+        try:
+            self._choose(source)
+            self._check_first()
+        except ReplayFileError:
+            self.close()
+            raise
+        except Exception as exc:  # noqa: BLE001 - damage found while reading the first frame
+            self.close()
+            raise ReplayFileError(
+                f"{path}: {type(exc).__name__}: {exc}; a session cut short is repaired by 'mocap4r2 recover'"
+            ) from None
+
+    def _choose(self, source: str) -> None:
+        conns = list(self._reader.connections)
+        mocap = [c for c in conns if c.msgtype in MOCAP_TYPES]
+        namespaces = sorted({_namespace(c.topic) for c in mocap})
+        wanted = "/" + source.strip("/") if source.strip("/") else ""
+        if mocap:
+            if not wanted:
+                if len(namespaces) != 1:
+                    raise ReplayFileError(
+                        f"{self.path} holds {len(namespaces)} systems ({', '.join(namespaces)}); "
+                        "choose one with source"
+                    )
+                wanted = namespaces[0]
+            chosen = [c for c in mocap if _namespace(c.topic) == wanted]
+            if not chosen:
+                raise ReplayFileError(
+                    f"{self.path}: no mocap topics under {wanted} (systems: {', '.join(namespaces)})"
+                )
+            self.mode = "mocap"
+        else:
+            poses = [c for c in conns if c.msgtype == POSE_STAMPED]
+            tfs = [c for c in conns if c.msgtype == TF_MESSAGE and c.topic in ("/tf", f"{wanted}/tf")]
+            if wanted:
+                poses = [c for c in poses if c.topic.startswith(wanted + "/")]
+            if poses:
+                chosen, self.mode = poses, "poses"
+            elif tfs:
+                chosen, self.mode = tfs, "tf"
+            else:
+                types = sorted({c.msgtype for c in conns})
+                raise ReplayFileError(
+                    f"{self.path} has no mocap topics (mocap4r2_interfaces Markers, RigidBodies, "
+                    "Skeletons; geometry_msgs/PoseStamped; tf2_msgs/TFMessage); it holds "
+                    f"{', '.join(types) or 'nothing'}"
+                )
+        self.namespace = wanted
+        self.connections = chosen
+        self.topics = {c.topic: c for c in chosen}
+        self._body_names: dict[str, str] = {c.topic: _pose_body_name(c.topic) for c in chosen}
+        counts = {c.topic: c.msgcount for c in chosen}
+        duration = max(0.0, (self._reader.end_time - self._reader.start_time) * 1e-9)
+        frame_count = max(counts.values()) if self.mode != "poses" else max(counts.values())
+        rate = (frame_count - 1) / duration if duration > 0 and frame_count > 1 else 0.0
+        self.info = SourceInfo(
+            kind=f"bag ({self.mode})",
+            rate=rate,
+            frame_count=frame_count,
+            duration=duration,
+            names=AssetNames(),
+            details={"topics": ", ".join(sorted(self.topics))},
+        )
+
+    def _check_first(self) -> None:
+        """Read the first frame: a file whose first messages cannot be decoded fails here."""
+        first = next(iter(self.frames()), None)
+        if first is None:
+            raise ReplayFileError(f"{self.path}: the mocap topics hold no messages")
+        f = first.frame
+        body_names = f.bodies.names
+        if self.mode == "tf":
+            body_names = tuple(self._tf_children())
+        self.info.names = AssetNames(
+            rigid_bodies=tuple(body_names), markers=tuple(f.markers.names), skeletons=tuple(f.skeletons.names)
+        )
+
+    def _tf_children(self, budget: int = 2000) -> list[str]:
+        seen: dict[str, None] = {}
+        for i, (conn, _, raw) in enumerate(self._reader.messages(connections=self.connections)):
+            if i >= budget:
+                break
+            for t in self._reader.deserialize(raw, conn.msgtype).transforms:
+                seen.setdefault(t.child_frame_id, None)
+        return list(seen)
+
+    def frames(self, start: float = 0.0, end: float = math.inf) -> Iterator[TimedFrame]:
+        if self.mode == "mocap":
+            yield from self._mocap_frames(start, end)
+        else:
+            yield from self._pose_frames(start, end)
+
+    def _mocap_frames(self, start: float, end: float) -> Iterator[TimedFrame]:
+        decoders = {c.topic: MessageDecoder(MOCAP_TYPES[c.msgtype]) for c in self.connections}
+        kinds = {c.topic: MOCAP_TYPES[c.msgtype] for c in self.connections}
+        origin: float | None = None
+        for item in self._grouped(decoders, kinds):
+            if origin is None:
+                origin = item.offset
+            item.offset -= origin
+            if item.offset > end:
+                return
+            if item.offset >= start:
+                yield item
+
+    def _grouped(self, decoders: dict[str, MessageDecoder], kinds: dict[str, str]) -> Iterator[TimedFrame]:
+        """The messages of one frame number together (they are written one after another)."""
+        group: dict[str, Any] = {}
+        number: int | None = None
+        for conn, _, raw in self._reader.messages(connections=self.connections):
+            try:
+                decoded = decoders[conn.topic].decode(bytes(raw))
+            except ReplayDecodeError as exc:
+                raise ReplayFileError(f"{conn.topic}: {exc}") from None
+            if number is not None and (decoded.frame_number != number or kinds[conn.topic] in group):
+                yield self._emit(number, group)
+                group = {}
+            number = decoded.frame_number
+            group[kinds[conn.topic]] = decoded
+        if number is not None:
+            yield self._emit(number, group)
+
+    @staticmethod
+    def _emit(number: int, group: dict[str, Any]) -> TimedFrame:
+        first = next(iter(group.values()))
+        frame = frame_from_messages(
+            number, group.get("markers"), group.get("rigid_bodies"), group.get("skeletons")
+        )
+        return TimedFrame(first.sec + first.nanosec * 1e-9, first.sec, first.nanosec, frame)
+
+    def _pose_frames(self, start: float, end: float) -> Iterator[TimedFrame]:
+        """PoseStamped or TF messages grouped by stamp: one frame per capture time."""
+        names: dict[str, int] = {}
+        order: list[str] = list(self.info.names.rigid_bodies)
+        for n in order:
+            names[n] = len(names)
+        current: dict[str, np.ndarray] = {}
+        stamp: tuple[int, int] | None = None
+        origin: float | None = None
+        number = 0
+        for conn, _, raw in self._reader.messages(connections=self.connections):
+            msg = self._reader.deserialize(raw, conn.msgtype)
+            if self.mode == "poses":
+                items = [
+                    (self._body_names[conn.topic], msg.header.stamp, msg.pose.position, msg.pose.orientation)
+                ]
+            else:
+                items = [
+                    (t.child_frame_id, t.header.stamp, t.transform.translation, t.transform.rotation)
+                    for t in msg.transforms
+                ]
+            for name, st, p, q in items:
+                key = (int(st.sec), int(st.nanosec))
+                if stamp is not None and key != stamp and current:
+                    t = stamp[0] + stamp[1] * 1e-9
+                    origin = t if origin is None else origin
+                    if t - origin > end:
+                        return
+                    if t - origin >= start:
+                        yield TimedFrame(t - origin, stamp[0], stamp[1], _pose_frame(number, order, current))
+                    number += 1
+                    current = {}
+                stamp = key
+                if name not in names:
+                    names[name] = len(names)
+                    order.append(name)
+                current[name] = np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w])
+        if stamp is not None and current:
+            t = stamp[0] + stamp[1] * 1e-9
+            origin = t if origin is None else origin
+            if start <= t - origin <= end:
+                yield TimedFrame(t - origin, stamp[0], stamp[1], _pose_frame(number, order, current))
+
+    def close(self) -> None:
+        reader, self._reader = getattr(self, "_reader", None), None
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                reader.close()
+
+
+def _pose_body_name(topic: str) -> str:
+    parts = [p for p in topic.split("/") if p]
+    if len(parts) >= 2 and parts[-1] == "pose":
+        return parts[-2]
+    return parts[-1] if parts else topic
+
+
+def _pose_frame(number: int, order: list[str], current: dict[str, np.ndarray]) -> MocapFrame:
+    n = len(order)
+    poses = np.full((n, 7), np.nan)
+    valid = np.zeros(n, dtype=bool)
+    for i, name in enumerate(order):
+        pose = current.get(name)
+        if pose is not None and np.all(np.isfinite(pose)):
+            poses[i] = pose
+            valid[i] = True
+    bodies = BodyArrays.build(
+        [stable_id(name) for name in order], tuple(order), poses[:, :3], poses[:, 3:], valid=valid
+    )
+    return MocapFrame(number, bodies=bodies)
+
+
+# ====================================================================== C3D
+_UNIT_SCALE = {"mm": 1e-3, "cm": 1e-2, "m": 1.0, "dm": 0.1}
+
+
+def _parameter(reader: Any, name: str) -> Any:
+    try:
+        return reader.get(name)
+    except Exception:  # noqa: BLE001 - the c3d library raises KeyError or returns None by version
+        return None
+
+
+class C3DSource(ReplaySource):
+    """A C3D file, read whole at open: markers from the labeled points, fitted bodies."""
+
+    def __init__(self, path: Path, up_axis: str, bodies: Mapping[str, Sequence[str]]) -> None:
+        self.path = path
+        key = up_axis.strip().lower()
+        if key not in UP_AXES:
+            raise ReplayFileError(f"up_axis must be one of {sorted(UP_AXES)}, got {up_axis!r}")
+        self.axes = AxisChange(UP_AXES[key])
+        try:
+            self._read(path)
+        except ReplayFileError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the c3d library raises many kinds on damage
+            raise ReplayFileError(
+                f"{path} cannot be read as a C3D file ({type(exc).__name__}: {exc})"
+            ) from None
+        self._fit_bodies(bodies)
+
+    def _read(self, path: Path) -> None:
+        import c3d
+
+        with open(path, "rb") as handle, warnings.catch_warnings():
+            # the library warns about absent analog data: analog channels are only counted
+            warnings.simplefilter("ignore", UserWarning)
+            reader = c3d.Reader(handle)
+            n = int(reader.point_used)
+            first, last = int(reader.first_frame), int(reader.last_frame)
+            count = last - first + 1
+            if n <= 0:
+                raise ReplayFileError(f"{path} holds no points (POINT:USED is {n})")
+            if count <= 0 or count * n * 3 > MAX_C3D_VALUES:
+                raise ReplayFileError(f"{path}: {count} frames of {n} points is outside what replay reads")
+            rate = float(reader.point_rate)
+            if not (math.isfinite(rate) and rate > 0):
+                raise ReplayFileError(f"{path}: POINT:RATE is {rate}, not a frame rate")
+            raw_labels = reader.point_labels
+            labels = [str(s).strip() for s in (raw_labels if raw_labels is not None else [])][:n]
+            labels += [f"point_{i}" for i in range(len(labels), n)]
+            units_param = _parameter(reader, "POINT:UNITS")
+            # some exporters write one unit per point ("mm  mm  mm ..."): the first counts
+            units = (units_param.string_value.split() or ["mm"])[0] if units_param is not None else "mm"
+            scale = _UNIT_SCALE.get(units.lower())
+            if scale is None:
+                raise ReplayFileError(f"{path}: POINT:UNITS {units!r} is not one of {sorted(_UNIT_SCALE)}")
+            screens = {}
+            for axis in ("X_SCREEN", "Y_SCREEN"):
+                param = _parameter(reader, f"POINT:{axis}")
+                screens[axis] = param.string_value.strip() if param is not None else "absent"
+            analog_channels = int(reader.analog_used)
+            positions: np.ndarray = np.full((count, n, 3), np.nan)
+            residuals: np.ndarray = np.full((count, n), -1.0, dtype=np.float32)
+            read = 0
+            for i, (_, points, _) in enumerate(reader.read_frames(copy=False)):
+                if i >= count:
+                    break
+                positions[i] = points[:, :3]
+                residuals[i] = points[:, 3]
+                read += 1
+            if read < count:
+                # exporters write wrong frame counts (an Optotrak file in the wild says 1149
+                # for its 29): a data block holding whole frames is what the file has, a
+                # frame cut in the middle is a file cut short
+                size = 4 if reader.point_scale < 0 else 2
+                per_frame = size * (4 * n + int(reader.analog_used) * int(reader.analog_per_frame))
+                data = path.stat().st_size - 512 * (int(reader.header.data_block) - 1)
+                if read == 0 or per_frame <= 0 or data % per_frame:
+                    raise ReplayFileError(
+                        f"{path} is truncated: {read} of {count} frames could be read, the last one cut short"
+                    )
+                count = read
+                positions, residuals = positions[:read], residuals[:read]
+        occluded = ~(residuals >= 0) | ~np.all(np.isfinite(positions), axis=2)
+        positions = self.axes.positions(positions * scale)
+        positions[occluded] = np.nan
+        self.labels = tuple(labels)
+        self.positions = positions
+        self.occluded = occluded
+        # a C3D residual is in the file's units; the frame's in metres
+        self.residuals = np.where(occluded, -1.0, residuals * scale).astype(np.float32)
+        self.first_frame = first
+        unseen = float(occluded.mean()) if occluded.size else 0.0
+        self.info = SourceInfo(
+            kind="c3d",
+            rate=rate,
+            frame_count=count,
+            duration=(count - 1) / rate,
+            names=AssetNames(markers=self.labels),
+            details={
+                "units": units,
+                "up_axis": self.axes.up,
+                "x_screen": screens["X_SCREEN"],
+                "y_screen": screens["Y_SCREEN"],
+                "analog_channels_ignored": str(analog_channels),
+                "frames_in_header": str(last - first + 1),
+                "unseen_fraction": f"{unseen:.3f}",
+            },
+        )
+
+    def _fit_bodies(self, bodies: Mapping[str, Sequence[str]]) -> None:
+        index = {label: i for i, label in enumerate(self.labels)}
+        self.body_names: tuple[str, ...] = tuple(bodies)
+        self.body_markers: list[np.ndarray] = []
+        self.layouts: list[np.ndarray] = []
+        for name, labels in bodies.items():
+            unknown = [label for label in labels if label not in index]
+            if unknown:
+                raise ReplayFileError(
+                    f"bodies: {name} names {', '.join(unknown)}, not labels of {self.path.name} "
+                    f"(labels: {', '.join(self.labels[:20])}{'...' if len(self.labels) > 20 else ''})"
+                )
+            if len(labels) < 3:
+                raise ReplayFileError(f"bodies: {name} needs at least 3 marker labels, got {len(labels)}")
+            cols = np.array([index[label] for label in labels], dtype=np.int64)
+            seen = ~self.occluded[:, cols].any(axis=1)
+            if not seen.any():
+                raise ReplayFileError(f"bodies: {name}: its markers are never all seen at once, no layout")
+            # the body frame: at the markers' centroid, with the world axes, in the first
+            # frame that sees them all
+            ref = self.positions[int(np.argmax(seen)), cols]
+            self.body_markers.append(cols)
+            self.layouts.append(ref - ref.mean(axis=0))
+        self.info.names = AssetNames(rigid_bodies=self.body_names, markers=self.labels)
+        self._ids = np.arange(len(self.labels), dtype=np.int32)
+        self._body_ids = [stable_id(name) for name in self.body_names]
+
+    def frames(self, start: float = 0.0, end: float = math.inf) -> Iterator[TimedFrame]:
+        rate = self.info.rate
+        lo = max(0, math.ceil(start * rate - 1e-9))
+        hi = min(self.info.frame_count, math.floor(end * rate + 1e-9) + 1) if math.isfinite(end) else None
+        hi = self.info.frame_count if hi is None else hi
+        for i in range(lo, hi):
+            t = i / rate
+            sec = int(t // 1)
+            yield TimedFrame(t, sec, int(round((t - sec) * 1e9)), self._frame(i))
+
+    def _frame(self, i: int) -> MocapFrame:
+        occluded = self.occluded[i]
+        markers = MarkerArrays(
+            ids=self._ids,
+            names=self.labels,
+            positions=self.positions[i],
+            occluded=occluded,
+            residuals=self.residuals[i],
+        )
+        frame = MocapFrame(self.first_frame + i, markers=markers)
+        if self.body_names:
+            n = len(self.body_names)
+            positions = np.full((n, 3), np.nan)
+            orientations = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
+            valid = np.zeros(n, dtype=bool)
+            errors = np.full(n, -1.0, dtype=np.float32)
+            counts = []
+            body_cols = []
+            for b, (cols, layout) in enumerate(zip(self.body_markers, self.layouts)):
+                observed = self.positions[i, cols]
+                fit = fit_pose(layout, observed)
+                counts.append(len(cols))
+                body_cols.append(cols)
+                if fit is None:
+                    continue
+                positions[b], orientations[b] = fit
+                valid[b] = True
+                rot_layout = _rotate(fit[1], layout) + fit[0]
+                err = np.linalg.norm(rot_layout - observed, axis=1)
+                errors[b] = float(np.nanmean(err))
+            cols_all = np.concatenate(body_cols)
+            frame.bodies = BodyArrays.build(
+                self._body_ids,
+                self.body_names,
+                positions,
+                orientations,
+                valid=valid,
+                mean_errors=errors,
+                markers=MarkerArrays(
+                    ids=self._ids[cols_all],
+                    names=tuple(self.labels[c] for c in cols_all),
+                    positions=self.positions[i, cols_all],
+                    occluded=occluded[cols_all],
+                    residuals=self.residuals[i, cols_all],
+                ),
+                marker_counts=counts,
+            )
+        return frame
+
+
+def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Vectors (k, 3) rotated by the unit quaternion q (x, y, z, w)."""
+    u, w = q[:3], q[3]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)

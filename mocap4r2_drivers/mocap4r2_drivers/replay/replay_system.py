@@ -1,0 +1,375 @@
+"""The replay system: a recorded session, a rosbag2 bag or a C3D file as a live mocap system.
+
+Under :class:`~mocap4r2_control.system_node.MocapSystemNode` like every vendor: configure
+opens and checks the file (a damaged file, one without mocap topics, an unknown label in
+``bodies`` fail there with the reason), activate plays, deactivate (a control-plane
+STOP) pauses and the next activate (START) resumes where it paused.
+
+A read-ahead thread decodes frames into a bounded queue, so the reader thread only
+waits for each frame's due time and hands it over. At ``rate_factor`` 1 a frame is due
+at its offset in the file after the moment playing (re)started; 0 plays as fast as the
+node publishes. ``stamps: original`` stamps each frame with the capture time the file
+holds (a session replayed so gives the recorded messages byte for byte), ``now`` with
+its due time (the file's time rebased to now). The file is watched while it plays: one
+that changes (a recording still being written, a file replaced) stops the replay with
+that reason rather than playing a mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
+from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_control.system_node import run_system
+
+from .convert import seconds_for_stamp
+from .readers import ReplayFileError, ReplaySource, TimedFrame, file_signature, open_source
+
+_LOG = logging.getLogger("mocap4r2.replay")
+STAMPS = ("original", "now")
+#: how often the read-ahead thread looks at the file for changes, s
+WATCH_PERIOD = 0.5
+#: the last part of a wait spent polling the clock: a sleep wakes up late by up to a
+#: scheduler tick, more than the timing budget of a frame at 1x
+SPIN_S = 0.0004
+
+
+def _check_bodies(text: str) -> str | None:
+    try:
+        parse_bodies(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def parse_bodies(text: str) -> dict[str, list[str]]:
+    """``bodies``: a YAML mapping body name -> list of marker labels (C3D files only)."""
+    if not text.strip():
+        return {}
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"bodies is not YAML: {exc}") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+        for k, v in value.items()
+    ):
+        raise ValueError(
+            "bodies must map each body name to a list of marker labels, e.g. '{pelvis: [A, B, C]}'"
+        )
+    return value
+
+
+@dataclass(slots=True)
+class _End:
+    """What the read-ahead thread puts last: the reason it stopped ("" at the file's end)."""
+
+    reason: str
+
+
+class ReplayAdapter(MocapAdapter):
+    """A recorded file played back as a mocap system."""
+
+    system_type = "replay"
+    parameters = (
+        ParameterSpec("file", "", "A rosbag2 bag folder, an .mcap, a .db3 or a .c3d file."),
+        ParameterSpec(
+            "source", "", "Namespace of the recorded system in a bag (e.g. /sim); empty: the only one."
+        ),
+        ParameterSpec(
+            "rate_factor",
+            1.0,
+            "Playback speed: 1 real time, 0 as fast as it goes.",
+            min_value=0.0,
+            max_value=1000.0,
+        ),
+        ParameterSpec("loop", False, "Start again at start after end."),
+        ParameterSpec(
+            "start", 0.0, "Seconds into the file where playing starts.", min_value=0.0, max_value=1e9
+        ),
+        ParameterSpec(
+            "end", 0.0, "Seconds into the file where playing ends; 0: the end.", min_value=0.0, max_value=1e9
+        ),
+        ParameterSpec(
+            "stamps",
+            "now",
+            "original: the capture times of the file; now: the file's times rebased to now.",
+            choices=STAMPS,
+        ),
+        ParameterSpec(
+            "up_axis", "z", "C3D only: the vertical axis of the file's data (x, y, z, -x, -y, -z)."
+        ),
+        ParameterSpec(
+            "bodies",
+            "",
+            "C3D only: rigid bodies as YAML, body name -> marker labels, e.g. '{pelvis: [L_IAS, R_IAS, S]}'.",
+            check=_check_bodies,
+        ),
+        ParameterSpec("read_ahead", 256, "Frames decoded ahead of playing.", min_value=1, max_value=100000),
+    )
+
+    def __init__(
+        self,
+        file: str,
+        source: str = "",
+        rate_factor: float = 1.0,
+        loop: bool = False,
+        start: float = 0.0,
+        end: float = 0.0,
+        stamps: str = "now",
+        up_axis: str = "z",
+        bodies: str = "",
+        read_ahead: int = 256,
+    ) -> None:
+        if not (math.isfinite(rate_factor) and rate_factor >= 0):
+            raise ConfigurationError(f"rate_factor must be 0 or more, got {rate_factor}")
+        if stamps not in STAMPS:
+            raise ConfigurationError(f"stamps must be one of {STAMPS}, got {stamps!r}")
+        if end and end <= start:
+            raise ConfigurationError(
+                f"end ({end} s) must be after start ({start} s), or 0 for the file's end"
+            )
+        self.file = file
+        self.source_name = source
+        self.rate_factor = rate_factor
+        self.loop = loop
+        self.start = start
+        self.end = end if end > 0 else math.inf
+        self.stamps = stamps
+        self.up_axis = up_axis
+        self.bodies = parse_bodies(bodies)
+        self.read_ahead = read_ahead
+        self.source: ReplaySource | None = None
+        self._signature: tuple[int, int] | None = None
+        self._queue: queue.Queue[tuple[TimedFrame, float] | _End] = queue.Queue(maxsize=read_ahead)
+        self._thread: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._paused = threading.Event()
+        self._pending: tuple[TimedFrame, float] | None = None
+        self._anchor_wall = 0.0  # monotonic time at which _anchor_offset is due
+        self._anchor_offset = 0.0
+        self._anchor_unix = 0.0
+        self.played = 0
+        self.loops = 0
+        self.position = 0.0
+        self.finished = ""
+        self.late_frames = 0
+
+    @classmethod
+    def from_parameters(cls, values: Mapping[str, Any]) -> ReplayAdapter:
+        return cls(**{spec.name: values[spec.name] for spec in cls.parameters})
+
+    # ------------------------------------------------------------------ lifecycle
+    def connect(self) -> AssetNames:
+        try:
+            source = open_source(self.file, self.source_name, self.up_axis, self.bodies)
+            self._signature = file_signature(source.path)
+        except (ReplayFileError, OSError) as exc:
+            raise ConfigurationError(str(exc)) from None
+        self.source = source
+        info = source.info
+        _LOG.info(
+            "replaying %s: %s, %d frames, %.1f s at %.1f Hz%s",
+            source.path,
+            info.kind,
+            info.frame_count,
+            info.duration,
+            info.rate,
+            "".join(f", {k} {v}" for k, v in info.details.items()),
+        )
+        return info.names
+
+    @property
+    def nominal_rate(self) -> float:
+        if self.source is None:
+            return 0.0
+        rate = self.source.info.rate
+        return rate * self.rate_factor if self.rate_factor > 0 else rate
+
+    def start_streaming(self) -> None:
+        if self.source is None:
+            raise AdapterError("not connected")
+        if self._thread is None:
+            self._closing.clear()
+            self._thread = threading.Thread(target=self._read_ahead, name="replay-read-ahead", daemon=True)
+            self._thread.start()
+        self._paused.clear()
+        self._anchor_wall = -1.0  # set by the first frame handed over: playing resumes from it
+
+    def stop_streaming(self) -> None:
+        # a pause: the read-ahead thread keeps its queue, the next start goes on from here
+        self._paused.set()
+
+    def disconnect(self) -> None:
+        self._closing.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            with contextlib.suppress(queue.Empty):
+                while True:  # unblock a put
+                    self._queue.get_nowait()
+            thread.join(timeout=5.0)
+        source, self.source = self.source, None
+        if source is not None:
+            source.close()
+
+    # ------------------------------------------------------------------ read-ahead
+    def _read_ahead(self) -> None:
+        source = self.source
+        assert source is not None
+        last_watch = time.monotonic()
+        shift = 0.0  # added to the offsets of every loop after the first
+        reason = ""
+        try:
+            while not self._closing.is_set():
+                last = None
+                for item in source.frames(self.start, self.end):
+                    now = time.monotonic()
+                    if now - last_watch > WATCH_PERIOD:
+                        last_watch = now
+                        problem = self._file_changed()
+                        if problem:
+                            raise ReplayFileError(problem)
+                    if not self._put((item, shift)):
+                        return
+                    last = item
+                if last is None:
+                    reason = "no frames between start and end"
+                    break
+                if not self.loop:
+                    break
+                period = 1.0 / source.info.rate if source.info.rate > 0 else 0.0
+                shift += last.offset - self.start + period
+                self.loops += 1
+        except ReplayFileError as exc:
+            reason = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the file broke while playing: say how
+            reason = f"{type(exc).__name__}: {exc}"
+        problem = self._file_changed()
+        self._put(_End(problem or reason))
+
+    def _file_changed(self) -> str:
+        source = self.source
+        if source is None or self._signature is None:
+            return ""
+        try:
+            signature = file_signature(source.path)
+        except OSError as exc:
+            return f"the file changed during replay ({exc})"
+        if signature != self._signature:
+            return (
+                f"the file changed during replay (size {self._signature[0]} -> {signature[0]} bytes, "
+                "or modified); replay stopped"
+            )
+        return ""
+
+    def _put(self, item: tuple[TimedFrame, float] | _End) -> bool:
+        while not self._closing.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    # ------------------------------------------------------------------ reading
+    def read_frame(self, timeout: float) -> MocapFrame | None:
+        if self.source is None:
+            raise AdapterError("not connected")
+        if self.finished:
+            if self.finished != "end of file":
+                raise AdapterError(self.finished)
+            time.sleep(min(timeout, 0.1))
+            return None
+        item = self._pending
+        if item is None:
+            try:
+                got = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                return None
+            if isinstance(got, _End):
+                self.finished = got.reason or "end of file"
+                if got.reason:
+                    _LOG.error("replay stopped: %s", got.reason)
+                    raise AdapterError(got.reason)
+                _LOG.info("replay finished: %d frames played", self.played)
+                return None
+            item = got
+        timed, shift = item
+        offset = timed.offset + shift
+        if self._anchor_wall < 0:
+            self._anchor_wall = time.monotonic()
+            self._anchor_offset = offset
+            self._anchor_unix = time.time()
+        due = 0.0
+        if self.rate_factor > 0:
+            due = self._anchor_wall + (offset - self._anchor_offset) / self.rate_factor
+            if not self._wait_until(due, timeout):
+                self._pending = item
+                return None
+        self._pending = None
+        self.played += 1
+        self.position = timed.offset
+        frame = timed.frame
+        if self.stamps == "original":
+            frame.capture_time = seconds_for_stamp(timed.sec, timed.nanosec)
+        elif self.rate_factor > 0:
+            frame.capture_time = self._anchor_unix + (due - self._anchor_wall)
+        else:
+            frame.capture_time = None  # stamped on arrival
+        return frame
+
+    def _wait_until(self, due: float, timeout: float) -> bool:
+        """Wait for the monotonic time ``due``; False when ``timeout`` ends first or the
+        system pauses."""
+        limit = time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            if now >= due:
+                return True
+            if now >= limit or self._paused.is_set():
+                return False
+            left = min(due, limit) - now
+            if left > SPIN_S:
+                time.sleep(left - SPIN_S)
+
+    def status(self) -> dict[str, str]:
+        source = self.source
+        if source is None:
+            return {"file": self.file}
+        info = source.info
+        left = max(0, info.frame_count - self.played % max(info.frame_count, 1)) if not self.finished else 0
+        state = self.finished if self.finished else ("paused" if self._paused.is_set() else "playing")
+        return {
+            "file": str(source.path),
+            "kind": info.kind,
+            "state": state,
+            "position_s": f"{self.position:.3f}",
+            "duration_s": f"{info.duration:.3f}",
+            "frames_played": str(self.played),
+            "frames_left": str(left),
+            "read_ahead_depth": str(self._queue.qsize()),
+            "loops": str(self.loops),
+            "rate_factor": str(self.rate_factor),
+            **info.details,
+        }
+
+
+def main(args: list[str] | None = None) -> int:
+    """The replay_system executable: the adapter under MocapSystemNode until shutdown."""
+    return run_system(ReplayAdapter, "replay_system", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""replay_system: the adapter paces, pauses, loops and stamps as its parameters say, stops
+with the reason when the file changes under it, refuses bad configurations at configure,
+and the node publishes a recorded session's messages again over DDS."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from session_fixture import record_session  # noqa: E402
+
+from mocap4r2_control.adapter import AdapterError, ConfigurationError  # noqa: E402
+from mocap4r2_control.timebase import split_seconds  # noqa: E402
+from mocap4r2_drivers.replay.replay_system import ReplayAdapter  # noqa: E402
+
+C3D_DIR = Path(__file__).resolve().parents[4] / "shared" / "data" / "c3d"
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    return record_session(tmp_path_factory.mktemp("sessions"), frames=120)
+
+
+def adapter(**values) -> ReplayAdapter:
+    defaults = {spec.name: spec.default for spec in ReplayAdapter.parameters}
+    return ReplayAdapter.from_parameters({**defaults, **values})
+
+
+def read_all(a: ReplayAdapter, limit: int = 100_000) -> list:
+    frames = []
+    while len(frames) < limit:
+        frame = a.read_frame(0.2)
+        if frame is None:
+            if a.finished:
+                break
+            continue
+        frames.append(frame)
+    return frames
+
+
+def test_as_fast_as_it_goes_with_the_original_stamps(session):
+    directory, written, _ = session
+    a = adapter(file=str(directory), rate_factor=0.0, stamps="original")
+    names = a.connect()
+    assert names.rigid_bodies == ("drone1", "robot1", "wand", "table")
+    a.start_streaming()
+    frames = read_all(a)
+    a.disconnect()
+    assert [f.frame_number for f in frames] == list(range(120))
+    assert a.finished == "end of file"
+    # the stamp the node will give is the recorded one, to the nanosecond
+    for f, data in zip(frames, written["markers"]):
+        assert split_seconds(f.capture_time) == (
+            int.from_bytes(data[4:8], "little"),
+            int.from_bytes(data[8:12], "little"),
+        )
+
+
+def test_real_time_paces_frames_at_the_file_rate_and_rebases_stamps(session):
+    directory, _, _ = session
+    a = adapter(file=str(directory), rate_factor=2.0, end=0.5)
+    a.connect()
+    a.start_streaming()
+    started = time.time()
+    frames = read_all(a)
+    elapsed = time.time() - started
+    a.disconnect()
+    assert len(frames) == 61  # 0 .. 0.5 s at 120 Hz
+    assert 0.2 < elapsed < 0.6  # 0.5 s of file at 2x
+    stamps = np.array([f.capture_time for f in frames])
+    np.testing.assert_allclose(np.diff(stamps), 1 / 240.0, atol=1e-6)
+    assert abs(stamps[0] - started) < 0.1
+
+
+def test_stop_pauses_and_start_resumes_where_it_paused(session):
+    directory, _, _ = session
+    a = adapter(file=str(directory), rate_factor=1.0)
+    a.connect()
+    a.start_streaming()
+    first = [a.read_frame(0.5) for _ in range(5)]
+    a.stop_streaming()
+    assert a.status()["state"] == "paused"
+    time.sleep(0.3)
+    a.start_streaming()
+    started = time.monotonic()
+    nxt = a.read_frame(0.5)
+    assert time.monotonic() - started < 0.05  # no catching up on the paused time
+    a.disconnect()
+    assert [f.frame_number for f in first] == [0, 1, 2, 3, 4]
+    assert nxt is not None and nxt.frame_number == 5
+
+
+def test_loop_starts_again_at_start(session):
+    directory, _, _ = session
+    a = adapter(file=str(directory), rate_factor=0.0, loop=True, start=0.5, end=0.6)
+    a.connect()
+    a.start_streaming()
+    frames = read_all(a, limit=40)
+    status = a.status()
+    a.disconnect()
+    numbers = [f.frame_number for f in frames]
+    assert numbers[:13] == list(range(60, 73))
+    assert numbers[13:26] == list(range(60, 73))
+    assert int(status["loops"]) >= 2
+    assert int(status["read_ahead_depth"]) >= 0 and "position_s" in status
+
+
+def test_a_file_that_changes_during_replay_stops_it_with_the_reason(session, tmp_path):
+    directory, _, _ = session
+    copy = tmp_path / "s1.mcap"
+    copy.write_bytes((directory / "s1_0.mcap").read_bytes())
+    a = adapter(file=str(copy), rate_factor=1.0, read_ahead=4)
+    a.connect()
+    a.start_streaming()
+    assert a.read_frame(0.5) is not None
+    with open(copy, "ab") as handle:
+        handle.write(b"more")
+    with pytest.raises(AdapterError, match="changed during replay"):
+        for _ in range(400):
+            a.read_frame(0.1)
+    assert "changed during replay" in a.status()["state"]
+    a.disconnect()
+
+
+def test_c3d_with_bodies_plays_as_a_system():
+    a = adapter(
+        file=str(C3D_DIR / "Qualisys.c3d"), rate_factor=0.0, bodies="{pelvis: [L_IAS, R_IAS, L_IPS, R_IPS]}"
+    )
+    names = a.connect()
+    assert names.rigid_bodies == ("pelvis",) and len(names.markers) == 55
+    assert a.nominal_rate == 200.0
+    a.start_streaming()
+    frames = read_all(a)
+    status = a.status()
+    a.disconnect()
+    assert [f.frame_number for f in frames] == list(range(705, 1045))
+    assert all(f.bodies.valid[0] for f in frames)
+    assert status["analog_channels_ignored"] == "69" and status["y_screen"] == "-Z"
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ({"file": ""}, "file is empty"),
+        ({"file": "/nonexistent/x.mcap"}, "does not exist"),
+        ({"file": str(C3D_DIR / "BTS.c3d"), "up_axis": "w"}, "up_axis"),
+        ({"file": str(C3D_DIR / "BTS.c3d"), "bodies": "{a: [c7, NOPE, sacrum]}"}, "NOPE"),
+    ],
+)
+def test_bad_configurations_fail_at_configure_with_the_reason(values, words):
+    a = adapter(**values)
+    with pytest.raises(ConfigurationError, match=words):
+        a.connect()
+
+
+def test_bad_parameter_values_are_refused():
+    assert ReplayAdapter.parameters[-2].validate("[not a mapping") is not None
+    with pytest.raises(ConfigurationError, match="end"):
+        adapter(file="x.c3d", start=2.0, end=1.0)
