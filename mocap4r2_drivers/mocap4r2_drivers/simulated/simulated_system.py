@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import threading
 import time
 from collections.abc import Mapping
@@ -29,6 +30,7 @@ from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
+from ..impairment import ServerClock, TimeImpairment, TruthLog
 from .arms import MAX_LINKS, LinkPosesRefused, SceneArms
 from .scene import Scene, SceneError, default_scene_path
 
@@ -85,6 +87,13 @@ class SimulatedAdapter(MocapAdapter):
         self._node: Any = None  # the system node (rclpy Node) the adapter is attached to
         self._subscriptions: list = []
         self._refusals_logged: set[str] = set()
+        # time as a real installation serves it (scene keys, see mocap4r2_drivers/impairment.py)
+        self.impairment = TimeImpairment()
+        self.clock: ServerClock | None = None
+        self.truth: TruthLog | None = None
+        self._released = 0.0  # when the previous frame arrived: deliveries stay in order
+        self._jitter_group = -1
+        self._jitter = 0.0
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> SimulatedAdapter:
@@ -109,6 +118,15 @@ class SimulatedAdapter(MocapAdapter):
         if self.batch_frames > 0:
             scene.batch_size = self.batch_frames
         self.backlog = self.max_backlog or max(MIN_BACKLOG, round(BACKLOG_SECONDS * scene.rate))
+        try:
+            impairment = TimeImpairment.from_mapping({**scene.config, "seed": self.seed or 0})
+        except ValueError as exc:
+            raise ConfigurationError(f"{self.scene_path}: {exc}") from exc
+        self.impairment = impairment
+        self.clock = None  # the server clock starts with the first stream
+        if self.truth is not None:
+            self.truth.close()
+        self.truth = TruthLog(impairment.truth_log) if impairment.truth_log else None
         self.scene = scene
         self.arms = SceneArms(scene) if arms else None
         self._subscribe()
@@ -180,6 +198,8 @@ class SimulatedAdapter(MocapAdapter):
             raise AdapterError("not connected")
         # frame numbers go on from where they were, as a real system's do across a pause
         self._start = time.time() - self._next / self.scene.rate
+        if self.clock is None:
+            self.clock = ServerClock(self.impairment, self._start)
         self._stop.clear()
 
     def stop_streaming(self) -> None:
@@ -198,24 +218,54 @@ class SimulatedAdapter(MocapAdapter):
                 # the reader is too slow: the oldest frames are gone
                 self.lost_frames += due_k - self.backlog - k
                 k = due_k - self.backlog
-            arrive = self._start + k / scene.rate + scene.latency
+            arrive = self._arrival(scene, k)
             if arrive > now:
                 wait = min(arrive - now, deadline - time.monotonic())
                 if wait <= 0 or self._stop.wait(wait):
                     return None
                 continue
             self._next = k + 1
+            self._released = arrive
             if scene.is_dropped(k):
                 continue
             frame = scene.frame(k)
             arms = self.arms
             if arms is not None:
                 frame = arms.compose(frame, time.monotonic())
+            captured = self._start + k / scene.rate
+            # the time since the frame arrived (the reader's wake-up, earlier frames of a
+            # burst) is the host's, not the network's: latency too, as a driver that reads
+            # the kernel's receive time counts it (the scene hands each frame out once)
+            frame.latency += max(time.time() - arrive, 0.0)
+            if self.clock is not None:
+                frame.system_time = self.clock.read(captured)
+            if self.truth is not None:
+                self.truth.write(k, captured)
             return frame
+
+    def _arrival(self, scene: Scene, k: int) -> float:
+        """When frame k arrives: its latency after capture, or, held back in bursts, the
+        latency after the burst's last capture plus the burst's exponential jitter; never
+        before the previous frame."""
+        impairment = self.impairment
+        if not impairment.delays:
+            return self._start + k / scene.rate + scene.latency
+        group = k // impairment.burst
+        if group != self._jitter_group:
+            # a draw per burst, a function of (seed, burst): reproducible like the scene
+            self._jitter_group = group
+            mean = impairment.jitter_ms * 1e-3
+            rng = random.Random(impairment.seed * 1_000_003 + group)
+            self._jitter = rng.expovariate(1.0 / mean) if mean > 0 else 0.0
+        last = group * impairment.burst + impairment.burst - 1
+        return max(self._start + last / scene.rate + scene.latency + self._jitter, self._released)
 
     def disconnect(self) -> None:
         self._stop.set()
         self._unsubscribe()
+        if self.truth is not None:
+            self.truth.close()
+            self.truth = None
         self.scene = None
         self.arms = None
 
