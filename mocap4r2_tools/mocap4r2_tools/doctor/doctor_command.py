@@ -60,6 +60,7 @@ def network_and_server(system: str, values: dict[str, Any], timeout: float) -> l
     except OSError as exc:
         out.append(network_checks.check_route(server, None, exc.strerror or str(exc)))
         return out
+    out.append(network_checks.check_link(next((i for i in interfaces if i.name == route.dev), None)))
     out.append(network_checks.check_subnet_interfaces(server, interfaces, route))
     out += config_checks.check_address_subnets(values, interfaces)
     if system == "optitrack":

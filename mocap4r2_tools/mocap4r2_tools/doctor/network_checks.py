@@ -42,6 +42,7 @@ class Interface:
     prefix: int
     mtu: int
     wireless: bool
+    operstate: str = "unknown"  # /sys/class/net/<name>/operstate: up, down, unknown (lo), ...
 
     @property
     def network(self) -> ipaddress.IPv4Network:
@@ -81,7 +82,11 @@ def local_interfaces(sys_net: Path = SYS_NET) -> list[Interface]:
             except (OSError, ValueError):
                 mtu = 1500
             wireless = (sys_net / name / "wireless").exists() or (sys_net / name / "phy80211").exists()
-            out.append(Interface(name, address, prefix, mtu, wireless))
+            try:
+                operstate = (sys_net / name / "operstate").read_text().strip()
+            except OSError:
+                operstate = "unknown"
+            out.append(Interface(name, address, prefix, mtu, wireless, operstate))
     return out
 
 
@@ -137,6 +142,23 @@ def check_route(server: str, route: Route | None, error: str = "") -> Check:
             AREA,
         )
     return passed(title, where, AREA)
+
+
+def check_link(interface: Interface | None) -> Check:
+    """The interface that reaches the server must have its link up (a cable, a switch)."""
+    if interface is None:
+        return warned(
+            "link of the interface to the server", "the interface is unknown", "fix the route", AREA
+        )
+    title = f"link of {interface.name}"
+    if interface.operstate in ("down", "lowerlayerdown", "notpresent"):
+        return failed(
+            title,
+            f"{interface.name} is {interface.operstate}: no link",
+            f"plug the cable, check the switch port; `ip link set {interface.name} up` if switched off",
+            AREA,
+        )
+    return passed(title, f"{interface.name} is {interface.operstate}", AREA)
 
 
 def check_subnet_interfaces(server: str, interfaces: list[Interface], route: Route | None) -> Check:

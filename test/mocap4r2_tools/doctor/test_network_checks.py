@@ -19,6 +19,7 @@ from support import INSTALL, executable  # test/fixtures
 from mocap4r2_tools.doctor.network_checks import (
     Interface,
     Route,
+    check_link,
     check_local_address,
     check_mtu,
     check_route,
@@ -69,6 +70,13 @@ def test_local_address_on_the_wrong_interface():
     assert foreign.status is Status.FAIL and "not an address of this machine" in foreign.evidence
     assert check_local_address("auto", "192.168.1.2", [WIRED], route).status is Status.PASS
     assert check_local_address("192.168.1.10", "192.168.1.2", [WIRED], route).status is Status.PASS
+
+
+def test_link_state():
+    assert check_link(Interface("lo", "127.0.0.1", 8, 65536, False, "unknown")).status is Status.PASS
+    unplugged = check_link(Interface("eth0", "192.168.1.10", 24, 1500, False, "down"))
+    assert unplugged.status is Status.FAIL and "eth0 is down" in unplugged.evidence
+    assert "ip link set eth0 up" in unplugged.fix
 
 
 def test_mtu_against_frame_size():
