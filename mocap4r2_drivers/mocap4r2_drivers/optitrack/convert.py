@@ -147,6 +147,15 @@ class FrameConverter:
             return 0.0
         return (frame.stamp_transmit - start) / freq
 
+    def system_time(self, frame: FrameOfData) -> float:
+        """The capture instant on Motive's clock, s: the mid-exposure timestamp over the
+        server's clock frequency (NatNet 3+), else the frame's software timestamp. Passed
+        on as read: the node's clock model counts and sets aside a value that is not sane."""
+        freq = self.clock_frequency
+        if freq > 0 and frame.stamp_camera_mid_exposure > 0:
+            return frame.stamp_camera_mid_exposure / freq
+        return float(frame.timestamp)
+
     def convert(self, frame: FrameOfData) -> MocapFrame:
         # values come from the wire: NaN, signalling NaN or inf are passed on as they are
         # (the node holds the last good value), without floating-point warnings
@@ -199,6 +208,7 @@ class FrameConverter:
             bodies=bodies,
             skeletons=self._skeletons(frame),
             latency=self.latency(frame),
+            system_time=self.system_time(frame),
         )
 
     # ------------------------------------------------------------------ layout

@@ -10,6 +10,7 @@ and the driver reconnects by itself, logging why no data arrives.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -152,7 +153,11 @@ class OptiTrackAdapter(MocapAdapter):
         if frame is None:
             return None
         try:
-            return self.converter.convert(frame)
+            converted = self.converter.convert(frame)
+            # the time since the datagram reached this host (decoding, earlier frames of a
+            # burst) is the driver's, not the network's: latency too
+            converted.latency += max(time.time() - client.transport.received_at, 0.0)
+            return converted
         except (ValueError, IndexError) as exc:  # a decodable but inconsistent frame
             self.conversion_errors += 1
             if self.conversion_errors == 1:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from mocap4r2_control.stop_signals import stop_noted
 
+from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
 from ..simulated import scene as scene_module
 from . import protocol as nn
 from .protocol import MessageId, NatNetProtocolError, Version
@@ -79,6 +80,8 @@ class ServerOptions:
     frames: int = 0  # stop after this many frames (0: never)
     app_name: str = "Motive"
     app_version: tuple[int, int, int, int] = (3, 1, 0, 0)
+    # what a network and the server's clock do to time (mocap4r2_drivers/impairment.py)
+    impairment: TimeImpairment = TimeImpairment()
 
 
 class NatNetSimulator:
@@ -108,6 +111,15 @@ class NatNetSimulator:
         self._models_packet: bytes | None = None
         self._models_generation = -1
         self._models_version: Version | None = None
+        impairment = options.impairment
+        self.impairment = impairment
+        self.clock = ServerClock(impairment, time.monotonic())
+        # the server clock is the monotonic one unless an offset, drift or reset is asked for
+        self._own_clock = impairment.shifts_clock
+        self._impaired = self._own_clock or impairment.delays
+        self.delivery: Delivery[bytes] = Delivery(impairment)
+        self.truth = TruthLog(impairment.truth_log) if impairment.truth_log else None
+        self._wall_offset = time.time() - time.monotonic()
 
     # ------------------------------------------------------------------ sockets
     def open(self) -> None:
@@ -278,17 +290,43 @@ class NatNetSimulator:
             log.debug(f"send to {target} failed: {exc}")
 
     # ------------------------------------------------------------------ frames
-    def send_frame(self, k: int) -> None:
+    def send_frame(self, k: int, due: float | None = None) -> None:
         frame = self.stream.frame_of_data(k)
-        transmit = _server_ticks()
-        latency_ticks = int(self.stream.scene.latency * CLOCK_FREQUENCY)
+        now = time.monotonic()
+        latency = self.stream.scene.latency
+        latency_ticks = int(latency * CLOCK_FREQUENCY)
+        # impaired, the cameras expose evenly (``latency`` before each frame is due) and a
+        # late send shows in the latency, as Motive's would; otherwise ``latency`` before now
+        exposed = (due if due is not None and self._impaired else now) - latency
+        if self._own_clock:
+            transmit = int(self.clock.read(now) * CLOCK_FREQUENCY)
+            exposure = int(self.clock.read(exposed) * CLOCK_FREQUENCY)
+        else:
+            transmit = _server_ticks()
+            # the monotonic clock, as _server_ticks
+            exposure = int(exposed * CLOCK_FREQUENCY) if self._impaired else transmit - latency_ticks
         frame.stamp_transmit = transmit
-        frame.stamp_camera_mid_exposure = transmit - latency_ticks
+        frame.stamp_camera_mid_exposure = exposure
         frame.stamp_data_received = transmit - latency_ticks // 2
         frame.params = self._pending_params
         self._pending_params = 0
         packet = nn.encode_frame(frame, self.version)
         self._last_frame = packet
+        if self.truth is not None:
+            self.truth.write(k, self._wall_offset + exposed)
+        if self.impairment.delays:
+            self.delivery.put(packet, now)
+            self._deliver(now)
+        else:
+            self._transmit(packet)
+        self.frames_sent += 1
+
+    def _deliver(self, now: float) -> None:
+        """Send the held-back frames whose time has come."""
+        for packet in self.delivery.due(now):
+            self._transmit(packet)
+
+    def _transmit(self, packet: bytes) -> None:
         o = self.options
         if o.multicast:
             self._send(self.data, packet, (o.multicast_address, self.data_port))
@@ -303,7 +341,6 @@ class NatNetSimulator:
                         self._send(self.command, packet, client)
                     if o.unicast_to in ("data-port", "both"):
                         self._send(self.data, packet, (client[0], self.data_port))
-        self.frames_sent += 1
 
     def serve(self, stop: threading.Event) -> None:
         """Stream frames on the scene's clock and answer commands until ``stop``."""
@@ -314,12 +351,14 @@ class NatNetSimulator:
         while not stop.is_set():
             due = start + k * period
             now = time.monotonic()
+            self._deliver(now)
+            release = self.delivery.next_time()
             if now >= due:
                 if now - due > 0.25:
                     # far behind (a stalled machine): skip ahead instead of bursting
                     k = int((now - start) / period)
                 if not scene.is_dropped(k):
-                    self.send_frame(k)
+                    self.send_frame(k, start + k * period)
                 k += 1
                 if self.options.frames and k >= self.options.frames:
                     return
@@ -328,7 +367,7 @@ class NatNetSimulator:
                 if not self._poll_commands(0.0):
                     return
                 continue
-            if not self._poll_commands(due - now):
+            if not self._poll_commands((due if release is None else min(due, release)) - now):
                 return
 
     def _poll_commands(self, timeout: float) -> bool:
@@ -429,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--frames", type=int, default=0, help="stop after this many frames (default: run forever)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every client event")
+    add_arguments(p)
     return p
 
 
@@ -451,7 +491,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        impairment = from_arguments(args, seed=args.seed or 0)
+    except ValueError as exc:
+        print(f"natnet_simulator: {exc}", file=sys.stderr)
+        return 2
+    if impairment.clock_offset_s < 0:
+        print(
+            "natnet_simulator: --clock-offset-s must be >= 0 (Motive's clock counts up from 0)",
+            file=sys.stderr,
+        )
+        return 2
     options = ServerOptions(
+        impairment=impairment,
         scene=args.scene,
         seed=args.seed,
         natnet_version=args.natnet_version,

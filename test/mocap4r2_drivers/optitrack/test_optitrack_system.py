@@ -271,8 +271,9 @@ def test_announced_rate_and_latency(ros, procs, tmp_path):
         return None
 
     values = report(diagnostics.wait_for(report, timeout=WAIT))
-    # stamp = arrival - latency, the latency being Motive's mid-exposure -> transmit (3 ms in the scene)
-    assert float(values["latency_mean_ms"]) == pytest.approx(3.0, abs=1e-3)
+    # arrival - stamp: Motive's mid-exposure -> transmit (3 ms in the scene), then the
+    # datagram's way to the hand-over (loopback, decoding; milliseconds on a loaded machine)
+    assert 3.0 <= float(values["latency_mean_ms"]) < 50.0, values["latency_mean_ms"]
     assert values["natnet_version"] == "4.1" and values["server_application"] == "Motive 3.1.0.0"
     assert values["connection"].startswith("multicast 239.255.42.99:")
 
