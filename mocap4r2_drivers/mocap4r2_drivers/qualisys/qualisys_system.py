@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -277,6 +278,10 @@ class QualisysAdapter(MocapAdapter):
                 LOG.error("dropped an undecodable QTM frame (%d so far): %s", self.decode_errors, exc)
             return None
         frame.capture_time = self.mapper.capture_time(packet.timestamp, arrival)
+        # QTM's clock for the node's clock model, and the time the packet spent in the
+        # driver (qtm-rt, the queue, decoding) as latency: QTM itself reports none
+        frame.system_time = packet.timestamp * 1e-6
+        frame.latency = max(time.time() - arrival, 0.0)
         return frame
 
     def disconnect(self) -> None:

@@ -205,8 +205,10 @@ class SceneStream:
             self._cache[name] = packed
         return packed
 
-    def packet(self, k: int, names: list[str]) -> bytes:
-        timestamp = int(round(k * 1e6 / self.scene.rate))
+    def packet(self, k: int, names: list[str], timestamp: int | None = None) -> bytes:
+        """Frame k's data packet; ``timestamp`` in microseconds (default: k periods)."""
+        if timestamp is None:
+            timestamp = int(round(k * 1e6 / self.scene.rate))
         return qp.encode_frame(timestamp, k, [self.component(k, name) for name in names])
 
     # ------------------------------------------------------------------ components

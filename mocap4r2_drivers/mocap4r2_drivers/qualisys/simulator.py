@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from mocap4r2_control.stop_signals import stop_noted
 
+from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
 from ..simulated.scene import Scene, SceneError, default_scene_path
 from . import protocol as qp
 from .protocol import Event, PacketType
@@ -104,7 +105,12 @@ class QtmSimulator:
     """The RT server: sessions, commands and the real-time frame clock."""
 
     def __init__(
-        self, scene: Scene, password: str | None = None, max_clients: int = 10, verbose: bool = False
+        self,
+        scene: Scene,
+        password: str | None = None,
+        max_clients: int = 10,
+        verbose: bool = False,
+        impairment: TimeImpairment | None = None,
     ):
         self.scene = scene
         self.password = password
@@ -114,6 +120,15 @@ class QtmSimulator:
         self.sessions: list[Session] = []
         self.master: Session | None = None
         self.start_time = time.monotonic()  # the measurement started with the server
+        # what a network and QTM's clock do to time (mocap4r2_drivers/impairment.py)
+        self.impairment = impairment or TimeImpairment()
+        self.clock = ServerClock(self.impairment, self.start_time)
+        self._own_clock = self.impairment.shifts_clock
+        self.delivery: Delivery[tuple[Session, bytes]] = Delivery(self.impairment)
+        self._delivery_wake = asyncio.Event()
+        self._delivery_task: asyncio.Task | None = None
+        self.truth = TruthLog(self.impairment.truth_log) if self.impairment.truth_log else None
+        self._wall_offset = time.time() - time.monotonic()
         self._streaming = asyncio.Event()
         self._server: asyncio.base_events.Server | None = None
         self._clock_task: asyncio.Task | None = None
@@ -128,6 +143,7 @@ class QtmSimulator:
         self._server = await asyncio.start_server(self._serve, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
         self._clock_task = asyncio.get_running_loop().create_task(self._clock())
+        self._delivery_task = asyncio.get_running_loop().create_task(self._deliver())
         return self.port
 
     async def stop(self) -> None:
@@ -140,6 +156,10 @@ class QtmSimulator:
             self._server.close()
         if self._clock_task is not None:
             self._clock_task.cancel()
+        if self._delivery_task is not None:
+            self._delivery_task.cancel()
+        if self.truth is not None:
+            self.truth.close()
         for session in list(self.sessions):
             with contextlib.suppress(Exception):  # the peer may already be gone
                 await asyncio.wait_for(session.writer.wait_closed(), 1.0)
@@ -433,10 +453,26 @@ class QtmSimulator:
             # (a rate the machine cannot keep up with) it would otherwise never let the
             # event loop read a command or handle SIGTERM
             await asyncio.sleep(max(delay, 0.0))
-            self._send_frame(k)
+            captured = self.start_time + k / rate
+            timestamp = int(round(self.clock.read(captured) * 1e6)) if self._own_clock else None
+            if self.truth is not None:
+                self.truth.write(k, self._wall_offset + captured)
+            self._send_frame(k, timestamp)
             k += 1
 
-    def _send_frame(self, k: int) -> None:
+    async def _deliver(self) -> None:
+        """Sends the frames the impairment held back, each at its time."""
+        while True:
+            release = self.delivery.next_time()
+            if release is None:
+                self._delivery_wake.clear()
+                await self._delivery_wake.wait()
+                continue
+            await asyncio.sleep(max(release - time.monotonic(), 0.0))
+            for session, packet in self.delivery.due(time.monotonic()):
+                session.send(packet)
+
+    def _send_frame(self, k: int, timestamp: int | None = None) -> None:
         rate = self.scene.rate
         for session in self.sessions:
             stream = session.stream
@@ -445,7 +481,12 @@ class QtmSimulator:
             if session.writer.transport.get_write_buffer_size() > MAX_SEND_BUFFER:
                 session.frames_skipped += 1
                 continue
-            session.send(self.encoder.packet(k, stream.components))
+            packet = self.encoder.packet(k, stream.components, timestamp)
+            if self.impairment.delays:
+                self.delivery.put((session, packet), time.monotonic())
+                self._delivery_wake.set()
+            else:
+                session.send(packet)
             session.frames_sent += 1
 
 
@@ -474,6 +515,7 @@ def _parser() -> argparse.ArgumentParser:
         "--max-clients", type=int, default=10, help="simultaneous clients (default 10, as QTM)"
     )
     parser.add_argument("--verbose", action="store_true", help="print every command received")
+    add_arguments(parser)
     return parser
 
 
@@ -488,7 +530,11 @@ def load_scene(path: str, seed: int, rate: float) -> Scene:
 
 async def _run(args: argparse.Namespace, scene: Scene) -> int:
     simulator = QtmSimulator(
-        scene, password=args.password, max_clients=args.max_clients, verbose=args.verbose
+        scene,
+        password=args.password,
+        max_clients=args.max_clients,
+        verbose=args.verbose,
+        impairment=args.impairment,
     )
     rt_port = 0 if args.port == 0 else args.port + 1
     try:
@@ -523,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         scene = load_scene(args.scene, args.seed, args.rate)
+        args.impairment = from_arguments(args, seed=max(args.seed, 0))
     except (SceneError, ValueError) as exc:
         print(f"qtm_simulator: {exc}", file=sys.stderr)
         return 2

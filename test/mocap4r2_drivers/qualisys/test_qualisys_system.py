@@ -129,11 +129,16 @@ def test_driver_publishes_exactly_what_the_stand_in_served(ros, procs, tmp_path)
             by_frame.setdefault(msg.frame_number, set()).add((msg.header.stamp.sec, msg.header.stamp.nanosec))
     assert all(len(s) == 1 for s in by_frame.values())
     stamps = np.array([stamp(m) for m in rec["bodies"]])
-    # stamp = QTM timestamp (k / rate) + the smallest delay seen so far: that offset
-    # only ever shrinks (within the mapper's 10 s window), and not by much on loopback
+    # stamp = QTM's timestamp (k / rate) mapped to the host clock by the clock model (by
+    # the smallest delay seen so far during its first 0.3 s): once the model stamps, the
+    # offset moves by microseconds (the fitted drift, the envelope lowered by a faster
+    # frame; tens of microseconds on a loaded machine), never by the milliseconds a
+    # stamp on arrival jitters
     offsets = stamps - np.asarray(numbers) / scene.rate
-    assert np.all(np.diff(offsets) <= 1e-6)
-    assert offsets[0] - offsets[-1] < 0.05
+    modelled = np.diff(offsets)[np.asarray(numbers[1:]) >= numbers[0] + int(0.5 * scene.rate)]
+    assert modelled.size > 100
+    assert np.all(np.abs(modelled) < 0.25e-3), np.max(np.abs(modelled))
+    assert abs(offsets[0] - offsets[-1]) < 0.05
     assert abs(np.median(np.diff(stamps) / np.diff(numbers)) - 0.01) < 1e-6
     assert abs(stamps[-1] - time.time()) < 30
 
