@@ -14,13 +14,6 @@ import numpy.typing as npt
 
 from .rotation import FloatArray
 
-# the drivers that still import the quaternion algebra from here
-from .rotation import quat_from_axis_angle as quat_from_axis_angle
-from .rotation import quat_from_matrix as quat_from_matrix
-from .rotation import quat_from_yaw as quat_from_yaw
-from .rotation import quat_multiply as quat_multiply
-from .rotation import quat_rotate as quat_rotate
-
 # Up-axis conventions. ROS (REP-103) is Z-up; Motive streams Y-up by default (X right, Y up,
 # Z toward the viewer), QTM may be set to any up axis. Each convention names the axis that
 # points up in the system's frame; the change to Z-up is the proper rotation A taking that

@@ -18,7 +18,8 @@ from mocap4r2_control.frame import (
     SegmentArrays,
     SkeletonArrays,
 )
-from mocap4r2_control.geometry import AxisChange, quat_multiply, quat_rotate
+from mocap4r2_control.geometry import AxisChange
+from mocap4r2_control.rotation import quat_multiply, quat_rotate
 
 from . import protocol as nn
 from .protocol import FrameOfData, ModelDefinitions

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from mocap4r2_control.frame import MocapFrame
-from mocap4r2_control.geometry import AxisChange, quat_multiply, quat_rotate
+from mocap4r2_control.geometry import AxisChange
+from mocap4r2_control.rotation import quat_multiply, quat_rotate
 
 from ..simulated import scene as scene_module
 from . import protocol as nn

@@ -16,7 +16,8 @@ from mocap4r2_control.frame import (
     SegmentArrays,
     SkeletonArrays,
 )
-from mocap4r2_control.geometry import UP_AXIS_CONVENTIONS, AxisChange, quat_from_matrix
+from mocap4r2_control.geometry import UP_AXIS_CONVENTIONS, AxisChange
+from mocap4r2_control.rotation import quat_from_matrix
 
 from . import protocol as qp
 from .client import QtmParameters

@@ -8,10 +8,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from mocap4r2_control.frame import UNKNOWN_ID, MocapFrame
-from mocap4r2_control.geometry import quat_multiply, quat_rotate
+from mocap4r2_control.rotation import quat_multiply, quat_normalize, quat_rotate, quat_to_matrix
 
 from ..simulated.scene import Scene
 from . import protocol as qp
@@ -232,7 +231,7 @@ class SceneStream:
             good = bodies.valid & np.isfinite(bodies.orientations).all(axis=1)
             if good.any():
                 rotations[good] = qp.matrices_to_qtm(
-                    Rotation.from_quat(bodies.orientations[good]).as_matrix()
+                    quat_to_matrix(quat_normalize(bodies.orientations[good]))
                 )
             positions = np.where(good[:, None], bodies.positions * 1000.0, np.nan)
             return qp.pack_bodies(ctype, positions, rotations, _residuals_mm(bodies.mean_errors))

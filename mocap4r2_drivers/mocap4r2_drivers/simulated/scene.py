@@ -32,7 +32,7 @@ from mocap4r2_control.frame import (
     SegmentArrays,
     SkeletonArrays,
 )
-from mocap4r2_control.geometry import quat_from_axis_angle, quat_from_yaw, quat_multiply, quat_rotate
+from mocap4r2_control.rotation import quat_from_axis_angle, quat_from_yaw, quat_multiply, quat_rotate
 
 from ..emulation import draw_marker_randomness, observe_markers_batch
 from .scene_description import (

@@ -100,7 +100,7 @@ def test_rotation_matrices_are_column_major_on_the_wire():
 
 
 def test_matrix_to_quaternion_conversion_matches_scipy_everywhere():
-    from mocap4r2_control.geometry import quat_from_matrix as quats_from_matrices
+    from mocap4r2_control.rotation import quat_from_matrix as quats_from_matrices
 
     rotations = Rotation.concatenate(
         [

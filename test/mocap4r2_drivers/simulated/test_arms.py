@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mocap4r2_control.geometry import quat_from_axis_angle, quat_rotate
+from mocap4r2_control.rotation import quat_from_axis_angle, quat_rotate
 from mocap4r2_drivers.common import stable_id
 from mocap4r2_drivers.simulated.arms import MAX_LINKS, LinkPosesRefused, SceneArms
 from mocap4r2_drivers.simulated.scene import ARM_MARKER_LAYOUT, Scene
