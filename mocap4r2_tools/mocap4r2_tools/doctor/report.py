@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
@@ -42,11 +42,6 @@ def warned(title: str, evidence: str, fix: str, area: str = "") -> Check:
 def failed(title: str, evidence: str, fix: str, area: str = "") -> Check:
     """Data will not flow until the fix is applied."""
     return Check(Status.FAIL, title, evidence, fix, area)
-
-
-def in_area(checks: Iterable[Check], area: str) -> list[Check]:
-    """The checks with their area set (the module that made them knows it best)."""
-    return [Check(c.status, c.title, c.evidence, c.fix, c.area or area) for c in checks]
 
 
 def exit_code(checks: Sequence[Check]) -> int:

@@ -96,3 +96,10 @@ def test_json_and_exit_code_of_a_report():
         "fix": "fix it",
         "area": "server",
     }
+
+
+def test_bad_arguments_are_refused_with_the_reason(tmp_path):
+    nan = doctor("--timeout", "nan", "--no-ros")
+    assert nan.returncode == 2 and "must be between 0 and 600 s, got 'nan'" in nan.stderr
+    alone = doctor("--params-file", str(tmp_path / "x.yaml"), "--no-ros")
+    assert alone.returncode == 2 and "--params-file needs --system" in alone.stderr
