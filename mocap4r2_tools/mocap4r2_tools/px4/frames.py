@@ -56,7 +56,7 @@ def quat_to_euler_frd(quat_xyzw: npt.ArrayLike) -> tuple[float, float, float]:
     convention MAVLink's VISION_POSITION_ESTIMATE uses (yaw 0 = north, +pi/2 = east)."""
     # Euler angles are outside mocap4r2_control.rotation's vocabulary: scipy's, with its
     # gimbal-lock handling
-    yaw, pitch, roll = Rotation.from_quat(quat_xyzw).as_euler("ZYX")
+    yaw, pitch, roll = Rotation.from_quat(np.asarray(quat_xyzw, dtype=np.float64)).as_euler("ZYX")
     return float(roll), float(pitch), float(yaw)
 
 
