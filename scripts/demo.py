@@ -647,7 +647,9 @@ def main(argv: list[str] | None = None) -> int:
         if recorder is not None:
             console.print(
                 f"recorded: {recordings / session_id}  (try: mocap4r2 sessions {recordings}; "
-                f"mocap4r2 export {recordings / session_id} --format c3d)"
+                f"mocap4r2 export {recordings / session_id} --format c3d; replay it as a live system: "
+                f"replay_system --ros-args -p file:={recordings / session_id} -p source:=/sim "
+                "-p autostart:=true -r __ns:=/replay)"
             )
         code = 0 if stats["frames"] > 0 and result.ok else 1
     finally:

@@ -1,4 +1,4 @@
-"""Recorded messages and C3D points -> :class:`~mocap4r2_control.frame.MocapFrame`.
+"""Recorded messages -> :class:`~mocap4r2_control.frame.MocapFrame`.
 
 Serialized ``Markers``, ``RigidBodies`` and ``Skeletons`` (plain little-endian CDR, as
 rmw and the recorder store them) are decoded without building message objects: one walk
@@ -91,6 +91,8 @@ class _Walk:
 
 @dataclass
 class _MarkerOffsets:
+    """Offsets of the fields of the markers walked so far."""
+
     names: list[str] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
@@ -105,28 +107,32 @@ class _MarkerOffsets:
         self.residuals.append(w.fixed(4))
 
 
-def _gather(buf: np.ndarray, offsets: list[int] | np.ndarray, dtype: str, width: int = 1) -> np.ndarray:
-    """Values of ``dtype`` at ``offsets`` (``width`` consecutive ones each) as an array."""
-    size = np.dtype(dtype).itemsize
-    offs = np.asarray(offsets, dtype=np.int64)
-    if offs.size == 0:
-        shape = (0, width) if width > 1 else (0,)
-        return np.zeros(shape, dtype=np.dtype(dtype).newbyteorder("="))
-    idx = offs[:, None] + np.arange(size * width)
-    values = buf[idx].view(dtype).astype(np.dtype(dtype).newbyteorder("="))
-    return values.reshape(-1, width) if width > 1 else values.reshape(-1)
+@dataclass
+class _Field:
+    """One field's values inside the packed bytes of a message: ``packed[start:stop]``."""
+
+    start: int
+    stop: int
+    dtype: str
+    width: int
 
 
 @dataclass
 class _Layout:
-    """Where the fields of one message lie: reused while the structure bytes are equal."""
+    """Where the fields of one message lie: reused while the structure bytes are equal.
+
+    ``order`` lists, first, the bytes of every count and name (``checked`` of them), then
+    the bytes of every numeric field, so one numpy gather per message both checks the
+    structure and packs every value (each field a contiguous slice, viewed in place)."""
 
     length: int
-    structure: np.ndarray
+    order: np.ndarray
+    checked: int
     structure_bytes: bytes
     stamp: int
     number: int
     frame_id: str
+    fields: dict[str, _Field]
     extra: dict
 
 
@@ -141,6 +147,28 @@ class Decoded:
     markers: MarkerArrays | None = None
     bodies: BodyArrays | None = None
     skeletons: SkeletonArrays | None = None
+
+
+class _Packer:
+    """Collects the byte offsets of fields while a message is walked."""
+
+    def __init__(self, structure: list[int]) -> None:
+        self.parts: list[np.ndarray] = [np.asarray(structure, dtype=np.int64)]
+        self.size = len(structure)
+        self.fields: dict[str, _Field] = {}
+
+    def add(self, name: str, offsets: list[int], dtype: str, width: int = 1) -> None:
+        item = np.dtype(dtype).itemsize * width
+        offs = np.asarray(offsets, dtype=np.int64)
+        idx = (offs[:, None] + np.arange(item)).reshape(-1)
+        self.parts.append(idx)
+        self.fields[name] = _Field(self.size, self.size + idx.size, dtype, width)
+        self.size += idx.size
+
+
+def _values(packed: np.ndarray, f: _Field) -> np.ndarray:
+    values = packed[f.start : f.stop].view(f.dtype)
+    return values.reshape(-1, f.width) if f.width > 1 else values
 
 
 class MessageDecoder:
@@ -159,43 +187,46 @@ class MessageDecoder:
     def decode(self, data: bytes) -> Decoded:
         buf = np.frombuffer(data, dtype=np.uint8)
         layout = self._layout
-        if not (
-            layout is not None
-            and layout.length == len(data)
-            and buf[layout.structure].tobytes() == layout.structure_bytes
-        ):
+        packed = None
+        if layout is not None and layout.length == len(data):
+            packed = buf[layout.order]
+            if packed[: layout.checked].tobytes() != layout.structure_bytes:
+                packed = None
+        if packed is None or layout is None:
             layout = self._build(data, buf)
+            packed = buf[layout.order]
         sec, nanosec = struct.unpack_from("<iI", data, layout.stamp)
         number = _U64.unpack_from(data, layout.number)[0]
         out = Decoded(sec, nanosec, number, layout.frame_id)
-        x = layout.extra
+        f, x = layout.fields, layout.extra
         if self.kind == "markers":
-            out.markers = _markers(buf, x["m"])
+            out.markers = _markers(packed, f, "m", x["m_names"])
         elif self.kind == "rigid_bodies":
+            poses = _values(packed, f["pose"])
             out.bodies = BodyArrays(
-                ids=_gather(buf, x["ids"], "<i4"),
+                ids=_values(packed, f["ids"]),
                 names=x["names"],
-                positions=_gather(buf, x["pose"], "<f8", 7)[:, :3].copy(),
-                orientations=_gather(buf, x["pose"], "<f8", 7)[:, 3:].copy(),
-                valid=_gather(buf, x["valid"], "u1").astype(bool),
-                mean_errors=_gather(buf, x["errors"], "<f4"),
+                positions=poses[:, :3],
+                orientations=poses[:, 3:],
+                valid=_values(packed, f["valid"]).view(bool),
+                mean_errors=_values(packed, f["errors"]),
                 marker_offsets=x["offsets"],
-                markers=_markers(buf, x["m"]),
+                markers=_markers(packed, f, "m", x["m_names"]),
             )
         else:
-            poses = _gather(buf, x["pose"], "<f8", 7)
+            poses = _values(packed, f["pose"])
             out.skeletons = SkeletonArrays(
-                ids=_gather(buf, x["ids"], "<i4"),
+                ids=_values(packed, f["ids"]),
                 names=x["names"],
-                valid=_gather(buf, x["valid"], "u1").astype(bool),
+                valid=_values(packed, f["valid"]).view(bool),
                 segment_offsets=x["offsets"],
                 segments=SegmentArrays(
-                    ids=_gather(buf, x["seg_ids"], "<i4"),
+                    ids=_values(packed, f["seg_ids"]),
                     names=x["seg_names"],
-                    parent_ids=_gather(buf, x["parents"], "<i4"),
-                    positions=poses[:, :3].copy(),
-                    orientations=poses[:, 3:].copy(),
-                    valid=_gather(buf, x["seg_valid"], "u1").astype(bool),
+                    parent_ids=_values(packed, f["parents"]),
+                    positions=poses[:, :3],
+                    orientations=poses[:, 3:],
+                    valid=_values(packed, f["seg_valid"]).view(bool),
                 ),
             )
         return out
@@ -205,14 +236,13 @@ class MessageDecoder:
         stamp, frame_id, number = w.header()
         extra: dict = {}
         n = w.count()
+        values: list[tuple[str, list[int], str, int]] = []
+        m = _MarkerOffsets()
         if self.kind == "markers":
-            m = _MarkerOffsets()
             for _ in range(n):
                 m.walk(w)
-            extra["m"] = _frozen(m)
         elif self.kind == "rigid_bodies":
             ids, names, valid, pose, errors, counts = [], [], [], [], [], []
-            m = _MarkerOffsets()
             for _ in range(n):
                 ids.append(w.fixed(4))
                 names.append(w.string())
@@ -223,17 +253,9 @@ class MessageDecoder:
                 counts.append(k)
                 for _ in range(k):
                     m.walk(w)
-            offsets = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(counts, out=offsets[1:])
-            extra.update(
-                ids=ids,
-                names=tuple(names),
-                valid=valid,
-                pose=pose,
-                errors=errors,
-                offsets=offsets,
-                m=_frozen(m),
-            )
+            extra.update(names=tuple(names), offsets=_offsets(counts))
+            values += [("ids", ids, "<i4", 1), ("valid", valid, "u1", 1), ("pose", pose, "<f8", 7)]
+            values.append(("errors", errors, "<f4", 1))
         else:
             ids, names, valid, counts = [], [], [], []
             seg_ids, seg_names, parents, seg_valid, pose = [], [], [], [], []
@@ -249,52 +271,48 @@ class MessageDecoder:
                     parents.append(w.fixed(4))
                     seg_valid.append(w.fixed(1))
                     pose.append(w.fixed(8, 7))
-            offsets = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(counts, out=offsets[1:])
-            extra.update(
-                ids=ids,
-                names=tuple(names),
-                valid=valid,
-                offsets=offsets,
-                seg_ids=seg_ids,
-                seg_names=tuple(seg_names),
-                parents=parents,
-                seg_valid=seg_valid,
-                pose=pose,
-            )
-        structure = np.asarray(w.structure, dtype=np.int64)
-        layout = _Layout(len(data), structure, buf[structure].tobytes(), stamp, number, frame_id, extra)
+            extra.update(names=tuple(names), offsets=_offsets(counts), seg_names=tuple(seg_names))
+            values += [("ids", ids, "<i4", 1), ("valid", valid, "u1", 1), ("seg_ids", seg_ids, "<i4", 1)]
+            values += [("parents", parents, "<i4", 1), ("seg_valid", seg_valid, "u1", 1)]
+            values.append(("pose", pose, "<f8", 7))
+        if self.kind != "skeletons":
+            extra["m_names"] = tuple(m.names)
+            values += [("m_ids", m.ids, "<i4", 1), ("m_positions", m.positions, "<f8", 3)]
+            values += [("m_occluded", m.occluded, "u1", 1), ("m_residuals", m.residuals, "<f4", 1)]
+        packer = _Packer(w.structure)
+        for name, offsets, dtype, width in values:
+            packer.add(name, offsets, dtype, width)
+        order = np.concatenate(packer.parts)
+        checked = len(w.structure)
+        layout = _Layout(
+            len(data),
+            order,
+            checked,
+            buf[order[:checked]].tobytes(),
+            stamp,
+            number,
+            frame_id,
+            packer.fields,
+            extra,
+        )
         self._layout = layout
         self.layouts_built += 1
         return layout
 
 
-@dataclass
-class _FrozenMarkers:
-    names: tuple[str, ...]
-    ids: np.ndarray
-    positions: np.ndarray
-    occluded: np.ndarray
-    residuals: np.ndarray
+def _offsets(counts: list[int]) -> np.ndarray:
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
 
 
-def _frozen(m: _MarkerOffsets) -> _FrozenMarkers:
-    return _FrozenMarkers(
-        tuple(m.names),
-        np.asarray(m.ids, dtype=np.int64),
-        np.asarray(m.positions, dtype=np.int64),
-        np.asarray(m.occluded, dtype=np.int64),
-        np.asarray(m.residuals, dtype=np.int64),
-    )
-
-
-def _markers(buf: np.ndarray, m: _FrozenMarkers) -> MarkerArrays:
+def _markers(packed: np.ndarray, f: dict[str, _Field], prefix: str, names: tuple[str, ...]) -> MarkerArrays:
     return MarkerArrays(
-        ids=_gather(buf, m.ids, "<i4"),
-        names=m.names,
-        positions=_gather(buf, m.positions, "<f8", 3),
-        occluded=_gather(buf, m.occluded, "u1").astype(bool),
-        residuals=_gather(buf, m.residuals, "<f4"),
+        ids=_values(packed, f[f"{prefix}_ids"]),
+        names=names,
+        positions=_values(packed, f[f"{prefix}_positions"]),
+        occluded=_values(packed, f[f"{prefix}_occluded"]).view(bool),
+        residuals=_values(packed, f[f"{prefix}_residuals"]),
     )
 
 

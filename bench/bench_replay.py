@@ -1,0 +1,196 @@
+"""Replay: a long 360 Hz session of 50 bodies (4 markers each) played as fast as it goes,
+and the timing error of frames played at 1x.
+
+The session is written in a temporary folder by the recorder's writer (SessionBag) from
+frames encoded by the node's own encoder, so its bytes are what a recorded system's are.
+Figures:
+  * frames/s of the whole replay path (read-ahead, CDR decode, the node's encoder) with
+    ``rate_factor: 0``, as a multiple of real time (360 Hz), against the reference of the
+    same run: reading the raw messages with rosbags alone (the floor of any replay);
+  * at 1x, the error of each frame's hand-over time against its due time (p50, p99, max),
+    against the reference of a plain ``time.sleep`` paced loop in the same run.
+
+BENCH_REPLAY_SECONDS sets the session's length (default 60 s of capture; the issue's
+target is 600 s, which takes minutes to generate on a loaded 2-core machine).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mocap4r2_control.frame import BodyArrays, MarkerArrays, MocapFrame
+from mocap4r2_control.frame_encoder import FrameEncoder
+from mocap4r2_control.timebase import split_seconds
+from mocap4r2_drivers.replay.replay_system import ReplayAdapter
+from mocap4r2_tools.recording.bag_writer import SessionBag, TopicSpec
+
+RATE = 360.0
+BODIES = 50
+MARKERS_PER_BODY = 4
+TYPES = {
+    "markers": "mocap4r2_interfaces/msg/Markers",
+    "rigid_bodies": "mocap4r2_interfaces/msg/RigidBodies",
+    "skeletons": "mocap4r2_interfaces/msg/Skeletons",
+}
+
+
+def _frames(count: int):
+    rng = np.random.default_rng(1)
+    names = tuple(f"body{i:02d}" for i in range(BODIES))
+    marker_names = tuple(f"{n}:m{j}" for n in names for j in range(MARKERS_PER_BODY))
+    m = len(marker_names)
+    ids = np.arange(1, BODIES + 1)
+    marker_ids = np.arange(m)
+    base = rng.uniform(-3, 3, (BODIES, 3))
+    for k in range(count):
+        t = k / RATE
+        positions = base + 0.5 * np.sin(t + np.arange(BODIES))[:, None]
+        angle = 0.5 * t + np.arange(BODIES)
+        orientations = np.stack(
+            [np.zeros(BODIES), np.zeros(BODIES), np.sin(angle / 2), np.cos(angle / 2)], axis=1
+        )
+        marker_pos = np.repeat(positions, MARKERS_PER_BODY, axis=0) + rng.normal(0, 1e-4, (m, 3))
+        occluded = rng.random(m) < 0.02
+        markers = MarkerArrays.build(marker_ids, marker_pos, marker_names, occluded=occluded)
+        bodies = BodyArrays.build(
+            ids,
+            names,
+            positions,
+            orientations,
+            markers=MarkerArrays.build(marker_ids, marker_pos, marker_names, occluded=occluded),
+            marker_counts=[MARKERS_PER_BODY] * BODIES,
+        )
+        yield MocapFrame(k, markers=markers, bodies=bodies)
+
+
+def write_session(out: Path, seconds: float) -> Path:
+    encoder = FrameEncoder("world")
+    bag = SessionBag(out, "bench", [TopicSpec(f"/sim/{t}", TYPES[t]) for t in TYPES], queue_size=1_000_000)
+    bag.open()
+    origin = 1_780_000_000.0
+    for frame in _frames(int(seconds * RATE)):
+        capture = origin + frame.frame_number / RATE
+        encoded = encoder.encode(frame, *split_seconds(capture))
+        ns = int(capture * 1e9)
+        bag.put("/sim/markers", encoded.markers, ns)
+        bag.put("/sim/rigid_bodies", encoded.rigid_bodies, ns)
+        bag.put("/sim/skeletons", encoded.skeletons, ns)
+        while bag.queued > 100_000:  # let the writer thread catch up: the queue is a budget
+            time.sleep(0.01)
+    summary = bag.close()
+    if summary.failure or summary.queue_drops:
+        raise RuntimeError(f"session not written whole: {summary.failure or summary.queue_drops} drops")
+    return bag.directory
+
+
+def raw_read(directory: Path) -> tuple[int, float]:
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    start = time.perf_counter()
+    count = 0
+    with AnyReader([directory], default_typestore=get_typestore(Stores.LATEST)) as reader:
+        for _ in reader.messages(connections=reader.connections):
+            count += 1
+    return count // 3, time.perf_counter() - start
+
+
+def _adapter(**values) -> ReplayAdapter:
+    defaults = {spec.name: spec.default for spec in ReplayAdapter.parameters}
+    return ReplayAdapter.from_parameters({**defaults, **values})
+
+
+def fast_replay(directory: Path) -> tuple[int, float]:
+    adapter = _adapter(file=str(directory), rate_factor=0.0, stamps="original", read_ahead=1024)
+    adapter.connect()
+    encoder = FrameEncoder("world")  # what the node does with each frame before publishing
+    start = time.perf_counter()
+    adapter.start_streaming()
+    count = 0
+    while True:
+        frame = adapter.read_frame(0.5)
+        if frame is None:
+            if adapter.finished:
+                break
+            continue
+        encoder.encode(frame, *split_seconds(frame.capture_time or 0.0))
+        count += 1
+    elapsed = time.perf_counter() - start
+    adapter.disconnect()
+    return count, elapsed
+
+
+def paced_errors(directory: Path, seconds: float) -> np.ndarray:
+    adapter = _adapter(file=str(directory), rate_factor=1.0, end=seconds)
+    adapter.connect()
+    adapter.start_streaming()
+    errors = []
+    t0 = offset0 = None
+    while True:
+        frame = adapter.read_frame(0.5)
+        now = time.monotonic()
+        if frame is None:
+            if adapter.finished:
+                break
+            continue
+        offset = adapter.position
+        if t0 is None:
+            t0, offset0 = now, offset
+            continue
+        errors.append(now - t0 - (offset - offset0))
+    adapter.disconnect()
+    return np.asarray(errors)
+
+
+def sleep_errors(seconds: float) -> np.ndarray:
+    start = time.monotonic()
+    errors = []
+    for k in range(1, int(seconds * RATE)):
+        due = start + k / RATE
+        time.sleep(max(0.0, due - time.monotonic()))
+        errors.append(time.monotonic() - due)
+    return np.asarray(errors)
+
+
+def run() -> None:
+    seconds = float(os.environ.get("BENCH_REPLAY_SECONDS", "60"))
+    tmp = Path(tempfile.mkdtemp(prefix="bench_replay_"))
+    try:
+        started = time.perf_counter()
+        directory = write_session(tmp, seconds)
+        size = sum(p.stat().st_size for p in directory.iterdir())
+        print(
+            f"session: {seconds:.0f} s at {RATE:.0f} Hz, {BODIES} bodies x {MARKERS_PER_BODY} markers, "
+            f"{size / 1e6:.0f} MB, written in {time.perf_counter() - started:.1f} s"
+        )
+        raw_frames, raw_s = raw_read(directory)
+        frames, replay_s = fast_replay(directory)
+        print(
+            f"raw rosbags read (reference): {raw_frames / raw_s:8.0f} frames/s = "
+            f"{raw_frames / raw_s / RATE:5.1f}x real time"
+        )
+        print(
+            f"replay, rate_factor 0:       {frames / replay_s:8.0f} frames/s = "
+            f"{frames / replay_s / RATE:5.1f}x real time "
+            f"(target >= 20x; {replay_s / raw_s:.2f}x the reference's time)"
+        )
+        errors = paced_errors(directory, min(10.0, seconds)) * 1e3
+        ref = sleep_errors(min(10.0, seconds)) * 1e3
+        for label, e in (("replay at 1x", errors), ("time.sleep loop (reference)", ref)):
+            p50, p99 = np.percentile(e, [50, 99])
+            print(
+                f"{label:28s} timing error ms: p50 {p50:.3f}  p99 {p99:.3f}  max {e.max():.3f}  (n={len(e)})"
+            )
+        print("target: replay p99 <= 0.5 ms")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run()

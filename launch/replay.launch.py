@@ -1,0 +1,1 @@
+../mocap4r2_drivers/launch/replay.launch.py
