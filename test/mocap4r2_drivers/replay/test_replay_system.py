@@ -163,3 +163,82 @@ def test_bad_parameter_values_are_refused():
     assert ReplayAdapter.parameters[-2].validate("[not a mapping") is not None
     with pytest.raises(ConfigurationError, match="end"):
         adapter(file="x.c3d", start=2.0, end=1.0)
+
+
+def test_the_node_publishes_the_recorded_session_again_over_dds(ros, procs, session):
+    """replay_system as installed, over DDS: every frame of the session, in order, each
+    topic's message equal to the recorded one (stamps included), and /diagnostics with
+    the replay's position."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.serialization import deserialize_message
+    from support import CROSS_PROCESS_TIMEOUT as WAIT
+    from support import wait_for
+
+    from mocap4r2_interfaces.msg import Markers, RigidBodies
+
+    directory, written, _ = session
+    qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    markers = ros.subscribe("/rp/markers", Markers, qos)
+    bodies = ros.subscribe("/rp/rigid_bodies", RigidBodies, qos)
+    diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)
+    node = procs.start(
+        "mocap4r2_drivers",
+        "replay_system",
+        name="replay_system",
+        namespace="/rp",
+        params={
+            "file": str(directory),
+            "stamps": "original",
+            "rate_factor": 0.5,
+            "qos_depth": 1000,
+            "diagnostics_period": 0.2,
+        },
+    )
+    # configure, wait until our subscriptions see the publishers, then play: no frame is
+    # published before anyone listens
+    assert ros.change_state("/rp/replay_system", "configure")
+    markers.wait_matched()
+    bodies.wait_matched()
+    assert ros.change_state("/rp/replay_system", "activate")
+    wait_for(lambda: len(bodies.snapshot()) >= 120, 3 * WAIT, lambda: node.log()[-2000:], what="frames")
+    got_markers, got_bodies = markers.snapshot(), bodies.snapshot()
+    assert [m.frame_number for m in got_bodies] == list(range(120))
+    for msg, data in zip(got_markers, written["markers"]):
+        assert msg == deserialize_message(data, Markers)
+    for msg, data in zip(got_bodies, written["rigid_bodies"]):
+        assert msg == deserialize_message(data, RigidBodies)
+
+    def replay_status():
+        for array in diagnostics.snapshot():
+            for status in array.status:
+                if status.hardware_id == "/rp/replay_system":
+                    values = {kv.key: kv.value for kv in status.values}
+                    if values.get("state") == "end of file":
+                        return values
+        return None
+
+    wait_for(lambda: replay_status() is not None, WAIT, lambda: node.log()[-2000:], what="diagnostics")
+    values = replay_status()
+    assert values is not None
+    assert values["frames_played"] == "120" and values["frames_left"] == "0"
+    assert float(values["position_s"]) == pytest.approx(119 / 120, abs=1e-3)
+
+
+def test_the_node_refuses_a_damaged_session_at_configure_with_the_reason(ros, procs, session, tmp_path):
+    directory, _, _ = session
+    cut = tmp_path / "cut.mcap"
+    data = (directory / "s1_0.mcap").read_bytes()
+    cut.write_bytes(data[: len(data) // 3])
+    node = procs.start(
+        "mocap4r2_drivers",
+        "replay_system",
+        name="replay_system",
+        namespace="/rp_bad",
+        params={"file": str(cut)},
+    )
+    assert not ros.change_state("/rp_bad/replay_system", "configure")
+    assert node.wait_log("mocap4r2 recover")
+    assert "configure failed" in node.log()
+    assert "Traceback" not in node.log()
+    assert node.alive()
