@@ -191,7 +191,7 @@ def _point(x: float, y: float, z: float) -> Point:
 def draw_markers(msg: Markers, system: str, cfg: dict) -> list[Marker]:
     """RViz spheres for a Markers message, one list per kind (labeled, unlabeled, occluded) so each can be
     shown or hidden in RViz."""
-    groups = {
+    groups: dict[str, tuple[list[Point], ColorRGBA]] = {
         "labeled_markers": ([], LABELED),
         "unlabeled_markers": ([], UNLABELED),
         "occluded_markers": ([], OCCLUDED),

@@ -193,7 +193,9 @@ class RobotGroundTruthNode(ToolNode):
         if status == FollowedBody.BAD_POSE:
             self.get_logger().warning(f"body {self.body!r}: invalid pose ignored", throttle_duration_sec=5.0)
             return
-        if status != FollowedBody.TRACKED:  # a stamp not after the last one: logged, ignored
+        # not TRACKED: a stamp not after the last one (logged, ignored); a TRACKED reading
+        # always carries its pose
+        if status != FollowedBody.TRACKED or reading.position is None or reading.quaternion is None:
             return
         stamp = reading.stamp
         base = Pose(reading.position, Rotation.from_quat(reading.quaternion)) * self.offset

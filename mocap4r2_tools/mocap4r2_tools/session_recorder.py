@@ -222,7 +222,7 @@ class SessionRecorder(ToolNode):
             # message already waiting on this subscription (up to a batch).
             bag = self._bag
             record = bag is not None and topic in self._recorded
-            if record:
+            if record and bag is not None:
                 bag.put(topic, data, time.time_ns())
             handle = holder[0].handle
             for _ in range(_BATCH):
@@ -230,7 +230,7 @@ class SessionRecorder(ToolNode):
                     taken = handle.take_message(cls, True)
                 if taken is None:
                     return
-                if record:
+                if record and bag is not None:
                     bag.put(topic, taken[0], time.time_ns())
 
         sub = self.create_subscription(cls, topic, received, qos, raw=True)
@@ -412,6 +412,8 @@ class SessionRecorder(ToolNode):
                 return Outcome(False, self._failure)
             return Outcome(True, "not recording")
         summary = self._close(wait_reports=self.value("report_wait"))
+        if summary is None:  # closed meanwhile by another request
+            return Outcome(True, "not recording")
         return Outcome(not summary.failure, summary.describe())
 
     # ------------------------------------------------------------------ diagnostics

@@ -84,7 +84,7 @@ class _Job:
         self.goal = handle.request
         self.points = points
         self.monitors = monitors
-        self.done = Future()
+        self.done: Future[bool] = Future()
         self.start: float | None = None
 
 
@@ -190,14 +190,15 @@ class SimulatedArmNode(ToolNode):
     def _tick(self) -> None:
         now = time.time()
         if self._current is None and self._queue:
-            job = self._queue.popleft()
-            job.start = now
-            self._current = job
-            self.get_logger().info(f"executing {job.goal.trajectory_id!r}")
-            job.handle.execute()
+            queued = self._queue.popleft()
+            queued.start = now
+            self._current = queued
+            self.get_logger().info(f"executing {queued.goal.trajectory_id!r}")
+            queued.handle.execute()
         job = self._current
         stamp = time_msg(now)
         if job is not None:
+            assert job.start is not None  # set when the job became the current one
             elapsed = now - job.start - job.points[0].time
             t = job.points[0].time + elapsed
             pos, vel, index = sample(job.points, t)

@@ -203,8 +203,8 @@ class WorldModelNode(ToolNode):
                 msg.header.frame_id,
                 body.name,
                 tracked,
-                pose[0] if tracked else None,
-                pose[1] if tracked else None,
+                pose[0] if pose is not None else None,
+                pose[1] if pose is not None else None,
                 stamp,
                 now,
             )
@@ -269,9 +269,9 @@ class WorldModelNode(ToolNode):
             self._dirty.add(obj.object_id)
         if self._dirty:
             for object_id in sorted(self._dirty):
-                obj = self.model.objects.get(object_id)
-                if obj is not None:
-                    self._object_pub.publish(self._object_msg(obj))
+                dirty = self.model.objects.get(object_id)
+                if dirty is not None:
+                    self._object_pub.publish(self._object_msg(dirty))
             self._dirty.clear()
             self._model_dirty = True
         if self._model_dirty:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,7 +235,7 @@ class PoseHistory:
         self.seconds = seconds
         self._frames: deque[tuple[float, tuple[float, ...], Quat]] = deque(maxlen=max_frames)
 
-    def add(self, t: float, position: Sequence[float], orientation: Sequence[float]) -> None:
+    def add(self, t: float, position: Iterable[float], orientation: Iterable[float]) -> None:
         frames = self._frames
         if frames and t <= frames[-1][0]:
             return

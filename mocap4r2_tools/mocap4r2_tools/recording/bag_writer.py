@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import yaml
 from mcap.writer import CompressionType, Writer
@@ -153,7 +154,7 @@ class SessionBag:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._writer: Writer | None = None
-        self._stream = None
+        self._stream: BinaryIO | None = None
         self._channels: dict[str, int] = {}
         self._schemas: dict[str, int] = {}
         self.counts: dict[str, int] = {}
@@ -183,8 +184,8 @@ class SessionBag:
             ) from None
         try:
             # the writer thread owns the stream until close(); a failure below closes it here
-            self._stream = open(self.file, "xb", buffering=1 << 20)  # noqa: SIM115 - closed by close()
-            self._writer = Writer(self._stream, chunk_size=self.chunk_size, compression=self.compression)
+            stream = self._stream = open(self.file, "xb", buffering=1 << 20)  # noqa: SIM115 - closed by close()
+            self._writer = Writer(stream, chunk_size=self.chunk_size, compression=self.compression)
             self._writer.start(profile="ros2", library=LIBRARY)
             for spec in self._initial:
                 self._register(spec)
@@ -199,20 +200,21 @@ class SessionBag:
     def _register(self, spec: TopicSpec) -> None:
         if spec.name in self._channels:
             return
+        writer = self._writer
+        if writer is None:
+            raise RuntimeError("register a topic on an open bag")
         schema_id = self._schemas.get(spec.type)
         if schema_id is None:
             try:
                 text = ros2msg_schema(spec.type, self._find)
-                schema_id = self._writer.register_schema(spec.type, "ros2msg", text.encode())
+                schema_id = writer.register_schema(spec.type, "ros2msg", text.encode())
             except SchemaError as exc:
                 # still recorded (the bytes are kept); readers need the type installed
                 self.schema_warnings.append(f"{spec.name}: {exc}")
                 schema_id = 0
             self._schemas[spec.type] = schema_id
         qos_text = yaml.safe_dump(spec.qos, default_flow_style=False) if spec.qos else ""
-        channel = self._writer.register_channel(
-            spec.name, "cdr", schema_id, {"offered_qos_profiles": qos_text}
-        )
+        channel = writer.register_channel(spec.name, "cdr", schema_id, {"offered_qos_profiles": qos_text})
         self._channels[spec.name] = channel
         self.topics[spec.name] = spec
         self.counts[spec.name] = 0
@@ -242,6 +244,8 @@ class SessionBag:
     def _run(self) -> None:
         queue = self._queue
         writer = self._writer
+        if writer is None:  # started by open() only after the writer exists
+            raise RuntimeError("the bag writer thread needs an open bag")
         channels = self._channels
         counts = self.counts
         tracks = self.tracks
@@ -295,8 +299,9 @@ class SessionBag:
                 except Exception as exc:  # noqa: BLE001 - the data chunks are on disk already
                     self.failure = self.failure or f"{type(exc).__name__}: {exc}"
                 try:
-                    self._stream.close()
-                except Exception as exc:  # noqa: BLE001
+                    if self._stream is not None:
+                        self._stream.close()
+                except Exception as exc:  # noqa: BLE001 - reported in the summary, not raised
                     self.failure = self.failure or f"{type(exc).__name__}: {exc}"
             summary = self.summary(reported_dropped, system_topics)
             custom = dict(self.custom_data)
@@ -310,9 +315,10 @@ class SessionBag:
                     [(self.topics[t], self.counts[t]) for t in self.topics],
                     custom,
                 )
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - reported in the summary, not raised
                 self.failure = self.failure or f"metadata.yaml: {type(exc).__name__}: {exc}"
             self._final = self.summary(reported_dropped, system_topics)
+        assert self._final is not None  # set by the first close()
         return self._final
 
     def summary(

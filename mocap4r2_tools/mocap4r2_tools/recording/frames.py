@@ -89,12 +89,13 @@ def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple
 def system_gaps(tracks: list[FrameTrack]) -> tuple[int, int]:
     """(whole frames missing on every topic of a system, messages missing on some topics
     while other topics of the same frame arrived) over the span all topics cover."""
-    tracks = [t for t in tracks if t.first is not None]
-    if not tracks:
+    # first and last are set together, by the first frame number a topic sees
+    spans = [(t.first, t.last, t.ranges) for t in tracks if t.first is not None and t.last is not None]
+    if not spans:
         return 0, 0
-    lo = max(t.first for t in tracks)
-    hi = min(t.last for t in tracks)
-    clipped = [[(max(a, lo), min(b, hi)) for a, b in t.ranges if a <= hi and b >= lo] for t in tracks]
+    lo = max(first for first, _, _ in spans)
+    hi = min(last for _, last, _ in spans)
+    clipped = [[(max(a, lo), min(b, hi)) for a, b in ranges if a <= hi and b >= lo] for _, _, ranges in spans]
     common = clipped[0]
     for ranges in clipped[1:]:
         common = _intersect(common, ranges)

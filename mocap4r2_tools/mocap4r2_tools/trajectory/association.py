@@ -23,9 +23,13 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy.spatial.transform import Rotation
 
 from .poses import Trajectory, TrajectoryInputError
+
+Array = npt.NDArray[np.float64]
+IndexArray = npt.NDArray[np.intp]
 
 METHODS = ("nearest", "interpolate")
 
@@ -77,14 +81,12 @@ def associate(
     return Association(gt_pairs, est_pairs, len(gt), len(est))
 
 
-def nearest_indices(
-    query: np.ndarray, reference: np.ndarray, max_diff: float
-) -> tuple[np.ndarray, np.ndarray]:
+def nearest_indices(query: Array, reference: Array, max_diff: float) -> tuple[IndexArray, IndexArray]:
     """For each query stamp the nearest reference stamp within max_diff (both sorted).
 
     Returns (query rows, reference rows) of the accepted matches."""
     if reference.size == 0 or query.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
+        empty = np.zeros(0, dtype=np.intp)
         return empty, empty
     after = np.searchsorted(reference, query, side="right")
     upper = np.minimum(after, reference.size - 1)
@@ -94,10 +96,11 @@ def nearest_indices(
     pick = np.where(d_upper < d_lower, upper, lower)
     best = np.minimum(d_upper, d_lower)
     ok = best <= max_diff
-    return np.flatnonzero(ok), pick[ok]
+    rows: IndexArray = pick[ok]
+    return np.flatnonzero(ok), rows
 
 
-def interpolate(traj: Trajectory, times: np.ndarray) -> Trajectory:
+def interpolate(traj: Trajectory, times: Array) -> Trajectory:
     """Poses of ``traj`` at ``times``: linear positions, slerp orientations, clamped to the ends.
 
     Where two rows share a stamp (recorded files do that), the interval between them has
@@ -127,10 +130,10 @@ class PosePair:
     """A ground-truth pose and the estimated pose associated with it, stamped with the ground-truth time."""
 
     stamp: float  # ground-truth time
-    gt_position: np.ndarray  # (3,)
-    gt_orientation: np.ndarray  # (4,) x, y, z, w
-    est_position: np.ndarray
-    est_orientation: np.ndarray
+    gt_position: Array  # (3,)
+    gt_orientation: Array  # (4,) x, y, z, w
+    est_position: Array
+    est_orientation: Array
 
 
 class StreamAssociator:
@@ -160,10 +163,10 @@ class StreamAssociator:
         self.horizon = float(horizon)
         self.max_gt = int(max_gt)
         self._t: list[float] = []
-        self._p: list[np.ndarray] = []
-        self._q: list[np.ndarray] = []
+        self._p: list[Array] = []
+        self._q: list[Array] = []
         self._start = 0  # rows before it are expired (compacted lazily, amortised O(1))
-        self._pending: deque[tuple[float, np.ndarray, np.ndarray]] = deque(maxlen=max_pending)
+        self._pending: deque[tuple[float, Array, Array]] = deque(maxlen=max_pending)
         self.gt_out_of_order = 0
         self.est_unmatched = 0
         self.est_dropped_pending = 0
@@ -178,7 +181,7 @@ class StreamAssociator:
         self.gt_out_of_order = self.est_unmatched = self.est_dropped_pending = 0
 
     # ------------------------------------------------------------------ input
-    def add_gt(self, stamp: float, position: np.ndarray, orientation: np.ndarray) -> list[PosePair]:
+    def add_gt(self, stamp: float, position: Array, orientation: Array) -> list[PosePair]:
         if self._start < len(self._t) and stamp <= self._t[-1]:
             self.gt_out_of_order += 1
             return []
@@ -188,7 +191,7 @@ class StreamAssociator:
         self._expire(stamp)
         return self._drain()
 
-    def add_est(self, stamp: float, position: np.ndarray, orientation: np.ndarray) -> list[PosePair]:
+    def add_est(self, stamp: float, position: Array, orientation: Array) -> list[PosePair]:
         if len(self._pending) == self._pending.maxlen:
             self.est_dropped_pending += 1
         self._pending.append((stamp + self.offset, position, orientation))
@@ -223,7 +226,7 @@ class StreamAssociator:
                 pairs.append(pair)
         return pairs
 
-    def _match(self, t: float, p: np.ndarray, q: np.ndarray) -> PosePair | None:
+    def _match(self, t: float, p: Array, q: Array) -> PosePair | None:
         times = self._t
         after = bisect.bisect_right(times, t, self._start)
         candidates = [i for i in (after - 1, after) if self._start <= i < len(times)]
@@ -241,7 +244,7 @@ class StreamAssociator:
         return PosePair(t, position, orientation, p, q)
 
 
-def _slerp(q0: np.ndarray, q1: np.ndarray, frac: float) -> np.ndarray:
+def _slerp(q0: Array, q1: Array, frac: float) -> Array:
     r0 = Rotation.from_quat(q0)
     step = (r0.inv() * Rotation.from_quat(q1)).as_rotvec()
     return (r0 * Rotation.from_rotvec(frac * step)).as_quat()

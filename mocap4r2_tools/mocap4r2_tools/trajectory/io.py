@@ -23,10 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from mocap4r2_control.timebase import stamp_to_seconds
 
 from .poses import Trajectory, TrajectoryInputError
+
+Values = npt.NDArray[np.float64]
+# (stamp, (x, y, z, qx, qy, qz, qw)) of one pose read from a bag message
+PoseRow = tuple[float, tuple[float, ...]]
 
 ProgressCallback = Callable[[int, int], None]  # (messages done, messages in total)
 
@@ -114,7 +119,7 @@ def _check_text(path: Path) -> TextScan:
     return TextScan(size, comma, hashes == line_hashes)
 
 
-def parse_tum_fast(path: Path, scan: TextScan) -> np.ndarray | None:
+def parse_tum_fast(path: Path, scan: TextScan) -> Values | None:
     """(n, 8) values by numpy's C reader, or None when it refuses the file (the careful
     reader then names the line). Only for files whose comments are whole lines: numpy
     would also accept a comment after the values, which the careful reader refuses."""
@@ -136,7 +141,7 @@ def parse_tum_fast(path: Path, scan: TextScan) -> np.ndarray | None:
     return data
 
 
-def parse_tum_careful(path: Path) -> np.ndarray:
+def parse_tum_careful(path: Path) -> Values:
     """(n, 8) values, one line at a time: spaces and commas mixed, blank and comment lines;
     TrajectoryInputError naming the file and line of the first bad line. Memory is the
     values only (8 bytes each), never a list of the file's lines."""
@@ -194,7 +199,7 @@ def interfaces_msg_dir() -> Path:
     return path
 
 
-def typestore():
+def typestore() -> Any:  # rosbags.typesys.store.Typestore (rosbags is imported lazily)
     """A rosbags typestore with ROS 2 Kilted's types plus mocap4r2_interfaces."""
     global _TYPESTORE
     if _TYPESTORE is None:
@@ -245,7 +250,7 @@ def read_bag(
         names_seen: set[str] = set()
         extract = _extractor(msgtype, body, frames, names_seen)
         stamps: list[float] = []
-        poses: list[tuple] = []
+        poses: list[tuple[float, ...]] = []
         skipped = 0
         for done, (connection, _, raw) in enumerate(reader.messages(connections=connections), start=1):
             try:
@@ -272,19 +277,27 @@ def read_bag(
     return Trajectory.from_recorded(stamps, values[:, 0:3], values[:, 3:7], name=label)
 
 
-def _nothing_found(path, topic, msgtype, body, frames, total, names_seen) -> str:
+def _nothing_found(
+    path: str | Path,
+    topic: str,
+    msgtype: str,
+    body: str | None,
+    frames: tuple[str, str] | None,
+    total: int,
+    names_seen: set[str],
+) -> str:
     if msgtype.endswith("/RigidBodies"):
         if body not in names_seen:
             known = ", ".join(sorted(names_seen)) or "none"
             return f"{path}: no body named {body!r} on {topic} (bodies: {known})"
         return f"{path}: body {body!r} is never tracked on {topic} ({total} messages)"
-    if msgtype.endswith("/TFMessage"):
+    if msgtype.endswith("/TFMessage") and frames is not None:
         return f"{path}: no transform {frames[0]} -> {frames[1]} on {topic} ({total} messages)"
     return f"{path}: no messages on {topic}"
 
 
 @contextmanager
-def _open_bag(path: str | Path) -> Iterator:
+def _open_bag(path: str | Path) -> Iterator[Any]:  # yields a rosbags Reader
     """An open rosbags Reader; TrajectoryInputError when the path is not a readable bag."""
     from rosbags.rosbag2 import Reader
 
@@ -304,7 +317,7 @@ def _open_bag(path: str | Path) -> Iterator:
         reader.close()
 
 
-def _store_for(connections):
+def _store_for(connections: list[Any]) -> Any:
     """Our typestore, plus any type the bag defines that it lacks."""
     from rosbags.interfaces import MessageDefinitionFormat
     from rosbags.typesys import get_types_from_idl, get_types_from_msg
@@ -322,23 +335,23 @@ def _store_for(connections):
     return store
 
 
-def _stamp(header) -> float:
+def _stamp(header: Any) -> float:
     return stamp_to_seconds(header.stamp)
 
 
-def _pose(pose) -> tuple:
+def _pose(pose: Any) -> tuple[float, ...]:
     p, q = pose.position, pose.orientation
     return (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
 
 
-def _transform(tf) -> tuple:
+def _transform(tf: Any) -> tuple[float, ...]:
     p, q = tf.translation, tf.rotation
     return (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
 
 
 def _extractor(
     msgtype: str, body: str | None, frames: tuple[str, str] | None, names_seen: set[str]
-) -> Callable[[Any], Iterator]:
+) -> Callable[[Any], Iterator[PoseRow]]:
     short = msgtype.rsplit("/", 1)[-1]
     if short == "PoseStamped":
         return lambda m: iter(((_stamp(m.header), _pose(m.pose)),))
@@ -347,16 +360,18 @@ def _extractor(
     if short == "TransformStamped":
         return lambda m: iter(((_stamp(m.header), _transform(m.transform)),))
     if short == "TFMessage":
+        if frames is None:
+            raise TrajectoryInputError("a TFMessage topic needs the parent and child frame")
         parent, child = (f.lstrip("/") for f in frames)
 
-        def from_tf(m):
+        def from_tf(m: Any) -> Iterator[PoseRow]:
             for tf in m.transforms:
                 if tf.child_frame_id.lstrip("/") == child and tf.header.frame_id.lstrip("/") == parent:
                     yield _stamp(tf.header), _transform(tf.transform)
 
         return from_tf
 
-    def from_bodies(m):
+    def from_bodies(m: Any) -> Iterator[PoseRow]:
         for rb in m.rigid_bodies:
             if rb.name == body:
                 if rb.tracking_valid:
@@ -365,6 +380,7 @@ def _extractor(
         else:  # only when the body is missing, to name the bodies there are
             names_seen.update(rb.name for rb in m.rigid_bodies)
             return
-        names_seen.add(body)
+        if body is not None:
+            names_seen.add(body)
 
     return from_bodies

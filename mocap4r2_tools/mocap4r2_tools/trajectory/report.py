@@ -4,15 +4,22 @@ and as matplotlib PNG plots."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .evaluation import EvaluationResult
+
+if TYPE_CHECKING:  # matplotlib is imported only when plots are asked for
+    from matplotlib.figure import Figure
+
+Array = npt.NDArray[np.float64]
 
 PLOT_FILES = ("trajectory_top.png", "trajectory_side.png", "ate.png", "rpe.png")
 
 
-def to_dict(result: EvaluationResult) -> dict:
+def to_dict(result: EvaluationResult) -> dict[str, Any]:
     """One JSON-ready object: the mocap4r2_interfaces/TrajectoryError fields first
     (same names and units), then the other statistics and the options used."""
     ate = result.ate_stats
@@ -159,7 +166,7 @@ def write_plots(result: EvaluationResult, directory: str | Path, max_points: int
     return written
 
 
-def _break_gaps(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _break_gaps(t: Array, y: Array) -> tuple[Array, Array]:
     """NaN inserted where the time step exceeds 5 median steps, so a gap (tracking loss,
     no estimate) shows as a gap instead of a straight line across it."""
     if t.size < 3:
@@ -169,13 +176,13 @@ def _break_gaps(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.insert(t, gaps, np.nan), np.insert(y.astype(float), gaps, np.nan)
 
 
-def _thin(n: int, max_points: int) -> np.ndarray:
+def _thin(n: int, max_points: int) -> npt.NDArray[np.int64]:
     if n <= max_points:
         return np.arange(n)
     return np.linspace(0, n - 1, max_points).astype(np.int64)
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()

@@ -194,8 +194,8 @@ class WorldModel:
         frame_id: str,
         body: str,
         tracked: bool,
-        position: npt.ArrayLike,
-        orientation: npt.ArrayLike,
+        position: npt.ArrayLike | None,  # read only when tracked
+        orientation: npt.ArrayLike | None,  # read only when tracked
         stamp: float,
         now: float,
     ) -> tuple[WorldObject | None, bool]:
