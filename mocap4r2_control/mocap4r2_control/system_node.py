@@ -393,9 +393,9 @@ class MocapSystemNode(LifecycleNode):
             elif self._state_id == State.PRIMARY_STATE_FINALIZED:
                 return Outcome(False, "the system is shut down")
             else:
-                if self._state_id == State.PRIMARY_STATE_UNCONFIGURED:
-                    if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                        return Outcome(False, "configure failed (see the system's log)")
+                unconfigured = self._state_id == State.PRIMARY_STATE_UNCONFIGURED
+                if unconfigured and self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                    return Outcome(False, "configure failed (see the system's log)")
                 if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
                     return Outcome(False, "activate failed (see the system's log)")
             try:  # a system streaming already still joins the session (its vendor recording)
