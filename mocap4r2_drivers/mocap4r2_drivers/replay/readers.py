@@ -241,11 +241,13 @@ class BagSource(ReplaySource):
     def _mocap_frames(self, start: float, end: float) -> Iterator[TimedFrame]:
         decoders = {c.topic: MessageDecoder(MOCAP_TYPES[c.msgtype]) for c in self.connections}
         kinds = {c.topic: MOCAP_TYPES[c.msgtype] for c in self.connections}
-        origin: float | None = None
+        origin: int | None = None
         for item in self._grouped(decoders, kinds):
+            # in integer ns: a float of today's Unix time is only good to 240 ns
+            ns = item.sec * 1_000_000_000 + item.nanosec
             if origin is None:
-                origin = item.offset
-            item.offset -= origin
+                origin = ns
+            item.offset = (ns - origin) * 1e-9
             if item.offset > end:
                 return
             if item.offset >= start:
@@ -274,7 +276,7 @@ class BagSource(ReplaySource):
         frame = frame_from_messages(
             number, group.get("markers"), group.get("rigid_bodies"), group.get("skeletons")
         )
-        return TimedFrame(first.sec + first.nanosec * 1e-9, first.sec, first.nanosec, frame)
+        return TimedFrame(0.0, first.sec, first.nanosec, frame)
 
     def _pose_frames(self, start: float, end: float) -> Iterator[TimedFrame]:
         """PoseStamped or TF messages grouped by stamp: one frame per capture time."""
@@ -284,7 +286,7 @@ class BagSource(ReplaySource):
             names[n] = len(names)
         current: dict[str, np.ndarray] = {}
         stamp: tuple[int, int] | None = None
-        origin: float | None = None
+        origin: int | None = None
         number = 0
         for conn, _, raw in self._reader.messages(connections=self.connections):
             msg = self._reader.deserialize(raw, conn.msgtype)
@@ -300,12 +302,13 @@ class BagSource(ReplaySource):
             for name, st, p, q in items:
                 key = (int(st.sec), int(st.nanosec))
                 if stamp is not None and key != stamp and current:
-                    t = stamp[0] + stamp[1] * 1e-9
-                    origin = t if origin is None else origin
-                    if t - origin > end:
+                    ns = stamp[0] * 1_000_000_000 + stamp[1]
+                    origin = ns if origin is None else origin
+                    t = (ns - origin) * 1e-9
+                    if t > end:
                         return
-                    if t - origin >= start:
-                        yield TimedFrame(t - origin, stamp[0], stamp[1], _pose_frame(number, order, current))
+                    if t >= start:
+                        yield TimedFrame(t, stamp[0], stamp[1], _pose_frame(number, order, current))
                     number += 1
                     current = {}
                 stamp = key
@@ -314,10 +317,11 @@ class BagSource(ReplaySource):
                     order.append(name)
                 current[name] = np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w])
         if stamp is not None and current:
-            t = stamp[0] + stamp[1] * 1e-9
-            origin = t if origin is None else origin
-            if start <= t - origin <= end:
-                yield TimedFrame(t - origin, stamp[0], stamp[1], _pose_frame(number, order, current))
+            ns = stamp[0] * 1_000_000_000 + stamp[1]
+            origin = ns if origin is None else origin
+            t = (ns - origin) * 1e-9
+            if start <= t <= end:
+                yield TimedFrame(t, stamp[0], stamp[1], _pose_frame(number, order, current))
 
     def close(self) -> None:
         reader, self._reader = getattr(self, "_reader", None), None

@@ -218,3 +218,87 @@ def test_a_bag_without_mocap_topics_and_a_wrong_source_are_refused(session, tmp_
         open_source(tmp_path / "other")
     with pytest.raises(ReplayFileError, match="does not exist"):
         open_source(tmp_path / "nothing.c3d")
+
+
+def _foreign_bag(path: Path, storage: str, kind: str) -> list[tuple[int, dict[str, tuple[float, ...]]]]:
+    """A bag as other drivers record it, written by rosbags (not by us): vrpn_mocap-style
+    PoseStamped per body, or /tf. Returns the poses written per stamp."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.LATEST)
+    PoseStamped = store.types["geometry_msgs/msg/PoseStamped"]
+    Header = store.types["std_msgs/msg/Header"]
+    Time = store.types["builtin_interfaces/msg/Time"]
+    Pose = store.types["geometry_msgs/msg/Pose"]
+    Point = store.types["geometry_msgs/msg/Point"]
+    Quaternion = store.types["geometry_msgs/msg/Quaternion"]
+    TFMessage = store.types["tf2_msgs/msg/TFMessage"]
+    TransformStamped = store.types["geometry_msgs/msg/TransformStamped"]
+    Transform = store.types["geometry_msgs/msg/Transform"]
+    Vector3 = store.types["geometry_msgs/msg/Vector3"]
+    plugin = StoragePlugin.SQLITE3 if storage == "sqlite3" else StoragePlugin.MCAP
+    truth = []
+    with Writer(path, version=8, storage_plugin=plugin) as writer:
+        if kind == "poses":
+            conns = {
+                b: writer.add_connection(f"/vrpn/{b}/pose", PoseStamped.__msgtype__, typestore=store)
+                for b in ("a", "b")
+            }
+        else:
+            tf = writer.add_connection("/tf", TFMessage.__msgtype__, typestore=store)
+        for k in range(30):
+            sec, nanosec = 1_700_000_000 + k // 100, (k % 100) * 10_000_000
+            stamp = Time(sec=sec, nanosec=nanosec)
+            poses = {
+                "a": (float(k), 0.0, 1.0, 0.0, 0.0, 0.0, 1.0),
+                "b": (0.0, float(-k), 2.0, 0.0, 0.0, 1.0, 0.0),
+            }
+            if k % 10 == 5:
+                del poses["b"]  # b not seen at this stamp
+            truth.append((k, poses))
+            ns = sec * 1_000_000_000 + nanosec
+            msgs = {
+                b: (Point(x=p[0], y=p[1], z=p[2]), Quaternion(x=p[3], y=p[4], z=p[5], w=p[6]))
+                for b, p in poses.items()
+            }
+            if kind == "poses":
+                for b, (pt, q) in msgs.items():
+                    msg = PoseStamped(
+                        header=Header(stamp=stamp, frame_id="world"), pose=Pose(position=pt, orientation=q)
+                    )
+                    writer.write(conns[b], ns, store.serialize_cdr(msg, PoseStamped.__msgtype__))
+            else:
+                transforms = [
+                    TransformStamped(
+                        header=Header(stamp=stamp, frame_id="world"),
+                        child_frame_id=b,
+                        transform=Transform(translation=Vector3(x=pt.x, y=pt.y, z=pt.z), rotation=q),
+                    )
+                    for b, (pt, q) in msgs.items()
+                ]
+                writer.write(
+                    tf, ns, store.serialize_cdr(TFMessage(transforms=transforms), TFMessage.__msgtype__)
+                )
+    return truth
+
+
+@pytest.mark.parametrize(("storage", "kind"), [("sqlite3", "poses"), ("mcap", "tf"), ("sqlite3", "tf")])
+def test_bags_of_other_drivers_poses_and_tf_become_bodies(tmp_path, storage, kind):
+    truth = _foreign_bag(tmp_path / "bag", storage, kind)
+    source = open_source(tmp_path / "bag")
+    assert source.info.names.rigid_bodies == ("a", "b")
+    frames = list(source.frames())
+    assert len(frames) == len(truth)
+    for timed, (k, poses) in zip(frames, truth):
+        b = timed.frame.bodies
+        assert timed.frame.frame_number == k
+        assert timed.offset == pytest.approx(k * 0.01, abs=1e-9)
+        for row, name in enumerate(("a", "b")):
+            if name in poses:
+                assert b.valid[row]
+                assert b.positions[row].tolist() == list(poses[name][:3])
+                assert b.orientations[row].tolist() == list(poses[name][3:])
+            else:
+                assert not b.valid[row]
+        timed.frame.check()
