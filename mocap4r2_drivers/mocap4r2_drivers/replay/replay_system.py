@@ -179,6 +179,13 @@ class ReplayAdapter(MocapAdapter):
         except (ReplayFileError, OSError) as exc:
             raise ConfigurationError(str(exc)) from None
         self.source = source
+        # a configure after a cleanup plays the file again from start
+        self._queue = queue.Queue(maxsize=self.read_ahead)
+        self._closing.clear()
+        self._pending = None
+        self.played = self.loops = 0
+        self.position = 0.0
+        self.finished = ""
         info = source.info
         _LOG.info(
             "replaying %s: %s, %d frames, %.1f s at %.1f Hz%s",

@@ -242,3 +242,15 @@ def test_the_node_refuses_a_damaged_session_at_configure_with_the_reason(ros, pr
     assert "configure failed" in node.log()
     assert "Traceback" not in node.log()
     assert node.alive()
+
+
+def test_a_configure_after_cleanup_plays_the_file_again(session):
+    directory, _, _ = session
+    a = adapter(file=str(directory), rate_factor=0.0, end=0.1)
+    for _ in range(2):
+        a.connect()
+        a.start_streaming()
+        frames = read_all(a)
+        a.stop_streaming()
+        a.disconnect()
+        assert [f.frame_number for f in frames] == list(range(13))
