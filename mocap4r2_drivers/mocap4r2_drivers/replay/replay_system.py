@@ -162,6 +162,8 @@ class ReplayAdapter(MocapAdapter):
         self._anchor_offset = 0.0
         self._anchor_unix = 0.0
         self.played = 0
+        self._played_in_loop = 0
+        self._shift = 0.0
         self.loops = 0
         self.position = 0.0
         self.finished = ""
@@ -183,7 +185,8 @@ class ReplayAdapter(MocapAdapter):
         self._queue = queue.Queue(maxsize=self.read_ahead)
         self._closing.clear()
         self._pending = None
-        self.played = self.loops = 0
+        self.played = self.loops = self._played_in_loop = 0
+        self._shift = 0.0
         self.position = 0.0
         self.finished = ""
         info = source.info
@@ -326,7 +329,11 @@ class ReplayAdapter(MocapAdapter):
                 self._pending = item
                 return None
         self._pending = None
+        if shift != self._shift:  # the first frame of another loop
+            self._shift = shift
+            self._played_in_loop = 0
         self.played += 1
+        self._played_in_loop += 1
         self.position = timed.offset
         frame = timed.frame
         if self.stamps == "original":
@@ -356,7 +363,11 @@ class ReplayAdapter(MocapAdapter):
         if source is None:
             return {"file": self.file}
         info = source.info
-        left = max(0, info.frame_count - self.played % max(info.frame_count, 1)) if not self.finished else 0
+        # frames between start and end, from the rate where the file has one (a bag's
+        # count covers the whole file)
+        span = min(self.end, info.duration) - self.start
+        in_range = round(span * info.rate) + 1 if info.rate > 0 and span >= 0 else info.frame_count
+        left = 0 if self.finished else max(0, min(in_range, info.frame_count) - self._played_in_loop)
         state = self.finished if self.finished else ("paused" if self._paused.is_set() else "playing")
         return {
             "file": str(source.path),

@@ -91,7 +91,9 @@ def test_stop_pauses_and_start_resumes_where_it_paused(session):
     started = time.monotonic()
     nxt = a.read_frame(0.5)
     assert time.monotonic() - started < 0.05  # no catching up on the paused time
+    left = int(a.status()["frames_left"])
     a.disconnect()
+    assert left == 120 - 6
     assert [f.frame_number for f in first] == [0, 1, 2, 3, 4]
     assert nxt is not None and nxt.frame_number == 5
 
