@@ -9,7 +9,7 @@ setup(
     version="2.0.0",
     packages=find_packages(exclude=["test"]),
     # PEP 561: the package is typed, so mypy reads its annotations where it is imported
-    package_data={"mocap4r2_tools": ["py.typed"]},
+    package_data={"mocap4r2_tools": ["py.typed"], "mocap4r2_tools.web_panel": ["static/*"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -32,6 +32,7 @@ setup(
         "c3d",
         "pymavlink",
         "mavsdk",
+        "aiohttp",
     ],
     zip_safe=False,
     description=(
@@ -50,14 +51,15 @@ setup(
             "trajectory_monitor = mocap4r2_tools.executables:trajectory_monitor",
             "simulated_arm = mocap4r2_tools.executables:simulated_arm",
             "session_recorder = mocap4r2_tools.executables:session_recorder",
+            "web_panel = mocap4r2_tools.executables:web_panel",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
-            "doctor = mocap4r2_tools.doctor.doctor_command:DoctorCommand",
             "eval = mocap4r2_tools.eval_command:EvalCommand",
             "export = mocap4r2_tools.recording_commands:ExportCommand",
             "recover = mocap4r2_tools.recording_commands:RecoverCommand",
             "sessions = mocap4r2_tools.recording_commands:SessionsCommand",
+            "web = mocap4r2_tools.web_panel.command:WebCommand",
         ],
     },
 )

@@ -71,6 +71,14 @@ if [ "$MODE" = wheels ]; then
   export AMENT_PREFIX_PATH=$VENV CMAKE_PREFIX_PATH=$VENV
 fi
 
+# --- Debian's chromium for the web panel's browser tests (root only; never playwright's
+# own browser downloads). Without root or apt the browser tests skip and say why.
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "installing chromium (apt) for the web panel's browser tests"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || say "could not install chromium; the browser tests will skip"
+fi
+
 # one setup at a time per checkout (parallel `make test` runs share install/)
 exec 9>"$ROOT/.setup.lock"
 flock 9

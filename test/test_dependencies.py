@@ -85,6 +85,7 @@ DEPENDENCIES: dict[str, Provider] = {
     "textual": Provider("textual", "python3-textual"),
     "matplotlib": Provider("matplotlib", "python3-matplotlib"),
     "psutil": Provider("psutil", "python3-psutil"),
+    "aiohttp": Provider("aiohttp", "python3-aiohttp"),
     # ... with a pip key only
     "rosbags": Provider("rosbags", "python3-rosbags-pip"),
     "pymavlink": Provider("pymavlink", "python3-pymavlink-pip"),
@@ -95,10 +96,6 @@ DEPENDENCIES: dict[str, Provider] = {
     "c3d": Provider("c3d", None),
     # neither pip nor rosdep: installed with Vicon's DataStream SDK
     "vicon_dssdk": Provider(None, None, "Vicon's DataStream SDK, from Vicon's installer"),
-    # a sibling package the tools cannot declare: mocap4r2_drivers exec_depends on
-    # mocap4r2_tools (its launch files include the tools'), so a declaration back would be
-    # a cycle; only `mocap4r2 doctor` uses it, inside the functions of its probes
-    "mocap4r2_drivers": Provider(None, None, "mocap4r2_drivers, for mocap4r2 doctor's probes"),
     # imported by tests only (test/<package>/): package.xml's test_depend, requirements-dev.txt
     "pytest": Provider("pytest", "python3-pytest"),
     "hypothesis": Provider("hypothesis", "python3-hypothesis"),
@@ -109,6 +106,8 @@ DEPENDENCIES: dict[str, Provider] = {
     "natnetsdk": Provider("natnetsdk", None),
     "evo": Provider("evo", None),
     "ezc3d": Provider("ezc3d", None),
+    # drives Debian's chromium in the web panel's browser tests, pip only
+    "playwright": Provider("playwright", None),
 }
 
 

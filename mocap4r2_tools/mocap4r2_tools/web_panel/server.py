@@ -1,0 +1,324 @@
+"""The aiohttp half of the web panel: the page, the JSON API and the live WebSocket.
+
+It runs in its own thread with its own event loop. What it needs from ROS it reads from
+:class:`~.ros_side.PanelRos` (copies under a lock, the latest frame of each system) or
+hands to PanelRos's bounded worker pool; nothing here waits on the ROS executor.
+
+Each WebSocket client has one sender task that wakes at the client's rate (at most
+``core.MAX_CLIENT_RATE``) and sends the newest frame of its chosen system, if there is a
+new one: a client never gets more than that rate whatever the input rate, holds at most
+one frame in flight, and a client that does not take a frame within ``SEND_TIMEOUT`` is
+closed. A slow client thus only ever slows itself."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import tempfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import WSMsgType, web
+
+from .core import (
+    MAX_BODY_BYTES,
+    AccessPolicy,
+    LiveFrame,
+    RequestError,
+    parse_control_request,
+    parse_export,
+    parse_rate,
+    parse_transition,
+    system_name_problem,
+)
+
+STATIC_DIR = Path(__file__).parent / "static"
+COOKIE = "mocap4r2_panel_token"
+MAX_CLIENTS = 128
+SEND_TIMEOUT = 2.0
+#: a message from the page over the WebSocket (a choice of system and rate) is small
+MAX_WS_MESSAGE = 4096
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; connect-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
+log = logging.getLogger("mocap4r2.web_panel")
+
+
+class PanelBackend(Protocol):
+    """What the server needs from the ROS side (``ros_side.PanelRos``)."""
+
+    def systems(self) -> list[dict[str, Any]]: ...
+    def known_systems(self) -> list[str]: ...
+    def sessions(self) -> list[dict[str, Any]]: ...
+    def live_frame(self, system: str) -> LiveFrame | None: ...
+    def submit(self, function: Any, *args: Any) -> Any: ...
+    def control_call(self, request: Any, start: bool) -> dict[str, Any]: ...
+    def transition(self, system: str, transition: str) -> dict[str, Any]: ...
+    def export_session(self, session: str, fmt: str, system: str | None, out_dir: Path) -> list[Path]: ...
+
+    log: list[dict[str, Any]]
+
+
+def _refuse(status: int, reason: str) -> web.Response:
+    return web.json_response({"error": reason}, status=status, headers=SECURITY_HEADERS)
+
+
+class Panel:
+    """The aiohttp application and its live-view clients."""
+
+    def __init__(self, backend: PanelBackend, policy: AccessPolicy):
+        self.backend = backend
+        self.policy = policy
+        self.clients: set[web.WebSocketResponse] = set()
+        self.sent_frames = 0
+        self.dropped_clients = 0
+        # the page's form of each system's newest frame, built once for every client
+        self._encoded: dict[str, tuple[tuple[int, float], str]] = {}
+        self._export_root = Path(tempfile.mkdtemp(prefix="mocap4r2_web_panel_"))
+
+    # ---------------------------------------------------------------- the app
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._guard])
+        app.router.add_get("/", self.index)
+        app.router.add_get("/static/{name}", self.static)
+        app.router.add_get("/api/systems", self.api_systems)
+        app.router.add_get("/api/sessions", self.api_sessions)
+        app.router.add_get("/api/log", self.api_log)
+        app.router.add_post("/api/start", self.api_start)
+        app.router.add_post("/api/stop", self.api_stop)
+        app.router.add_post("/api/lifecycle", self.api_lifecycle)
+        app.router.add_get("/api/export", self.api_export)
+        app.router.add_get("/ws", self.websocket)
+        app.on_shutdown.append(self._close_clients)
+        app.on_cleanup.append(self._cleanup)
+        return app
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every request: its Host is this panel's, it is not cross-site, it carries the
+        token where one is required. The page itself may be opened with ?token=..., which
+        becomes a strict same-site cookie."""
+        host = request.headers.get("Host")
+        problem = self.policy.host_problem(host)
+        if problem is None:
+            problem = self.policy.origin_problem(
+                request.headers.get("Origin"), host, request.headers.get("Sec-Fetch-Site")
+            )
+        if problem is not None:
+            return _refuse(403, problem)
+        if self.policy.token is not None:
+            query_token = request.query.get("token")
+            if request.path == "/" and query_token is not None and self.policy.token_ok(query_token):
+                response = web.HTTPFound("/")
+                response.set_cookie(COOKIE, query_token, httponly=True, samesite="Strict", path="/")
+                return response
+            header = request.headers.get("Authorization", "")
+            presented = header[7:] if header.startswith("Bearer ") else request.cookies.get(COOKIE)
+            if not self.policy.token_ok(presented):
+                return _refuse(401, "a token is required (open the URL the panel printed at start)")
+        try:
+            response = await handler(request)
+        except RequestError as exc:
+            return _refuse(400, str(exc))
+        except web.HTTPRequestEntityTooLarge:
+            return _refuse(413, f"request body over {MAX_BODY_BYTES} bytes")
+        if not isinstance(response, web.WebSocketResponse):
+            response.headers.update(SECURITY_HEADERS)
+        return response
+
+    async def _json_body(self, request: web.Request) -> Any:
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY_BYTES, actual_size=request.content_length)
+        if request.content_type != "application/json":
+            raise RequestError("the body must be application/json")
+        try:
+            return json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RequestError(f"the body is not JSON: {str(exc)[:100]}") from None
+
+    async def _call(self, function: Any, *args: Any) -> Any:
+        return await asyncio.wrap_future(self.backend.submit(function, *args))
+
+    # ---------------------------------------------------------------- page
+    async def index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC_DIR / "index.html", headers={"Content-Type": "text/html"})
+
+    async def static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        # only the shipped files, by exact name: nothing from the path reaches the disk
+        shipped = {p.name: p for p in STATIC_DIR.iterdir() if p.is_file()}
+        path = shipped.get(name)
+        if path is None:
+            return _refuse(404, "no such file")
+        return web.FileResponse(path, headers={"Content-Type": STATIC_TYPES.get(path.suffix, "text/plain")})
+
+    # ---------------------------------------------------------------- API
+    async def api_systems(self, request: web.Request) -> web.Response:
+        return web.json_response(self.backend.systems())
+
+    async def api_sessions(self, request: web.Request) -> web.Response:
+        return web.json_response(await asyncio.to_thread(self.backend.sessions))
+
+    async def api_log(self, request: web.Request) -> web.Response:
+        return web.json_response(list(self.backend.log))
+
+    async def api_start(self, request: web.Request) -> web.Response:
+        control = parse_control_request(await self._json_body(request), start=True)
+        return web.json_response(await self._call(self.backend.control_call, control, True))
+
+    async def api_stop(self, request: web.Request) -> web.Response:
+        control = parse_control_request(await self._json_body(request), start=False)
+        return web.json_response(await self._call(self.backend.control_call, control, False))
+
+    async def api_lifecycle(self, request: web.Request) -> web.Response:
+        system, transition = parse_transition(await self._json_body(request), self.backend.known_systems())
+        return web.json_response(await self._call(self.backend.transition, system, transition))
+
+    async def api_export(self, request: web.Request) -> web.StreamResponse:
+        session, fmt, system = parse_export(
+            request.query.get("session", ""), request.query.get("format", ""), request.query.get("system")
+        )
+        out_dir = Path(tempfile.mkdtemp(dir=self._export_root))
+        written: list[Path] = await self._call(self.backend.export_session, session, fmt, system, out_dir)
+        if len(written) == 1:
+            path = written[0]
+        else:  # CSV writes one file per table: one download
+            path = out_dir / f"{session}_{fmt}.zip"
+            with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+                for item in written:
+                    archive.write(item, item.name)
+        return web.FileResponse(path, headers={"Content-Disposition": f'attachment; filename="{path.name}"'})
+
+    # ---------------------------------------------------------------- live view
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        if len(self.clients) >= MAX_CLIENTS:
+            return _refuse(503, f"{MAX_CLIENTS} live views are open; close one")
+        ws = web.WebSocketResponse(max_msg_size=MAX_WS_MESSAGE, heartbeat=10.0)
+        await ws.prepare(request)
+        self.clients.add(ws)
+        choice: dict[str, Any] = {"system": None, "rate": 30.0}
+        sender = asyncio.create_task(self._send_frames(ws, choice))
+        try:
+            async for message in ws:
+                if message.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    self._choose(message.data, choice)
+                except RequestError as exc:
+                    await ws.send_str(json.dumps({"type": "error", "error": str(exc)}))
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
+            self.clients.discard(ws)
+        return ws
+
+    def _choose(self, text: str, choice: dict[str, Any]) -> None:
+        try:
+            body = json.loads(text)
+        except ValueError:
+            raise RequestError("a live view message is a JSON object {system, rate}") from None
+        if not isinstance(body, dict):
+            raise RequestError("a live view message is a JSON object {system, rate}")
+        if "system" in body:
+            problem = system_name_problem(body["system"])
+            if problem:
+                raise RequestError(problem)
+            choice["system"] = body["system"]
+        if "rate" in body:
+            choice["rate"] = parse_rate(body["rate"])
+
+    def _encoded_frame(self, system: str) -> tuple[tuple[int, float], str] | None:
+        frame = self.backend.live_frame(system)
+        if frame is None:
+            return None
+        key = (frame.frame_number, frame.received)
+        cached = self._encoded.get(system)
+        if cached is not None and cached[0] == key:
+            return cached
+        encoded = (key, json.dumps(frame.as_dict(), separators=(",", ":")))
+        if len(self._encoded) < 256 or system in self._encoded:
+            self._encoded[system] = encoded
+        return encoded
+
+    async def _send_frames(self, ws: web.WebSocketResponse, choice: dict[str, Any]) -> None:
+        last_key: tuple[int, float] | None = None
+        while not ws.closed:
+            period = 1.0 / choice["rate"]
+            started = time.monotonic()
+            system = choice["system"]
+            if system is not None:
+                encoded = self._encoded_frame(system)
+                if encoded is not None and encoded[0] != last_key:
+                    last_key = encoded[0]
+                    try:
+                        await asyncio.wait_for(ws.send_str(encoded[1]), SEND_TIMEOUT)
+                    except (TimeoutError, ConnectionError, RuntimeError):
+                        self.dropped_clients += 1
+                        await ws.close()
+                        return
+                    self.sent_frames += 1
+            await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
+
+    async def _close_clients(self, app: web.Application) -> None:
+        for ws in list(self.clients):
+            await ws.close(code=1001, message=b"panel stopping")
+
+    async def _cleanup(self, app: web.Application) -> None:
+        shutil.rmtree(self._export_root, ignore_errors=True)
+
+
+class ServerThread:
+    """The server on its own event loop in its own thread; ``stop()`` ends it."""
+
+    def __init__(self, panel: Panel, host: str, port: int):
+        self.panel = panel
+        self.host, self.port = host, port
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self._runner: web.AppRunner | None = None
+        self.thread = threading.Thread(target=self._run, name="web-panel-http", daemon=True)
+
+    def start(self, timeout: float = 10.0) -> None:
+        self.thread.start()
+        self.ready.wait(timeout)
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self._runner = web.AppRunner(self.panel.app(), access_log=None)
+            self.loop.run_until_complete(self._runner.setup())
+            site = web.TCPSite(self._runner, self.host, self.port)
+            self.loop.run_until_complete(site.start())
+            # port 0 asks for a free port: the one bound is the runner's address
+            for address in self._runner.addresses:
+                self.port = int(address[1])
+                break
+        except BaseException as exc:  # noqa: BLE001 - handed to start()
+            self.error = exc
+            self.ready.set()
+            return
+        self.ready.set()
+        self.loop.run_forever()
+        self.loop.run_until_complete(self._runner.cleanup())
+        self.loop.close()
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5.0)

@@ -1,0 +1,98 @@
+"""A control plane for the web panel's tests, as real processes on loopback: a simulated
+system (one body always tracked, one that loses tracking 1.5 s in every 4 s, a walking
+skeleton), a session recorder, and two web panels (one on loopback without a token, one
+that requires the token of a file)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support import ProcessRunner, wait_for
+
+SIM = ("mocap4r2_drivers", "simulated_system")
+REC = ("mocap4r2_tools", "session_recorder")
+PANEL = ("mocap4r2_tools", "web_panel")
+SYSTEM, RECORDER = "/web/sim", "/web/session_recorder"
+TOKEN = "test-token-0123456789abcdef"
+URL_LINE = re.compile(r"web_panel: open (http://127\.0\.0\.1:(\d+)/)")
+
+SCENE = {
+    "seed": 3,
+    "rate": 120.0,
+    "dropped_frames": 0.0,
+    "occlusion": 0.0,
+    "unlabeled_markers": 2,
+    "rigid_bodies": [
+        {
+            "name": "box",
+            "id": 1,
+            "markers": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
+            "trajectory": {"type": "circle", "center": [0, 0, 1], "radius": 1.0, "period": 4.0},
+        },
+        {
+            "name": "hider",
+            "id": 2,
+            "markers": [[0.2, 0, 0], [0, 0.2, 0], [0.1, 0.1, 0]],
+            "trajectory": {"type": "static", "position": [1, -1, 0.5]},
+            "tracking_loss": {"every": 4.0, "duration": 1.5},
+        },
+    ],
+    "skeletons": [
+        {
+            "name": "walker",
+            "id": 1,
+            "template": "human",
+            "trajectory": {"type": "circle", "center": [0, 0, 0], "radius": 2.0, "period": 30.0},
+        }
+    ],
+}
+
+
+def panel_url(proc: Any) -> tuple[str, int]:
+    found: list[re.Match[str]] = []
+
+    def printed() -> bool:
+        match = URL_LINE.search(proc.log())
+        if match:
+            found.append(match)
+        return bool(match)
+
+    wait_for(printed, 60, what="the web panel printing its URL")
+    return found[0].group(1), int(found[0].group(2))
+
+
+@pytest.fixture(scope="session")
+def plane(tmp_path_factory):
+    tmp: Path = tmp_path_factory.mktemp("web")
+    scene = tmp / "scene.yaml"
+    scene.write_text(yaml.safe_dump(SCENE))
+    sessions = tmp / "sessions"
+    sessions.mkdir()
+    token_file = tmp / "token"
+    token_file.write_text(TOKEN + "\n")
+    runner = ProcessRunner(tmp)
+    runner.start(*SIM, name="sim", namespace="/web", params={"scene": str(scene)})
+    runner.start(*REC, name="session_recorder", namespace="/web", params={"output_dir": str(sessions)})
+    panel = runner.start(*PANEL, name="web_panel", params={"port": 0, "sessions_dir": str(sessions)})
+    locked = runner.start(
+        *PANEL,
+        name="web_panel_locked",
+        params={"port": 0, "sessions_dir": str(sessions), "token_file": str(token_file)},
+    )
+    url, port = panel_url(panel)
+    locked_url, locked_port = panel_url(locked)
+    yield {
+        "url": url,
+        "port": port,
+        "locked_url": locked_url,
+        "locked_port": locked_port,
+        "sessions": sessions,
+        "tmp": tmp,
+        "panel": panel,
+        "runner": runner,
+    }
+    runner.stop_all()
