@@ -17,6 +17,7 @@ that reason rather than playing a mix.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import math
@@ -41,6 +42,9 @@ _LOG = logging.getLogger("mocap4r2.replay")
 STAMPS = ("original", "now")
 #: how often the read-ahead thread looks at the file for changes, s
 WATCH_PERIOD = 0.5
+#: frames handed from the read-ahead thread to the reader at once: one queue operation
+#: (two thread switches) per frame cost more than decoding a small frame
+CHUNK = 16
 #: the last part of a wait spent polling the clock: a sleep wakes up late by up to a
 #: scheduler tick, more than the timing budget of a frame at 1x
 SPIN_S = 0.0004
@@ -153,7 +157,10 @@ class ReplayAdapter(MocapAdapter):
         self.read_ahead = read_ahead
         self.source: ReplaySource | None = None
         self._signature: tuple[int, int] | None = None
-        self._queue: queue.Queue[tuple[TimedFrame, float] | _End] = queue.Queue(maxsize=read_ahead)
+        self._queue: queue.Queue[list[tuple[TimedFrame, float]] | _End] = queue.Queue(
+            maxsize=max(1, read_ahead // CHUNK)
+        )
+        self._ready: collections.deque[tuple[TimedFrame, float]] = collections.deque()
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
         self._paused = threading.Event()
@@ -182,7 +189,8 @@ class ReplayAdapter(MocapAdapter):
             raise ConfigurationError(str(exc)) from None
         self.source = source
         # a configure after a cleanup plays the file again from start
-        self._queue = queue.Queue(maxsize=self.read_ahead)
+        self._queue = queue.Queue(maxsize=max(1, self.read_ahead // CHUNK))
+        self._ready = collections.deque()
         self._closing.clear()
         self._pending = None
         self.played = self.loops = self._played_in_loop = 0
@@ -242,6 +250,8 @@ class ReplayAdapter(MocapAdapter):
         shift = 0.0  # added to the offsets of every loop after the first
         reason = ""
         try:
+            batch: list[tuple[TimedFrame, float]] = []
+            paced = self.rate_factor > 0
             while not self._closing.is_set():
                 last = None
                 for item in source.frames(self.start, self.end):
@@ -251,9 +261,20 @@ class ReplayAdapter(MocapAdapter):
                         problem = self._file_changed()
                         if problem:
                             raise ReplayFileError(problem)
-                    if not self._put((item, shift)):
-                        return
+                    if paced:
+                        # let the reader thread take the interpreter now if its frame is due:
+                        # otherwise it waits for the switch interval (5 ms) while frames decode
+                        time.sleep(0)
+                    batch.append((item, shift))
+                    if len(batch) >= CHUNK:
+                        if not self._put(batch):
+                            return
+                        batch = []
                     last = item
+                if batch:
+                    if not self._put(batch):
+                        return
+                    batch = []
                 if last is None:
                     reason = "no frames between start and end"
                     break
@@ -284,7 +305,7 @@ class ReplayAdapter(MocapAdapter):
             )
         return ""
 
-    def _put(self, item: tuple[TimedFrame, float] | _End) -> bool:
+    def _put(self, item: list[tuple[TimedFrame, float]] | _End) -> bool:
         while not self._closing.is_set():
             try:
                 self._queue.put(item, timeout=0.1)
@@ -303,6 +324,8 @@ class ReplayAdapter(MocapAdapter):
             time.sleep(min(timeout, 0.1))
             return None
         item = self._pending
+        if item is None and self._ready:
+            item = self._ready.popleft()
         if item is None:
             try:
                 got = self._queue.get(timeout=timeout)
@@ -315,7 +338,8 @@ class ReplayAdapter(MocapAdapter):
                     raise AdapterError(got.reason)
                 _LOG.info("replay finished: %d frames played", self.played)
                 return None
-            item = got
+            self._ready.extend(got)
+            item = self._ready.popleft()
         timed, shift = item
         offset = timed.offset + shift
         if self._anchor_wall < 0:
@@ -377,7 +401,7 @@ class ReplayAdapter(MocapAdapter):
             "duration_s": f"{info.duration:.3f}",
             "frames_played": str(self.played),
             "frames_left": str(left),
-            "read_ahead_depth": str(self._queue.qsize()),
+            "read_ahead_depth": str(self._queue.qsize() * CHUNK + len(self._ready)),
             "loops": str(self.loops),
             "rate_factor": str(self.rate_factor),
             **info.details,
