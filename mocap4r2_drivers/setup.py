@@ -21,7 +21,7 @@ setup(
     ],
     # the Python libraries the shipped code imports (pinned in requirements.txt; the ROS
     # packages come from package.xml and rosdep, never from pip; vicon_dssdk from Vicon's SDK)
-    install_requires=["numpy", "scipy", "PyYAML", "psutil", "qtm-rt", "rosbags", "c3d"],
+    install_requires=["numpy", "scipy", "PyYAML", "psutil", "qtm-rt", "rosbags", "c3d", "rich"],
     zip_safe=False,
     description="mocap4r2 systems: simulated, OptiTrack, Qualisys, Vicon, Gazebo",
     license="Apache-2.0",
@@ -37,6 +37,10 @@ setup(
             "vrpn_system = mocap4r2_drivers.executables:vrpn_system",
             "vrpn_simulator = mocap4r2_drivers.executables:vrpn_simulator",
             "replay_system = mocap4r2_drivers.executables:replay_system",
+        ],
+        # verbs added to the `mocap4r2` command line (the doctor checks each vendor's setup)
+        "mocap4r2.commands": [
+            "doctor = mocap4r2_drivers.doctor.doctor_command:DoctorCommand",
         ],
     },
 )

@@ -20,7 +20,9 @@ from .report import Check, failed, passed, warned
 
 AREA = "configuration"
 
-# system name -> (module, adapter class); imported on demand (each pulls in its driver)
+# system name -> (module, adapter class); only the system checked is imported: each
+# pulls in rclpy and its driver, and the `mocap4r2` command line loads this module for
+# every verb it lists
 SYSTEMS: dict[str, tuple[str, str]] = {
     "optitrack": ("mocap4r2_drivers.optitrack.optitrack_system", "OptiTrackAdapter"),
     "qualisys": ("mocap4r2_drivers.qualisys.qualisys_system", "QualisysAdapter"),
@@ -37,7 +39,7 @@ ROS_KEYS = frozenset({"use_sim_time", "start_type_description_service"})
 
 def system_specs(system: str) -> dict[str, ParameterSpec]:
     """Every parameter a system's node declares: the common ones and its adapter's."""
-    from mocap4r2_control.system_node import BASE_PARAMETERS
+    from mocap4r2_control.system_node import BASE_PARAMETERS  # here: it imports rclpy (see SYSTEMS)
 
     module_name, class_name = SYSTEMS[system]
     adapter = getattr(importlib.import_module(module_name), class_name)

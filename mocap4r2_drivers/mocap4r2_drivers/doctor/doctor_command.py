@@ -23,6 +23,10 @@ from rich.console import Console
 from . import config_checks, network_checks, ros_checks, server_checks, time_checks
 from .report import Check, as_json, as_table, exit_code, failed
 
+# rclpy, the ROS messages and the drivers' system modules are imported inside the
+# functions that use them: the `mocap4r2` command line imports this module for every verb
+# it lists (`mocap4r2 systems` too), and they take about a second to load.
+
 
 def _seconds(text: str) -> float:
     """A positive, finite number of seconds (argparse's type for --timeout and --wait)."""

@@ -10,16 +10,17 @@ import select
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .report import Check, failed, passed, warned
 
-# mocap4r2_drivers is imported inside the functions that use it: it depends on this
-# package (its launch files include the tools'), so this package cannot declare it, and
-# every tool but the doctor's probes runs without it. Its types are therefore Any here:
-ClientConfig = Any  # mocap4r2_drivers.optitrack.transport.ClientConfig
-NatNetTransport = Any  # mocap4r2_drivers.optitrack.transport.NatNetTransport
-ServerInfo = Any  # mocap4r2_drivers.optitrack.protocol.ServerInfo
+# The vendors' protocol and transport modules are imported inside the probes that use
+# them: they pull in numpy (about half a second on a loaded machine), and the `mocap4r2`
+# command line loads this module for every verb it lists, so `mocap4r2 systems` would pay
+# for it. Only the type checker reads them here.
+if TYPE_CHECKING:
+    from mocap4r2_drivers.optitrack.protocol import ServerInfo
+    from mocap4r2_drivers.optitrack.transport import ClientConfig, NatNetTransport
 
 AREA = "server"
 STEP_TIMEOUT = 2.0  # each step (an answer, the first frames) gets this long

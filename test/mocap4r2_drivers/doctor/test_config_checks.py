@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from mocap4r2_tools.doctor.config_checks import (
+from mocap4r2_drivers.doctor.config_checks import (
     SYSTEMS,
     check_address_subnets,
     check_parameters,
     read_params_file,
     system_specs,
 )
-from mocap4r2_tools.doctor.network_checks import Interface
-from mocap4r2_tools.doctor.report import Status
+from mocap4r2_drivers.doctor.network_checks import Interface
+from mocap4r2_drivers.doctor.report import Status
 
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 SHIPPED = {system: f"{system}.yaml" for system in ("optitrack", "qualisys", "vicon", "vrpn", "gazebo")}

@@ -13,9 +13,9 @@ from optitrack_stand_in import StandIn, start_driver  # test/fixtures
 from support import CROSS_PROCESS_TIMEOUT as WAIT
 from support import INSTALL
 
+from mocap4r2_drivers.doctor.report import Check, Status, as_json, exit_code
+from mocap4r2_drivers.doctor.time_checks import kernel_sync
 from mocap4r2_interfaces.msg import RigidBodies
-from mocap4r2_tools.doctor.report import Check, Status, as_json, exit_code
-from mocap4r2_tools.doctor.time_checks import kernel_sync
 
 SCENE = {
     "seed": 5,

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from support import INSTALL, executable  # test/fixtures
 
-from mocap4r2_tools.doctor.network_checks import (
+from mocap4r2_drivers.doctor.network_checks import (
     Interface,
     Route,
     check_link,
@@ -28,7 +28,7 @@ from mocap4r2_tools.doctor.network_checks import (
     local_interfaces,
     route_to,
 )
-from mocap4r2_tools.doctor.report import Status
+from mocap4r2_drivers.doctor.report import Status
 
 WIRED = Interface("eth0", "192.168.1.10", 24, 1500, False)
 WIFI = Interface("wlan0", "192.168.1.23", 24, 1500, True)

@@ -10,15 +10,15 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from support import wait_for  # test/fixtures
 from tf2_msgs.msg import TFMessage
 
-from mocap4r2_interfaces.msg import MocapSystemInfo, RigidBodies
-from mocap4r2_tools.doctor.report import Status
-from mocap4r2_tools.doctor.ros_checks import (
+from mocap4r2_drivers.doctor.report import Status
+from mocap4r2_drivers.doctor.ros_checks import (
     check_environment,
     check_publishers,
     check_qos,
     check_systems,
     data_topics,
 )
+from mocap4r2_interfaces.msg import MocapSystemInfo, RigidBodies
 
 
 def test_environment():

@@ -14,9 +14,9 @@ from optitrack_stand_in import StandIn  # test/fixtures
 from qtm_stand_in import start_qtm  # test/fixtures
 from vrpn_stand_in import start_vrpn  # test/fixtures
 
+from mocap4r2_drivers.doctor.report import Status
+from mocap4r2_drivers.doctor.server_checks import probe_natnet, probe_qtm, probe_tcp, probe_vrpn
 from mocap4r2_drivers.optitrack.transport import ClientConfig
-from mocap4r2_tools.doctor.report import Status
-from mocap4r2_tools.doctor.server_checks import probe_natnet, probe_qtm, probe_tcp, probe_vrpn
 
 SCENE = {
     "seed": 3,

@@ -4,8 +4,8 @@ model as its /diagnostics report it (the keys clock_model.py writes)."""
 from __future__ import annotations
 
 from mocap4r2_control.clock_model import FrameStamper
-from mocap4r2_tools.doctor.report import Status
-from mocap4r2_tools.doctor.time_checks import check_clock_model, check_host_clock, kernel_sync
+from mocap4r2_drivers.doctor.report import Status
+from mocap4r2_drivers.doctor.time_checks import check_clock_model, check_host_clock, kernel_sync
 
 
 def test_kernel_answers_and_the_check_follows_it():
