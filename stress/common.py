@@ -16,7 +16,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test" / "fixtures"))
 
-from support import ProcessRunner, RosHarness  # noqa: E402
+from support import ProcessRunner, RosHarness  # noqa: E402 - test/fixtures, on sys.path only from above
 
 
 @dataclass
