@@ -1,0 +1,215 @@
+"""The tracking core on synthetic clouds: any start orientation, permutations, ghosts,
+occlusion, a body lost and found, identical bodies crossing, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.spatial.transform import Rotation
+
+from mocap4r2_tools.tracking.bodies import parse_config
+from mocap4r2_tools.tracking.tracker import Tracker
+
+CF = np.array([[0.0, 0.0, 0.02], [0.025, 0.0, 0.0], [-0.01, 0.018, 0.0], [-0.012, -0.02, 0.005]])
+WAND = np.array(
+    [[0.0, 0.0, 0.0], [0.08, 0.0, 0.0], [0.0, 0.05, 0.0], [0.03, 0.03, 0.04], [-0.04, 0.02, 0.01]]
+)
+RATE = 360.0
+
+
+def two_distinct() -> Tracker:
+    return Tracker(
+        parse_config(
+            {
+                "layouts": {"cf": CF.tolist(), "wand": WAND.tolist()},
+                "bodies": [{"name": "cf", "layout": "cf"}, {"name": "wand", "layout": "wand"}],
+            }
+        )
+    )
+
+
+def place(layout: np.ndarray, rotation: Rotation, position) -> np.ndarray:
+    return rotation.apply(layout) + np.asarray(position)
+
+
+def quat_error_deg(q, rotation: Rotation) -> float:
+    return float(np.degrees((Rotation.from_quat(q) * rotation.inv()).magnitude()))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1))
+def test_distinct_layouts_are_found_anywhere_in_any_orientation(seed_a, seed_b):
+    ra, rb = Rotation.random(random_state=seed_a), Rotation.random(random_state=seed_b)
+    pa, pb = np.array([0.3, -1.2, 0.8]), np.array([-0.7, 0.4, 1.9])
+    tracker = two_distinct()
+    result = tracker.update(np.vstack([place(CF, ra, pa), place(WAND, rb, pb)]), 0.0)
+    assert result.valid.tolist() == [True, True]
+    assert np.allclose(result.positions, [pa, pb], atol=1e-9)
+    assert quat_error_deg(result.orientations[0], ra) < 1e-6
+    assert quat_error_deg(result.orientations[1], rb) < 1e-6
+    assert result.assigned[0, :4].tolist() == [0, 1, 2, 3]
+    assert result.assigned[1].tolist() == [4, 5, 6, 7, 8]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.permutations(list(range(13))), st.integers(0, 2**31 - 1))
+def test_the_result_does_not_change_when_the_markers_are_permuted(order, seed):
+    rng = np.random.default_rng(seed)
+    ra = Rotation.random(random_state=seed)
+    cloud = np.vstack(
+        [
+            place(CF, ra, [0.1, 0.2, 1.0]),
+            place(WAND, Rotation.identity(), [1.0, 0.0, 1.0]),
+            rng.uniform(-2, 2, (4, 3)),  # strays
+        ]
+    ) + rng.normal(0, 2e-4, (13, 3))
+    order = np.array(order)
+    plain, shuffled = two_distinct(), two_distinct()
+    a = plain.update(cloud, 0.0)
+    b = shuffled.update(cloud[order], 0.0)
+    assert np.allclose(a.positions, b.positions, atol=1e-12)
+    assert np.allclose(a.orientations, b.orientations, atol=1e-12)
+    assert a.valid.tolist() == b.valid.tolist() == [True, True]
+    # the same markers, named by their index in each frame
+    mapped = np.where(b.assigned >= 0, order[np.maximum(b.assigned, 0)], -1)
+    assert np.array_equal(mapped, a.assigned)
+    assert sorted(order[b.strays].tolist()) == sorted(a.strays.tolist()) == [9, 10, 11, 12]
+
+
+def moving_pose(t: float):
+    """A body on a 0.5 m circle at 1 m/s, spinning about z at 2 rad/s."""
+    position = np.array([0.5 * np.cos(2 * t), 0.5 * np.sin(2 * t), 1.0])
+    return position, Rotation.from_rotvec([0.3, 0.1, 2.0 * t])
+
+
+def test_ghost_markers_next_to_a_body_are_left_as_strays():
+    tracker = two_distinct()
+    rng = np.random.default_rng(3)
+    for frame in range(200):
+        t = frame / RATE
+        p, r = moving_pose(t)
+        markers = place(CF, r, p)
+        ghosts = markers[rng.integers(0, 4, 2)] + rng.normal(0, 0.006, (2, 3))  # reflections 6 mm off
+        cloud = np.vstack([ghosts, markers, place(WAND, Rotation.identity(), [1.5, 0, 1])])
+        result = tracker.update(cloud, t)
+        assert result.valid[0], frame
+        assert np.linalg.norm(result.positions[0] - p) < 5e-4
+        assert set(result.assigned[0, :4].tolist()) == {2, 3, 4, 5}, frame
+        assert {0, 1} <= set(result.strays.tolist())
+
+
+def test_an_occluded_body_is_fitted_from_its_remaining_markers():
+    tracker = two_distinct()
+    for frame in range(120):
+        t = frame / RATE
+        p, r = moving_pose(t)
+        markers = place(CF, r, p)
+        if frame >= 20:
+            markers = markers[[0, 2, 3]] if frame < 60 else markers[[1, 3]]  # 1 then 2 markers hidden
+        result = tracker.update(markers, t)
+        assert result.valid[0], frame
+        assert np.linalg.norm(result.positions[0] - p) < 2e-3, frame
+        if frame < 60:
+            assert quat_error_deg(result.orientations[0], r) < 1e-3
+        assert not result.valid[1]  # the wand is not in view
+
+
+def test_a_lost_body_is_found_again_within_three_frames():
+    tracker = two_distinct()
+    gone, back = 50, 50 + int(RATE)  # one second without markers, longer than coast_time
+    first_valid = None
+    for frame in range(back + 10):
+        t = frame / RATE
+        p, r = moving_pose(t)
+        cloud = (
+            place(WAND, r, p + [0, 0, 0.5])
+            if gone <= frame < back
+            else np.vstack([place(CF, r, p), place(WAND, r, p + [0, 0, 0.5])])
+        )
+        result = tracker.update(cloud, t)
+        if gone <= frame < back:
+            assert not result.valid[0]
+        elif frame >= back and result.valid[0] and first_valid is None:
+            first_valid = frame
+            assert 0 in result.reacquired.tolist()
+        if first_valid is not None:
+            assert np.linalg.norm(result.positions[0] - p) < 1e-6
+    assert first_valid is not None and first_valid - back < 3
+    assert tracker.counters.reacquisitions == [1, 0]
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_identical_bodies_crossing_keep_their_identities(seed):
+    rng = np.random.default_rng(seed)
+    n = 6
+    bodies = [
+        {
+            "name": f"cf{i}",
+            "layout": "cf",
+            "initial_position": [
+                0.6 * np.cos(2 * np.pi * i / n),
+                0.6 * np.sin(2 * np.pi * i / n),
+                1.0 + 0.05 * i,
+            ],
+        }
+        for i in range(n)
+    ]
+    tracker = Tracker(parse_config({"layouts": {"cf": CF.tolist()}, "bodies": bodies}))
+    start = Rotation.random(n, random_state=seed)
+    for frame in range(int(1.5 * RATE)):
+        t = frame / RATE
+        # every body flies through the centre: the swarm crosses at t = 0.6 s
+        phase = 2 * np.pi * np.arange(n) / n
+        radial = 0.6 - 1.0 * t
+        truth = np.stack([radial * np.cos(phase), radial * np.sin(phase), 1.0 + 0.05 * np.arange(n)], axis=1)
+        markers = np.vstack([place(CF, start[i], truth[i]) for i in range(n)]) + rng.normal(
+            0, 2e-4, (4 * n, 3)
+        )
+        visible = rng.random(4 * n) > 0.05
+        cloud = np.vstack([markers[visible], rng.uniform(-1, 1, (3, 3)) + [0, 0, 1]])
+        result = tracker.update(cloud[rng.permutation(len(cloud))], t)
+        ok = result.valid
+        assert ok.sum() >= n - 1, frame
+        assert np.all(np.linalg.norm(result.positions[ok] - truth[ok], axis=1) < 3e-3), frame
+
+
+def test_single_marker_bodies_start_at_their_initial_position_with_identity_orientation():
+    cfg = parse_config(
+        {
+            "layouts": {"dot": [[0, 0, 0]]},
+            "bodies": [
+                {"name": "a", "layout": "dot", "initial_position": [0, 0, 1]},
+                {"name": "b", "layout": "dot", "initial_position": [0.2, 0, 1]},
+            ],
+        }
+    )
+    tracker = Tracker(cfg)
+    for frame in range(50):
+        t = frame / RATE
+        a, b = [0.01 + 0.3 * t, 0, 1], [0.19 - 0.3 * t, 0.05, 1]  # they pass each other at 5 cm
+        result = tracker.update(np.array([b, a]), t)
+        assert result.valid.all()
+        assert np.allclose(result.positions, [a, b])
+        assert np.allclose(result.orientations, [[0, 0, 0, 1]] * 2)
+        assert result.assigned[:, 0].tolist() == [1, 0]
+
+
+def test_nan_empty_and_huge_frames_are_counted_never_raised():
+    tracker = two_distinct()
+    cloud = np.vstack(
+        [place(CF, Rotation.identity(), [0, 0, 1]), place(WAND, Rotation.identity(), [1, 0, 1])]
+    )
+    assert tracker.update(cloud, 0.0).valid.all()
+    with_nan = np.vstack([cloud, [[np.nan, 0, 0], [0, np.inf, 1]]])
+    result = tracker.update(with_nan, 0.01)
+    assert result.valid.all() and tracker.counters.nan_markers == 2
+    empty = tracker.update(np.zeros((0, 3)), 0.02)
+    assert not empty.valid.any() and len(empty.strays) == 0
+    huge = tracker.update(np.random.default_rng(0).uniform(-5, 5, (100_000, 3)), 0.03)
+    assert not huge.valid.any() and tracker.counters.refused_frames == 1
+    again = tracker.update(cloud, 0.04)
+    assert again.valid.all() and np.allclose(again.positions, [[0, 0, 1], [1, 0, 1]])
+    stale = tracker.update(cloud, 0.04)  # the same stamp twice
+    assert stale.valid.all() and tracker.counters.bad_stamps == 1
