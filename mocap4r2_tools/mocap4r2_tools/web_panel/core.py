@@ -274,6 +274,12 @@ class LatestFrames:
         with self._lock:
             return dict(self._slots.get(system, {}))
 
+    def newest(self, system: str) -> float | None:
+        """The receive time of the newest message of ``system``, None before the first."""
+        with self._lock:
+            slot = self._slots.get(system)
+            return max(at for _, at in slot.values()) if slot else None
+
     def systems(self) -> list[str]:
         with self._lock:
             return sorted(self._slots)

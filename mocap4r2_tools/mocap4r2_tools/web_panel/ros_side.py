@@ -20,6 +20,7 @@ from lifecycle_msgs.srv import ChangeState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
+from rclpy.serialization import deserialize_message
 
 from mocap4r2_control.control_plane import ControlClient, ControlResult
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
@@ -27,13 +28,22 @@ from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 from ..recording.export import ExportError, export
 from ..recording.session_id import session_dir
 from ..recording.sessions import list_sessions
-from .core import ControlRequest, LatestFrames, LiveFrame, RequestError, body_row, marker_rows
+from .core import (
+    MAX_CLIENT_RATE,
+    ControlRequest,
+    LatestFrames,
+    LiveFrame,
+    RequestError,
+    body_row,
+    marker_rows,
+)
 
 FRAME_TYPES = {
     "mocap4r2_interfaces/msg/Markers": ("markers", Markers),
     "mocap4r2_interfaces/msg/RigidBodies": ("rigid_bodies", RigidBodies),
     "mocap4r2_interfaces/msg/Skeletons": ("skeletons", Skeletons),
 }
+FRAME_CLASSES = dict(FRAME_TYPES.values())
 TRANSITION_IDS = {
     "configure": Transition.TRANSITION_CONFIGURE,
     "activate": Transition.TRANSITION_ACTIVATE,
@@ -68,9 +78,13 @@ class PanelRos:
         self.node = node
         self.control = ControlClient(node)
         self.frames = LatestFrames()
+        self._decoded_cache: dict[tuple[str, str], tuple[float, Any]] = {}
         self._lock = threading.Lock()
         self._diagnostics: dict[str, Diagnostic] = {}
-        self._frame_subs: dict[str, Any] = {}
+        self._frame_subs: dict[str, tuple[str, str, Any, Any]] = {}
+        self._frames_node = rclpy.create_node(
+            f"{node.get_name()}_frames", namespace=node.get_namespace(), context=node.context
+        )
         self._lifecycle: dict[str, Any] = {}
         self.log: list[dict[str, Any]] = []
         self._pending = threading.BoundedSemaphore(MAX_PENDING_CALLS)
@@ -79,6 +93,7 @@ class PanelRos:
         # new systems' frame topics are subscribed from the executor thread (a timer), so
         # every rclpy call happens in that one thread
         node.create_timer(0.5, self._subscribe_frames)
+        node.create_timer(1.0 / MAX_CLIENT_RATE, self._poll_frames)
         self._executor: SingleThreadedExecutor | None = None
         self._thread: threading.Thread | None = None
         if self._own_context:
@@ -109,12 +124,30 @@ class PanelRos:
                 if kind is None or topic in self._frame_subs or len(self._frame_subs) >= 192:
                     continue
                 label, cls = kind
-                self._frame_subs[topic] = self.node.create_subscription(
-                    cls,
-                    topic,
-                    lambda msg, n=name, k=label: self.frames.put(n, k, msg),
-                    qos_profile_sensor_data,
+                # on the node no executor waits on: polled by _poll_frames
+                sub = self._frames_node.create_subscription(
+                    cls, topic, lambda _: None, qos_profile_sensor_data, raw=True
                 )
+                self._frame_subs[topic] = (name, label, cls, sub)
+
+    def _poll_frames(self) -> None:
+        """Decimation at the source: a browser never needs more than MAX_CLIENT_RATE
+        frames a second, and an executor callback per message costs far more than the
+        panel's own work (1 kHz x 3 topics would be most of a core). So the frame
+        subscriptions sit on a node no executor waits on, and this timer takes what each
+        holds (its queue is the sensor-data depth, so what is older is dropped by DDS),
+        keeping the newest serialized message; deserialization happens only when a
+        client asks for it."""
+        for name, label, cls, sub in self._frame_subs.values():
+            newest = None
+            for _ in range(64):
+                with sub.handle:
+                    taken = sub.handle.take_message(cls, True)
+                if taken is None:
+                    break
+                newest = taken[0]
+            if newest is not None:
+                self.frames.put(name, label, newest)
 
     # ---------------------------------------------------------------- reads (any thread)
     def systems(self) -> list[dict[str, Any]]:
@@ -152,12 +185,17 @@ class PanelRos:
             return []
         return [s.as_dict() for s in list_sessions(self.sessions_dir)[-200:]]
 
+    def frame_key(self, system: str) -> float | None:
+        """When the newest message of ``system`` arrived (None: nothing yet)."""
+        return self.frames.newest(system)
+
     def live_frame(self, system: str) -> LiveFrame | None:
         """The latest frame of ``system`` in the page's form (built here, on demand, at
         the clients' rate; never per message)."""
-        slot = self.frames.get(system)
-        if not slot:
+        raw = self.frames.get(system)
+        if not raw:
             return None
+        slot = {kind: (self._decoded(system, kind, data, at), at) for kind, (data, at) in raw.items()}
         newest = max(slot.values(), key=lambda item: item[1])
         msg = newest[0]
         frame = LiveFrame(
@@ -188,6 +226,19 @@ class PanelRos:
                     row["skeleton"] = skeleton.name[:64]
                     frame.segments.append(row)
         return frame
+
+    def _decoded(self, system: str, kind: str, data: bytes, received: float) -> Any:
+        """The message of ``data``, deserialized once however many clients ask."""
+        key = (system, kind)
+        cached = self._decoded_cache.get(key)
+        if cached is not None and cached[0] == received:
+            return cached[1]
+        message = deserialize_message(data, FRAME_CLASSES[kind])
+        if len(self._decoded_cache) < 3 * 64:
+            self._decoded_cache[key] = (received, message)
+        else:
+            self._decoded_cache.pop(key, None)
+        return message
 
     # ---------------------------------------------------------------- calls (worker pool)
     def submit(self, function: Any, *args: Any) -> Future:
@@ -269,6 +320,7 @@ class PanelRos:
         if self._own_context:
             assert self._executor is not None and self._thread is not None
             self._executor.shutdown(timeout_sec=1.0)
+            self._frames_node.destroy_node()
             self.node.destroy_node()
             if self.context.ok():
                 rclpy.shutdown(context=self.context)

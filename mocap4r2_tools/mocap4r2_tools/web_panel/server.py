@@ -63,6 +63,7 @@ class PanelBackend(Protocol):
     def known_systems(self) -> list[str]: ...
     def sessions(self) -> list[dict[str, Any]]: ...
     def live_frame(self, system: str) -> LiveFrame | None: ...
+    def frame_key(self, system: str) -> float | None: ...
     def submit(self, function: Any, *args: Any) -> Any: ...
     def control_call(self, request: Any, start: bool) -> dict[str, Any]: ...
     def transition(self, system: str, transition: str) -> dict[str, Any]: ...
@@ -85,7 +86,7 @@ class Panel:
         self.sent_frames = 0
         self.dropped_clients = 0
         # the page's form of each system's newest frame, built once for every client
-        self._encoded: dict[str, tuple[tuple[int, float], str]] = {}
+        self._encoded: dict[str, tuple[float, str]] = {}
         self._export_root = Path(tempfile.mkdtemp(prefix="mocap4r2_web_panel_"))
 
     # ---------------------------------------------------------------- the app
@@ -240,21 +241,24 @@ class Panel:
         if "rate" in body:
             choice["rate"] = parse_rate(body["rate"])
 
-    def _encoded_frame(self, system: str) -> tuple[tuple[int, float], str] | None:
-        frame = self.backend.live_frame(system)
-        if frame is None:
+    def _encoded_frame(self, system: str) -> tuple[float, str] | None:
+        """The newest frame of ``system`` as JSON, built once for all clients."""
+        key = self.backend.frame_key(system)
+        if key is None:
             return None
-        key = (frame.frame_number, frame.received)
         cached = self._encoded.get(system)
         if cached is not None and cached[0] == key:
             return cached
+        frame = self.backend.live_frame(system)
+        if frame is None:
+            return None
         encoded = (key, json.dumps(frame.as_dict(), separators=(",", ":")))
         if len(self._encoded) < 256 or system in self._encoded:
             self._encoded[system] = encoded
         return encoded
 
     async def _send_frames(self, ws: web.WebSocketResponse, choice: dict[str, Any]) -> None:
-        last_key: tuple[int, float] | None = None
+        last_key: float | None = None
         while not ws.closed:
             period = 1.0 / choice["rate"]
             started = time.monotonic()

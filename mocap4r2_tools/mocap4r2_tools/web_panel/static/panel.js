@@ -177,9 +177,11 @@ function project(p, canvas) {
   // orbit camera around view.target: yaw about z, pitch above the xy plane
   const x = p[0] - view.target[0], y = p[1] - view.target[1], z = p[2] - view.target[2];
   const cy = Math.cos(view.yaw), sy = Math.sin(view.yaw), cp = Math.cos(view.pitch), sp = Math.sin(view.pitch);
-  const xr = cy * x + sy * y, yr = -sy * x + cy * y;          // into the camera's heading
-  const depth = view.distance - (cp * yr + sp * z);             // along the viewing direction
-  const up = -sp * yr + cp * z;
+  // the camera sits behind (-y of its heading) and above, looking along (0, cp, -sp): right
+  // is +x and up (0, sp, cp), so the top view shows x to the right and y up (right-handed)
+  const xr = cy * x + sy * y, yr = -sy * x + cy * y;
+  const depth = view.distance + cp * yr - sp * z;
+  const up = sp * yr + cp * z;
   if (depth < 0.05) return null;
   const f = canvas.height * 1.2;
   return [canvas.width / 2 + f * xr / depth, canvas.height / 2 - f * up / depth, depth];
