@@ -401,6 +401,27 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             )
         )
+    # the lab's control panel in the browser, on loopback (docs/web_panel.md)
+    web_port = int(os.environ.get("DEMO_WEB_PORT", "8080"))
+    web_panel = executable("mocap4r2_tools", "web_panel")
+    if web_panel is not None:
+        procs.append(
+            (
+                "web_panel",
+                start(
+                    [
+                        str(web_panel),
+                        "--ros-args",
+                        "-p",
+                        f"port:={web_port}",
+                        "-p",
+                        f"sessions_dir:={recordings}",
+                    ],
+                    log_dir,
+                    "web_panel",
+                ),
+            )
+        )
     session_members = (
         ["/sim/simulated_system"]
         + (["/arm_mocap/simulated_system"] if arm_measured else [])
@@ -512,6 +533,10 @@ def main(argv: list[str] | None = None) -> int:
             f"[bold]mocap4r2 demo[/] (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, "
             f"logs in {log_dir})"
         )
+        if web_panel is not None:
+            console.print(
+                f"web panel: open [bold]http://127.0.0.1:{web_port}/[/] (log: {log_dir}/web_panel.log)"
+            )
         systems = session.client.wait_for_systems(names=session_members, timeout=20)
         if "/sim/simulated_system" not in systems:
             console.print("[red]the simulated system did not announce itself[/]")
