@@ -32,7 +32,7 @@ LOOPBACK_NAMES = ("localhost",)
 EXPORT_FORMATS = ("c3d", "trc", "csv")
 TRANSITIONS = ("configure", "activate", "deactivate")
 #: the browser never gets more than this many frames per second, whatever it asks for
-MAX_CLIENT_RATE = 60.0
+MAX_CLIENT_RATE = 30.0
 DEFAULT_CLIENT_RATE = 30.0
 #: markers sent per frame at most (a frame with more is cut, and says so)
 MAX_MARKERS = 2000
