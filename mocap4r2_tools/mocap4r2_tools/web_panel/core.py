@@ -157,6 +157,8 @@ class AccessPolicy:
     port: int
     token: str | None = None
     extra_hosts: Sequence[str] = ()
+    #: listening on every interface (0.0.0.0): any Host is accepted, the token guards it
+    any_host: bool = False
     allowed_hosts: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -166,6 +168,9 @@ class AccessPolicy:
         )
 
     def host_problem(self, host: str | None) -> str | None:
+        """Why a request with this Host header is not for this panel, or None."""
+        if host and self.any_host and self.token is not None:
+            return None
         if not host or host.lower() not in self.allowed_hosts:
             return f"Host {str(host)[:100]!r} is not this panel's"
         return None

@@ -58,7 +58,8 @@ def main(args: list[str] | None = None) -> int:
             ros.node.get_logger().error(f"cannot read the token: {exc}")
             return 1
         extra = [] if is_loopback(host) or host in ("0.0.0.0", "::") else [host]
-        panel = Panel(ros, AccessPolicy(port=port, token=token, extra_hosts=extra))
+        any_host = host in ("0.0.0.0", "::")
+        panel = Panel(ros, AccessPolicy(port=port, token=token, extra_hosts=extra, any_host=any_host))
         server = ServerThread(panel, host, port)
         try:
             server.start()
@@ -66,7 +67,7 @@ def main(args: list[str] | None = None) -> int:
             ros.node.get_logger().error(f"cannot listen on {host}:{port}: {exc}")
             return 1
         # the actual port (0 asks for a free one), for the policy's Host check too
-        panel.policy = AccessPolicy(port=server.port, token=token, extra_hosts=extra)
+        panel.policy = AccessPolicy(port=server.port, token=token, extra_hosts=extra, any_host=any_host)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         url = f"http://{shown}:{server.port}/" + (
             f"?token={token}" if token and source == "generated" else ""

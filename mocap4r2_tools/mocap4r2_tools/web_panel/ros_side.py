@@ -15,7 +15,7 @@ from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from lifecycle_msgs.msg import State, Transition
+from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -90,8 +90,9 @@ class PanelRos:
         self._pending = threading.BoundedSemaphore(MAX_PENDING_CALLS)
         self._pool = ThreadPoolExecutor(MAX_PENDING_CALLS, thread_name_prefix="web-panel-call")
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
-        # new systems' frame topics are subscribed from the executor thread (a timer), so
-        # every rclpy call happens in that one thread
+        # new systems' frame topics are subscribed from the executor thread (a timer); the
+        # worker pool only publishes requests and calls services (rclpy allows both from
+        # any thread)
         node.create_timer(0.5, self._subscribe_frames)
         node.create_timer(1.0 / MAX_CLIENT_RATE, self._poll_frames)
         self._executor: SingleThreadedExecutor | None = None
@@ -325,6 +326,3 @@ class PanelRos:
             if self.context.ok():
                 rclpy.shutdown(context=self.context)
             self._thread.join(timeout=2.0)
-
-
-ACTIVE = State.PRIMARY_STATE_ACTIVE

@@ -124,7 +124,8 @@ def test_start_from_the_page_makes_the_systems_active_and_the_recorder_answers(
 def test_the_canvas_draws_and_an_untracked_body_changes_colour(browser_page, artefacts):
     page, _ = browser_page
     wait_for(lambda: _row_state(page, SYSTEM) == "active", 30, what="the system active")
-    page.wait_for_function("window.panel.framesReceived > 10", timeout=30_000)
+    # polled from here: the page's CSP forbids the eval that wait_for_function would need
+    wait_for(lambda: page.evaluate("() => window.panel.framesReceived") > 10, 30, what="frames in the page")
     counts = page.evaluate(COUNT_PIXELS)
     assert counts["drawn"] > 500, counts
     # the scene hides 'hider' 1.5 s in every 4 s: it turns from tracked to untracked and back

@@ -73,6 +73,9 @@ def test_the_policy_refuses_other_hosts_and_origins_and_wrong_tokens():
         policy.token_ok("s3cret-token-0123") and not policy.token_ok("s3cret") and not policy.token_ok(None)
     )
     assert AccessPolicy(port=1).token_ok(None)
+    # on every interface any Host is accepted, only with a token
+    assert AccessPolicy(port=8080, token="t" * 16, any_host=True).host_problem("10.0.0.5:8080") is None
+    assert AccessPolicy(port=8080, any_host=True).host_problem("10.0.0.5:8080") is not None
 
 
 def test_a_token_is_required_beyond_loopback(tmp_path):
