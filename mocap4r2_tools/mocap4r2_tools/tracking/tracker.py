@@ -127,6 +127,13 @@ class Tracker:
             self.local[i, : len(b.points)] = b.points
             self.slot[i, : len(b.points)] = True
         self.radius = np.linalg.norm(self.local, axis=2).max(axis=1)
+        # half the closest spacing of two markers of a layout: a wider gate lets the
+        # assignment permute a body's own markers, so such a body is searched by signature
+        self.half_spacing = np.full(n_bodies, np.inf)
+        for i, body in enumerate(self.bodies):
+            if len(body.points) > 1:
+                d = np.linalg.norm(body.points[:, None] - body.points[None], axis=2)
+                self.half_spacing[i] = 0.5 * d[np.triu_indices(len(d), 1)].min()
         self.single = self.sizes == 1
         # bodies whose layout another body shares: only position tells them apart
         keys = [(b.points.shape, b.points.round(6).tobytes()) for b in self.bodies]
@@ -141,6 +148,7 @@ class Tracker:
         self.acquired = np.zeros(n_bodies, dtype=bool)
         self.last_good = np.full(n_bodies, -np.inf)
         self.last_stamp: float | None = None
+        self.previous_stamp: float | None = None
         self.counters = Counters(reacquisitions=[0] * n_bodies)
 
     @staticmethod
@@ -173,24 +181,27 @@ class Tracker:
         if self.last_stamp is not None and not stamp > self.last_stamp:
             self.counters.bad_stamps += 1
             stamp = self.last_stamp + 1e-6
+        self.previous_stamp = self.last_stamp
         self.last_stamp = stamp
         n_bodies = len(self.bodies)
         since = stamp - self.last_good
-        tracked = self.acquired & (since <= lim.coast_time)
+        dyn = cfg.dynamics
+        dt = np.where(self.acquired & (since <= lim.coast_time), since, 0.0)
+        gate = (
+            lim.marker_gate
+            + 0.5 * dyn.max_acceleration * dt**2
+            + np.minimum(dyn.max_angular_velocity * dt, np.pi) * self.radius
+            + np.where(self.velocity_known, 0.0, dyn.max_velocity * dt)
+        )
+        gate = np.minimum(gate, lim.init_radius)
+        frame_dt = stamp - self.previous_stamp if self.previous_stamp is not None else np.inf
+        seen_last_frame = since <= 1.5 * frame_dt
+        tracked = self.acquired & (since <= lim.coast_time) & ((gate <= self.half_spacing) | seen_last_frame)
         claimed = np.zeros(len(obs), dtype=bool)
         assigned = np.full((n_bodies, self.lmax), -1, dtype=np.intp)
 
         if tracked.any() and len(obs):
-            dyn = cfg.dynamics
-            dt = np.where(tracked, since, 0.0)
             pred_p = self.position + self.velocity * dt[:, None]
-            gate = (
-                lim.marker_gate
-                + 0.5 * dyn.max_acceleration * dt**2
-                + np.minimum(dyn.max_angular_velocity * dt, np.pi) * self.radius
-                + np.where(self.velocity_known, 0.0, dyn.max_velocity * dt)
-            )
-            gate = np.minimum(gate, lim.init_radius)
             rows = np.flatnonzero((self.slot & tracked[:, None]).ravel())
             body_of = rows // self.lmax
             predicted = (
@@ -319,9 +330,10 @@ class Tracker:
             anchor: FloatArray | None = None
             radius = lim.init_radius
             if self.acquired[body]:
-                anchor = self.position[body]
                 lost_for = min(stamp - self.last_good[body], 10.0)
-                radius = lim.init_radius + dyn.max_velocity * lost_for
+                recent = lost_for <= lim.coast_time
+                anchor = self.position[body] + (self.velocity[body] * lost_for if recent else 0.0)
+                radius = lim.init_radius + (0.0 if recent else dyn.max_velocity * lost_for)
             elif self.bodies[body].initial_position is not None:
                 anchor = self.bodies[body].initial_position
             if not self.identical[body] and not self.single[body]:
