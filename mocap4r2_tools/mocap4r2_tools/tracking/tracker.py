@@ -228,7 +228,12 @@ class Tracker:
             rms = np.full(n_bodies, np.nan)
         valid: BoolArray = np.asarray((assigned >= 0).any(axis=1))
         error = np.where(valid, rms, np.nan)
-        reacquired = self._acquire(obs, claimed, assigned, valid, error, stamp)
+        # a single marker has no signature: while its gate was offered in the assignment, any
+        # other free marker near it is as likely a stray or another body's as its own
+        searchable = valid | ~(self.single & tracked)
+        settled = valid | ~searchable  # _acquire marks the bodies it acquires in here
+        reacquired = self._acquire(obs, claimed, assigned, settled, error, stamp)
+        valid = settled & searchable
         strays = index_of[~claimed]
         out_assigned = np.append(index_of, -1)[assigned]  # -1 (no marker) picks the -1 appended
         quats = quat_from_matrix(self.rotation)
