@@ -19,9 +19,15 @@ publisher skip refreshing name strings (an identity check, not a comparison).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+
+# the arrays of a frame; their dtypes and shapes are checked at run time by check()
+Array = npt.NDArray[Any]
 
 UNKNOWN_ID = -1
 NO_PARENT = -1
@@ -29,11 +35,11 @@ NO_PARENT = -1
 _EMPTY_NAMES: tuple[str, ...] = ()
 
 
-def _ids(values=()) -> np.ndarray:
+def _ids(values: npt.ArrayLike = ()) -> Array:
     return np.asarray(values, dtype=np.int32).reshape(-1)
 
 
-def _vec(values, width: int) -> np.ndarray:
+def _vec(values: npt.ArrayLike, width: int) -> Array:
     return np.asarray(values, dtype=np.float64).reshape(-1, width)
 
 
@@ -41,18 +47,25 @@ def _vec(values, width: int) -> np.ndarray:
 class MarkerArrays:
     """``n`` markers: ids, names, positions (n, 3), occlusion flags and residuals."""
 
-    ids: np.ndarray = field(default_factory=_ids)
+    ids: Array = field(default_factory=_ids)
     names: tuple[str, ...] = _EMPTY_NAMES
-    positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
-    occluded: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    positions: Array = field(default_factory=lambda: np.zeros((0, 3)))
+    occluded: Array = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # residual in metres, negative if unknown
-    residuals: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    residuals: Array = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
     @classmethod
-    def build(cls, ids, positions, names=None, occluded=None, residuals=None) -> MarkerArrays:
+    def build(
+        cls,
+        ids: npt.ArrayLike,
+        positions: npt.ArrayLike,
+        names: Iterable[str] | None = None,
+        occluded: npt.ArrayLike | None = None,
+        residuals: npt.ArrayLike | None = None,
+    ) -> MarkerArrays:
         ids = _ids(ids)
         n = ids.shape[0]
         return cls(
@@ -93,15 +106,15 @@ class MarkerArrays:
 class BodyArrays:
     """``n`` rigid bodies with poses, validity, mean errors and (optionally) their markers."""
 
-    ids: np.ndarray = field(default_factory=_ids)
+    ids: Array = field(default_factory=_ids)
     names: tuple[str, ...] = _EMPTY_NAMES
-    positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
-    orientations: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))  # x, y, z, w
-    valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    positions: Array = field(default_factory=lambda: np.zeros((0, 3)))
+    orientations: Array = field(default_factory=lambda: np.zeros((0, 4)))  # x, y, z, w
+    valid: Array = field(default_factory=lambda: np.zeros(0, dtype=bool))
     # mean marker error in metres, negative if unknown
-    mean_errors: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    mean_errors: Array = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     # markers of body i are markers[marker_offsets[i]:marker_offsets[i + 1]]
-    marker_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    marker_offsets: Array = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     markers: MarkerArrays = field(default_factory=MarkerArrays)
 
     def __len__(self) -> int:
@@ -110,14 +123,14 @@ class BodyArrays:
     @classmethod
     def build(
         cls,
-        ids,
-        names,
-        positions,
-        orientations,
-        valid=None,
-        mean_errors=None,
+        ids: npt.ArrayLike,
+        names: Iterable[str],
+        positions: npt.ArrayLike,
+        orientations: npt.ArrayLike,
+        valid: npt.ArrayLike | None = None,
+        mean_errors: npt.ArrayLike | None = None,
         markers: MarkerArrays | None = None,
-        marker_counts=None,
+        marker_counts: npt.ArrayLike | None = None,
     ) -> BodyArrays:
         ids = _ids(ids)
         n = ids.shape[0]
@@ -186,12 +199,12 @@ class BodyArrays:
 class SegmentArrays:
     """Skeleton segments (bones) with parent ids, poses and validity."""
 
-    ids: np.ndarray = field(default_factory=_ids)
+    ids: Array = field(default_factory=_ids)
     names: tuple[str, ...] = _EMPTY_NAMES
-    parent_ids: np.ndarray = field(default_factory=_ids)
-    positions: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
-    orientations: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
-    valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    parent_ids: Array = field(default_factory=_ids)
+    positions: Array = field(default_factory=lambda: np.zeros((0, 3)))
+    orientations: Array = field(default_factory=lambda: np.zeros((0, 4)))
+    valid: Array = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -201,10 +214,10 @@ class SegmentArrays:
 class SkeletonArrays:
     """``n`` skeletons; the segments of skeleton i are segments[offsets[i]:offsets[i+1]]."""
 
-    ids: np.ndarray = field(default_factory=_ids)
+    ids: Array = field(default_factory=_ids)
     names: tuple[str, ...] = _EMPTY_NAMES
-    valid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    segment_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    valid: Array = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    segment_offsets: Array = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     segments: SegmentArrays = field(default_factory=SegmentArrays)
 
     def __len__(self) -> int:
@@ -299,7 +312,9 @@ class AssetNames:
     skeletons: tuple[str, ...] = ()
 
 
-def _check_shapes(what: str, n: int, expect: dict[str, tuple[int, ...]], names: int, **shapes) -> None:
+def _check_shapes(
+    what: str, n: int, expect: dict[str, tuple[int, ...]], names: int, **shapes: tuple[int, ...]
+) -> None:
     """Raise ValueError naming the first of ``shapes`` that is not as expected."""
     if names != n:
         raise ValueError(f"{what}: {names} names for {n} ids")

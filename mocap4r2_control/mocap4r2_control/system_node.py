@@ -148,7 +148,7 @@ class MocapSystemNode(LifecycleNode):
     def _declare(self, specs: Sequence[ParameterSpec]) -> None:
         self._specs.update(declare_parameters(self, specs))
 
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
         result = check_parameters(self._specs, params, self.get_logger())
         if result.successful and self._state_id == State.PRIMARY_STATE_ACTIVE:
             changed = ", ".join(p.name for p in params if p.name in self._specs)
@@ -201,7 +201,7 @@ class MocapSystemNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         with self._transition_lock, self.log_route.active():
             try:
-                self.adapter.start_streaming()
+                self._configured_adapter().start_streaming()
             except Exception as exc:
                 self.get_logger().error(f"activate failed: cannot start streaming: {exc}")
                 self._announce_state(State.PRIMARY_STATE_INACTIVE)
@@ -297,11 +297,11 @@ class MocapSystemNode(LifecycleNode):
         """The reader thread: read frames and publish them until told to stop."""
         name_os_thread("mocap4r2-reader")
         self.log_route.enter()
-        adapter = self.adapter
+        adapter = self._configured_adapter()
         timeout = self._config["read_timeout"]
         # stamps are on the node's clock: system time, or simulation time with use_sim_time
         clock = self.get_clock()
-        now = (
+        now: Callable[[], float] = (
             (lambda: clock.now().nanoseconds * 1e-9)
             if self.get_parameter("use_sim_time").value
             else time.time
@@ -337,7 +337,10 @@ class MocapSystemNode(LifecycleNode):
         capture = self._stamper.stamp(
             arrival, frame.latency, frame.system_time, frame.capture_time, frame.frame_number
         )
-        encoded = self._encoder.encode(frame, *split_seconds(capture))
+        encoder = self._encoder
+        if encoder is None:
+            raise RuntimeError("no frame encoder: the system is not configured")
+        encoded = encoder.encode(frame, *split_seconds(capture))
         pubs = self._data_publishers
         for topic, data in (
             ("markers", encoded.markers),
@@ -352,10 +355,16 @@ class MocapSystemNode(LifecycleNode):
             frame.frame_number, arrival - capture, frame.bodies.ids, frame.bodies.names, encoded.body_valid
         )
 
+    def _configured_adapter(self) -> MocapAdapter:
+        """The adapter, which exists from configure to cleanup; used before that is a bug."""
+        if self.adapter is None:
+            raise RuntimeError("no adapter: the system is not configured")
+        return self.adapter
+
     # ================================================================ control plane
     @property
     def state_id(self) -> int:
-        return self._state_id
+        return int(self._state_id)
 
     def _announce_state(self, state_id: int) -> None:
         self._state_id = state_id
@@ -399,7 +408,7 @@ class MocapSystemNode(LifecycleNode):
                 if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
                     return Outcome(False, "activate failed (see the system's log)")
             try:  # a system streaming already still joins the session (its vendor recording)
-                note = self.adapter.session_started(session_id)
+                note = self._configured_adapter().session_started(session_id)
             except Exception as exc:  # the vendor refused: the ack says so in its words
                 self.get_logger().error(f"session {session_id!r}: {exc}")
                 return Outcome(False, f"{state}, but {exc}")
@@ -410,7 +419,7 @@ class MocapSystemNode(LifecycleNode):
             if self._state_id == State.PRIMARY_STATE_ACTIVE:
                 problem, note = "", ""
                 try:
-                    note = self.adapter.session_stopped(self.control.session_id)
+                    note = self._configured_adapter().session_stopped(self.control.session_id)
                 except Exception as exc:  # still deactivate: the user asked to stop
                     self.get_logger().error(f"session {self.control.session_id!r}: {exc}")
                     problem = str(exc)
@@ -442,7 +451,7 @@ class MocapSystemNode(LifecycleNode):
             extra = self.adapter.status() if self.adapter is not None else {}
         except Exception as exc:  # noqa: BLE001
             extra = {"adapter_status_error": str(exc)}
-        extra = {**extra, **self._stamper.status(), **self.control.counters()}
+        extra = {**extra, **self._stamper.status(), **{k: str(v) for k, v in self.control.counters().items()}}
         status = self.stats.report(
             name=f"{self.get_fully_qualified_name()}: {self.adapter_class.system_type} mocap system",
             hardware_id=self.get_fully_qualified_name(),
@@ -492,7 +501,7 @@ def name_os_thread(name: str) -> None:
         pass
 
 
-def _quietly(call, logger=None) -> None:
+def _quietly(call: Callable[[], object], logger: Any = None) -> None:
     try:
         call()
     except Exception as exc:  # noqa: BLE001 - releasing must go on
