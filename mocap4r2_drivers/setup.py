@@ -21,7 +21,7 @@ setup(
     ],
     # the Python libraries the shipped code imports (pinned in requirements.txt; the ROS
     # packages come from package.xml and rosdep, never from pip; vicon_dssdk from Vicon's SDK)
-    install_requires=["numpy", "scipy", "PyYAML", "psutil", "qtm-rt", "rosbags", "c3d", "rich"],
+    install_requires=["numpy", "PyYAML", "psutil", "qtm-rt", "rosbags", "c3d", "rich"],
     zip_safe=False,
     description="mocap4r2 systems: simulated, OptiTrack, Qualisys, Vicon, Gazebo",
     license="Apache-2.0",

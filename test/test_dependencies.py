@@ -106,6 +106,8 @@ DEPENDENCIES: dict[str, Provider] = {
     "natnetsdk": Provider("natnetsdk", None),
     "evo": Provider("evo", None),
     "ezc3d": Provider("ezc3d", None),
+    # libmotioncapture's binding, whose embedded VRPN client reads vrpn_simulator, pip only
+    "motioncapture": Provider("motioncapture", None),
     # drives Debian's chromium in the web panel's browser tests, pip only
     "playwright": Provider("playwright", None),
 }
