@@ -71,6 +71,8 @@ class _Routes:
         with self._lock:
             if route in self._live:
                 self._live.remove(route)
+            if not self._live:
+                _uninstall_handler()
 
     def without_context(self) -> RosLogger:
         """The only live node's logger; with none or several, the process's own."""
@@ -107,6 +109,15 @@ class RosLogHandler(logging.Handler):
                 ros_logger.debug(text)
         except Exception:  # noqa: BLE001 - logging must never break the reader thread
             self.handleError(record)
+
+
+def _uninstall_handler() -> None:
+    """No node is left: "mocap4r2.*" records go back to Python's own logging (the
+    application's handlers, pytest's capture) instead of an rclpy logger nobody reads."""
+    logger = logging.getLogger(NAMESPACE)
+    for handler in [h for h in logger.handlers if isinstance(h, RosLogHandler)]:
+        logger.removeHandler(handler)
+    logger.propagate = True
 
 
 def _install_handler(level: int) -> None:

@@ -187,3 +187,14 @@ def test_a_thread_without_a_route_logs_under_the_only_node(ros):
         assert line.name == f"{NAMESPACE[1:]}.system_alone"
     finally:
         node.destroy_node()
+
+
+def test_records_go_back_to_python_logging_once_the_last_node_is_gone(ros, caplog):
+    """While a system lives, "mocap4r2.*" records go to its ROS log only; once the last
+    one is destroyed they reach Python's own handlers again (an application's, pytest's
+    capture), instead of an rclpy logger nobody reads."""
+    node = MocapSystemNode(LoggingAdapter, "system_passing", namespace=NAMESPACE, context=ros.context)
+    node.destroy_node()
+    with caplog.at_level(logging.WARNING, logger="mocap4r2"):
+        LOG.warning("after the last node")
+    assert [r.getMessage() for r in caplog.records if r.name == LOG.name] == ["after the last node"]
