@@ -86,3 +86,39 @@ def test_a_test_makes_a_subscription(ros):
 def test_it_is_gone_when_the_next_test_begins(ros):
     assert ros.subscription_count() == _counts["before"]
     assert "/harness/for_one_test" not in [s.topic_name for s in ros.node.subscriptions]
+
+
+def test_a_transition_slower_than_the_retry_is_not_reported_as_failed(ros, monkeypatch):
+    """change_state asks again when no answer came within the retry interval (a request
+    sent just after discovery can be lost). A transition is not idempotent: when the
+    first request was executed but answered late, the second is refused by the node
+    (configure is not valid in inactive), and that refusal must not be returned as the
+    outcome of a configure that succeeded."""
+    import support
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+
+    class SlowToConfigure(LifecycleNode):
+        def on_configure(self, state):
+            time.sleep(0.8)
+            return TransitionCallbackReturn.SUCCESS
+
+        def on_activate(self, state):
+            return TransitionCallbackReturn.FAILURE
+
+    node = SlowToConfigure("slow_to_configure", namespace="/harness", context=ros.context)
+    executor = SingleThreadedExecutor(context=ros.context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    monkeypatch.setattr(support, "SERVICE_RETRY_INTERVAL", 0.3)
+    try:
+        assert ros.change_state("/harness/slow_to_configure", "configure")
+        assert ros.get_state("/harness/slow_to_configure") == "inactive"
+        # a transition the node refuses is still reported as refused
+        assert not ros.change_state("/harness/slow_to_configure", "activate")
+        assert ros.get_state("/harness/slow_to_configure") == "inactive"
+    finally:
+        executor.shutdown()
+        spinner.join(5)
+        node.destroy_node()
