@@ -112,14 +112,20 @@ def good_poses(positions: Array, orientations: Array, valid: BoolArray) -> tuple
     quaternions[...] = orientations
     squared_norms = (quaternions * quaternions) @ _ONES4
     good = valid & np.isfinite(poses @ _ONES7 + squared_norms) & (squared_norms > _MIN_SQUARED_NORM)
-    # rows that are not good are never used: dividing them by 1 avoids warnings cheaply
-    quaternions /= np.sqrt(np.where(good, squared_norms, 1.0))[:, None]
+    # A quaternion already unit to rounding is left as it is: its computed norm is 1 give
+    # or take an ulp, and dividing by it would move the last bit, so a pose published,
+    # recorded and published again (replay) would not be the same bytes. Rows that are
+    # not good are never used: dividing them by 1 too avoids warnings cheaply.
+    rescale = good & (np.abs(squared_norms - 1.0) > _UNIT_SQUARED_NORM_TOLERANCE)
+    quaternions /= np.sqrt(np.where(rescale, squared_norms, 1.0))[:, None]
     return good, poses
 
 
 _ONES4 = np.ones(4)
 _ONES7 = np.ones(7)
 _MIN_SQUARED_NORM = MIN_QUATERNION_NORM**2
+#: |q|^2 - 1 of a quaternion normalised in float64 stays within a few machine epsilons
+_UNIT_SQUARED_NORM_TOLERANCE = 4 * float(np.finfo(np.float64).eps)
 
 
 class SubKeys:

@@ -120,6 +120,27 @@ def test_good_poses_agree_with_the_rule_on_hostile_values():
             assert poses[row, 3:] == pytest.approx(quaternions[row] / norm, rel=1e-12)
 
 
+def test_good_poses_leaves_unit_quaternions_bit_for_bit():
+    """A quaternion that is already unit (a pose published once, recorded and played
+    again) keeps its bits: dividing it by its computed norm, 1 give or take an ulp,
+    would move its last bit, and a replayed message would differ from the recorded one."""
+    rng = np.random.default_rng(11)
+    raw = rng.normal(size=(20_000, 4)) * rng.uniform(1e-3, 1e3, (20_000, 1))
+    valid = np.ones(len(raw), dtype=bool)
+    _, once = good_poses(np.zeros((len(raw), 3)), raw, valid)
+    good, twice = good_poses(once[:, :3], once[:, 3:], valid)
+    assert good.all()
+    assert twice.tobytes() == once.tobytes()
+    # exactly unit quaternions as vendors send them are published as they came
+    angles = rng.uniform(-math.pi, math.pi, 1000)
+    unit = np.stack([np.zeros(1000), np.sin(angles / 2), np.zeros(1000), np.cos(angles / 2)], axis=1)
+    _, poses = good_poses(np.zeros((1000, 3)), unit, valid[:1000])
+    assert poses[:, 3:].tobytes() == unit.tobytes()
+    # a quaternion off unit by more than rounding is still normalised
+    _, poses = good_poses(np.zeros((1, 3)), np.array([[0.0, 0.0, 0.0, 1.0 + 1e-12]]), valid[:1])
+    assert poses[0, 6] == 1.0
+
+
 def test_markers_occluded_unlabeled_and_never_seen():
     fm = Published()
     m = MarkerArrays.build(
