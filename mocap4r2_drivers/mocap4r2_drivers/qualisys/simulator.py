@@ -5,7 +5,8 @@ default): the welcome string, ``Version``, ``QTMVersion``, ``ByteOrder``, ``GetS
 ``GetParameters`` (General, 3D, 6D, Skeleton), ``GetCurrentFrame`` and ``StreamFrames``
 (AllFrames, Frequency:n, FrequencyDivisor:n) with the components 3D, 3DRes, 3DNoLabels,
 3DNoLabelsRes, 6D, 6DRes and Skeleton[:global], ``TakeControl`` / ``ReleaseControl``
-(with an optional password) and ``Quit``; everything else gets QTM's error answers.
+(with an optional password) and ``Quit``; everything else gets QTM's error answers
+(the answers are in ``commands.py``; this module holds the connections and the clock).
 
 Frames come from :class:`~mocap4r2_drivers.simulated.scene.Scene` with real-time pacing: frame k
 is captured at ``start + k / rate`` and sent ``latency`` later; frames the scene drops
@@ -19,90 +20,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
-import signal
 import sys
 import time
-from dataclasses import dataclass
-
-from mocap4r2_control.stop_signals import stop_noted
 
 from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
-from ..simulated.scene import Scene, SceneError, default_scene_path
+from ..sim_server import FramePacer, add_scene_arguments, load_scene, peer_name, run_until_signalled
+from ..simulated.scene import Scene, SceneError
 from . import protocol as qp
+from .commands import QtmCommands, Session, StreamRequest
 from .protocol import Event, PacketType
-from .scene_stream import SceneStream, parameters_xml, version_tuple
+from .scene_stream import SceneStream, parameters_xml
 
 __all__ = ["QtmSimulator", "SceneStream", "Session", "StreamRequest", "load_scene", "main", "parameters_xml"]
 
 WELCOME = "QTM RT Interface connected"
-QTM_VERSION = "QTM Version is 2.26 (build 1; mocap4r2 qtm_simulator)"
-SUPPORTED_MINOR = range(1, 27)  # protocol versions 1.1 .. 1.26
-DEFAULT_VERSION = "1.1"  # what QTM assumes until a client sends Version
 MAX_SEND_BUFFER = 4 * 1024 * 1024  # a slower client loses frames beyond this backlog
-MAX_LATENESS = 0.25  # s behind real time before the server skips ahead
-UNSUPPORTED_COMPONENTS = {
-    "2d",
-    "2dlin",
-    "analog",
-    "analogsingle",
-    "force",
-    "forcesingle",
-    "6deuler",
-    "6deulerres",
-    "image",
-    "gazevector",
-    "eyetracker",
-    "timecode",
-}
-PARAMETER_PARTS = ("general", "3d", "6d", "skeleton")
-
-
-# ====================================================================== server
-@dataclass
-class StreamRequest:
-    """What a client asked StreamFrames for."""
-
-    components: list[str]
-    divisor: int = 1  # send frames whose number is a multiple of this
-    frequency: float = 0.0  # or about this many frames per second (0: every frame)
-
-
-@dataclass
-class Session:
-    """One connected RT client."""
-
-    writer: asyncio.StreamWriter
-    peer: str
-    version: str = DEFAULT_VERSION
-    stream: StreamRequest | None = None
-    frames_sent: int = 0
-    frames_skipped: int = 0
-    closed: bool = False
-    last_slot: int = -1
-
-    def send(self, data: bytes) -> None:
-        if not self.closed:
-            self.writer.write(data)
-
-    def send_text(self, packet_type: PacketType, text: str) -> None:
-        self.send(qp.pack_text(packet_type, text))
-
-    def wants(self, k: int, rate: float) -> bool:
-        stream = self.stream
-        if stream is None:
-            return False
-        if stream.frequency > 0:
-            slot = math.floor(k * stream.frequency / rate)
-            if slot == self.last_slot:
-                return False
-            self.last_slot = slot
-            return True
-        return k % stream.divisor == 0
 
 
 class QtmSimulator:
-    """The RT server: sessions, commands and the real-time frame clock."""
+    """The RT server: connections and the real-time frame clock; commands go to :class:`QtmCommands`."""
 
     def __init__(
         self,
@@ -113,13 +49,19 @@ class QtmSimulator:
         impairment: TimeImpairment | None = None,
     ):
         self.scene = scene
-        self.password = password
         self.max_clients = max_clients
-        self.verbose = verbose
         self.encoder = SceneStream(scene)
         self.sessions: list[Session] = []
-        self.master: Session | None = None
+        self.commands = QtmCommands(
+            scene,
+            current_packet=lambda names: self.encoder.packet(self.current_frame_number(), names),
+            streams_changed=self._update_streaming,
+            log=self.log,
+            password=password,
+            verbose=verbose,
+        )
         self.start_time = time.monotonic()  # the measurement started with the server
+        self.pacer = FramePacer(scene.rate, scene.latency, self.start_time)
         # what a network and QTM's clock do to time (mocap4r2_drivers/impairment.py)
         self.impairment = impairment or TimeImpairment()
         self.clock = ServerClock(self.impairment, self.start_time)
@@ -132,11 +74,12 @@ class QtmSimulator:
         self._streaming = asyncio.Event()
         self._server: asyncio.base_events.Server | None = None
         self._clock_task: asyncio.Task | None = None
-        self.frames_late_skipped = 0
         self.port = 0
-        self.capturing = False  # Start .. Stop
-        self.unsaved_capture = False  # stopped, not saved yet
-        self.saved: list[str] = []  # file names of saved captures (bounded below)
+
+    @property
+    def frames_late_skipped(self) -> int:
+        """Frames not sent because the server fell behind real time."""
+        return self.pacer.skipped
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, host: str, port: int) -> int:
@@ -169,8 +112,7 @@ class QtmSimulator:
 
     # ------------------------------------------------------------------ connections
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer_address = writer.get_extra_info("peername")
-        peer = f"{peer_address[0]}:{peer_address[1]}" if peer_address else "?"
+        peer = peer_name(writer)
         session = Session(writer=writer, peer=peer)
         if len(self.sessions) >= self.max_clients:
             session.send_text(PacketType.ERROR, "Connection refused. Max number of clients reached.")
@@ -202,106 +144,14 @@ class QtmSimulator:
                 f"client {session.peer} disconnected after {session.frames_sent} frames "
                 f"({session.frames_skipped} skipped for a full send buffer)"
             )
-        if self.master is session:
-            self.master = None
+        self.commands.closed(session)
         self._update_streaming()
         with contextlib.suppress(Exception):  # already closed
             session.writer.close()
 
     # ------------------------------------------------------------------ commands
     def _handle(self, session: Session, packet_type: int, payload: bytes) -> None:
-        if packet_type == PacketType.XML:
-            session.send_text(PacketType.ERROR, "Setting parameters is not supported by qtm_simulator")
-            return
-        if packet_type != PacketType.COMMAND:
-            session.send_text(PacketType.ERROR, "Parse Error")
-            return
-        text = qp.unpack_text(payload)
-        if self.verbose:
-            self.log(f"{session.peer} > {text}")
-        name, args = qp.parse_command(text)
-        handler = getattr(self, f"_cmd_{name}", None) if name.isalpha() else None
-        if handler is None:
-            if name in (
-                "new",
-                "close",
-                "load",
-                "loadproject",
-                "trig",
-                "setqtmevent",
-                "event",
-                "reprocess",
-                "led",
-                "calibrate",
-                "getcapturec3d",
-                "getcaptureqtm",
-            ):
-                session.send_text(PacketType.ERROR, "Command not supported.")
-            else:
-                session.send_text(PacketType.ERROR, "Parse Error")
-            return
-        try:
-            handler(session, args)
-        except Exception as exc:  # noqa: BLE001 - a bad request must not end the server
-            self.log(f"client {session.peer}: {text!r} failed: {exc!r}")
-            session.send_text(PacketType.ERROR, "Parse Error")
-
-    def _cmd_version(self, session: Session, args: list[str]) -> None:
-        if not args:
-            session.send_text(PacketType.COMMAND, f"Version is {session.version}")
-            return
-        try:
-            major, minor = version_tuple(args[0])
-        except ValueError:
-            session.send_text(PacketType.ERROR, "Version NOT supported")
-            return
-        if major != 1 or minor not in SUPPORTED_MINOR:
-            session.send_text(PacketType.ERROR, "Version NOT supported")
-            return
-        session.version = f"{major}.{minor}"
-        session.send_text(PacketType.COMMAND, f"Version set to {session.version}")
-
-    def _cmd_qtmversion(self, session: Session, args: list[str]) -> None:
-        session.send_text(PacketType.COMMAND, QTM_VERSION)
-
-    def _cmd_byteorder(self, session: Session, args: list[str]) -> None:
-        session.send_text(PacketType.COMMAND, "Byte order is little endian")
-
-    def _cmd_getstate(self, session: Session, args: list[str]) -> None:
-        # QTM is connected to its (simulated) cameras and shows real-time data
-        session.send(qp.pack_event(Event.CONNECTED))
-
-    def _cmd_getparameters(self, session: Session, args: list[str]) -> None:
-        parts: list[str] = []
-        for arg in (a.lower() for a in args):
-            if arg == "all":
-                parts = list(PARAMETER_PARTS)
-                break
-            if arg in PARAMETER_PARTS or arg == "skeleton:global":
-                parts.append(arg)
-            elif arg not in ("analog", "force", "image", "gazevector", "eyetracker", "calibration"):
-                session.send_text(PacketType.ERROR, "Parse Error")
-                return
-        if not parts:
-            session.send_text(PacketType.ERROR, "Parameters not available")
-            return
-        session.send_text(PacketType.XML, parameters_xml(self.scene, parts, session.version))
-
-    def _components(self, session: Session, args: list[str]) -> list[str] | None:
-        names = []
-        for arg in (a.lower() for a in args):
-            if arg in qp.COMPONENT_NAMES:
-                names.append(arg)
-            elif arg.split(":")[0] in UNSUPPORTED_COMPONENTS:
-                session.send_text(PacketType.ERROR, f"Component {arg} is not supported by qtm_simulator")
-                return None
-            else:
-                session.send_text(PacketType.ERROR, "Parse Error")
-                return None
-        if not names:
-            session.send_text(PacketType.ERROR, "Parse Error")
-            return None
-        return names
+        self.commands.handle(session, packet_type, payload)
 
     def current_frame_number(self) -> int:
         """The newest frame that has been captured and processed by now."""
@@ -310,117 +160,6 @@ class QtmSimulator:
         while k > 0 and self.scene.is_dropped(k):
             k -= 1
         return k
-
-    def _cmd_getcurrentframe(self, session: Session, args: list[str]) -> None:
-        names = self._components(session, args)
-        if names is not None:
-            session.send(self.encoder.packet(self.current_frame_number(), names))
-
-    def _cmd_streamframes(self, session: Session, args: list[str]) -> None:
-        if len(args) == 1 and args[0].lower() == "stop":
-            session.stream = None
-            self._update_streaming()
-            return
-        if not args:
-            session.send_text(PacketType.ERROR, "Parse Error")
-            return
-        mode, rest = args[0].lower(), args[1:]
-        request = StreamRequest(components=[])
-        try:
-            if mode == "allframes":
-                pass
-            elif mode.startswith("frequencydivisor:"):
-                request.divisor = int(mode.split(":", 1)[1])
-                if request.divisor < 1:
-                    raise ValueError
-            elif mode.startswith("frequency:"):
-                request.frequency = float(mode.split(":", 1)[1])
-                if not request.frequency > 0:
-                    raise ValueError
-            else:
-                raise ValueError
-        except ValueError:
-            session.send_text(PacketType.ERROR, "Parse Error")
-            return
-        if rest and rest[0].lower().startswith("udp"):
-            session.send_text(PacketType.ERROR, "UDP streaming is not supported by qtm_simulator")
-            return
-        names = self._components(session, rest)
-        if names is None:
-            return
-        request.components = names
-        session.stream = request
-        session.last_slot = -1
-        self._update_streaming()
-
-    def _cmd_takecontrol(self, session: Session, args: list[str]) -> None:
-        if self.master is session:
-            session.send_text(PacketType.COMMAND, "You are already master")
-        elif self.master is not None:
-            session.send_text(PacketType.ERROR, f"{self.master.peer.replace(':', ' (')}) is already master")
-        elif self.password is not None and (not args or args[0] != self.password):
-            session.send_text(PacketType.ERROR, "Wrong or missing password")
-        else:
-            self.master = session
-            session.send_text(PacketType.COMMAND, "You are now master")
-
-    def _cmd_releasecontrol(self, session: Session, args: list[str]) -> None:
-        if self.master is session:
-            self.master = None
-            session.send_text(PacketType.COMMAND, "You are now a regular client")
-        else:
-            session.send_text(PacketType.COMMAND, "You are already a regular client")
-
-    # QTM's capture commands need control (TakeControl). The answers qtm-rt checks
-    # ("Starting measurement", "Stopping measurement", "Measurement saved") are QTM's;
-    # the refusals are the stand-in's own words for what QTM refuses.
-    def _master_only(self, session: Session) -> bool:
-        if self.master is not session:
-            session.send_text(PacketType.ERROR, "You must be master to issue this command")
-            return False
-        return True
-
-    def _cmd_start(self, session: Session, args: list[str]) -> None:
-        if not self._master_only(session):
-            return
-        if self.capturing:
-            session.send_text(PacketType.ERROR, "Measurement is already running")
-            return
-        self.capturing, self.unsaved_capture = True, False
-        self.log("capture started")
-        session.send_text(PacketType.COMMAND, "Starting measurement")
-
-    def _cmd_stop(self, session: Session, args: list[str]) -> None:
-        if not self._master_only(session):
-            return
-        if not self.capturing:
-            session.send_text(PacketType.ERROR, "No measurement is running")
-            return
-        self.capturing, self.unsaved_capture = False, True
-        self.log("capture stopped")
-        session.send_text(PacketType.COMMAND, "Stopping measurement")
-
-    def _cmd_save(self, session: Session, args: list[str]) -> None:
-        if not self._master_only(session):
-            return
-        if not args:
-            session.send_text(PacketType.ERROR, "Save needs a file name")
-            return
-        name, overwrite = args[0], args[1:2] == ["overwrite"]
-        if not self.unsaved_capture:
-            session.send_text(PacketType.ERROR, "No measurement to save")
-            return
-        if name in self.saved and not overwrite:
-            session.send_text(PacketType.ERROR, f"{name} exists already")
-            return
-        self.unsaved_capture = False
-        self.saved = (self.saved + [name])[-100:]
-        self.log(f"capture saved as {name}")
-        session.send_text(PacketType.COMMAND, f"Measurement saved as '{name}'")
-
-    def _cmd_quit(self, session: Session, args: list[str]) -> None:
-        session.send_text(PacketType.COMMAND, "Bye bye")
-        session.closed = True
 
     # ------------------------------------------------------------------ the frame clock
     def _update_streaming(self) -> None:
@@ -433,19 +172,13 @@ class QtmSimulator:
         """Sends every frame to every streaming client at its real-time instant."""
         scene = self.scene
         rate = scene.rate
-        k: int | None = None
         while True:
             if not self._streaming.is_set():
                 await self._streaming.wait()
-                k = None
+                self.pacer.restart()
             # the newest frame already due: start there, or skip ahead when too late
-            due = int((time.monotonic() - self.start_time - scene.latency) * rate)
-            if k is None or k < due - MAX_LATENESS * rate:
-                if k is not None:
-                    self.frames_late_skipped += due - k
-                k = max(due + 1, 0)
+            k = self.pacer.take(time.monotonic())
             if scene.is_dropped(k):
-                k += 1
                 continue
             frame = self.encoder.frame(k)
             delay = k / rate + frame.latency - (time.monotonic() - self.start_time)
@@ -458,7 +191,6 @@ class QtmSimulator:
             if self.truth is not None:
                 self.truth.write(k, self._wall_offset + captured)
             self._send_frame(k, timestamp)
-            k += 1
 
     async def _deliver(self) -> None:
         """Sends the frames the impairment held back, each at its time."""
@@ -497,8 +229,7 @@ def _parser() -> argparse.ArgumentParser:
         description="A QTM real-time server stand-in serving a simulated mocap scene "
         "(QTM RT protocol 1.2x, little-endian TCP on base port + 1).",
     )
-    parser.add_argument("--scene", default="", help="scene YAML file (default: the demo scene)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    add_scene_arguments(parser, rate_help="frame rate in Hz (default: the scene's)")
     parser.add_argument(
         "--port",
         type=int,
@@ -506,8 +237,6 @@ def _parser() -> argparse.ArgumentParser:
         help="QTM base port; the little-endian RT port is this + 1 (default 22222); "
         "0 picks a free RT port and prints it",
     )
-    parser.add_argument("--rate", type=float, default=0.0, help="frame rate in Hz (default: the scene's)")
-    parser.add_argument("--seed", type=int, default=-1, help="random seed (default: the scene's)")
     parser.add_argument(
         "--password", default=None, help="password TakeControl needs (default: any client may take control)"
     )
@@ -517,15 +246,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="print every command received")
     add_arguments(parser)
     return parser
-
-
-def load_scene(path: str, seed: int, rate: float) -> Scene:
-    """The scene file (the demo scene for ""), with its seed and rate unless given (>= 0, > 0)."""
-    scene = Scene.from_file(path or default_scene_path(), seed=None if seed < 0 else seed)
-    if rate > 0:
-        scene.config["rate"] = rate
-        scene = Scene(scene.config, seed=None if seed < 0 else seed)
-    return scene
 
 
 async def _run(args: argparse.Namespace, scene: Scene) -> int:
@@ -542,23 +262,13 @@ async def _run(args: argparse.Namespace, scene: Scene) -> int:
     except OSError as exc:
         print(f"qtm_simulator: cannot listen on {args.host}:{rt_port}: {exc.strerror}", file=sys.stderr)
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    if stop_noted():  # a signal while the scene loaded and the server started
-        stop.set()
     d = scene.description
-    print(
+    return await run_until_signalled(
+        simulator,
         f"qtm_simulator ready: RT port {args.host}:{rt_port} (little-endian, base port {rt_port - 1}), "
         f"{len(d.bodies)} bodies, {sum(len(b.marker_names) for b in d.bodies)} labeled markers, "
         f"{len(d.skeletons)} skeletons at {scene.rate:g} Hz",
-        flush=True,
     )
-    await stop.wait()
-    await simulator.stop()
-    simulator.log(f"stopped ({simulator.frames_late_skipped} frames skipped to keep real time)")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,9 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from mocap4r2_control.stop_signals import stop_noted
-
-from ..simulated.scene import Scene, SceneError, default_scene_path
+from ..sim_server import FramePacer, add_scene_arguments, load_scene, peer_name, run_until_signalled
+from ..simulated.scene import Scene, SceneError
 from . import protocol as vp
 
 SERVER_TYPES = (
@@ -49,7 +47,6 @@ SERVER_TYPES = (
 )
 UDP_PAYLOAD = 1472  # vrpn_CONNECTION_UDP_BUFLEN: one Ethernet MTU less the IP and UDP headers
 MAX_SEND_BUFFER = 4 * 1024 * 1024
-MAX_LATENESS = 0.25  # s behind real time before the server skips ahead
 
 
 @dataclass
@@ -90,7 +87,7 @@ class VrpnSimulator:
         self.sessions: list[Session] = []
         self.origin = float(math.floor(time.time()))  # Unix time of frame 0's measurement
         self._t0 = time.monotonic() - (time.time() - self.origin)
-        self.frames_late_skipped = 0
+        self.pacer = FramePacer(scene.rate, scene.latency, self._t0)
         self.rejected_requests = 0
         self.port = 0
         self._tcp_server: asyncio.base_events.Server | None = None
@@ -98,6 +95,11 @@ class VrpnSimulator:
         self._clock_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._calling: set[tuple[str, int]] = set()  # clients being called back or served
+
+    @property
+    def frames_late_skipped(self) -> int:
+        """Frames not sent because the server fell behind real time."""
+        return self.pacer.skipped
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, host: str, port: int) -> int:
@@ -171,8 +173,7 @@ class VrpnSimulator:
         await self._serve(reader, writer)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer_address = writer.get_extra_info("peername")
-        peer = f"{peer_address[0]}:{peer_address[1]}" if peer_address else "?"
+        peer = peer_name(writer)
         sock = writer.get_extra_info("socket")
         if sock is not None:
             import socket
@@ -244,21 +245,15 @@ class VrpnSimulator:
     async def _clock(self) -> None:
         scene = self.scene
         rate = scene.rate
-        k: int | None = None
         while True:
             if not self.sessions:
                 await asyncio.sleep(0.05)
-                k = None
+                self.pacer.restart()
                 continue
-            due = int((time.monotonic() - self._t0 - scene.latency) * rate)
-            if k is None or k < due - MAX_LATENESS * rate:
-                if k is not None:
-                    self.frames_late_skipped += due - k
-                k = max(due + 1, 0)
+            k = self.pacer.take(time.monotonic())
             delay = k / rate + scene.latency - (time.monotonic() - self._t0)
             await asyncio.sleep(max(delay, 0.0))
             self.send_frame(k)
-            k += 1
 
     def frame_messages(self, k: int) -> list[bytes]:
         """The Pos_Quat messages of scene frame k (its tracked bodies)."""
@@ -329,13 +324,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="vrpn_simulator",
         description="A VRPN server stand-in serving a simulated scene's bodies as vrpn_Tracker devices.",
     )
-    parser.add_argument("--scene", default="", help="scene YAML file (default: the demo scene)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    add_scene_arguments(parser, rate_help="report rate in Hz (default: the scene's)")
     parser.add_argument(
         "--port", type=int, default=vp.DEFAULT_PORT, help="TCP and UDP port (default 3883; 0: a free one)"
     )
-    parser.add_argument("--rate", type=float, default=0.0, help="report rate in Hz (default: the scene's)")
-    parser.add_argument("--seed", type=int, default=-1, help="random seed (default: the scene's)")
     parser.add_argument(
         "--multi-sensor",
         default="",
@@ -346,15 +338,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_scene(path: str, seed: int, rate: float) -> Scene:
-    """The scene file (the demo scene when empty), with its seed and rate replaced when given."""
-    scene = Scene.from_file(path or default_scene_path(), seed=None if seed < 0 else seed)
-    if rate > 0:
-        scene.config["rate"] = rate
-        scene = Scene(scene.config, seed=None if seed < 0 else seed)
-    return scene
-
-
 async def _run(args: argparse.Namespace, scene: Scene) -> int:
     simulator = VrpnSimulator(scene, multi_sensor=args.multi_sensor, verbose=args.verbose)
     try:
@@ -362,26 +345,16 @@ async def _run(args: argparse.Namespace, scene: Scene) -> int:
     except OSError as exc:
         print(f"vrpn_simulator: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    if stop_noted():  # a signal while the scene loaded
-        stop.set()
     layout = (
         f"tracker {args.multi_sensor!r} with {len(simulator.body_sender)} sensors"
         if args.multi_sensor
         else f"{len(simulator.trackers)} trackers"
     )
-    print(
+    return await run_until_signalled(
+        simulator,
         f"vrpn_simulator ready: {args.host}:{port} (TCP and UDP), {layout} at {scene.rate:g} Hz, "
         f"time origin {simulator.origin:.0f}",
-        flush=True,
     )
-    await stop.wait()
-    await simulator.stop()
-    simulator.log(f"stopped ({simulator.frames_late_skipped} frames skipped to keep real time)")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
