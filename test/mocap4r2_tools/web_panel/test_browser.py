@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from support import wait_for
-from web_plane import RECORDER, SYSTEM
+from web_plane import RECORDER, SYSTEM, listed
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
@@ -48,7 +48,7 @@ def browser_page(plane, tmp_path_factory):
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing (make setup installs it as root: apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    wait_for(lambda: _known(plane["url"]), 60, what="the panel listing both systems")
+    wait_for(lambda: {SYSTEM, RECORDER} <= listed(plane["url"]), 60, what="the panel listing both systems")
     profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
@@ -67,21 +67,21 @@ def browser_page(plane, tmp_path_factory):
         context.close()
 
 
-def _known(url: str) -> bool:
-    import json
-    import urllib.request
-
-    with urllib.request.urlopen(url + "api/systems", timeout=5) as response:
-        names = {row["system"] for row in json.load(response)}
-    return {SYSTEM, RECORDER} <= names
-
-
 @pytest.fixture(scope="module")
 def artefacts(tmp_path_factory) -> Path:
     root = os.environ.get("MOCAP4R2_ARTIFACTS")
     path = (Path(root) if root else tmp_path_factory.mktemp("artefacts")) / "web_panel"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# what the live view shows, for a failure message
+SHOWN = """() => ({
+  selected: document.getElementById('live-system').value,
+  options: [...document.getElementById('live-system').options].map(o => o.value),
+  framesReceived: window.panel.framesReceived,
+  states: window.panel.systems.map(s => s.system + ':' + s.state),
+})"""
 
 
 def _row_state(page: Any, system: str) -> str:
@@ -125,7 +125,14 @@ def test_the_canvas_draws_and_an_untracked_body_changes_colour(browser_page, art
     page, _ = browser_page
     wait_for(lambda: _row_state(page, SYSTEM) == "active", 30, what="the system active")
     # polled from here: the page's CSP forbids the eval that wait_for_function would need
-    wait_for(lambda: page.evaluate("() => window.panel.framesReceived") > 10, 30, what="frames in the page")
+    # the page shows the active system by itself (an idle one is listed before it)
+    wait_for(
+        lambda: page.evaluate("() => window.panel.framesReceived") > 10,
+        30,
+        lambda: page.evaluate(SHOWN),
+        what="frames in the page",
+    )
+    assert page.input_value("#live-system") == SYSTEM
     counts = page.evaluate(COUNT_PIXELS)
     assert counts["drawn"] > 500, counts
     # the scene hides 'hider' 1.5 s in every 4 s: it turns from tracked to untracked and back

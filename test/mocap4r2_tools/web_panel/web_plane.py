@@ -16,7 +16,7 @@ from support import ProcessRunner, wait_for
 SIM = ("mocap4r2_drivers", "simulated_system")
 REC = ("mocap4r2_tools", "session_recorder")
 PANEL = ("mocap4r2_tools", "web_panel")
-SYSTEM, RECORDER = "/web/sim", "/web/session_recorder"
+SYSTEM, RECORDER, IDLE = "/web/sim", "/web/session_recorder", "/idle/sim"
 TOKEN = "test-token-0123456789abcdef"
 URL_LINE = re.compile(r"web_panel: open (http://127\.0\.0\.1:(\d+)/)")
 
@@ -52,6 +52,18 @@ SCENE = {
 }
 
 
+def listed(url: str) -> set[str]:
+    """The systems the panel at ``url`` lists (none while it does not answer)."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url + "api/systems", timeout=5) as response:
+            return {row["system"] for row in json.load(response)}
+    except OSError:
+        return set()
+
+
 def panel_url(proc: Any) -> tuple[str, int]:
     found: list[re.Match[str]] = []
 
@@ -75,8 +87,6 @@ def plane(tmp_path_factory):
     token_file = tmp / "token"
     token_file.write_text(TOKEN + "\n")
     runner = ProcessRunner(tmp)
-    runner.start(*SIM, name="sim", namespace="/web", params={"scene": str(scene)})
-    runner.start(*REC, name="session_recorder", namespace="/web", params={"output_dir": str(sessions)})
     panel = runner.start(*PANEL, name="web_panel", params={"port": 0, "sessions_dir": str(sessions)})
     locked = runner.start(
         *PANEL,
@@ -85,6 +95,12 @@ def plane(tmp_path_factory):
     )
     url, port = panel_url(panel)
     locked_url, locked_port = panel_url(locked)
+    # a system that is never started, listed by the panel before the others: the page
+    # must not show its (absent) frames once another system is active
+    runner.start(*SIM, name="sim", namespace="/idle", params={"scene": str(scene)})
+    wait_for(lambda: IDLE in listed(url), 60, what="the panel listing the idle system")
+    runner.start(*SIM, name="sim", namespace="/web", params={"scene": str(scene)})
+    runner.start(*REC, name="session_recorder", namespace="/web", params={"output_dir": str(sessions)})
     yield {
         "url": url,
         "port": port,

@@ -69,11 +69,20 @@ function renderSystems(rows) {
     body.append(tr);
   }
   const select = document.getElementById("live-system");
-  const live = rows.filter(s => s.live).map(s => s.system);
+  const liveRows = rows.filter(s => s.live);
+  const live = liveRows.map(s => s.system);
   const current = select.value;
-  if (live.join() !== [...select.options].map(o => o.value).join()) {
-    select.replaceChildren(...live.map(n => { const o = el("option", n); o.value = n; return o; }));
-    if (live.includes(current)) select.value = current;
+  const rebuilt = live.join() !== [...select.options].map(o => o.value).join();
+  if (rebuilt) select.replaceChildren(...live.map(n => { const o = el("option", n); o.value = n; return o; }));
+  // the system the user picked while it is listed; until then the first active one (an
+  // inactive system sends no frames, and the list's order is the order of discovery)
+  let wanted = current;
+  if (!(liveChosen && live.includes(current))) {
+    const active = liveRows.find(s => s.state === "active");
+    wanted = active ? active.system : (live.includes(current) ? current : (live[0] || ""));
+  }
+  if (rebuilt || wanted !== current) {
+    select.value = wanted;
     chooseSystem();
   }
 }
@@ -147,6 +156,7 @@ async function pollSessions() {
 const view = { yaw: -0.6, pitch: 0.55, distance: 9, target: [0, 0, 0.8] };
 const trails = new Map();
 let frame = null, socket = null;
+let liveChosen = false;  // the user picked the live system: the page no longer follows the active one
 
 function chooseSystem() {
   trails.clear(); frame = null;
@@ -277,7 +287,7 @@ function setupControls() {
   }, { passive: false });
   document.getElementById("top-view").addEventListener("click", () => { view.pitch = 1.5707; view.yaw = 0; });
   document.getElementById("reset-view").addEventListener("click", () => Object.assign(view, { yaw: -0.6, pitch: 0.55, distance: 9 }));
-  document.getElementById("live-system").addEventListener("change", chooseSystem);
+  document.getElementById("live-system").addEventListener("change", () => { liveChosen = true; chooseSystem(); });
   document.getElementById("start").addEventListener("click", () => control(true));
   document.getElementById("stop").addEventListener("click", () => control(false));
   document.getElementById("session-id").addEventListener("input", e => {
