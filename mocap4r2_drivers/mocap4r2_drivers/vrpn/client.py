@@ -9,8 +9,9 @@ Both sides of a VRPN connection describe their own ids (:mod:`.protocol`): the c
 keeps the server's sender and type tables and describes to the server the ping and
 pong types and the trackers it pings. Ping goes out every ``ping_period`` s on TCP; a
 server that sends nothing at all (no report, no pong) for ``silence_timeout`` s is
-taken as gone. Every byte count a read takes is bounded (``max_read_bytes`` of TCP,
-``max_datagrams`` per call) so a flooding server cannot keep a call from returning;
+taken as gone (what ids mean, when to ping: :mod:`.dialog`). Every byte count a read
+takes is bounded (``max_read_bytes`` of TCP, ``max_datagrams`` per call) so a flooding
+server cannot keep a call from returning;
 datagrams count only from the server's address and, once its first datagram of
 described reports arrived, from that datagram's port (anyone may send to our port);
 and a stream whose framing breaks is dropped with the reason
@@ -25,10 +26,20 @@ import logging
 import select
 import socket
 import time
-from typing import NamedTuple, NoReturn
+from typing import NoReturn
 
-from ..common import ClientStats, reject_input
+from ..common import ClientStats
 from . import protocol as vp
+from .dialog import Delivered, KeepAlive, ServerNames
+
+__all__ = [
+    "Delivered",
+    "VrpnClient",
+    "VrpnConnectionError",
+    "exchange_cookies",
+    "open_by_request",
+    "open_direct",
+]
 
 LOG = logging.getLogger("mocap4r2.vrpn")
 
@@ -38,14 +49,6 @@ SETTLE = 0.2  # s without a new description after which connect() returns
 
 class VrpnConnectionError(ConnectionError):
     """The server cannot be reached, is not VRPN 07, or broke the connection."""
-
-
-class Delivered(NamedTuple):
-    """A user message with the server's ids translated to names."""
-
-    sender: str
-    type: str
-    message: vp.Message
 
 
 class VrpnClient:
@@ -67,24 +70,18 @@ class VrpnClient:
         self.port = port
         self.tcp_only = tcp_only
         self.timeout = timeout
-        self.ping_period = ping_period
-        self.silence_timeout = silence_timeout
         self.max_read_bytes = max_read_bytes
         self.max_datagrams = max_datagrams
         self.stats = ClientStats()
         self.server_version = ""
-        self.senders = vp.NameTable("sender")
-        self.types = vp.NameTable("type")
-        self.senders_changed = False  # set when the server describes a sender; the caller clears it
+        self.names = ServerNames(self.stats)
+        self.keepalive = KeepAlive(ping_period, silence_timeout)
         self._tcp: socket.socket | None = None
         self._udp: socket.socket | None = None
         self._server_ip = ""
         # the server's UDP source port, learned from its first datagram of described reports
         self._server_udp_port: int | None = None
         self._reader = vp.MessageReader()
-        self._last_receive = 0.0
-        self._last_ping = 0.0
-        self._pinged_sender: str | None = None  # the device our pings name (described as sender 0)
         self._early: list[Delivered] = []  # reports read while connect() read the descriptions
 
     # ------------------------------------------------------------------ state
@@ -92,9 +89,19 @@ class VrpnClient:
     def connected(self) -> bool:
         return self._tcp is not None
 
+    @property
+    def senders(self) -> vp.NameTable:
+        """The server's sender ids and names."""
+        return self.names.senders
+
+    @property
+    def types(self) -> vp.NameTable:
+        """The server's type ids and names."""
+        return self.names.types
+
     def trackers(self) -> list[str]:
         """The senders the server announced, in the order of their ids, but VRPN Control."""
-        return [name for name in self.senders.names() if name != vp.CONTROL_SENDER]
+        return self.names.trackers()
 
     # ------------------------------------------------------------------ connecting
     def connect(self) -> list[str]:
@@ -104,7 +111,12 @@ class VrpnClient:
         where = f"{'tcp://' if self.tcp_only else ''}{self.host}:{self.port}"
         deadline = time.monotonic() + self.timeout
         try:
-            tcp = self._open_direct(deadline) if self.tcp_only else self._open_by_request(deadline)
+            address = (self.host, self.port)
+            tcp = (
+                open_direct(address, deadline)
+                if self.tcp_only
+                else open_by_request(address, deadline, self.timeout)
+            )
         except OSError as exc:
             self.stats.last_error = f"cannot connect to VRPN server {where}: {exc}"
             raise VrpnConnectionError(self.stats.last_error) from exc
@@ -118,58 +130,16 @@ class VrpnClient:
         LOG.info("connected to VRPN %s at %s: %d trackers", self.server_version, where, len(self.trackers()))
         return self.trackers()
 
-    def _open_direct(self, deadline: float) -> socket.socket:
-        tcp = socket.create_connection((self.host, self.port), timeout=max(deadline - time.monotonic(), 0.01))
-        tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return tcp
-
-    def _open_by_request(self, deadline: float) -> socket.socket:
-        """The default way: listen on a TCP port, ask the server by UDP to call it back."""
-        lob = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            lob.connect((self.host, self.port))  # also picks our address towards the server
-            own_ip = lob.getsockname()[0]
-            listener.bind((own_ip, 0))
-            listener.listen(1)
-            request = vp.connect_request(own_ip, listener.getsockname()[1])
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"no call back within {self.timeout:g} s (is a VRPN server running?)")
-                # refused: an ICMP answer to an earlier request (nobody listens yet): ask again
-                with contextlib.suppress(ConnectionRefusedError):
-                    lob.send(request)
-                ready, _, _ = select.select([listener], [], [], min(REQUEST_RETRY, left))
-                if ready:
-                    tcp, _ = listener.accept()
-                    tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    return tcp
-        finally:
-            lob.close()
-            listener.close()
-
     def _handshake(self, tcp: socket.socket, deadline: float) -> None:
         tcp.settimeout(max(deadline - time.monotonic(), 0.01))
-        tcp.sendall(vp.cookie())
-        answer = b""
-        while len(answer) < vp.COOKIE_SIZE:
-            chunk = tcp.recv(vp.COOKIE_SIZE - len(answer))
-            if not chunk:
-                raise vp.VrpnProtocolError("closed the connection before sending its cookie")
-            answer += chunk
-        self.server_version = vp.check_cookie(answer)
+        self.server_version = exchange_cookies(tcp)
         self._server_ip = tcp.getpeername()[0]
         self._server_udp_port = None
-        self.senders.clear()
-        self.types.clear()
+        self.names.clear()
         self._reader = vp.MessageReader()
-        self._pinged_sender = None
+        self.keepalive.pinged_sender = None
         now = time.time()
-        out = [
-            vp.pack_message(0, vp.TYPE_DESCRIPTION, vp.pack_description(vp.PING), int(now), 0),
-            vp.pack_message(1, vp.TYPE_DESCRIPTION, vp.pack_description(vp.PONG), int(now), 0),
-        ]
+        out = self.keepalive.type_descriptions(now)
         if not self.tcp_only:
             udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             own_ip = tcp.getsockname()[0]
@@ -181,7 +151,7 @@ class VrpnClient:
         tcp.sendall(b"".join(out))
         tcp.setblocking(False)
         self._tcp = tcp
-        self._last_receive = self._last_ping = time.monotonic()
+        self.keepalive.restart(time.monotonic())
         # the server describes its senders and types right after its cookie: read them
         pending: list[Delivered] = []
         last_news = time.monotonic()
@@ -223,35 +193,23 @@ class VrpnClient:
             if not got:
                 break
             dropped += len(got)
-        self._last_receive = self._last_ping = time.monotonic()
+        self.keepalive.restart(time.monotonic())
         return dropped
 
     def _check_silence(self) -> None:
-        silent = time.monotonic() - self._last_receive
-        if self.silence_timeout > 0 and silent > self.silence_timeout:
-            self._fail(f"nothing from the server for {silent:.1f} s (no report, no pong)")
+        reason = self.keepalive.silence(time.monotonic())
+        if reason is not None:
+            self._fail(reason)
 
     def _ping_if_due(self) -> None:
-        now = time.monotonic()
-        if self.ping_period > 0 and now - self._last_ping >= self.ping_period:
-            self._last_ping = now
-            self._ping()
-
-    def _ping(self) -> None:
+        if not self.keepalive.ping_due(time.monotonic()):
+            return
         tcp = self._tcp
         trackers = self.trackers()
         if tcp is None or not trackers:
             return
-        stamp = time.time()
-        out = b""
-        if self._pinged_sender != trackers[0]:
-            # our sender 0 is the device we ping: the server answers from the same device
-            self._pinged_sender = trackers[0]
-            description = vp.pack_description(trackers[0])
-            out += vp.pack_message(0, vp.SENDER_DESCRIPTION, description, int(stamp), 0)
-        out += vp.pack_message(0, 0, b"", int(stamp), int(stamp % 1 * 1e6))
         try:
-            tcp.send(out, socket.MSG_DONTWAIT)
+            tcp.send(self.keepalive.ping(trackers[0], time.time()), socket.MSG_DONTWAIT)
         except BlockingIOError:
             pass  # the server does not read: the silence timeout decides
         except OSError as exc:
@@ -285,13 +243,13 @@ class VrpnClient:
             if not data:
                 self._fail("the server closed the connection")
             taken += len(data)
-            self._last_receive = time.monotonic()
+            self.keepalive.heard(time.monotonic())
             try:
                 messages = self._reader.feed(data)
             except vp.VrpnProtocolError as exc:
-                self._reject("broken_framing", f"a broken message header ({exc})")
+                self.names.reject("broken_framing", f"a broken message header ({exc})")
                 self._fail(f"the server broke the message framing ({exc})")
-            self._dispatch(messages, out)
+            self.names.dispatch(messages, out)
 
     def _read_udp(self, udp: socket.socket, out: list[Delivered]) -> None:
         for _ in range(self.max_datagrams):
@@ -304,63 +262,27 @@ class VrpnClient:
                 return
             if source[0] != self._server_ip or self._server_udp_port not in (None, source[1]):
                 self.stats.foreign_packets += 1
-                self._reject("foreign_datagram", f"a datagram from {source[0]}:{source[1]}, not the server")
+                self.names.reject(
+                    "foreign_datagram", f"a datagram from {source[0]}:{source[1]}, not the server"
+                )
                 continue
             try:
                 messages = vp.split_datagram(data)
             except vp.VrpnProtocolError as exc:
-                self._reject("malformed_datagram", f"a malformed datagram ({exc})")
+                self.names.reject("malformed_datagram", f"a malformed datagram ({exc})")
                 continue
             if self._server_udp_port is None:
                 # the server sends from one socket: the first datagram whose messages all
                 # have described ids names it, and datagrams from elsewhere are refused
-                if not messages or not all(
-                    self.types.name(m.type) is not None and self.senders.name(m.sender) is not None
-                    for m in messages
-                ):
-                    self._reject("unknown_sender", "an undescribed datagram before the server's first")
+                if not self.names.described(messages):
+                    self.names.reject("unknown_sender", "an undescribed datagram before the server's first")
                     continue
                 self._server_udp_port = source[1]
-            self._last_receive = time.monotonic()
+            self.keepalive.heard(time.monotonic())
             # time-critical reports only: descriptions come by TCP, in order with the stream
-            self._dispatch([m for m in messages if m.type >= 0], out)
-
-    def _dispatch(self, messages: list[vp.Message], out: list[Delivered]) -> None:
-        for m in messages:
-            if m.type >= 0:
-                type_name = self.types.name(m.type)
-                sender_name = self.senders.name(m.sender)
-                if type_name is None:
-                    self._reject("unknown_type", f"a message of undescribed type {m.type}")
-                elif sender_name is None:
-                    self._reject("unknown_sender", f"a message from undescribed sender {m.sender}")
-                else:
-                    out.append(Delivered(sender_name, type_name, m))
-                continue
-            try:
-                self._system(m)
-            except vp.VrpnProtocolError as exc:
-                self._reject("bad_description", f"a bad system message ({exc})")
-
-    def _system(self, m: vp.Message) -> None:
-        if m.type == vp.SENDER_DESCRIPTION:
-            if self.senders.describe(m.sender, vp.parse_description(m.payload)):
-                self.senders_changed = True
-        elif m.type == vp.TYPE_DESCRIPTION:
-            self.types.describe(m.sender, vp.parse_description(m.payload))
-        elif m.type == vp.UDP_DESCRIPTION:
-            vp.parse_udp_description(m.sender, m.payload)  # checked; we send nothing time-critical
-        elif m.type in vp.SYSTEM_TYPES:
-            pass  # log description, disconnect marker: nothing for a client
-        else:
-            self._reject("unknown_system_type", f"a system message of unknown type {m.type}")
+            self.names.dispatch([m for m in messages if m.type >= 0], out)
 
     # ------------------------------------------------------------------ errors
-    def _reject(self, kind: str, what: str) -> None:
-        """Bad input dropped: counted by kind, logged the first time of each kind."""
-        self.stats.decode_errors += 1
-        reject_input(self.stats, LOG, kind, what)
-
     def _fail(self, reason: str) -> NoReturn:
         self.stats.last_error = reason
         self.stats.disconnects += 1
@@ -379,3 +301,50 @@ class VrpnClient:
                 except OSError as exc:  # already gone
                     if exc.errno != errno.EBADF:
                         LOG.debug("close: %s", exc)
+
+
+def open_direct(address: tuple[str, int], deadline: float) -> socket.socket:
+    """A TCP connection to the server (tcp://), opened by ``deadline`` (monotonic)."""
+    tcp = socket.create_connection(address, timeout=max(deadline - time.monotonic(), 0.01))
+    tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return tcp
+
+
+def open_by_request(address: tuple[str, int], deadline: float, timeout: float) -> socket.socket:
+    """The default way: listen on a TCP port, ask the server by UDP to call it back by
+    ``deadline`` (monotonic; ``timeout`` s after the start, for the error)."""
+    lob = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        lob.connect(address)  # also picks our address towards the server
+        own_ip = lob.getsockname()[0]
+        listener.bind((own_ip, 0))
+        listener.listen(1)
+        request = vp.connect_request(own_ip, listener.getsockname()[1])
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no call back within {timeout:g} s (is a VRPN server running?)")
+            # refused: an ICMP answer to an earlier request (nobody listens yet): ask again
+            with contextlib.suppress(ConnectionRefusedError):
+                lob.send(request)
+            ready, _, _ = select.select([listener], [], [], min(REQUEST_RETRY, left))
+            if ready:
+                tcp, _ = listener.accept()
+                tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return tcp
+    finally:
+        lob.close()
+        listener.close()
+
+
+def exchange_cookies(tcp: socket.socket) -> str:
+    """Send our cookie, read the server's (blocking); the server's VRPN version."""
+    tcp.sendall(vp.cookie())
+    answer = b""
+    while len(answer) < vp.COOKIE_SIZE:
+        chunk = tcp.recv(vp.COOKIE_SIZE - len(answer))
+        if not chunk:
+            raise vp.VrpnProtocolError("closed the connection before sending its cookie")
+        answer += chunk
+    return vp.check_cookie(answer)

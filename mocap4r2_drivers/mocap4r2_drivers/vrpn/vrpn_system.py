@@ -188,7 +188,7 @@ class VrpnAdapter(MocapAdapter):
         except VrpnConnectionError as exc:
             raise AdapterError(str(exc)) from exc
         self.converter.announce(announced)
-        self.client.senders_changed = False
+        self.client.names.senders_changed = False
         return AssetNames(rigid_bodies=self.converter.asset_names(announced))
 
     def start_streaming(self) -> None:
@@ -222,8 +222,8 @@ class VrpnAdapter(MocapAdapter):
         except VrpnConnectionError as exc:
             self._lost(str(exc))
             return None
-        if client.senders_changed:
-            client.senders_changed = False
+        if client.names.senders_changed:
+            client.names.senders_changed = False
             self.converter.announce(client.trackers())
         converter = self.converter
         frames = self._queue
