@@ -5,27 +5,23 @@ opens and checks the file (a damaged file, one without mocap topics, an unknown 
 ``bodies`` fail there with the reason), activate plays, deactivate (a control-plane
 STOP) pauses and the next activate (START) resumes where it paused.
 
-A read-ahead thread decodes frames into a bounded queue, so the reader thread only
-waits for each frame's due time and hands it over. At ``rate_factor`` 1 a frame is due
-at its offset in the file after the moment playing (re)started; 0 plays as fast as the
-node publishes. ``stamps: original`` stamps each frame with the capture time the file
-holds (a session replayed so gives the recorded messages byte for byte), ``now`` with
-its due time (the file's time rebased to now). The file is watched while it plays: one
-that changes (a recording still being written, a file replaced) stops the replay with
-that reason rather than playing a mix.
+A read-ahead thread decodes frames into a bounded queue (playback.ReadAhead), so the
+reader thread only waits for each frame's due time (playback.Pacer) and hands it over.
+At ``rate_factor`` 1 a frame is due at its offset in the file after the moment playing
+(re)started; 0 plays as fast as the node publishes. ``stamps: original`` stamps each
+frame with the capture time the file holds (a session replayed so gives the recorded
+messages byte for byte), ``now`` with its due time (the file's time rebased to now).
+The file is watched while it plays: one that changes (a recording still being written,
+a file replaced) stops the replay with that reason rather than playing a mix.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import logging
 import math
-import queue
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -36,18 +32,11 @@ from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
 from .convert import seconds_for_stamp
-from .readers import ReplayFileError, ReplaySource, TimedFrame, file_signature, open_source
+from .playback import End, Item, Pacer, ReadAhead
+from .readers import ReplayFileError, ReplaySource, file_signature, open_source
 
 _LOG = logging.getLogger("mocap4r2.replay")
 STAMPS = ("original", "now")
-#: how often the read-ahead thread looks at the file for changes, s
-WATCH_PERIOD = 0.5
-#: frames handed from the read-ahead thread to the reader at once: one queue operation
-#: (two thread switches) per frame cost more than decoding a small frame
-CHUNK = 16
-#: the last part of a wait spent polling the clock: a sleep wakes up late by up to a
-#: scheduler tick, more than the timing budget of a frame at 1x
-SPIN_S = 0.0004
 
 
 def _check_bodies(text: str) -> str | None:
@@ -74,13 +63,6 @@ def parse_bodies(text: str) -> dict[str, list[str]]:
             "bodies must map each body name to a list of marker labels, e.g. '{pelvis: [A, B, C]}'"
         )
     return value
-
-
-@dataclass(slots=True)
-class _End:
-    """What the read-ahead thread puts last: the reason it stopped ("" at the file's end)."""
-
-    reason: str
 
 
 class ReplayAdapter(MocapAdapter):
@@ -156,44 +138,39 @@ class ReplayAdapter(MocapAdapter):
         self.bodies = parse_bodies(bodies)
         self.read_ahead = read_ahead
         self.source: ReplaySource | None = None
-        self._signature: tuple[int, int] | None = None
-        self._queue: queue.Queue[list[tuple[TimedFrame, float]] | _End] = queue.Queue(
-            maxsize=max(1, read_ahead // CHUNK)
-        )
-        self._ready: collections.deque[tuple[TimedFrame, float]] = collections.deque()
-        self._thread: threading.Thread | None = None
-        self._closing = threading.Event()
+        self._reading: ReadAhead | None = None
+        self._pacer = Pacer(rate_factor)
         self._paused = threading.Event()
-        self._pending: tuple[TimedFrame, float] | None = None
-        self._anchor_wall = 0.0  # monotonic time at which _anchor_offset is due
-        self._anchor_offset = 0.0
-        self._anchor_unix = 0.0
+        self._pending: Item | None = None
         self.played = 0
         self._played_in_loop = 0
         self._shift = 0.0
-        self.loops = 0
         self.position = 0.0
         self.finished = ""
-        self.late_frames = 0
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> ReplayAdapter:
         return cls(**{spec.name: values[spec.name] for spec in cls.parameters})
 
+    @property
+    def loops(self) -> int:
+        """Times playing went back to start."""
+        return self._reading.loops if self._reading is not None else 0
+
     # ------------------------------------------------------------------ lifecycle
     def connect(self) -> AssetNames:
         try:
             source = open_source(self.file, self.source_name, self.up_axis, self.bodies)
-            self._signature = file_signature(source.path)
+            signature = file_signature(source.path)
         except (ReplayFileError, OSError) as exc:
             raise ConfigurationError(str(exc)) from None
         self.source = source
         # a configure after a cleanup plays the file again from start
-        self._queue = queue.Queue(maxsize=max(1, self.read_ahead // CHUNK))
-        self._ready = collections.deque()
-        self._closing.clear()
+        self._reading = ReadAhead(
+            source, signature, self.start, self.end, self.loop, self.read_ahead, paced=self.rate_factor > 0
+        )
         self._pending = None
-        self.played = self.loops = self._played_in_loop = 0
+        self.played = self._played_in_loop = 0
         self._shift = 0.0
         self.position = 0.0
         self.finished = ""
@@ -217,106 +194,26 @@ class ReplayAdapter(MocapAdapter):
         return rate * self.rate_factor if self.rate_factor > 0 else rate
 
     def start_streaming(self) -> None:
-        if self.source is None:
+        if self.source is None or self._reading is None:
             raise AdapterError("not connected")
-        if self._thread is None:
-            self._closing.clear()
-            self._thread = threading.Thread(target=self._read_ahead, name="replay-read-ahead", daemon=True)
-            self._thread.start()
+        self._reading.begin()
         self._paused.clear()
-        self._anchor_wall = -1.0  # set by the first frame handed over: playing resumes from it
+        self._pacer.restart()  # playing resumes from the first frame handed over
 
     def stop_streaming(self) -> None:
         # a pause: the read-ahead thread keeps its queue, the next start goes on from here
         self._paused.set()
 
     def disconnect(self) -> None:
-        self._closing.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            with contextlib.suppress(queue.Empty):
-                while True:  # unblock a put
-                    self._queue.get_nowait()
-            thread.join(timeout=5.0)
+        if self._reading is not None:
+            self._reading.close()
         source, self.source = self.source, None
         if source is not None:
             source.close()
 
-    # ------------------------------------------------------------------ read-ahead
-    def _read_ahead(self) -> None:
-        source = self.source
-        assert source is not None
-        last_watch = time.monotonic()
-        shift = 0.0  # added to the offsets of every loop after the first
-        reason = ""
-        try:
-            batch: list[tuple[TimedFrame, float]] = []
-            paced = self.rate_factor > 0
-            while not self._closing.is_set():
-                last = None
-                for item in source.frames(self.start, self.end):
-                    now = time.monotonic()
-                    if now - last_watch > WATCH_PERIOD:
-                        last_watch = now
-                        problem = self._file_changed()
-                        if problem:
-                            raise ReplayFileError(problem)
-                    if paced:
-                        # let the reader thread take the interpreter now if its frame is due:
-                        # otherwise it waits for the switch interval (5 ms) while frames decode
-                        time.sleep(0)
-                    batch.append((item, shift))
-                    if len(batch) >= CHUNK:
-                        if not self._put(batch):
-                            return
-                        batch = []
-                    last = item
-                if batch:
-                    if not self._put(batch):
-                        return
-                    batch = []
-                if last is None:
-                    reason = "no frames between start and end"
-                    break
-                if not self.loop:
-                    break
-                period = 1.0 / source.info.rate if source.info.rate > 0 else 0.0
-                shift += last.offset - self.start + period
-                self.loops += 1
-        except ReplayFileError as exc:
-            reason = str(exc)
-        except Exception as exc:  # noqa: BLE001 - the file broke while playing: say how
-            reason = f"{type(exc).__name__}: {exc}"
-        problem = self._file_changed()
-        self._put(_End(problem or reason))
-
-    def _file_changed(self) -> str:
-        source = self.source
-        if source is None or self._signature is None:
-            return ""
-        try:
-            signature = file_signature(source.path)
-        except OSError as exc:
-            return f"the file changed during replay ({exc})"
-        if signature != self._signature:
-            return (
-                f"the file changed during replay (size {self._signature[0]} -> {signature[0]} bytes, "
-                "or modified); replay stopped"
-            )
-        return ""
-
-    def _put(self, item: list[tuple[TimedFrame, float]] | _End) -> bool:
-        while not self._closing.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
     # ------------------------------------------------------------------ reading
     def read_frame(self, timeout: float) -> MocapFrame | None:
-        if self.source is None:
+        if self.source is None or self._reading is None:
             raise AdapterError("not connected")
         if self.finished:
             if self.finished != "end of file":
@@ -324,34 +221,23 @@ class ReplayAdapter(MocapAdapter):
             time.sleep(min(timeout, 0.1))
             return None
         item = self._pending
-        if item is None and self._ready:
-            item = self._ready.popleft()
         if item is None:
-            try:
-                got = self._queue.get(timeout=timeout)
-            except queue.Empty:
+            got = self._reading.take(timeout)
+            if got is None:
                 return None
-            if isinstance(got, _End):
+            if isinstance(got, End):
                 self.finished = got.reason or "end of file"
                 if got.reason:
                     _LOG.error("replay stopped: %s", got.reason)
                     raise AdapterError(got.reason)
                 _LOG.info("replay finished: %d frames played", self.played)
                 return None
-            self._ready.extend(got)
-            item = self._ready.popleft()
+            item = got
         timed, shift = item
-        offset = timed.offset + shift
-        if self._anchor_wall < 0:
-            self._anchor_wall = time.monotonic()
-            self._anchor_offset = offset
-            self._anchor_unix = time.time()
-        due = 0.0
-        if self.rate_factor > 0:
-            due = self._anchor_wall + (offset - self._anchor_offset) / self.rate_factor
-            if not self._wait_until(due, timeout):
-                self._pending = item
-                return None
+        due = self._pacer.due(timed.offset + shift)
+        if self.rate_factor > 0 and not self._pacer.wait_until(due, timeout, self._paused):
+            self._pending = item
+            return None
         self._pending = None
         if shift != self._shift:  # the first frame of another loop
             self._shift = shift
@@ -363,24 +249,10 @@ class ReplayAdapter(MocapAdapter):
         if self.stamps == "original":
             frame.capture_time = seconds_for_stamp(timed.sec, timed.nanosec)
         elif self.rate_factor > 0:
-            frame.capture_time = self._anchor_unix + (due - self._anchor_wall)
+            frame.capture_time = self._pacer.unix_time(due)
         else:
             frame.capture_time = None  # stamped on arrival
         return frame
-
-    def _wait_until(self, due: float, timeout: float) -> bool:
-        """Wait for the monotonic time ``due``; False when ``timeout`` ends first or the
-        system pauses."""
-        limit = time.monotonic() + timeout
-        while True:
-            now = time.monotonic()
-            if now >= due:
-                return True
-            if now >= limit or self._paused.is_set():
-                return False
-            left = min(due, limit) - now
-            if left > SPIN_S:
-                time.sleep(left - SPIN_S)
 
     def status(self) -> dict[str, str]:
         source = self.source
@@ -401,7 +273,7 @@ class ReplayAdapter(MocapAdapter):
             "duration_s": f"{info.duration:.3f}",
             "frames_played": str(self.played),
             "frames_left": str(left),
-            "read_ahead_depth": str(self._queue.qsize() * CHUNK + len(self._ready)),
+            "read_ahead_depth": str(self._reading.depth if self._reading is not None else 0),
             "loops": str(self.loops),
             "rate_factor": str(self.rate_factor),
             **info.details,
