@@ -14,6 +14,7 @@ turns poses into the frames a mocap system sends (markers, bodies, skeletons).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ __all__ = [
     "SkeletonSpec",
     "batch_size_for",
     "default_scene_path",
+    "unlabeled_cloud",
 ]
 
 # Frames computed together by Scene.frame, at most: large enough that numpy's per-call
@@ -121,8 +123,12 @@ class Scene:
                 raise SceneError(f"{where}: id {body_id} is negative or used twice")
             used_ids.add(body_id)
             layout = np.asarray(cfg.get("markers", default_layout(rng)), dtype=float)
-            if layout.ndim != 2 or layout.shape[1] != 3 or layout.shape[0] < 3:
-                raise SceneError(f"{where}: markers must be 3 or more [x, y, z] points")
+            # one marker is a position-only body: its orientation is not observable and stays
+            # the trajectory's; two leave the rotation about their line unobservable
+            if layout.ndim != 2 or layout.shape[1] != 3 or layout.shape[0] in (0, 2):
+                raise SceneError(
+                    f"{where}: markers must be 1 (a position-only body) or 3 or more [x, y, z] points"
+                )
             m = layout.shape[0]
             specs.append(
                 BodySpec(
@@ -172,6 +178,7 @@ class Scene:
         self._marker_layout = np.concatenate([b.marker_layout for b in bodies]) if nb else np.zeros((0, 3))
         self._marker_offsets = np.zeros(nb + 1, dtype=np.int64)
         np.cumsum(counts, out=self._marker_offsets[1:])
+        self._markers_needed = np.minimum(counts, 3)
         self._body_ids = np.asarray([b.id for b in bodies], dtype=np.int32)
         self._body_names = tuple(b.name for b in bodies)
         self._labeled_ids = np.concatenate([b.marker_ids for b in bodies]) if nb else np.zeros(0, np.int32)
@@ -252,7 +259,8 @@ class Scene:
             self._body_occlusion[self._marker_body],
             lost,
         )
-        valid = seen.valid
+        # a body is tracked with 3 of its markers seen, a single-marker body with its one
+        valid = ~lost & (seen.visible >= self._markers_needed)
         out_pos = np.where(valid[..., None], body_pos, np.nan)
         out_quat = np.where(valid[..., None], body_quat, np.nan)
         if self.unlabeled:
@@ -321,3 +329,24 @@ class Scene:
                 )
             )
         return out
+
+
+def unlabeled_cloud(frame: MocapFrame, seed: int) -> MocapFrame:
+    """``frame`` as a system that sends only its point cloud: the markers it sees, with
+    UNKNOWN_ID and empty names, in an order drawn from (seed, frame number) so that no
+    position in the message tells which body a marker is on; no rigid body, no skeleton.
+
+    The same scene and seed give the same cloud, so the labeled frame of one simulated
+    system is the truth of the cloud of another."""
+    markers = frame.markers
+    seen = np.flatnonzero(~markers.occluded & np.isfinite(markers.positions).all(axis=1))
+    order = np.random.default_rng([seed, 0xC10D, frame.frame_number]).permutation(seen)
+    n = len(order)
+    cloud = MarkerArrays(
+        ids=np.full(n, UNKNOWN_ID, np.int32),
+        names=("",) * n,
+        positions=markers.positions[order],
+        occluded=np.zeros(n, dtype=bool),
+        residuals=markers.residuals[order],
+    )
+    return replace(frame, markers=cloud, bodies=BodyArrays(), skeletons=SkeletonArrays())

@@ -32,7 +32,7 @@ from mocap4r2_control.system_node import run_system
 
 from ..impairment import ServerClock, TimeImpairment, TruthLog
 from .arms import MAX_LINKS, LinkPosesRefused, SceneArms
-from .scene import Scene, SceneError, default_scene_path
+from .scene import Scene, SceneError, default_scene_path, unlabeled_cloud
 
 _LOG = logging.getLogger("mocap4r2.simulated")
 # what a reader may fall behind by default (see the module docstring)
@@ -69,15 +69,31 @@ class SimulatedAdapter(MocapAdapter):
             min_value=0,
             max_value=1024,
         ),
+        ParameterSpec(
+            "publish_labels",
+            True,
+            "false: send only the point cloud, as a system that cannot label markers (markers "
+            "with UNKNOWN_ID and empty names, shuffled; no rigid bodies, no skeletons). Two "
+            "systems with the same scene and seed give the truth and the cloud of the same frames.",
+        ),
     )
 
-    def __init__(self, scene_path: str, seed: int, rate: float, max_backlog: int, batch_frames: int = 0):
+    def __init__(
+        self,
+        scene_path: str,
+        seed: int,
+        rate: float,
+        max_backlog: int,
+        batch_frames: int = 0,
+        publish_labels: bool = True,
+    ):
         self.scene_path = scene_path or str(default_scene_path())
         self.seed = None if seed < 0 else seed
         self.rate_override = rate
         self.max_backlog = max_backlog
         self.backlog = max_backlog  # in frames, known once the scene's rate is (connect)
         self.batch_frames = batch_frames
+        self.publish_labels = publish_labels
         self.scene: Scene | None = None
         self._start = 0.0
         self._next = 0
@@ -98,7 +114,12 @@ class SimulatedAdapter(MocapAdapter):
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> SimulatedAdapter:
         return cls(
-            values["scene"], values["seed"], values["rate"], values["max_backlog"], values["batch_frames"]
+            values["scene"],
+            values["seed"],
+            values["rate"],
+            values["max_backlog"],
+            values["batch_frames"],
+            values["publish_labels"],
         )
 
     def connect(self) -> AssetNames:
@@ -130,7 +151,8 @@ class SimulatedAdapter(MocapAdapter):
         self.scene = scene
         self.arms = SceneArms(scene) if arms else None
         self._subscribe()
-        return scene.asset_names()
+        # a system that sends only its cloud has no assets to name
+        return scene.asset_names() if self.publish_labels else AssetNames()
 
     def attach(self, node) -> None:
         # the arms' topics are known once the scene is read (connect); keep the node
@@ -232,6 +254,8 @@ class SimulatedAdapter(MocapAdapter):
             arms = self.arms
             if arms is not None:
                 frame = arms.compose(frame, time.monotonic())
+            if not self.publish_labels:
+                frame = unlabeled_cloud(frame, scene.seed)
             captured = self._start + k / scene.rate
             # the time since the frame arrived (the reader's wake-up, earlier frames of a
             # burst) is the host's, not the network's: latency too, as a driver that reads

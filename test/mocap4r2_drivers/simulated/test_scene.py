@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from mocap4r2_drivers.simulated.scene import BATCH_SIZE, Scene, batch_size_for
+from mocap4r2_control.frame import UNKNOWN_ID
+from mocap4r2_drivers.simulated.scene import BATCH_SIZE, Scene, batch_size_for, unlabeled_cloud
 
 # every feature of a scene: noise, occlusion, jitter, strays, tilt, tracking loss, a skeleton
 SCENE = {
@@ -103,3 +104,59 @@ def test_batched_frames_vary_and_keep_the_rules():
             assert math.isclose(math.hypot(x, y), 1.0, abs_tol=1e-9) and z == pytest.approx(1.0)
     strays = np.array([f.markers.positions[-3:] for f in frames])
     assert np.unique(strays[:, 0, 0]).size == len(frames)
+
+
+SINGLES = {
+    "seed": 9,
+    "rate": 200.0,
+    "noise": 0.0002,
+    "occlusion": 0.3,
+    "unlabeled_markers": 2,
+    "rigid_bodies": [
+        {
+            "name": "dot",
+            "id": 1,
+            "markers": [[0.0, 0.0, 0.0]],
+            "trajectory": {"type": "circle", "period": 2.0},
+        },
+        {"name": "quad", "id": 2, "trajectory": {"type": "circle", "radius": 0.5, "period": 3.0}},
+    ],
+}
+
+
+def test_a_single_marker_body_is_tracked_whenever_its_marker_is_seen():
+    """One marker gives a position-only body: tracked when that marker is seen (a body of
+    more markers needs 3), its orientation the trajectory's (not observable from one point)."""
+    scene = Scene(dict(SINGLES))
+    assert scene.asset_names().markers[0] == "dot:marker1" and len(scene.asset_names().markers) == 5
+    frames = scene.frames(0, 200)
+    dot_seen = np.array([not f.markers.occluded[0] for f in frames])
+    quad_seen = np.array([(~f.markers.occluded[1:5]).sum() for f in frames])
+    valid = np.array([f.bodies.valid for f in frames])
+    assert valid[:, 0].tolist() == dot_seen.tolist() and 0 < dot_seen.sum() < 200
+    assert valid[:, 1].tolist() == (quad_seen >= 3).tolist()
+    for k, f in enumerate(frames):
+        pos, quat = scene.poses(scene.time_of(k))
+        if f.bodies.valid[0]:
+            assert np.array_equal(f.bodies.positions[0], pos[0])
+            assert np.array_equal(f.bodies.orientations[0], quat[0])
+            assert np.linalg.norm(f.markers.positions[0] - pos[0]) < 0.003  # noise only
+
+
+def test_the_unlabeled_cloud_holds_the_seen_markers_shuffled_and_nothing_else():
+    scene = Scene(dict(SINGLES))
+    orders = set()
+    for frame in scene.frames(0, 50):
+        cloud = unlabeled_cloud(frame, scene.seed)
+        assert cloud.frame_number == frame.frame_number and cloud.latency == frame.latency
+        seen = ~frame.markers.occluded
+        assert len(cloud.markers) == seen.sum() and (cloud.markers.ids == UNKNOWN_ID).all()
+        assert set(cloud.markers.names) <= {""} and not cloud.markers.occluded.any()
+        assert len(cloud.bodies) == 0 and len(cloud.skeletons.ids) == 0
+        # the same points, in another order, the same order for the same seed and frame
+        truth = frame.markers.positions[seen]
+        assert np.array_equal(np.sort(cloud.markers.positions, axis=0), np.sort(truth, axis=0))
+        again = unlabeled_cloud(frame, scene.seed)
+        assert np.array_equal(again.markers.positions, cloud.markers.positions)
+        orders.add(tuple(np.argsort(cloud.markers.positions[:, 0])))
+    assert len(orders) > 10

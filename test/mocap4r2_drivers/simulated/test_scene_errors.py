@@ -18,7 +18,9 @@ CASES = [
     ({"noise": float("nan")}, "noise"),
     ({"occlusion": 2}, "occlusion"),
     ({"rigid_bodies": [{"name": "ok"}, {"name": "x", "trajectory": {"type": "zigzag"}}]}, "rigid_bodies[1]"),
-    ({"rigid_bodies": [{"name": "x", "markers": [[0, 0, 0]]}]}, "rigid_bodies[0]"),
+    # 1 marker is a position-only body; 2 leave the rotation about their line unobservable
+    ({"rigid_bodies": [{"name": "x", "markers": [[0, 0, 0], [0.1, 0, 0]]}]}, "rigid_bodies[0]"),
+    ({"rigid_bodies": [{"name": "x", "markers": []}]}, "rigid_bodies[0]"),
     ({"rigid_bodies": [{"name": "x", "trajectory": {"type": "circle", "period": "soon"}}]}, "period"),
     ({"skeletons": [{"name": "w", "template": "cat"}]}, "skeletons[0]"),
     # arms (link poses from a topic, see simulated/arms.py): what a bad entry is told

@@ -4,6 +4,7 @@ adapter's clock is replaced by one the test moves, so what is due is exact."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mocap4r2_drivers.simulated import simulated_system
@@ -83,3 +84,30 @@ def test_a_reader_that_keeps_up_loses_nothing(clock):
     scene = adapter.scene
     assert numbers == [k for k in range(numbers[0], numbers[-1] + 1) if not scene.is_dropped(k)]
     assert numbers[0] == 0 and adapter.lost_frames == 0
+
+
+def test_without_labels_the_system_sends_the_cloud_of_the_labeled_systems_frames(clock):
+    """publish_labels false: no assets named, no bodies or skeletons, the seen markers
+    unlabeled and shuffled; the same scene and seed labeled give the truth of each frame."""
+    truth = SimulatedAdapter(str(default_scene_path()), seed=3, rate=200.0, max_backlog=0)
+    cloud = SimulatedAdapter(
+        str(default_scene_path()), seed=3, rate=200.0, max_backlog=0, publish_labels=False
+    )
+    assert len(truth.connect().rigid_bodies) > 0
+    names = cloud.connect()
+    assert names.rigid_bodies == () and names.markers == () and names.skeletons == ()
+    for adapter in (truth, cloud):
+        adapter.start_streaming()
+    clock.now += 0.2
+    pairs = 0
+    while (labeled := truth.read_frame(0.0)) is not None:
+        unlabeled = cloud.read_frame(0.0)
+        assert unlabeled is not None and unlabeled.frame_number == labeled.frame_number
+        assert len(unlabeled.bodies) == 0 and len(unlabeled.skeletons.ids) == 0
+        assert (unlabeled.markers.ids == -1).all() and set(unlabeled.markers.names) <= {""}
+        seen = labeled.markers.positions[~labeled.markers.occluded]
+        assert np.array_equal(np.sort(unlabeled.markers.positions, axis=0), np.sort(seen, axis=0))
+        pairs += not np.array_equal(unlabeled.markers.positions, seen)
+    assert pairs > 10  # shuffled, not the labeled order
+    for adapter in (truth, cloud):
+        adapter.disconnect()
