@@ -7,18 +7,30 @@ Starts ``ros_gz_bridge parameter_bridge`` for each model's PosePublisher topic
 docs/gazebo.md) unless bridge:=false, and gazebo_system subscribed to them.
 """
 
-import os
+from mocap4r2_drivers.system_launch import LaunchArgument, SystemLaunch
 
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
-from launch.conditions import IfCondition
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import LifecycleNode, Node
-
-from launch import LaunchDescription
+SYSTEM = SystemLaunch(
+    "gazebo",
+    arguments=(
+        LaunchArgument("world", "default", "Name of the Gazebo world"),
+        LaunchArgument(
+            "models",
+            "",
+            "Models tracked as rigid bodies, each with a PosePublisher, e.g. "
+            "[robot1, drone1]; empty: the params file's (and no bridge)",
+        ),
+        LaunchArgument("bridge", "true", "Start ros_gz_bridge for the poses"),
+    ),
+)
 
 
 def _nodes(context):
+    # launch and launch_ros come with a ROS distribution: imported where they are used, so
+    # the plan above reads without them (SystemLaunch's docstring says why)
+    from launch.conditions import IfCondition
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
     world = LaunchConfiguration("world").perform(context)
     # "[a, b]" or "a,b": the tracked models, in order, each with a PosePublisher
     models = [
@@ -39,45 +51,12 @@ def _nodes(context):
             condition=IfCondition(LaunchConfiguration("bridge") if topics else "false"),
             output="screen",
         ),
-        LifecycleNode(
-            package="mocap4r2_drivers",
-            executable="gazebo_system",
-            name="gazebo_system",
-            namespace=LaunchConfiguration("namespace"),
-            parameters=[LaunchConfiguration("system_params"), overrides],
-            output="screen",
-        ),
+        *SYSTEM.node(overrides),
     ]
 
 
 def generate_launch_description():
     """What `ros2 launch` runs from this file (see the module docstring)."""
-    config = os.path.join(get_package_share_directory("mocap4r2_drivers"), "config", "gazebo.yaml")
-    return LaunchDescription(
-        [
-            # the node leaves (SIGTERM) if the launch process dies without stopping it
-            SetEnvironmentVariable("MOCAP4R2_EXIT_WITH_PARENT", "1"),
-            DeclareLaunchArgument(
-                "namespace", default_value="gazebo", description="Namespace of the system's topics"
-            ),
-            DeclareLaunchArgument(
-                "system_params", default_value=config, description="Parameters YAML of the system"
-            ),
-            DeclareLaunchArgument("world", default_value="default", description="Name of the Gazebo world"),
-            DeclareLaunchArgument(
-                "models",
-                default_value="",
-                description="Models tracked as rigid bodies, each with a PosePublisher, e.g. "
-                "[robot1, drone1]; empty: the params file's (and no bridge)",
-            ),
-            DeclareLaunchArgument(
-                "bridge", default_value="true", description="Start ros_gz_bridge for the poses"
-            ),
-            DeclareLaunchArgument(
-                "autostart",
-                default_value="false",
-                description="Configure and activate without a lifecycle manager",
-            ),
-            OpaqueFunction(function=_nodes),
-        ]
-    )
+    from launch.actions import OpaqueFunction
+
+    return SYSTEM.launch_description([OpaqueFunction(function=_nodes)])

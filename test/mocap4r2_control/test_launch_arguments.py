@@ -14,6 +14,7 @@ keeps its own to itself).
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import shutil
 import signal
@@ -88,6 +89,22 @@ def _parameter_files(expr: ast.AST, names: dict[str, ast.expr], depth: int = 0) 
     return set()
 
 
+def _system_launch_plans(path: Path, calls: list[ast.Call]) -> list:
+    """The SystemLaunch plans a launch file defines: the file is run (it imports only the
+    plan's module at its top; launch is imported where the actions are built)."""
+    if not any(_name(call) == "SystemLaunch" for call in calls):
+        return []
+    from mocap4r2_drivers.system_launch import SystemLaunch
+
+    spec = importlib.util.spec_from_file_location(f"plan_of_{path.stem.replace('.', '_')}", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    plans = [value for value in vars(module).values() if isinstance(value, SystemLaunch)]
+    assert plans, f"{path.name} calls SystemLaunch but keeps no plan at module level"
+    return plans
+
+
 class LaunchFileSource:
     """What one launch file declares and which arguments feed its nodes' parameters."""
 
@@ -116,6 +133,14 @@ class LaunchFileSource:
                 for keyword in call.keywords:
                     if keyword.arg == "parameters":
                         self.parameter_arguments |= _parameter_files(keyword.value, self.names)
+        # a system's launch file states its plan as a SystemLaunch, whose node and arguments
+        # are built by mocap4r2_drivers.system_launch: read the plan itself
+        for plan in _system_launch_plans(path, calls):
+            self.node_count += 1
+            self.parameter_arguments |= set(plan.parameter_files())
+            for argument in plan.declared_arguments():
+                is_yaml = argument.default is not None and argument.default.endswith(".yaml")
+                self.declared[argument.name] = os.path.basename(argument.default) if is_yaml else None
 
     def includes(self) -> list[tuple[str, bool]]:
         """(included file name, inside a scoped GroupAction) in the order they appear."""
@@ -174,10 +199,14 @@ def parameters_files_per_include(bringup: Path) -> dict[str, set[str | None]]:
     return given
 
 
-def test_static_reading_sees_the_collision_it_guards_against(tmp_path):
+def test_static_reading_sees_the_collision_it_guards_against(tmp_path, monkeypatch):
     """The reading of the launch rules sees the collision it guards against: with both
     files declaring params_file and included without scope, the tools would get
     simulated.yaml."""
+    from mocap4r2_drivers import system_launch
+
+    # a system's argument is named by the plan's module, the others' in their own files
+    monkeypatch.setattr(system_launch, "SYSTEM_PARAMS", "params_file")
     for name in ("simulated.launch.py", "tools.launch.py", "demo_bringup.launch.py"):
         text = (LAUNCH_DIR / name).read_text()
         text = text.replace('"system_params"', '"params_file"').replace('"tools_params"', '"params_file"')
