@@ -39,6 +39,7 @@ from mocap4r2_control.frame import NO_PARENT
 
 from ..common import ClientStats, reject_input
 from . import protocol as qp
+from .capture import QtmCapture
 
 LOG = logging.getLogger("mocap4r2.qualisys")
 
@@ -212,17 +213,6 @@ class TimestampMapper:
 DISCONNECTED = object()  # queued when the connection drops, to wake the reader
 
 
-def _qtm_words(exc: BaseException) -> str:
-    """QTM's own answer inside a qtm-rt exception ("Expected [...] but got b'...'")."""
-    text = str(exc)
-    marker = "but got "
-    if marker in text:
-        text = text.split(marker, 1)[1].strip()
-        if text[:2] in ("b'", 'b"'):
-            text = text[2:-1]
-    return text.rstrip("\x00").strip() or type(exc).__name__
-
-
 class GuardedStream:
     """What stands between the socket and qtm-rt's reader: bounded framing, a check of
     every packet, and the time of the last byte received (for the watchdog)."""
@@ -305,12 +295,11 @@ class QtmClient:
         self._connection: Any = None
         self._streaming = False  # what the user asked for (kept across reconnects)
         self._closing = False
-        self._reconnect_task: asyncio.Task | None = None
         self._guard: GuardedStream | None = None
         self._drop_reason = ""
-        self.watchdog_reconnects = 0
-        self._watchdog_task: asyncio.Task | None = None
-        self._loop.call_soon_threadsafe(self._start_watchdog)
+        self.keeper = ConnectionKeeper(self)
+        self.capture = QtmCapture(self)  # QTM's own recording
+        self._loop.call_soon_threadsafe(self.keeper.start)
 
     # ------------------------------------------------------------------ blocking API
     @property
@@ -318,7 +307,19 @@ class QtmClient:
         connection = self._connection
         return connection is not None and connection.has_transport()
 
-    def _call(self, coro, timeout: float | None = None):
+    @property
+    def connection(self) -> Any:
+        """qtm-rt's QRTConnection (None while not connected), for coroutines run by :meth:`call`."""
+        return self._connection
+
+    @property
+    def watchdog_reconnects(self) -> int:
+        """Connections dropped because a streaming QTM sent nothing for ``reconnect_after`` s."""
+        return self.keeper.reconnects
+
+    def call(self, coro, timeout: float | None = None):
+        """Run ``coro`` on the client's loop and wait for its result; QtmConnectionError
+        after ``timeout`` s."""
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
             return future.result(timeout if timeout is not None else 3 * self.timeout + 1.0)
@@ -329,7 +330,7 @@ class QtmClient:
     def connect(self) -> QtmParameters:
         """Connect, set the protocol version, read the parameters and take control if
         a password was given; QtmConnectionError with the reason otherwise."""
-        self._call(self._open())
+        self.call(self._open())
         return self.parameters
 
     def start_streaming(self) -> None:
@@ -338,13 +339,13 @@ class QtmClient:
             pass
         self._streaming = True
         if self.connected:
-            self._call(self._stream())
+            self.call(self._stream())
 
     def stop_streaming(self) -> None:
         self._streaming = False
         if self.connected:
             try:
-                self._call(self._connection.stream_frames_stop(), timeout=self.timeout)
+                self.call(self._connection.stream_frames_stop(), timeout=self.timeout)
             except Exception as exc:  # noqa: BLE001 - the connection may be gone meanwhile
                 LOG.debug("stream stop failed: %s", exc)
 
@@ -362,7 +363,7 @@ class QtmClient:
         self._closing = True
         if self._loop.is_running():
             try:
-                self._call(self._shutdown(), timeout=self.timeout + 1.0)
+                self.call(self._shutdown(), timeout=self.timeout + 1.0)
             except Exception as exc:  # noqa: BLE001 - closing goes on regardless
                 LOG.debug("close: %s", exc)
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -398,43 +399,6 @@ class QtmClient:
         self._connection = connection
         self.stats.connects += 1
         LOG.info("connected to %s (%s)", where, self.qtm_version)
-
-    # ------------------------------------------------------------------ QTM's own recording
-    def start_capture(self, password: str) -> str:
-        """Start a capture in QTM (``start``), taking control first when this client does
-        not hold it; QtmConnectionError with QTM's words when QTM refuses."""
-        return self._capture(self._start_capture(password))
-
-    def stop_and_save_capture(self, filename: str) -> str:
-        """Stop QTM's capture (``stop``) and save it as ``filename`` (``save``)."""
-        return self._capture(self._stop_and_save(filename))
-
-    def _capture(self, coro) -> str:
-        if not self.connected:
-            coro.close()
-            raise QtmConnectionError("not connected to QTM")
-        try:
-            return self._call(coro, timeout=3 * self.timeout)
-        except QtmConnectionError:
-            raise
-        except Exception as exc:  # qtm-rt's QRTCommandException carries QTM's answer
-            raise QtmConnectionError(f"QTM refused: {_qtm_words(exc)}") from exc
-
-    async def _start_capture(self, password: str) -> str:
-        if self.password is None:  # control is needed to start a capture
-            await self._connection.take_control(password)
-        answer = await self._connection.start()
-        return answer.decode(errors="replace")
-
-    async def _stop_and_save(self, filename: str) -> str:
-        await self._connection.stop()
-        answer = await self._connection.save(filename)
-        if self.password is None:  # control was taken for the capture only
-            try:
-                await self._connection.release_control()
-            except Exception as exc:  # noqa: BLE001 - the measurement is saved already
-                LOG.debug("release after save: %s", exc)
-        return answer.decode(errors="replace")
 
     async def _connect_guarded(self, qtm_rt):
         """qtm_rt.connect, with qtm-rt's protocol reading through a GuardedStream; None
@@ -475,30 +439,6 @@ class QtmClient:
         if connection is not None and connection.has_transport():
             connection.disconnect()
 
-    async def _watchdog(self) -> None:
-        warned = False
-        while not self._closing:
-            await asyncio.sleep(
-                max(min(0.25, self.reconnect_after / 4), 0.02) if self.reconnect_after > 0 else 0.5
-            )
-            guard = self._guard
-            if not (self.reconnect_after > 0 and self._streaming and guard is not None and self.connected):
-                continue
-            silent = time.monotonic() - guard.last_receive
-            if silent < self.reconnect_after:
-                warned = False
-                continue
-            reason = (
-                f"no data from QTM for {silent:.1f} s while streaming (reconnect_after "
-                f"{self.reconnect_after:g} s): reconnecting"
-            )
-            self.watchdog_reconnects += 1
-            if not warned:
-                LOG.warning(reason)
-                warned = True
-            guard.last_receive = time.monotonic()
-            self.drop_connection(reason)
-
     async def _read_parameters(self, connection) -> None:
         parts = parameter_parts(self.components)
         for _attempt in range(3):
@@ -519,15 +459,8 @@ class QtmClient:
             frames="allframes", components=self.components, on_packet=self._on_packet
         )
 
-    def _start_watchdog(self) -> None:
-        self._watchdog_task = self._loop.create_task(self._watchdog())
-
     async def _shutdown(self) -> None:
-        if self._watchdog_task is not None:
-            self._watchdog_task.cancel()
-            await asyncio.gather(self._watchdog_task, return_exceptions=True)
-        if self._reconnect_task is not None:
-            self._reconnect_task.cancel()
+        await self.keeper.stop()
         connection, self._connection = self._connection, None
         if connection is None or not connection.has_transport():
             return
@@ -570,20 +503,78 @@ class QtmClient:
         self.stats.last_error = reason or f"QTM connection lost{': ' + str(exc) if exc else ''}"
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(DISCONNECTED)
-        if self.reconnect_period <= 0 or self._closing:
+        self.keeper.lost()
+
+
+class ConnectionKeeper:
+    """Keeps a client's connection up: after a lost one, tries again every
+    ``reconnect_period`` s (0: never) until QTM is back, and resumes streaming; a
+    streaming connection QTM has sent nothing on for ``reconnect_after`` s is dropped
+    (a receive watchdog), and the reconnection follows as for a lost one."""
+
+    def __init__(self, client: QtmClient) -> None:
+        self.client = client
+        self.reconnects = 0  # connections the watchdog dropped
+        self._task: asyncio.Task | None = None
+        self._reconnect_task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """(loop thread) Start watching."""
+        self._task = self.client._loop.create_task(self._run())
+
+    async def stop(self) -> None:
+        """(loop thread) Stop watching and reconnecting."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+
+    def lost(self) -> None:
+        """(loop thread) The connection was lost: reconnect unless told not to."""
+        client = self.client
+        if client.reconnect_period <= 0 or client._closing:
             return
         if self._reconnect_task is None or self._reconnect_task.done():
-            self._reconnect_task = self._loop.create_task(self._reconnect())
+            self._reconnect_task = client._loop.create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
         """Try again every reconnect_period until QTM is back (or the client closes)."""
-        while not self._closing:
-            await asyncio.sleep(self.reconnect_period)
+        client = self.client
+        while not client._closing:
+            await asyncio.sleep(client.reconnect_period)
             try:
-                await self._open()
-                if self._streaming:
-                    await self._stream()
-                LOG.info("reconnected to QTM at %s:%s", self.host, self.port)
+                await client._open()
+                if client._streaming:
+                    await client._stream()
+                LOG.info("reconnected to QTM at %s:%s", client.host, client.port)
                 return
             except Exception as exc:  # noqa: BLE001 - keep trying
-                self.stats.last_error = str(exc)
+                client.stats.last_error = str(exc)
+
+    async def _run(self) -> None:
+        client = self.client
+        warned = False
+        while not client._closing:
+            await asyncio.sleep(
+                max(min(0.25, client.reconnect_after / 4), 0.02) if client.reconnect_after > 0 else 0.5
+            )
+            guard = client._guard
+            if not (
+                client.reconnect_after > 0 and client._streaming and guard is not None and client.connected
+            ):
+                continue
+            silent = time.monotonic() - guard.last_receive
+            if silent < client.reconnect_after:
+                warned = False
+                continue
+            reason = (
+                f"no data from QTM for {silent:.1f} s while streaming (reconnect_after "
+                f"{client.reconnect_after:g} s): reconnecting"
+            )
+            self.reconnects += 1
+            if not warned:
+                LOG.warning(reason)
+                warned = True
+            guard.last_receive = time.monotonic()
+            client.drop_connection(reason)

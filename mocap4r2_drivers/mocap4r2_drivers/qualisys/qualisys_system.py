@@ -184,7 +184,7 @@ class QualisysAdapter(MocapAdapter):
         if self.capture_session:
             self.session_stopped(self.capture_session)
         try:
-            self.client.start_capture(self.password)
+            self.client.capture.start(self.password)
         except QtmConnectionError as exc:
             raise AdapterError(str(exc)) from exc
         self.capture_session = session_id
@@ -198,7 +198,7 @@ class QualisysAdapter(MocapAdapter):
         if self.client is None:
             raise AdapterError(f"cannot stop and save {filename} in QTM: not connected")
         try:
-            answer = self.client.stop_and_save_capture(filename)
+            answer = self.client.capture.stop_and_save(filename)
         except QtmConnectionError as exc:
             raise AdapterError(str(exc)) from exc
         return f"QTM: {answer}"
