@@ -30,6 +30,18 @@ What networks do, and how the model fits it:
 infinite, absurdly large, not advancing), and guarantees what every consumer relies on:
 a stamp never goes backwards and never lies after the frame's arrival. Both are pure
 Python, O(1) per frame (a refit runs once per block), without rclpy.
+
+The line the model fits moves: down at once when a frame comes faster than any before
+(the first 0.3 s on a busy host may all come late, leaving the line hundreds of
+microseconds too high), up when a refit finds the window's lowest points higher. The
+stamper does not apply such a move at once, which would put a step of that size into
+the stamps and into every velocity computed from them. As NTP and chrony discipline a
+clock (slew, step only when far), the mapping it applies follows the model's drift and
+moves toward the line by at most ``slew_ppm`` (500 ppm: a 1 ms correction takes 2 s, a
+100 Hz frame moves by 5 us); a gap beyond ``step_s`` (2 ms: a clock change, not envelope
+noise) and every (re)convergence are applied at once. Slewing down may leave a stamp
+after ``arrival - latency`` for a while, never after the arrival: a frame that arrives
+before the mapping says it was captured brings the mapping down to its arrival.
 """
 
 from __future__ import annotations
@@ -72,6 +84,20 @@ class ClockModelSettings:
     # for a moment must not pass for one)
     stall_persist_s: float = 2.0
     max_abs_system_time: float = 1e11  # seconds (3000 years): beyond it a clock is garbage
+    # how fast the mapping the stamps use moves toward a newly fitted line, ppm of the
+    # system time elapsed: a 1 ms correction takes 2 s, a frame moves by 5 us at 100 Hz
+    # (2 us at 250 Hz), well inside the stamps' interval jitter; far above any fitted drift
+    # change, so the mapping keeps up with the model within seconds
+    slew_ppm: float = 500.0
+    # a correction larger than this is applied at once (a step): it is a clock change, not
+    # envelope noise (a 2 ms slew already takes 4 s of stamps that far off)
+    step_s: float = 0.002
+
+    def __post_init__(self) -> None:
+        for name in ("slew_ppm", "step_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f"ClockModelSettings.{name} must be a finite number > 0, got {value!r}")
 
 
 class ClockModel:
@@ -267,6 +293,12 @@ class FrameStamper:
         self.bad_kinds: dict[str, int] = {}
         self.host_clock_steps = 0
         self.model_frames = 0
+        # the mapping the stamps use: host - system at system time _applied_s, moving with
+        # the model's drift and slewed toward its line (None until the model has converged)
+        self._applied_offset: float | None = None
+        self._applied_s = 0.0
+        self.correction = 0.0  # applied mapping minus the model's line at the newest frame, s
+        self.mapping_steps = 0  # corrections beyond step_s applied at once
         self._last_stamp = -math.inf
         self._last_system_time: float | None = None
         self._last_frame: int | None = None
@@ -314,15 +346,50 @@ class FrameStamper:
                 if self.model.resets != resets:
                     self._log_reset()
                 if self.model.converged:
-                    stamp = estimate
+                    stamp = self._applied(system_time, estimate, arrival)
                     self.model_frames += 1
                     self.in_use = "system clock model"
                     delay = arrival - latency - estimate
                     self._delays[self._delay_count % DELAY_HISTORY] = delay
                     self._delay_count += 1
                 else:
+                    self._applied_offset = None
                     self.in_use = "arrival (clock model converging)"
         return self._bounded(stamp, arrival)
+
+    def _applied(self, system_time: float, estimate: float, arrival: float) -> float:
+        """The stamp of a frame by the applied mapping, moved toward the model's line.
+
+        The model's line moves whenever a frame comes faster than any before it or a
+        refit raises it; applying it at once would step the stamps by as much (hundreds of
+        microseconds when the first arrivals all came late), a jump in every velocity
+        computed from them. So the applied mapping follows the model's drift and closes
+        the gap to the line by at most ``slew_ppm`` of the elapsed system time, as clock
+        disciplines slew; a gap beyond ``step_s`` (a clock change) is applied at once.
+        """
+        cfg = self.model.settings
+        target = estimate - system_time
+        applied = self._applied_offset
+        if applied is None:  # converged now: the line is all there is
+            applied = target
+        else:
+            elapsed = max(system_time - self._applied_s, 0.0)
+            predicted = applied + self.model.drift * elapsed
+            gap = target - predicted
+            if abs(gap) > cfg.step_s:
+                applied = target
+                self.mapping_steps += 1
+            else:
+                room = cfg.slew_ppm * 1e-6 * elapsed
+                applied = predicted + min(max(gap, -room), room)
+        if system_time + applied > arrival:
+            # the frame arrived before the mapping says it was captured: the mapping is
+            # late by at least that much, so it comes down that far at once
+            applied = arrival - system_time
+        self._applied_offset = applied
+        self._applied_s = system_time
+        self.correction = applied - target
+        return system_time + applied
 
     def _bounded(self, stamp: float, arrival: float) -> float:
         if arrival < self._last_stamp:
@@ -391,6 +458,9 @@ class FrameStamper:
         if self.source != "arrival" and model.converged:
             out["clock_offset_s"] = f"{model.offset:.6f}"
             out["clock_drift_ppm"] = f"{model.drift_ppm:.2f}"
+            out["clock_correction_ms"] = f"{self.correction * 1e3:.3f}"
+        if self.mapping_steps:
+            out["clock_steps"] = str(self.mapping_steps)
         delays = self.delay_percentiles()
         if delays is not None:
             out["transport_delay_p50_ms"] = f"{delays[0] * 1e3:.3f}"

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mocap4r2_control.clock_model import TIME_SOURCES, ClockModel, FrameStamper
+from mocap4r2_control.clock_model import TIME_SOURCES, ClockModel, ClockModelSettings, FrameStamper
 
 HOST_ORIGIN = 1.7e9  # Unix seconds: the precision the node works with
 DMIN = 100e-6  # transport minimum
@@ -282,3 +282,82 @@ def test_a_reader_that_falls_behind_for_a_while_is_not_a_reset():
     assert np.all(stamps <= series.arrival)
     caught_up = series.arrival - series.capture < 2e-3
     assert np.max(np.abs(stamps - series.capture)[caught_up & (series.capture > HOST_ORIGIN + 6.0)]) < 0.3e-3
+
+
+# ---------------------------------------------------------------------------- slew
+def slow_start_series(extra: float, slow_for: float, rate: float = 100.0, duration: float = 6.0) -> Series:
+    """Frames whose first ``slow_for`` s all arrive ``extra`` late (a host busy at start:
+    the model's first line lies that much too high), then as fast as the transport goes."""
+    series = make_series(11, rate, duration, jitter=30e-6, burst=1, drift_ppm=50.0, offset=3.0)
+    series.arrival[series.capture < HOST_ORIGIN + slow_for] += extra
+    series.arrival = np.maximum.accumulate(series.arrival)
+    return series
+
+
+def stamp_with_latency(series: Series, latency: float, stamper: FrameStamper) -> np.ndarray:
+    """Stamps of frames that arrive ``latency`` after what the series says and report it
+    (what is left after the latency is the series' transport delay)."""
+    return np.array(
+        [
+            stamper.stamp(a + latency, latency, s, None, i)
+            for i, (a, s) in enumerate(zip(series.arrival.tolist(), series.system.tolist()))
+        ]
+    )
+
+
+@pytest.mark.parametrize(("extra", "slow_for"), [(0.3e-3, 0.5), (0.6e-3, 0.8), (1e-3, 1.0)])
+def test_a_faster_frame_after_a_slow_start_moves_the_stamps_by_a_slew_not_a_step(extra, slow_for):
+    series = slow_start_series(extra, slow_for)
+    stamper = FrameStamper()
+    stamps = stamp_with_latency(series, 2e-3, stamper)
+    offsets = stamps - series.system
+    # from the model's first stamps on (it has converged 0.3 s in)
+    modelled = np.diff(offsets)[np.flatnonzero(series.capture >= HOST_ORIGIN + 0.4)[0] :]
+    # per 10 ms frame: the slew (500 ppm: 5 us) and the drift (50 ppm: 0.5 us), never the
+    # extra delay the first line carried
+    assert np.max(np.abs(modelled)) < 6e-6, np.max(np.abs(modelled))
+    assert np.all(stamps <= series.arrival + 2e-3)
+    assert np.all(np.diff(stamps) > 0.0)
+    # and the correction is made: 1 ms at 500 ppm takes 2 s
+    settled = (stamps - series.capture)[series.capture >= HOST_ORIGIN + slow_for + 2 * extra / 500e-6 + 0.5]
+    assert np.max(np.abs(settled)) < DMIN + 0.1e-3, np.max(np.abs(settled))
+    assert abs(stamper.correction) < 1e-6
+    assert stamper.mapping_steps == 0
+    assert float(stamper.status()["clock_correction_ms"]) == pytest.approx(0.0, abs=1e-3)
+
+
+def test_while_slewing_down_a_stamp_never_lies_after_its_arrival():
+    # the arrival is what the reported latency is taken from: a frame that arrives before
+    # the slewed mapping says it was captured brings the mapping down to its arrival
+    series = slow_start_series(0.6e-3, 0.8)
+    stamper = FrameStamper()
+    stamps = stamp_with_latency(series, 0.1e-3, stamper)
+    arrivals = series.arrival + 0.1e-3
+    assert np.all(stamps <= arrivals)
+    assert np.all(np.diff(stamps) > 0.0)
+    offsets = np.diff(stamps - series.system)[np.flatnonzero(series.capture >= HOST_ORIGIN + 0.4)[0] :]
+    # the step is only what the arrival forces: the extra delay less the latency
+    assert np.max(np.abs(offsets)) < 0.6e-3 - 0.1e-3 + 10e-6, np.max(np.abs(offsets))
+
+
+def test_a_correction_beyond_step_s_is_applied_at_once_and_counted():
+    # 3 s in, the server clock jumps forward 10 ms: under the 50 ms of a reset, but no
+    # transport explains it; slewing it would leave the stamps 10 ms off for 20 s
+    series = make_series(12, 100.0, 6.0, jitter=30e-6, burst=1, drift_ppm=0.0, offset=3.0)
+    k = int(3.0 * series.rate)
+    series.system[k:] += 0.010
+    stamper = FrameStamper()
+    stamps = stamp_with_latency(series, 2e-3, stamper)
+    offsets = stamps - series.system
+    assert offsets[k] - offsets[k - 1] == pytest.approx(-0.010, abs=50e-6)
+    assert stamper.model.resets == 0
+    assert stamper.mapping_steps == 1
+    assert stamper.status()["clock_steps"] == "1"
+    assert np.max(np.abs(stamps - series.capture)[k:]) < DMIN + 0.2e-3
+
+
+@pytest.mark.parametrize("name", ["slew_ppm", "step_s"])
+@pytest.mark.parametrize("value", [0.0, -1.0, math.nan, math.inf])
+def test_slew_settings_must_be_finite_and_positive(name, value):
+    with pytest.raises(ValueError, match=f"ClockModelSettings.{name} must be a finite number > 0"):
+        ClockModelSettings(**{name: value})
