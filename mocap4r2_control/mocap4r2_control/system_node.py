@@ -10,25 +10,19 @@ frame number per frame, /tf, /diagnostics and the control plane.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy
-
-from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
 
 from .adapter import ConfigurationError, MocapAdapter
-from .clock_model import TIME_SOURCES, FrameStamper
-from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome
-from .diagnostics import FrameStatistics, Thresholds
+from .clock_model import TIME_SOURCES
+from .diagnostics import FrameStatistics
 from .frame import AssetNames, MocapFrame
-from .frame_encoder import FrameEncoder
+from .frame_output import DATA_TOPICS, FrameOutput, FrameReader, name_os_thread
 from .parameters import (
     ParameterSpec,
     check_parameters,
@@ -38,8 +32,10 @@ from .parameters import (
 )
 from .ros_logging import NodeLogRoute
 from .spin import run_node
-from .tf_out import TransformSender
-from .timebase import split_seconds, time_msg
+from .system_control import SystemControl
+from .system_diagnostics import SystemDiagnostics
+
+__all__ = ["BASE_PARAMETERS", "DATA_TOPICS", "MocapSystemNode", "name_os_thread", "run_system"]
 
 
 def _valid_frame_id(value: str) -> str | None:
@@ -100,15 +96,16 @@ BASE_PARAMETERS: tuple[ParameterSpec, ...] = (
     ),
 )
 
-DATA_TOPICS = (
-    ("markers", Markers, "mocap4r2_interfaces/msg/Markers"),
-    ("rigid_bodies", RigidBodies, "mocap4r2_interfaces/msg/RigidBodies"),
-    ("skeletons", Skeletons, "mocap4r2_interfaces/msg/Skeletons"),
-)
-
 
 class MocapSystemNode(LifecycleNode):
-    """A mocap system as an rclpy lifecycle node, around one vendor adapter."""
+    """A mocap system as an rclpy lifecycle node, around one vendor adapter.
+
+    The node owns the parameters and the lifecycle; what it sends is a
+    :class:`~mocap4r2_control.frame_output.FrameOutput` fed by a
+    :class:`~mocap4r2_control.frame_output.FrameReader` thread, its control-plane answers
+    are a :class:`~mocap4r2_control.system_control.SystemControl` and its /diagnostics a
+    :class:`~mocap4r2_control.system_diagnostics.SystemDiagnostics`.
+    """
 
     def __init__(self, adapter_class: type[MocapAdapter], node_name: str, **kwargs: Any):
         super().__init__(node_name, **kwargs)
@@ -124,21 +121,15 @@ class MocapSystemNode(LifecycleNode):
         self.log_route = NodeLogRoute(self.get_logger())
 
         self._state_id = State.PRIMARY_STATE_UNCONFIGURED
-        self._reader: threading.Thread | None = None
-        self._stop_reading = threading.Event()
-        self._data_publishers: dict[str, Any] = {}
-        self._tf: TransformSender | None = None
-        self._encoder: FrameEncoder | None = None
-        self._stamper = FrameStamper(self.value("time_source"))
         self._config: dict[str, Any] = {}
         self.stats = FrameStatistics()
-        self._transition_lock = threading.RLock()
+        self.output = FrameOutput(self, self.stats, self.value("time_source"))
+        self.reader = FrameReader(self, self.stats, self.log_route.enter)
+        self.transition_lock = threading.RLock()
 
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._diagnostics_timer = self.create_timer(
-            self.value("diagnostics_period"), self._publish_diagnostics
-        )
-        self.control = ControlPlaneMember(self, self._start_requested, self._stop_requested, self._describe)
+        self.diagnostics = SystemDiagnostics(self, self.value("diagnostics_period"))
+        self.answers = SystemControl(self)
+        self.control = self.answers.member
         self.control.announce()
         if self.value("autostart"):
             self._autostart_timer = self.create_timer(0.0, self._autostart)
@@ -164,7 +155,7 @@ class MocapSystemNode(LifecycleNode):
 
     # ================================================================ lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock, self.log_route.active():
+        with self.transition_lock, self.log_route.active():
             log = self.get_logger()
             self._config = self._values(BASE_PARAMETERS)
             try:
@@ -184,7 +175,7 @@ class MocapSystemNode(LifecycleNode):
                 return TransitionCallbackReturn.FAILURE
             self.adapter = adapter
             self.asset_names = names if isinstance(names, AssetNames) else AssetNames()
-            self._create_outputs()
+            self.output.open(self._config)
             log.info(
                 f"configured: {len(self.asset_names.rigid_bodies)} rigid bodies, "
                 f"{len(self.asset_names.markers)} markers, {len(self.asset_names.skeletons)} skeletons"
@@ -199,23 +190,21 @@ class MocapSystemNode(LifecycleNode):
             return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock, self.log_route.active():
+        with self.transition_lock, self.log_route.active():
             try:
-                self._configured_adapter().start_streaming()
+                self.configured_adapter().start_streaming()
             except Exception as exc:
                 self.get_logger().error(f"activate failed: cannot start streaming: {exc}")
                 self._announce_state(State.PRIMARY_STATE_INACTIVE)
                 return TransitionCallbackReturn.FAILURE
             self.stats.activated()
-            self._stop_reading.clear()
-            self._reader = threading.Thread(target=self._read_loop, name="mocap4r2-reader", daemon=True)
-            self._reader.start()
+            self.reader.start(self.configured_adapter(), self._config["read_timeout"], self.output.publish)
             self.get_logger().info("activated: streaming")
             self._announce_state(State.PRIMARY_STATE_ACTIVE)
             return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock, self.log_route.active():
+        with self.transition_lock, self.log_route.active():
             self._stop_reader()
             if self.adapter is not None:
                 _quietly(self.adapter.stop_streaming, self.get_logger())
@@ -224,20 +213,20 @@ class MocapSystemNode(LifecycleNode):
             return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock, self.log_route.active():
+        with self.transition_lock, self.log_route.active():
             self._release()
             self.get_logger().info("cleaned up: disconnected")
             self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
             return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock, self.log_route.active():
+        with self.transition_lock, self.log_route.active():
             self._release()
             self._announce_state(State.PRIMARY_STATE_FINALIZED)
             return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        with self._transition_lock, self.log_route.active():
+        with self.transition_lock, self.log_route.active():
             self.get_logger().error(f"error while in {state.label}: releasing the connection")
             self._release()
             self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
@@ -250,118 +239,21 @@ class MocapSystemNode(LifecycleNode):
             _quietly(self.adapter.stop_streaming, self.get_logger())
             _quietly(self.adapter.disconnect, self.get_logger())
             self.adapter = None
-        self._destroy_outputs()
+        self.output.close()
 
     def _stop_reader(self) -> None:
-        self._stop_reading.set()
-        reader = self._reader
-        if reader is not None and reader is not threading.current_thread():
-            reader.join(timeout=max(5.0, 10 * self._config.get("read_timeout", 0.1)))
-            if reader.is_alive():
-                self.get_logger().error("the reader thread did not stop in time (adapter blocked in read)")
-        self._reader = None
-
-    def _create_outputs(self) -> None:
-        cfg = self._config
-        qos = QoSProfile(
-            depth=cfg["qos_depth"],
-            reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
-        )
-        for topic, msg_type, _ in DATA_TOPICS:
-            if cfg[f"publish_{topic}"]:
-                self._data_publishers[topic] = self.create_publisher(msg_type, topic, qos)
-        self._tf = TransformSender(self) if cfg["publish_tf"] else None
-        self._encoder = FrameEncoder(
-            cfg["frame_id"],
-            cfg["tf_prefix"],
-            markers=cfg["publish_markers"],
-            rigid_bodies=cfg["publish_rigid_bodies"],
-            body_markers=cfg["rigid_body_markers"],
-            skeletons=cfg["publish_skeletons"],
-            tf=cfg["publish_tf"],
-        )
-        self.stats.thresholds = Thresholds(no_frame_error_s=cfg["no_frame_error"])
-        # a new connection may be a new clock: the model starts afresh on every configure
-        self._stamper = FrameStamper(cfg["time_source"])
-
-    def _destroy_outputs(self) -> None:
-        for pub in self._data_publishers.values():
-            self.destroy_publisher(pub)
-        self._data_publishers.clear()
-        if self._tf is not None:
-            self._tf.destroy()
-            self._tf = None
-
-    # ================================================================ reading
-    def _read_loop(self) -> None:
-        """The reader thread: read frames and publish them until told to stop."""
-        name_os_thread("mocap4r2-reader")
-        self.log_route.enter()
-        adapter = self._configured_adapter()
-        timeout = self._config["read_timeout"]
-        # stamps are on the node's clock: system time, or simulation time with use_sim_time
-        clock = self.get_clock()
-        now: Callable[[], float] = (
-            (lambda: clock.now().nanoseconds * 1e-9)
-            if self.get_parameter("use_sim_time").value
-            else time.time
-        )
-        log = self.get_logger()
-        failing_since: float | None = None
-        while not self._stop_reading.is_set():
-            try:
-                frame = adapter.read_frame(timeout)
-            except Exception as exc:  # noqa: BLE001 - the adapter reconnects, we report
-                self.stats.error(f"read failed: {exc}")
-                if failing_since is None:
-                    failing_since = time.monotonic()
-                    log.error(f"reading from the {adapter.system_type} system failed: {exc}")
-                self._stop_reading.wait(min(0.5, max(timeout, 0.01)))
-                continue
-            if frame is None:
-                continue
-            arrival = now()
-            if failing_since is not None:
-                log.info(f"frames again after {time.monotonic() - failing_since:.1f} s")
-                failing_since = None
-            try:
-                self.publish_frame(frame, arrival)
-            except Exception as exc:  # noqa: BLE001 - a bad frame must not stop the stream
-                self.stats.error(f"bad frame {getattr(frame, 'frame_number', '?')}: {exc}", bad_frame=True)
-                log.error(f"dropped a bad frame: {exc}", throttle_duration_sec=5.0)
+        self.reader.stop(join_timeout=max(5.0, 10 * self._config.get("read_timeout", 0.1)))
 
     def publish_frame(self, frame: MocapFrame, arrival: float | None = None) -> None:
         """Publish one frame on every enabled topic with one stamp and frame number."""
-        frame.check()
-        arrival = time.time() if arrival is None else arrival
-        capture = self._stamper.stamp(
-            arrival, frame.latency, frame.system_time, frame.capture_time, frame.frame_number
-        )
-        encoder = self._encoder
-        if encoder is None:
-            raise RuntimeError("no frame encoder: the system is not configured")
-        encoded = encoder.encode(frame, *split_seconds(capture))
-        pubs = self._data_publishers
-        for topic, data in (
-            ("markers", encoded.markers),
-            ("rigid_bodies", encoded.rigid_bodies),
-            ("skeletons", encoded.skeletons),
-        ):
-            if data is not None:
-                pubs[topic].publish(data)  # serialized CDR, published as is
-        if encoded.tf is not None and self._tf is not None:
-            self._tf.send_serialized(encoded.tf)
-        self.stats.record(
-            frame.frame_number, arrival - capture, frame.bodies.ids, frame.bodies.names, encoded.body_valid
-        )
+        self.output.publish(frame, arrival)
 
-    def _configured_adapter(self) -> MocapAdapter:
+    def configured_adapter(self) -> MocapAdapter:
         """The adapter, which exists from configure to cleanup; used before that is a bug."""
         if self.adapter is None:
             raise RuntimeError("no adapter: the system is not configured")
         return self.adapter
 
-    # ================================================================ control plane
     @property
     def state_id(self) -> int:
         return int(self._state_id)
@@ -373,97 +265,11 @@ class MocapSystemNode(LifecycleNode):
         except Exception as exc:  # noqa: BLE001 - shutting down
             self.get_logger().debug(f"announcement failed: {exc}")
 
-    def _describe(self) -> MocapSystemInfo:
-        info = MocapSystemInfo()
-        info.type = self.adapter_class.system_type
-        info.frame_id = self.value("frame_id")
-        info.frame_rate = float(self.adapter.nominal_rate) if self.adapter is not None else 0.0
-        info.state.id = self._state_id
-        info.state.label = STATE_LABELS.get(self._state_id, "unknown")
-        topics, types = [], []
-        for topic, _, type_name in DATA_TOPICS:
-            if self.value(f"publish_{topic}"):
-                topics.append(self.resolve_topic_name(topic))
-                types.append(type_name)
-        if self.value("publish_tf"):
-            topics.append("/tf")
-            types.append("tf2_msgs/msg/TFMessage")
-        topics.append("/diagnostics")
-        types.append("diagnostic_msgs/msg/DiagnosticArray")
-        info.topics = topics
-        info.topic_types = types
-        return info
-
-    def _start_requested(self, session_id: str) -> Outcome:
-        with self._transition_lock, self.log_route.active():
-            state = "active"
-            if self._state_id == State.PRIMARY_STATE_ACTIVE:
-                state = "already active"
-            elif self._state_id == State.PRIMARY_STATE_FINALIZED:
-                return Outcome(False, "the system is shut down")
-            else:
-                unconfigured = self._state_id == State.PRIMARY_STATE_UNCONFIGURED
-                if unconfigured and self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                    return Outcome(False, "configure failed (see the system's log)")
-                if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
-                    return Outcome(False, "activate failed (see the system's log)")
-            try:  # a system streaming already still joins the session (its vendor recording)
-                note = self._configured_adapter().session_started(session_id)
-            except Exception as exc:  # the vendor refused: the ack says so in its words
-                self.get_logger().error(f"session {session_id!r}: {exc}")
-                return Outcome(False, f"{state}, but {exc}")
-            return Outcome(True, state + (f"; {note}" if note else ""))
-
-    def _stop_requested(self) -> Outcome:
-        with self._transition_lock, self.log_route.active():
-            if self._state_id == State.PRIMARY_STATE_ACTIVE:
-                problem, note = "", ""
-                try:
-                    note = self._configured_adapter().session_stopped(self.control.session_id)
-                except Exception as exc:  # still deactivate: the user asked to stop
-                    self.get_logger().error(f"session {self.control.session_id!r}: {exc}")
-                    problem = str(exc)
-                if self.trigger_deactivate() != TransitionCallbackReturn.SUCCESS:
-                    return Outcome(False, "deactivate failed" + (f"; {problem}" if problem else ""))
-                if problem:
-                    return Outcome(False, f"inactive, but {problem}")
-                return Outcome(True, "inactive" + (f"; {note}" if note else ""))
-            if self._state_id == State.PRIMARY_STATE_FINALIZED:
-                return Outcome(False, "the system is shut down")
-            return Outcome(True, f"already {STATE_LABELS.get(self._state_id, 'stopped')}")
-
     def _autostart(self) -> None:
         self.destroy_timer(self._autostart_timer)
-        outcome = self._start_requested("")
+        outcome = self.answers.start("")
         if not outcome.success:
             self.get_logger().error(f"autostart: {outcome.message}")
-
-    # ================================================================ diagnostics
-    def _publish_diagnostics(self) -> None:
-        try:
-            with self.log_route.active():
-                self._report_diagnostics()
-        except Exception as exc:  # noqa: BLE001 - a report must never take the node down
-            self.get_logger().error(f"diagnostics report failed: {exc!r}", throttle_duration_sec=10.0)
-
-    def _report_diagnostics(self) -> None:
-        try:
-            extra = self.adapter.status() if self.adapter is not None else {}
-        except Exception as exc:  # noqa: BLE001
-            extra = {"adapter_status_error": str(exc)}
-        extra = {**extra, **self._stamper.status(), **{k: str(v) for k, v in self.control.counters().items()}}
-        status = self.stats.report(
-            name=f"{self.get_fully_qualified_name()}: {self.adapter_class.system_type} mocap system",
-            hardware_id=self.get_fully_qualified_name(),
-            active=self._state_id == State.PRIMARY_STATE_ACTIVE,
-            state_label=STATE_LABELS.get(self._state_id, "unknown"),
-            nominal_rate=float(self.adapter.nominal_rate) if self.adapter is not None else 0.0,
-            extra={k: str(v) for k, v in extra.items()},
-        )
-        array = DiagnosticArray()
-        array.header.stamp = time_msg()
-        array.status = [status]
-        self._diagnostics_pub.publish(array)
 
     def finish(self) -> None:
         """Leave for good: release everything and announce the finalized state."""
@@ -487,18 +293,6 @@ class MocapSystemNode(LifecycleNode):
             self._release()
         self.log_route.close()
         super().destroy_node()
-
-
-def name_os_thread(name: str) -> None:
-    """Give the calling thread a name the OS shows (top -H, /proc/<pid>/task/*/comm),
-    so a leaked reader thread can be seen from outside the process."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
-    except Exception:  # noqa: BLE001 - cosmetic only
-        pass
 
 
 def _quietly(call: Callable[[], object], logger: Any = None) -> None:
