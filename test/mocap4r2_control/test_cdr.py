@@ -137,22 +137,32 @@ def _header(msg, sec, nanosec, frame_id):
     return msg
 
 
-def markers_msg(*, sec, nanosec, frame_id, frame_number, **columns) -> Markers:
-    msg = _header(Markers(), sec, nanosec, frame_id)
+def _framed(msg, *, sec, nanosec, frame_id, frame_number):
+    """``msg`` with its header and frame number set."""
+    _header(msg, sec, nanosec, frame_id)
     msg.frame_number = frame_number
-    msg.markers = marker_objects(**columns)
+    return msg
+
+
+def _identified(msg, *, ids, names, valid, **stamp):
+    """``msg`` with its header and frame number set, and (id, name, validity, index) of
+    each of its rigid bodies or skeletons."""
+    _framed(msg, **stamp)
+    return msg, [
+        (dict(id=int(ids[i]), name=names[i], tracking_valid=bool(valid[i])), i) for i in range(len(names))
+    ]
+
+
+def markers_msg(*, ids, names, positions, occluded, residuals, **stamp) -> Markers:
+    msg = _framed(Markers(), **stamp)
+    msg.markers = marker_objects(
+        ids=ids, names=names, positions=positions, occluded=occluded, residuals=residuals
+    )
     return msg
 
 
 def bodies_msg(
     *,
-    sec,
-    nanosec,
-    frame_id,
-    frame_number,
-    ids,
-    names,
-    valid,
     poses,
     mean_errors,
     marker_offsets,
@@ -161,67 +171,47 @@ def bodies_msg(
     marker_positions,
     marker_occluded,
     marker_residuals,
+    **objects,
 ) -> RigidBodies:
-    msg = _header(RigidBodies(), sec, nanosec, frame_id)
-    msg.frame_number = frame_number
-    for i in range(len(names)):
+    msg, identities = _identified(RigidBodies(), **objects)
+    for identity, i in identities:
         a, b = int(marker_offsets[i]), int(marker_offsets[i + 1])
+        markers = marker_objects(
+            ids=marker_ids[a:b],
+            names=marker_names[a:b],
+            positions=marker_positions[a:b],
+            occluded=marker_occluded[a:b],
+            residuals=marker_residuals[a:b],
+        )
         msg.rigid_bodies.append(
-            RigidBody(
-                id=int(ids[i]),
-                name=names[i],
-                tracking_valid=bool(valid[i]),
-                pose=_pose(poses[i]),
-                mean_error=float(mean_errors[i]),
-                markers=marker_objects(
-                    ids=marker_ids[a:b],
-                    names=marker_names[a:b],
-                    positions=marker_positions[a:b],
-                    occluded=marker_occluded[a:b],
-                    residuals=marker_residuals[a:b],
-                ),
-            )
+            RigidBody(**identity, pose=_pose(poses[i]), mean_error=float(mean_errors[i]), markers=markers)
         )
     return msg
 
 
 def skeletons_msg(
     *,
-    sec,
-    nanosec,
-    frame_id,
-    frame_number,
-    ids,
-    names,
-    valid,
     segment_offsets,
     segment_ids,
     segment_names,
     segment_parent_ids,
     segment_valid,
     segment_poses,
+    **objects,
 ) -> Skeletons:
-    msg = _header(Skeletons(), sec, nanosec, frame_id)
-    msg.frame_number = frame_number
-    for i in range(len(names)):
-        a, b = int(segment_offsets[i]), int(segment_offsets[i + 1])
-        msg.skeletons.append(
-            Skeleton(
-                id=int(ids[i]),
-                name=names[i],
-                tracking_valid=bool(valid[i]),
-                segments=[
-                    Segment(
-                        id=int(segment_ids[k]),
-                        name=segment_names[k],
-                        parent_id=int(segment_parent_ids[k]),
-                        tracking_valid=bool(segment_valid[k]),
-                        pose=_pose(segment_poses[k]),
-                    )
-                    for k in range(a, b)
-                ],
+    msg, identities = _identified(Skeletons(), **objects)
+    for identity, i in identities:
+        segments = [
+            Segment(
+                id=int(segment_ids[k]),
+                name=segment_names[k],
+                parent_id=int(segment_parent_ids[k]),
+                tracking_valid=bool(segment_valid[k]),
+                pose=_pose(segment_poses[k]),
             )
-        )
+            for k in range(int(segment_offsets[i]), int(segment_offsets[i + 1]))
+        ]
+        msg.skeletons.append(Skeleton(**identity, segments=segments))
     return msg
 
 
@@ -273,6 +263,22 @@ def header(sec, nanosec, frame_id, frame_number):
     return dict(sec=sec, nanosec=nanosec, frame_id=frame_id, frame_number=frame_number)
 
 
+@st.composite
+def stamped(draw):
+    """The header fields of a random frame: stamp, frame_id, frame number."""
+    (sec, nanosec), frame_id, number = draw(STAMPS), draw(FRAME_IDS), draw(FRAME_NUMBERS)
+    return header(sec, nanosec, frame_id, number)
+
+
+@st.composite
+def object_columns(draw, count):
+    """ids, names and validity of ``count`` rigid bodies or skeletons."""
+    names = tuple(draw(st.lists(NAMES, min_size=count, max_size=count)))
+    ids = np.array(draw(st.lists(INT32, min_size=count, max_size=count)), dtype=np.int32)
+    valid = np.array(draw(st.lists(st.booleans(), min_size=count, max_size=count)), dtype=bool)
+    return dict(ids=ids, names=names, valid=valid)
+
+
 def poses_of(draw, count):
     return np.array(
         draw(st.lists(st.tuples(*[FLOATS] * 7), min_size=count, max_size=count)), dtype=np.float64
@@ -308,8 +314,7 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 @given(st.data())
 def test_markers_match_serialize_message(data):
     count = data.draw(st.integers(0, 12))
-    (sec, nanosec), frame_id, number = data.draw(STAMPS), data.draw(FRAME_IDS), data.draw(FRAME_NUMBERS)
-    fields = {**header(sec, nanosec, frame_id, number), **data.draw(marker_columns(count))}
+    fields = {**data.draw(stamped()), **data.draw(marker_columns(count))}
     ours = encode_both(MarkersEncoder, **fields)
     assert_same_as_rclpy(ours, markers_msg(**fields))
 
@@ -318,19 +323,14 @@ def test_markers_match_serialize_message(data):
 @given(st.data())
 def test_rigid_bodies_match_serialize_message(data):
     count = data.draw(st.integers(0, 6))
-    (sec, nanosec), frame_id, number = data.draw(STAMPS), data.draw(FRAME_IDS), data.draw(FRAME_NUMBERS)
-    names = tuple(data.draw(st.lists(NAMES, min_size=count, max_size=count)))
-    ids = np.array(data.draw(st.lists(INT32, min_size=count, max_size=count)), dtype=np.int32)
-    valid = np.array(data.draw(st.lists(st.booleans(), min_size=count, max_size=count)), dtype=bool)
+    stamp, bodies = data.draw(stamped()), data.draw(object_columns(count))
     poses = poses_of(data.draw, count)
     errors = np.array(data.draw(st.lists(FLOAT32, min_size=count, max_size=count)), dtype=np.float32)
     offsets = data.draw(offsets_of(count, 4))
     markers = data.draw(marker_columns(int(offsets[-1])))
     fields = dict(
-        **header(sec, nanosec, frame_id, number),
-        ids=ids,
-        names=names,
-        valid=valid,
+        **stamp,
+        **bodies,
         poses=poses,
         mean_errors=errors,
         marker_offsets=offsets,
@@ -344,28 +344,20 @@ def test_rigid_bodies_match_serialize_message(data):
 def test_skeletons_match_serialize_message(data):
     # skeletons without segments end 4-aligned: mixing them in moves everything after
     count = data.draw(st.integers(0, 5))
-    (sec, nanosec), frame_id, number = data.draw(STAMPS), data.draw(FRAME_IDS), data.draw(FRAME_NUMBERS)
-    names = tuple(data.draw(st.lists(NAMES, min_size=count, max_size=count)))
-    ids = np.array(data.draw(st.lists(INT32, min_size=count, max_size=count)), dtype=np.int32)
-    valid = np.array(data.draw(st.lists(st.booleans(), min_size=count, max_size=count)), dtype=bool)
+    stamp, skeletons = data.draw(stamped()), data.draw(object_columns(count))
     offsets = data.draw(offsets_of(count, 4))
+    segments = data.draw(object_columns(int(offsets[-1])))
     m = int(offsets[-1])
-    s_names = tuple(data.draw(st.lists(NAMES, min_size=m, max_size=m)))
-    s_ids = np.array(data.draw(st.lists(INT32, min_size=m, max_size=m)), dtype=np.int32)
     s_parents = np.array(data.draw(st.lists(INT32, min_size=m, max_size=m)), dtype=np.int32)
-    s_valid = np.array(data.draw(st.lists(st.booleans(), min_size=m, max_size=m)), dtype=bool)
-    s_poses = poses_of(data.draw, m)
     fields = dict(
-        **header(sec, nanosec, frame_id, number),
-        ids=ids,
-        names=names,
-        valid=valid,
+        **stamp,
+        **skeletons,
         segment_offsets=offsets,
-        segment_ids=s_ids,
-        segment_names=s_names,
+        segment_ids=segments["ids"],
+        segment_names=segments["names"],
         segment_parent_ids=s_parents,
-        segment_valid=s_valid,
-        segment_poses=s_poses,
+        segment_valid=segments["valid"],
+        segment_poses=poses_of(data.draw, m),
     )
     assert_same_as_rclpy(encode_both(SkeletonsEncoder, **fields), skeletons_msg(**fields))
 
@@ -375,8 +367,7 @@ def test_skeletons_match_serialize_message(data):
 def test_empty_skeletons_match_serialize_message(data):
     """The shortcut for systems without skeletons gives rclpy's bytes, also between
     messages with skeletons from the same encoder (its layout is kept apart)."""
-    (sec, nanosec), frame_id, number = data.draw(STAMPS), data.draw(FRAME_IDS), data.draw(FRAME_NUMBERS)
-    stamp = header(sec, nanosec, frame_id, number)
+    stamp = data.draw(stamped())
     empty = dict(
         **stamp,
         ids=np.zeros(0, np.int32),

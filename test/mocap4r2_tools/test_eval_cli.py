@@ -177,6 +177,20 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
+def files(gt: Path, est: Path) -> list[str]:
+    """The arguments that evaluate the estimate file ``est`` against the ground truth ``gt``."""
+    return ["--gt", str(gt), "--est", str(est)]
+
+
+def from_bag(
+    bag: Path, est_topic: str, body: str | None = "robot1", gt_topic="/sim/rigid_bodies"
+) -> list[str]:
+    """The arguments that evaluate ``est_topic`` of ``bag`` against the rigid body ``body``
+    (None: no --body) of ``gt_topic``."""
+    body_args = ["--body", body] if body is not None else []
+    return ["--bag", str(bag), "--gt-topic", gt_topic, *body_args, "--est-topic", est_topic]
+
+
 # ------------------------------------------------------------------ TUM files
 def test_tum_round_trip_and_json_equal_to_the_core(tmp_path, trajectories, capsys):
     gt, est = trajectories
@@ -188,17 +202,8 @@ def test_tum_round_trip_and_json_equal_to_the_core(tmp_path, trajectories, capsy
     )
     code, out, _ = run_cli(
         capsys,
-        "--gt",
-        str(tmp_path / "gt.tum"),
-        "--est",
-        str(tmp_path / "est.tum"),
-        "--align",
-        "se3",
-        "--rpe-delta",
-        "0.5",
-        "--rpe-unit",
-        "m",
-        "--json",
+        *files(tmp_path / "gt.tum", tmp_path / "est.tum"),
+        *("--align", "se3", "--rpe-delta", "0.5", "--rpe-unit", "m", "--json"),
     )
     assert code == 0
     data = json.loads(out)
@@ -272,19 +277,15 @@ def test_errors_are_clear_and_never_tracebacks(tmp_path, capsys, trajectories):
     write_tum(tmp_path / "gt.tum", gt)
     static = Trajectory.build(est.stamps, np.zeros((len(est), 3)))
     write_tum(tmp_path / "static.tum", static)
-    code, _, err = run_cli(capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "static.tum"))
+    code, _, err = run_cli(capsys, *files(tmp_path / "gt.tum", tmp_path / "static.tum"))
     assert code == 1 and "estimate positions do not move" in err
-    code, _, err = run_cli(capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "nothing.tum"))
+    code, _, err = run_cli(capsys, *files(tmp_path / "gt.tum", tmp_path / "nothing.tum"))
     assert code == 1 and "does not exist" in err
-    code, _, err = run_cli(
-        capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "static.tum"), "--offset", "100"
-    )
+    code, _, err = run_cli(capsys, *files(tmp_path / "gt.tum", tmp_path / "static.tum"), "--offset", "100")
     assert code == 1 and "no estimate stamp is within max_diff" in err
     code, _, err = run_cli(capsys, "--gt", str(tmp_path / "gt.tum"))
     assert code == 1 and "no estimate" in err
-    code, _, err = run_cli(
-        capsys, "--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "gt.tum"), "--rpe-delta", "2.5"
-    )
+    code, _, err = run_cli(capsys, *files(tmp_path / "gt.tum", tmp_path / "gt.tum"), "--rpe-delta", "2.5")
     assert code == 1 and "whole number" in err
 
 
@@ -321,14 +322,7 @@ def test_eval_from_a_bag_equals_the_core_on_the_same_data(bag, trajectories, cap
     gt, est = trajectories
     code, out, err = run_cli(
         capsys,
-        "--bag",
-        str(bag),
-        "--gt-topic",
-        "/sim/rigid_bodies",
-        "--body",
-        "robot1",
-        "--est-topic",
-        est_topic,
+        *from_bag(bag, est_topic),
         *extra,
         "--align",
         "posyaw",
@@ -362,44 +356,19 @@ def test_eval_from_a_bag_equals_the_core_on_the_same_data(bag, trajectories, cap
 
 
 def test_bag_errors_name_what_exists(bag, capsys):
-    code, _, err = run_cli(capsys, "--bag", str(bag), "--gt-topic", "/nope", "--est-topic", "/odom")
+    code, _, err = run_cli(capsys, *from_bag(bag, "/odom", body=None, gt_topic="/nope"))
     assert (
         code == 1
         and "no topic '/nope'" in err
         and "/sim/rigid_bodies (mocap4r2_interfaces/msg/RigidBodies)" in err
     )
-    code, _, err = run_cli(
-        capsys,
-        "--bag",
-        str(bag),
-        "--gt-topic",
-        "/sim/rigid_bodies",
-        "--body",
-        "robot9",
-        "--est-topic",
-        "/odom",
-    )
+    code, _, err = run_cli(capsys, *from_bag(bag, "/odom", body="robot9"))
     assert code == 1 and "no body named 'robot9'" in err and "robot1" in err and "table" in err
-    code, _, err = run_cli(
-        capsys, "--bag", str(bag), "--gt-topic", "/sim/rigid_bodies", "--est-topic", "/odom"
-    )
+    code, _, err = run_cli(capsys, *from_bag(bag, "/odom", body=None))
     assert code == 1 and "body name" in err
-    code, _, err = run_cli(
-        capsys,
-        "--bag",
-        str(bag),
-        "--gt-topic",
-        "/sim/rigid_bodies",
-        "--body",
-        "robot1",
-        "--est-topic",
-        "/tf",
-        "--est-frames",
-        "map",
-        "base_link",
-    )
+    code, _, err = run_cli(capsys, *from_bag(bag, "/tf"), "--est-frames", "map", "base_link")
     assert code == 1 and "no transform map -> base_link" in err
-    code, _, err = run_cli(capsys, "--bag", str(bag) + "_missing", "--gt-topic", "/a", "--est-topic", "/b")
+    code, _, err = run_cli(capsys, *from_bag(Path(str(bag) + "_missing"), "/b", body=None, gt_topic="/a"))
     assert code == 1 and "does not exist" in err
 
 
@@ -408,14 +377,7 @@ def test_plots_json_file_and_summary(tmp_path, bag, capsys):
     out_json = tmp_path / "result.json"
     code, out, err = run_cli(
         capsys,
-        "--bag",
-        str(bag),
-        "--gt-topic",
-        "/sim/rigid_bodies",
-        "--body",
-        "robot1",
-        "--est-topic",
-        "/pose",
+        *from_bag(bag, "/pose"),
         "--align",
         "se3",
         "--plot",
@@ -436,7 +398,7 @@ def test_command_line_entry_points(tmp_path, trajectories):
     gt, est = trajectories
     write_tum(tmp_path / "gt.tum", gt)
     write_tum(tmp_path / "est.tum", est)
-    args = ["--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "est.tum"), "--json"]
+    args = [*files(tmp_path / "gt.tum", tmp_path / "est.tum"), "--json"]
     module = subprocess.run(
         [sys.executable, "-m", "mocap4r2_tools.eval_command", *args],
         capture_output=True,
@@ -494,45 +456,18 @@ def test_offset_auto_refuses_what_it_cannot_see(tmp_path, trajectories, capsys):
     write_tum(tmp_path / "still.tum", still)
     write_tum(tmp_path / "still_est.tum", still.take(slice(None, None, 5)))
     code, out, err = run_cli(
-        capsys,
-        "--gt",
-        str(tmp_path / "still.tum"),
-        "--est",
-        str(tmp_path / "still_est.tum"),
-        "--offset",
-        "auto",
+        capsys, *files(tmp_path / "still.tum", tmp_path / "still_est.tum"), "--offset", "auto"
     )
     assert code == 1 and out == ""
     assert "does not move enough for a time offset to be seen" in err and "no offset applied" in err
     write_tum(tmp_path / "gt.tum", gt)
     write_tum(tmp_path / "far.tum", est.with_stamps(est.stamps + 0.6))
-    code, _, err = run_cli(
-        capsys,
-        "--gt",
-        str(tmp_path / "gt.tum"),
-        "--est",
-        str(tmp_path / "far.tum"),
-        "--offset",
-        "auto",
-        "--offset-window",
-        "0.3",
-    )
+    far = files(tmp_path / "gt.tum", tmp_path / "far.tum")
+    code, _, err = run_cli(capsys, *far, "--offset", "auto", "--offset-window", "0.3")
     assert code == 1 and "edge of the search window" in err
-    code, _, err = run_cli(
-        capsys,
-        "--gt",
-        str(tmp_path / "gt.tum"),
-        "--est",
-        str(tmp_path / "far.tum"),
-        "--offset",
-        "auto",
-        "--offset-window",
-        "-1",
-    )
+    code, _, err = run_cli(capsys, *far, "--offset", "auto", "--offset-window", "-1")
     assert code == 1 and "--offset-window must be > 0" in err
     for bad, reason in (("soon", "expected seconds or auto"), ("nan", "must be finite")):
         with pytest.raises(SystemExit) as exit_info:
-            eval_cli.main(
-                ["--gt", str(tmp_path / "gt.tum"), "--est", str(tmp_path / "far.tum"), "--offset", bad]
-            )
+            eval_cli.main([*far, "--offset", bad])
         assert exit_info.value.code == 2 and reason in capsys.readouterr().err

@@ -22,6 +22,7 @@ import pytest
 import qtm_rt
 import yaml
 from qtm_rt.packet import QRTEvent
+from scenes import cart_on_a_figure_eight, circling_drone, circling_walker  # test/fixtures
 from scipy.spatial.transform import Rotation
 
 from mocap4r2_drivers.simulated.scene import Scene
@@ -36,31 +37,10 @@ SCENE = {
     "dropped_frames": 0.05,
     "unlabeled_markers": 3,
     "rigid_bodies": [
-        {
-            "name": "drone",
-            "id": 1,
-            "trajectory": {
-                "type": "circle",
-                "center": [0, 0, 1.5],
-                "radius": 1.0,
-                "period": 4.0,
-                "tilt": 0.1,
-            },
-        },
-        {
-            "name": "cart",
-            "id": 2,
-            "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0},
-            "tracking_loss": {"every": 2.0, "duration": 0.5},
-        },
+        circling_drone(),
+        cart_on_a_figure_eight(every=2.0, duration=0.5),
     ],
-    "skeletons": [
-        {
-            "name": "walker",
-            "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0},
-            "tracking_loss": {"every": 3.0, "duration": 0.6},
-        }
-    ],
+    "skeletons": [circling_walker(every=3.0, duration=0.6)],
 }
 
 

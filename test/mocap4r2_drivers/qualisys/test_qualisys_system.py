@@ -14,6 +14,7 @@ import pytest
 import qtm_rt
 from qtm_stand_in import start_qtm  # test/fixtures
 from rclpy.qos import QoSProfile
+from scenes import cart_on_a_figure_eight, circling_drone, circling_walker  # test/fixtures
 from support import CROSS_PROCESS_TIMEOUT as WAIT
 from support import wait_for
 
@@ -29,36 +30,15 @@ SCENE = {
     "dropped_frames": 0.03,
     "unlabeled_markers": 2,
     "rigid_bodies": [
-        {
-            "name": "drone",
-            "id": 1,
-            "trajectory": {
-                "type": "circle",
-                "center": [0, 0, 1.5],
-                "radius": 1.0,
-                "period": 4.0,
-                "tilt": 0.1,
-            },
-        },
-        {
-            "name": "cart",
-            "id": 2,
-            "trajectory": {"type": "figure_eight", "center": [0.5, 0.5, 0.2], "period": 7.0},
-            "tracking_loss": {"every": 1.0, "duration": 0.3},
-        },
+        circling_drone(),
+        cart_on_a_figure_eight(every=1.0, duration=0.3),
         {
             "name": "table",
             "id": 3,
             "trajectory": {"type": "static", "position": [1.5, -1.0, 0.75], "yaw": 0.3},
         },
     ],
-    "skeletons": [
-        {
-            "name": "walker",
-            "trajectory": {"type": "circle", "radius": 1.5, "period": 20.0},
-            "tracking_loss": {"every": 1.5, "duration": 0.4},
-        }
-    ],
+    "skeletons": [circling_walker(every=1.5, duration=0.4)],
 }
 
 
