@@ -31,17 +31,18 @@ import socket
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mocap4r2_control.stop_signals import stop_noted
 
 from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
+from ..sim_server import load_scene
 from ..simulated import scene as scene_module
 from . import protocol as nn
 from .protocol import MessageId, NatNetProtocolError, Version
 from .scene_stream import SceneStream
+from .server_commands import MotiveCommands
 
 __all__ = ["CLOCK_FREQUENCY", "NatNetSimulator", "SceneStream", "ServerOptions", "build_parser", "main"]
 
@@ -89,28 +90,18 @@ class NatNetSimulator:
 
     def __init__(self, options: ServerOptions):
         self.options = options
-        self.version = nn.require_supported(Version.parse(options.natnet_version))
-        path = options.scene or str(scene_module.default_scene_path())
-        scene = scene_module.Scene.from_file(path, seed=options.seed)
-        if options.rate > 0:
-            config = dict(scene.config, rate=float(options.rate))
-            scene = scene_module.Scene(config, seed=options.seed)
+        version = nn.require_supported(Version.parse(options.natnet_version))
+        scene = load_scene(options.scene, -1 if options.seed is None else options.seed, options.rate)
         self.stream = SceneStream(scene, options.up_axis, options.skeleton_coordinates)
         self.rate = scene.rate
+        self.commands = MotiveCommands(self.stream, version, self.rate)
         self.command: socket.socket | None = None
         self.data: socket.socket | None = None
         self.data_port = options.data_port
         self.clients: dict[tuple[str, int], float] = {}  # unicast client -> last heard (monotonic)
         self.frames_sent = 0
         self.bad_packets = 0
-        self._pending_params = 0
-        self.take_name = ""  # SetRecordTakeName
-        self.recording = False  # StartRecording / StopRecording
-        self.recordings: deque[str] = deque(maxlen=100)  # what was recorded, for tests
         self._last_frame: bytes | None = None
-        self._models_packet: bytes | None = None
-        self._models_generation = -1
-        self._models_version: Version | None = None
         impairment = options.impairment
         self.impairment = impairment
         self.clock = ServerClock(impairment, time.monotonic())
@@ -120,6 +111,11 @@ class NatNetSimulator:
         self.delivery: Delivery[bytes] = Delivery(impairment)
         self.truth = TruthLog(impairment.truth_log) if impairment.truth_log else None
         self._wall_offset = time.time() - time.monotonic()
+
+    @property
+    def version(self) -> Version:
+        """The bitstream version streamed now (a client may change it by command)."""
+        return self.commands.version
 
     # ------------------------------------------------------------------ sockets
     def open(self) -> None:
@@ -182,21 +178,6 @@ class NatNetSimulator:
             multicast_address=o.multicast_address,
         )
 
-    def models_packet(self) -> bytes:
-        """NAT_MODELDEF of the scene, encoded again only when the models or the version change."""
-        packet = self._models_packet
-        if (
-            packet is None
-            or self._models_generation != self.stream.generation
-            or self._models_version != self.version
-        ):
-            packet = self._models_packet = nn.encode_model_definitions(
-                self.stream.model_definitions(), self.version
-            )
-            self._models_generation = self.stream.generation
-            self._models_version = self.version
-        return packet
-
     def handle(self, packet: bytes, source: tuple[str, int]) -> None:
         """Answer one command datagram; malformed ones are counted and logged, never fatal."""
         try:
@@ -219,11 +200,11 @@ class NatNetSimulator:
             if source in self.clients:
                 self.clients[source] = now
         elif message_id == MessageId.REQUEST_MODELDEF:
-            reply = self.models_packet()
+            reply = self.commands.models_packet()
         elif message_id == MessageId.REQUEST_FRAMEOFDATA:
             reply = self._last_frame
         elif message_id == MessageId.REQUEST:
-            reply = self._command_reply(nn.decode_string(payload))
+            reply = self.commands.reply(nn.decode_string(payload))
         elif message_id == MessageId.DISCONNECT:
             if self.clients.pop(source, None) is not None:
                 log.info(f"unicast client {source[0]}:{source[1]} disconnected")
@@ -233,48 +214,6 @@ class NatNetSimulator:
             self.clients[source] = now
         if reply is not None:
             self._send(self.command, reply, source)
-
-    def _command_reply(self, command: str) -> bytes:
-        name, _, argument = command.partition(",")
-        name = name.strip().lower()
-        if name == "bitstream":
-            if not argument:
-                return nn.encode_response(f"Bitstream,{self.version}")
-            try:
-                version = nn.require_supported(Version.parse(argument))
-            except NatNetProtocolError:
-                return nn.encode_response(-1)
-            if version != self.version:
-                log.info(f"bitstream changed from {self.version} to {version} on request")
-                self.version = version
-                self._pending_params |= nn.FRAME_BITSTREAM_CHANGED
-            return nn.encode_response(0)
-        if name == "framerate":
-            return nn.encode_response(float(self.rate))
-        if name == "renamerigidbody":  # stand-in extension: "RenameRigidBody,<id>,<new name>"
-            body, _, new_name = argument.partition(",")
-            ok = body.strip().lstrip("-").isdigit() and self.stream.rename_body(int(body), new_name.strip())
-            if ok:
-                log.info(f"rigid body {body} renamed to {new_name.strip()!r}")
-                self._pending_params |= nn.FRAME_MODELS_CHANGED
-            return nn.encode_response(0 if ok else -1)
-        if name == "setrecordtakename":
-            self.take_name = argument.strip()
-            log.info(f"take name set to {self.take_name!r}")
-            return nn.encode_response(0)
-        if name in ("startrecording", "stoprecording"):
-            # Motive answers 0 when it does what was asked; the stand-in refuses what
-            # Motive cannot do (start twice, stop without a recording) with a non-zero code
-            starting = name == "startrecording"
-            if self.recording == starting:
-                return nn.encode_response(1)
-            self.recording = starting
-            self.recordings.append(("started " if starting else "stopped ") + (self.take_name or "(unnamed)"))
-            log.info(f"recording {self.recordings[-1]}")
-            return nn.encode_response(0)
-        if name in ("timelineplay", "timelinestop", "setplaybackcurrentframe", "livemode", "editmode"):
-            return nn.encode_response(0)  # accepted, nothing to do for a live stand-in
-        return nn.pack(MessageId.UNRECOGNIZED_REQUEST)
 
     def _bad(self, what: str) -> None:
         self.bad_packets += 1
@@ -308,8 +247,7 @@ class NatNetSimulator:
         frame.stamp_transmit = transmit
         frame.stamp_camera_mid_exposure = exposure
         frame.stamp_data_received = transmit - latency_ticks // 2
-        frame.params = self._pending_params
-        self._pending_params = 0
+        frame.params = self.commands.take_params()
         packet = nn.encode_frame(frame, self.version)
         self._last_frame = packet
         if self.truth is not None:
