@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from lifecycle_msgs.msg import State
 from rclpy.duration import Duration
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import MessageInfo
 
 from mocap4r2_interfaces.msg import Control, ControlAck, MocapSystemInfo
 
+from .qos import keep_last
 from .timebase import time_msg
 
 SYSTEMS_TOPIC = "/mocap4r2/systems"
@@ -32,37 +32,17 @@ CONTROL_TOPIC = "/mocap4r2/control"
 ACK_TOPIC = "/mocap4r2/control_ack"
 
 # Every system keeps its last announcement for late joiners.
-SYSTEMS_QOS = QoSProfile(
-    depth=1,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
+SYSTEMS_QOS = keep_last(1, transient_local=True)
 # A listener's history is shared by every system (the topic has no key), so it must be
 # deep enough for all of their replays at once; depth 1 would keep only one system.
-SYSTEMS_LISTENER_QOS = QoSProfile(
-    depth=1000,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
+SYSTEMS_LISTENER_QOS = keep_last(1000, transient_local=True)
 # Requests are not replayed to late joiners: an old START must not start a system that
 # comes up later. The history is the request queue of a system (and the requester's send
 # queue): a burst of 1000 requests must fit while a system is busy configuring, so it is
 # deeper than that; what still overflows is counted from the publishers' sequence numbers.
-CONTROL_QOS = QoSProfile(
-    depth=2048,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.VOLATILE,
-)
+CONTROL_QOS = keep_last(2048)
 # every system answers every request of a burst: a requester may receive systems x burst acks
-ACK_QOS = QoSProfile(
-    depth=4096,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.VOLATILE,
-)
+ACK_QOS = keep_last(4096)
 
 # Limits of a request's fields: over them a request is refused with the reason (and the
 # field is neither echoed nor logged), so one request cannot cost megabytes in acks,

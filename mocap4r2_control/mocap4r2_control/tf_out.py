@@ -12,20 +12,11 @@ from collections.abc import Sequence
 
 from geometry_msgs.msg import TransformStamped
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-TF_QOS = QoSProfile(
-    depth=100,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.VOLATILE,
-)
-TF_STATIC_QOS = QoSProfile(
-    depth=1,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
+from .qos import keep_last
+
+TF_QOS = keep_last(100)
+TF_STATIC_QOS = keep_last(1, transient_local=True)
 
 
 class TransformSender:
