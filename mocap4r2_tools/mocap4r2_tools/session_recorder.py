@@ -10,24 +10,19 @@ per system.
 Subscriptions are raw (the serialized bytes, never a message object) and are created as
 soon as a system announces its topics, so they are matched before the session starts.
 A callback only appends the bytes and the receive time to the bag's bounded queue; a
-writer thread does the disk work (:mod:`mocap4r2_tools.recording.bag_writer`).
+writer thread does the disk work (:mod:`mocap4r2_tools.recorder_writer`,
+:mod:`mocap4r2_tools.recording.bag_writer`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lifecycle_msgs.msg import State
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import serialize_message
 
 from mocap4r2_control.control_plane import (
@@ -44,7 +39,9 @@ from mocap4r2_control.control_plane import (
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_interfaces.msg import Control, MocapSystemInfo
 
-from .recording.bag_writer import SessionBag, Summary, TopicSpec, qos_profile
+from .recorder_reports import DIAGNOSTICS, SystemReports
+from .recorder_writer import RecorderWriter
+from .recording.bag_writer import Summary
 from .recording.session_id import session_id_problem
 from .tool_node import ToolNode
 
@@ -53,9 +50,6 @@ CONTROL_TYPES = {
     CONTROL_TOPIC: "mocap4r2_interfaces/msg/Control",
     ACK_TOPIC: "mocap4r2_interfaces/msg/ControlAck",
 }
-DIAGNOSTICS = "/diagnostics"
-#: messages one callback takes from its subscription at most (the rest: next callback)
-_BATCH = 256
 
 
 def _extra_topics_check(value: list) -> str | None:
@@ -134,195 +128,92 @@ class _Member(ControlPlaneMember):
         super()._on_control(msg, info)
 
 
-def _message_class(type_name: str):
-    package, _, name = type_name.split("/")
-    return getattr(importlib.import_module(f"{package}.msg"), name)
-
-
 class SessionRecorder(ToolNode):
     """Records the mocap topics of every announced system into one bag per session, started and stopped
-    through the control plane like a system."""
+    through the control plane like a system: this class answers START and STOP; the
+    subscriptions and the bag are a :class:`~mocap4r2_tools.recorder_writer.RecorderWriter`,
+    the systems' dropped frames a :class:`~mocap4r2_tools.recorder_reports.SystemReports`."""
 
     def __init__(self, **kwargs):
         super().__init__("session_recorder", SPECS, **kwargs)
-        self._bag: SessionBag | None = None
         self._last: Summary | None = None
         self._failure = ""
-        self._recorded: frozenset[str] = frozenset()
         self._system_topics: dict[str, list[str]] = {}
         self._session_systems: frozenset[str] = frozenset()
         self._systems: dict[str, MocapSystemInfo] = {}
-        self._subscribed: dict[str, str] = {}  # topic -> type
-        self._qos: dict[str, QoSProfile] = {}
-        self._subs = []
-        self._reported: dict[str, int] = {}  # system -> dropped frames reported while recording
         self._rate_mark = (time.monotonic(), 0)
+        self.writer = RecorderWriter(self, self.value("subscription_depth"))
         self.control = _Member(self, self._start, self._stop, self._describe)
         self.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_info, SYSTEMS_LISTENER_QOS)
-        # the systems' /diagnostics (their dropped frames) arrive on a helper node with its
-        # own executor thread: STOP waits in the control callback for their last reports,
-        # and the main executor stays single-threaded (the fastest for the raw callbacks)
-        self._reports_seen: dict[str, float] = {}
-        self._collecting = False
-        self._reports_node = rclpy.create_node(
-            f"{self.get_name()}_reports", namespace=self.get_namespace(), context=self.context
-        )
-        self._reports_node.create_subscription(DiagnosticArray, DIAGNOSTICS, self._on_diagnostics, 100)
-        self._reports_executor = SingleThreadedExecutor(context=self.context)
-        self._reports_executor.add_node(self._reports_node)
-        self._reports_thread = threading.Thread(
-            target=self._spin_reports, name="recorder-reports", daemon=True
-        )
-        self._reports_thread.start()
+        self.reports = SystemReports(self)
         for topic, type_name in CONTROL_TYPES.items():
             qos = {SYSTEMS_TOPIC: SYSTEMS_LISTENER_QOS, CONTROL_TOPIC: CONTROL_QOS, ACK_TOPIC: ACK_QOS}[topic]
-            self._subscribe(topic, type_name, qos)
+            self.writer.subscribe(topic, type_name, qos)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS, 10)
         self.create_timer(self.value("diagnostics_period"), self._report)
         self.create_timer(1.0, self._resolve_extra_topics)
         self.control.announce()
         self.mark_ready()
 
-    # ------------------------------------------------------------------ subscriptions
-    def _qos_for(self, topic: str) -> QoSProfile:
-        """Match the publishers: reliable unless one of them is best effort, transient
-        local only if all of them are (rosbag2 chooses the same way)."""
-        infos = self.get_publishers_info_by_topic(topic)
-        reliable = all(i.qos_profile.reliability != ReliabilityPolicy.BEST_EFFORT for i in infos)
-        latched = bool(infos) and all(
-            i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos
-        )
-        return QoSProfile(
-            depth=self.value("subscription_depth"),
-            history=HistoryPolicy.KEEP_LAST,
-            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
-        )
-
-    def _subscribe(self, topic: str, type_name: str, qos: QoSProfile | None = None) -> None:
-        if topic in self._subscribed:
-            if self._subscribed[topic] != type_name:
-                self.get_logger().warning(
-                    f"{topic} announced as {type_name}, already recorded as "
-                    f"{self._subscribed[topic]}; keeping the first"
-                )
-            return
-        try:
-            cls = _message_class(type_name)
-        except (ImportError, AttributeError, ValueError) as exc:
-            self.get_logger().error(f"cannot record {topic}: type {type_name!r} is not installed ({exc})")
-            return
-        qos = qos or self._qos_for(topic)
-
-        holder: list = []
-
-        def received(data: bytes, topic: str = topic) -> None:
-            # the hot path: no deserialization, no disk, never blocks. The executor costs
-            # far more per callback than the rest, so one callback also takes every other
-            # message already waiting on this subscription (up to a batch).
-            bag = self._bag
-            record = bag is not None and topic in self._recorded
-            if record and bag is not None:
-                bag.put(topic, data, time.time_ns())
-            handle = holder[0].handle
-            for _ in range(_BATCH):
-                with handle:
-                    taken = handle.take_message(cls, True)
-                if taken is None:
-                    return
-                if record and bag is not None:
-                    bag.put(topic, taken[0], time.time_ns())
-
-        sub = self.create_subscription(cls, topic, received, qos, raw=True)
-        holder.append(sub)
-        self._subs.append(sub)
-        self._subscribed[topic] = type_name
-        self._qos[topic] = qos
-
+    # ------------------------------------------------------------------ systems and topics
     def _on_info(self, info: MocapSystemInfo) -> None:
         if info.system == self.control.system:
             return
         self._systems[info.system] = info
         for topic, type_name in zip(info.topics, info.topic_types):
             if topic and type_name:
-                self._subscribe(topic, type_name)
+                self.writer.subscribe(topic, type_name)
         self._join_recording(info)
 
     def _join_recording(self, info: MocapSystemInfo) -> None:
         """A system of the session whose announcement reached the recorder only after
         START (discovery is not symmetric: the requester may see a system before the
         recorder does) has its topics added to the recording as soon as it is known."""
-        bag = self._bag
         if (
-            bag is None
+            self.writer.bag is None
             or info.system in self._system_topics
             or info.state.id == State.PRIMARY_STATE_FINALIZED
         ):
             return
         if self._session_systems and info.system not in self._session_systems:
             return
-        topics = [t for t in info.topics if t in self._subscribed]
+        topics = [t for t in info.topics if t in self.writer.subscribed]
         self._system_topics[info.system] = topics
-        new = [t for t in topics if t not in self._recorded]
-        for topic in new:
-            bag.add_topic(self._spec(topic, info.system))
-        self._recorded = self._recorded | frozenset(new)
+        new = self.writer.add(topics, info.system)
         if new:
             self.get_logger().info(f"{info.system} joined the recording: {', '.join(new)}")
 
     def _resolve_extra_topics(self) -> None:
-        wanted = [t for t in self.value("extra_topics") if t not in self._subscribed]
+        writer = self.writer
+        wanted = [t for t in self.value("extra_topics") if t not in writer.subscribed]
         if not wanted:
             return
         known = dict((name, types) for name, types in self.get_topic_names_and_types())
         for topic in wanted:
             types = known.get(topic)
             if types:
-                self._subscribe(topic, types[0])
-                bag = self._bag
-                if bag is not None and topic in self._recorded and topic not in bag.topics:
-                    bag.add_topic(self._spec(topic))
-
-    def _spin_reports(self) -> None:
-        with contextlib.suppress(Exception):  # the context goes away at exit, ending the thread
-            self._reports_executor.spin()
-
-    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        if not self._collecting:
-            return
-        for status in msg.status:
-            if status.hardware_id in self._system_topics:
-                self._reports_seen[status.hardware_id] = time.monotonic()
-                for kv in status.values:
-                    if kv.key == "dropped_frames":
-                        with contextlib.suppress(ValueError):
-                            self._reported[status.hardware_id] = self._reported.get(
-                                status.hardware_id, 0
-                            ) + int(kv.value)
+                writer.subscribe(topic, types[0])
+                bag = writer.bag
+                if bag is not None and topic in writer.recorded and topic not in bag.topics:
+                    bag.add_topic(writer.spec(topic))
 
     # ------------------------------------------------------------------ control plane
     def _describe(self) -> MocapSystemInfo:
         info = MocapSystemInfo()
         info.type = "recorder"
-        recording = self._bag is not None
+        recording = self.writer.bag is not None
         info.state.id = State.PRIMARY_STATE_ACTIVE if recording else State.PRIMARY_STATE_INACTIVE
         info.state.label = STATE_LABELS[info.state.id]
         info.topics = [DIAGNOSTICS]
         info.topic_types = ["diagnostic_msgs/msg/DiagnosticArray"]
         return info
 
-    def _spec(self, topic: str, system: str = "") -> TopicSpec:
-        qos = self._qos.get(topic)
-        reliable = qos is None or qos.reliability != ReliabilityPolicy.BEST_EFFORT
-        latched = qos is not None and qos.durability == DurabilityPolicy.TRANSIENT_LOCAL
-        depth = qos.depth if qos is not None else 10
-        return TopicSpec(topic, self._subscribed[topic], qos_profile(reliable, latched, depth), system)
-
     def _start(self, session_id: str) -> Outcome:
-        if self._bag is not None:
-            if self._bag.session_id == session_id:
-                return Outcome(True, f"already recording to {self._bag.file}")
-            return Outcome(False, f"already recording session {self._bag.session_id!r}; stop it first")
+        current = self.writer.bag
+        if current is not None:
+            if current.session_id == session_id:
+                return Outcome(True, f"already recording to {current.file}")
+            return Outcome(False, f"already recording session {current.session_id!r}; stop it first")
         problem = session_id_problem(session_id)
         if problem:
             return Outcome(False, f"not recording: {problem}")
@@ -335,19 +226,17 @@ class SessionRecorder(ToolNode):
         for name in systems:
             info = self._systems.get(name)
             if info is not None:
-                system_topics[name] = [t for t in info.topics if t in self._subscribed]
+                system_topics[name] = [t for t in info.topics if t in self.writer.subscribed]
         topics: dict[str, str] = {t: "" for t in CONTROL_TYPES}
         for name, names in system_topics.items():
             for topic in names:
                 topics.setdefault(topic, name)
         for topic in self.value("extra_topics"):
             topics.setdefault(topic, "")
-        specs = [self._spec(t, s) for t, s in topics.items() if t in self._subscribed]
-        output_dir = Path(os.path.expanduser(self.value("output_dir")))
-        bag = SessionBag(
-            output_dir,
+        bag = self.writer.session_bag(
+            Path(os.path.expanduser(self.value("output_dir"))),
             session_id,
-            specs,
+            topics,
             chunk_size=self.value("chunk_size"),
             flush_period=self.value("flush_period"),
             queue_size=self.value("queue_size"),
@@ -368,46 +257,30 @@ class SessionRecorder(ToolNode):
             bag.put(SYSTEMS_TOPIC, serialize_message(info), time.time_ns())
         if request is not None:
             bag.put(CONTROL_TOPIC, serialize_message(request), self.control.received_ns)
-        self._reported = {}
         self._system_topics = system_topics
+        self.reports.start(system_topics)
         self._session_systems = frozenset(addressed)  # empty: every system
-        self._collecting = True
-        self._recorded = frozenset(topics)
         self._failure = ""
-        self._bag = bag
+        self.writer.record(bag, frozenset(topics))
         self.get_logger().info(f"recording session {session_id!r} to {bag.file} ({len(topics)} topics)")
         return Outcome(True, f"recording to {bag.file}")
 
     def _close(self, wait_reports: float = 0.0) -> Summary | None:
-        bag, self._bag = self._bag, None
-        self._recorded = frozenset()
+        bag = self.writer.detach()
         if bag is None:
             return None
         if wait_reports > 0:
-            self._wait_for_reports(bag, wait_reports)
-        self._collecting = False
-        summary = bag.close(self._reported, self._system_topics)
+            waiting = [s for s, topics in self._system_topics.items() if any(t in bag.tracks for t in topics)]
+            self.reports.wait(waiting, wait_reports)
+        summary = bag.close(self.reports.stop(), self._system_topics)
         self._last = summary
         if summary.failure:
             self._failure = f"writing {bag.file} failed: {summary.failure}"
         self.get_logger().info(summary.describe())
         return summary
 
-    def _wait_for_reports(self, bag: SessionBag, timeout: float) -> None:
-        """Frames a system drops show in its next /diagnostics report; the window in
-        progress at STOP is reported up to one period later. Wait (bounded) for one report
-        after STOP from every system with frame topics, so those drops are attributed to
-        the system and not to the recorder."""
-        mark = time.monotonic()
-        waiting = [s for s, topics in self._system_topics.items() if any(t in bag.tracks for t in topics)]
-        deadline = mark + timeout
-        while time.monotonic() < deadline:
-            if all(self._reports_seen.get(s, 0.0) > mark for s in waiting):
-                return
-            time.sleep(0.02)
-
     def _stop(self) -> Outcome:
-        if self._bag is None:
+        if self.writer.bag is None:
             if self._failure:
                 return Outcome(False, self._failure)
             return Outcome(True, "not recording")
@@ -418,7 +291,7 @@ class SessionRecorder(ToolNode):
 
     # ------------------------------------------------------------------ diagnostics
     def _report(self) -> None:
-        bag = self._bag
+        bag = self.writer.bag
         if bag is not None and bag.failure:
             # disk full or a size limit: keep what is on disk, say so until the next session
             self._close()
@@ -474,8 +347,7 @@ class SessionRecorder(ToolNode):
 
         self.control._describe = finalized
         self.control.announce(last=True)
-        self._reports_executor.shutdown(timeout_sec=1.0)
-        self._reports_node.destroy_node()
+        self.reports.close()
 
 
 def main(args: list[str] | None = None) -> int:
