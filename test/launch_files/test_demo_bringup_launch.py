@@ -7,25 +7,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (
-    ProbeCase,
-    clean_shutdown_case,
-    description,
-    include,
-    require_launch_testing,
-)
+from launch_harness import ProbeCase, include, launch_test_module
 
-require_launch_testing()
-
-
-@pytest.mark.launch_test
-def generate_test_description():
-    return description(
+generate_test_description, TestShutdown = launch_test_module(
+    lambda: [
         include("mocap4r2_drivers", "demo_bringup.launch.py", rviz="false"),
-    )
+    ]
+)
 
 
 class TestRunning(ProbeCase):
@@ -36,6 +25,3 @@ class TestRunning(ProbeCase):
 
         self.probe.first_message(RigidBodies, "/sim/rigid_bodies", timeout=45.0)
         self.probe.first_message(MarkerArray, "/marker_viz/markers", timeout=45.0)
-
-
-TestShutdown = clean_shutdown_case()

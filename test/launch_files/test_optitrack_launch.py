@@ -7,27 +7,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (
-    ProbeCase,
-    after_ready,
-    clean_shutdown_case,
-    description,
-    include,
-    require_launch_testing,
-    stand_in,
-)
-
-require_launch_testing()
+from launch_harness import ProbeCase, after_ready, include, launch_test_module, stand_in
 
 
-@pytest.mark.launch_test
-def generate_test_description():
+def actions():
     motive = stand_in("natnet_simulator", "--unicast")
     # the system configures at once (autostart): start it when the stand-in listens
-    return description(
+    return [
         motive,
         after_ready(
             motive,
@@ -40,7 +27,10 @@ def generate_test_description():
                 connection_type="unicast",
             ),
         ),
-    )
+    ]
+
+
+generate_test_description, TestShutdown = launch_test_module(actions)
 
 
 class TestRunning(ProbeCase):
@@ -49,6 +39,3 @@ class TestRunning(ProbeCase):
 
         msg = self.probe.first_message(RigidBodies, "/lt_opti/rigid_bodies", timeout=45.0)
         self.assertIn("drone1", [b.name for b in msg.rigid_bodies])
-
-
-TestShutdown = clean_shutdown_case()

@@ -7,27 +7,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (
-    ProbeCase,
-    clean_shutdown_case,
-    description,
-    include,
-    require_launch_testing,
-)
+from launch_harness import ProbeCase, include, launch_test_module
 
-require_launch_testing()
-
-
-@pytest.mark.launch_test
-def generate_test_description():
-    return description(
+generate_test_description, TestShutdown = launch_test_module(
+    lambda: [
         include("mocap4r2_drivers", "simulated.launch.py", namespace="sim", autostart="true"),
         # a port where no vehicle listens: the bridge must wait and report, not die
         include("mocap4r2_tools", "px4_bridge.launch.py", body="drone1", connection="udpout:127.0.0.1:14999"),
-    )
+    ]
+)
 
 
 class TestRunning(ProbeCase):
@@ -40,6 +29,3 @@ class TestRunning(ProbeCase):
             timeout=45.0,
             accept=lambda m: any(s.name.startswith("/px4_bridge") for s in m.status),
         )
-
-
-TestShutdown = clean_shutdown_case()

@@ -7,27 +7,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (
-    ProbeCase,
-    after_ready,
-    clean_shutdown_case,
-    description,
-    include,
-    require_launch_testing,
-    stand_in,
-)
-
-require_launch_testing()
+from launch_harness import ProbeCase, after_ready, include, launch_test_module, stand_in
 
 
-@pytest.mark.launch_test
-def generate_test_description():
+def actions():
     qtm = stand_in("qtm_simulator", "--port", "42222")
     # the system configures at once (autostart): start it when the stand-in listens
-    return description(
+    return [
         qtm,
         after_ready(
             qtm,
@@ -36,7 +23,10 @@ def generate_test_description():
                 "mocap4r2_drivers", "qualisys.launch.py", namespace="lt_qtm", autostart="true", port="42222"
             ),
         ),
-    )
+    ]
+
+
+generate_test_description, TestShutdown = launch_test_module(actions)
 
 
 class TestRunning(ProbeCase):
@@ -45,6 +35,3 @@ class TestRunning(ProbeCase):
 
         msg = self.probe.first_message(RigidBodies, "/lt_qtm/rigid_bodies", timeout=45.0)
         self.assertIn("drone1", [b.name for b in msg.rigid_bodies])
-
-
-TestShutdown = clean_shutdown_case()

@@ -7,25 +7,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (
-    ProbeCase,
-    clean_shutdown_case,
-    description,
-    include,
-    require_launch_testing,
-)
+from launch_harness import ProbeCase, include, launch_test_module
 
-require_launch_testing()
-
-
-@pytest.mark.launch_test
-def generate_test_description():
-    return description(
+generate_test_description, TestShutdown = launch_test_module(
+    lambda: [
         include("mocap4r2_drivers", "simulated.launch.py", namespace="lt_sim", autostart="true"),
-    )
+    ]
+)
 
 
 class TestRunning(ProbeCase):
@@ -44,6 +33,3 @@ class TestRunning(ProbeCase):
         )
         self.assertEqual(info.state.label, "active")
         self.assertEqual(info.type, "sim")
-
-
-TestShutdown = clean_shutdown_case()

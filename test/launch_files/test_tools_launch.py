@@ -7,26 +7,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (
-    ProbeCase,
-    clean_shutdown_case,
-    description,
-    include,
-    require_launch_testing,
-)
+from launch_harness import ProbeCase, include, launch_test_module
 
-require_launch_testing()
-
-
-@pytest.mark.launch_test
-def generate_test_description():
-    return description(
+generate_test_description, TestShutdown = launch_test_module(
+    lambda: [
         include("mocap4r2_drivers", "simulated.launch.py", namespace="sim", autostart="true"),
         include("mocap4r2_tools", "tools.launch.py"),
-    )
+    ]
+)
 
 
 class TestRunning(ProbeCase):
@@ -40,6 +29,3 @@ class TestRunning(ProbeCase):
         from nav_msgs.msg import Odometry
 
         self.probe.first_message(Odometry, "/robot_ground_truth/odom", timeout=45.0)
-
-
-TestShutdown = clean_shutdown_case()

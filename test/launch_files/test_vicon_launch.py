@@ -7,25 +7,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from launch_harness import (
-    ProbeCase,
-    clean_shutdown_case,
-    description,
-    include,
-    require_launch_testing,
-)
+from launch_harness import ProbeCase, include, launch_test_module
 
-require_launch_testing()
-
-
-@pytest.mark.launch_test
-def generate_test_description():
-    return description(
+generate_test_description, TestShutdown = launch_test_module(
+    lambda: [
         include("mocap4r2_drivers", "vicon.launch.py", namespace="lt_vicon"),
-    )
+    ]
+)
 
 
 class TestRunning(ProbeCase):
@@ -33,6 +22,3 @@ class TestRunning(ProbeCase):
         info = self.probe.announcement("/lt_vicon/vicon_system")
         self.assertEqual(info.type, "vicon")
         self.assertEqual(info.state.label, "unconfigured")
-
-
-TestShutdown = clean_shutdown_case()
