@@ -19,9 +19,6 @@ The subscriptions (:mod:`.client`) live on the system node, handed over by
 
 from __future__ import annotations
 
-import logging
-import math
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -32,7 +29,6 @@ from mocap4r2_control.adapter import AdapterError, MocapAdapter
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
-from mocap4r2_control.timebase import stamp_to_seconds
 
 from .client import BridgeSubscriptions
 from .convert import (  # some names re-exported for users of the emulator
@@ -44,11 +40,8 @@ from .convert import (  # some names re-exported for users of the emulator
     _check_layouts,
     parse_layouts,
     ros_name,
-    transform_problem,
 )
-
-LOG = logging.getLogger("mocap4r2.gazebo")
-RATE_SAMPLES = 30  # pose stamps of one model used to estimate the pose rate
+from .poses import PoseIntake
 
 
 class GazeboAdapter(MocapAdapter):
@@ -171,21 +164,22 @@ class GazeboAdapter(MocapAdapter):
         self.simulation_stamps = values["stamp"] == "simulation"
         self.input = BridgeSubscriptions(self.topics, bool(values["best_effort"]), self._on_poses)
         self.delay = DelayLine()
-        self._lock = threading.Lock()
+        self.poses = PoseIntake(self.converter, self.world, self.simulation_stamps, self.settings.rate)
         self._streaming = False
-        self._configuring = True
-        self._seen = threading.Event()
-        self._refused: str | None = None  # why the input cannot be used (found while configuring)
-        self.refusals: dict[str, int] = {}  # input dropped while running, by reason (first words)
-        self._rate_stamps: list[float] = []
-        self._rate_name = ""
-        self.pose_rate = 0.0
-        self.messages = 0
-        self.bad_transforms = 0
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> GazeboAdapter:
         return cls(values)
+
+    @property
+    def pose_rate(self) -> float:
+        """The rate of the first model's poses (simulation time), 0 until measured."""
+        return self.poses.pose_rate
+
+    @property
+    def bad_transforms(self) -> int:
+        """Transforms dropped for a non-finite value or a zero quaternion."""
+        return self.poses.bad_transforms
 
     # ------------------------------------------------------------------ connection
     def attach(self, node) -> None:
@@ -197,10 +191,11 @@ class GazeboAdapter(MocapAdapter):
                 "gazebo_system reads ROS topics: the system node must attach() the adapter first"
             )
         deadline = time.monotonic() + self.connect_timeout
-        while self.connect_timeout > 0 and self._refused is None and not self._ready():
+        poses = self.poses
+        while self.connect_timeout > 0 and poses.refused is None and not poses.ready(self.models):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                missing = self._missing()
+                missing = poses.missing(self.models)
                 raise AdapterError(
                     f"no pose of {', '.join(missing) if missing else 'any model'} "
                     f"on {', '.join(self.topics)} "
@@ -208,87 +203,22 @@ class GazeboAdapter(MocapAdapter):
                     "model, and ros_gz_bridge bridging them, e.g. `ros2 run ros_gz_bridge parameter_bridge "
                     "/model/<model>/pose@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V`? (docs/gazebo.md)"
                 )
-            self._seen.wait(min(remaining, 0.1))
-            self._seen.clear()
-        if self._refused is not None:
-            raise AdapterError(f"the poses on {', '.join(self.topics)} cannot be used: {self._refused}")
-        self._configuring = False
-        with self._lock:
+            poses.seen.wait(min(remaining, 0.1))
+            poses.seen.clear()
+        if poses.refused is not None:
+            raise AdapterError(f"the poses on {', '.join(self.topics)} cannot be used: {poses.refused}")
+        poses.configuring = False
+        with poses.lock:
             return self.converter.asset_names()
-
-    def _missing(self) -> list[str]:
-        with self._lock:
-            seen = {m.name for m, h in zip(self.converter.models, self.converter._history) if h.stamps}
-        return [m for m in self.models if m not in seen]
-
-    def _ready(self) -> bool:
-        """Every listed model has a pose (any model when all are tracked)."""
-        if self.models:
-            return not self._missing()
-        with self._lock:
-            return any(h.stamps for h in self.converter._history)
 
     def _on_poses(self, topic: str, msg) -> None:
         now = time.monotonic()
-        wall = None
-        with self._lock:
-            self.messages += 1
-            for tf in msg.transforms:
-                child, parent = tf.child_frame_id, tf.header.frame_id
-                stamp = stamp_to_seconds(tf.header.stamp)
-                problem = transform_problem(child, parent, stamp, self.world, self.simulation_stamps)
-                if problem is not None:
-                    self._refuse(topic, problem)
-                    continue
-                if stamp == 0.0:
-                    # stamp: wall and an unstamped pose: the time it arrived stands for it
-                    wall = wall if wall is not None else time.time()
-                    stamp = wall
-                t, r = tf.transform.translation, tf.transform.rotation
-                values = (t.x, t.y, t.z, r.x, r.y, r.z, r.w)
-                if not all(math.isfinite(v) for v in values) or (r.x, r.y, r.z, r.w) == (0.0, 0.0, 0.0, 0.0):
-                    self.bad_transforms += 1
-                    continue
-                self._measure_rate(child, stamp)
-                self.converter.add(child, stamp, values[:3], values[3:], arrival=now)
-            frames = self.converter.advance(now)
-        self._seen.set()
+        frames = self.poses.add(topic, msg, now)
         if self._streaming:
             for frame in frames:
                 if self.simulation_stamps:
                     frame.capture_time = frame.frame_number / self.settings.rate
                 self.delay.put(frame, now)
-
-    def _refuse(self, topic: str, problem: str) -> None:
-        if self._configuring:
-            if self._refused is None:
-                self._refused = problem
-            return
-        key = problem.split(":")[0][:80]
-        count = self.refusals.get(key, 0) + 1
-        if len(self.refusals) < 32 or key in self.refusals:
-            self.refusals[key] = count
-        if count == 1:
-            LOG.error("dropping poses on %s: %s", topic, problem)
-
-    def _measure_rate(self, name: str, stamp: float) -> None:
-        """The pose rate of the first model seen, to warn when frames would be faster."""
-        if self.pose_rate or (self._rate_stamps and self._rate_name != name):
-            return
-        self._rate_name = name
-        if not self._rate_stamps or stamp > self._rate_stamps[-1]:
-            self._rate_stamps.append(stamp)
-        if len(self._rate_stamps) >= RATE_SAMPLES:
-            period = float(np.median(np.diff(self._rate_stamps)))
-            self.pose_rate = 1.0 / period if period > 0 else 0.0
-            if self.pose_rate and self.settings.rate > 1.05 * self.pose_rate:
-                LOG.warning(
-                    "rate %g Hz is above the rate of the poses (%.1f Hz of simulation time): "
-                    "consecutive frames will repeat a pose; lower `rate` or raise the "
-                    "PosePublisher's update_frequency",
-                    self.settings.rate,
-                    self.pose_rate,
-                )
 
     @property
     def nominal_rate(self) -> float:
@@ -311,11 +241,12 @@ class GazeboAdapter(MocapAdapter):
         self.input.close()
 
     def status(self) -> dict[str, str]:
-        with self._lock:
+        poses = self.poses
+        with poses.lock:
             e = self.converter
             out = {
                 "pose_topics": ", ".join(self.topics),
-                "pose_messages": str(self.messages),
+                "pose_messages": str(poses.messages),
                 "frames_skipped_clock_jump": str(e.skipped_frames),
                 "clock_resets": str(e.resets),
                 "frames_dropped_slow_reader": str(self.delay.dropped),
@@ -329,9 +260,9 @@ class GazeboAdapter(MocapAdapter):
             unseen = [m.name for m, h in zip(e.models, e._history) if not h.stamps]
             if unseen:
                 out["models_without_pose"] = ", ".join(unseen)
-            if self.bad_transforms:
-                out["bad_transforms"] = str(self.bad_transforms)
-            for key, count in self.refusals.items():
+            if poses.bad_transforms:
+                out["bad_transforms"] = str(poses.bad_transforms)
+            for key, count in poses.refusals.items():
                 out[f"refused: {key}"] = str(count)
         return out
 
