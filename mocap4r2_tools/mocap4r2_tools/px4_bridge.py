@@ -34,17 +34,17 @@ from mocap4r2_interfaces.msg import RigidBodies
 from .px4.links import BACKENDS, MESSAGES, Connection, LinkWorker, connection_check, make_link
 from .px4.stream import RateLimiter, TrackingGate, build_sample
 from .px4.timesync import recommended_ev_delay_ms
-from .tool_node import FollowedBody, ToolNode, run_tool, topic_check
+from .tool_node import (
+    DIAGNOSTICS_PERIOD,
+    QOS_RELIABLE,
+    FollowedBody,
+    ToolNode,
+    followed_body_parameters,
+    run_tool,
+)
 
 PARAMETERS = (
-    ParameterSpec(
-        "rigid_bodies_topic",
-        "rigid_bodies",
-        "RigidBodies topic of the mocap system.",
-        check=topic_check("rigid_bodies_topic"),
-        read_only=True,
-    ),
-    ParameterSpec("body", "", "Name of the rigid body on the vehicle."),
+    *followed_body_parameters("vehicle"),
     ParameterSpec(
         "connection",
         "udpout:127.0.0.1:14540",
@@ -127,10 +127,8 @@ PARAMETERS = (
         min_value=0.01,
         max_value=600.0,
     ),
-    ParameterSpec(
-        "diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0
-    ),
-    ParameterSpec("qos_reliable", True, "Reliable subscription (false: best effort).", read_only=True),
+    DIAGNOSTICS_PERIOD,
+    QOS_RELIABLE,
 )
 
 # why the body is not streamed, as the tracking gate reports it

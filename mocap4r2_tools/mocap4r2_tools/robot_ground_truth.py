@@ -36,28 +36,23 @@ from mocap4r2_interfaces.msg import RigidBodies
 from mocap4r2_interfaces.srv import SetOrigin
 
 from .motion.estimation import METHODS, make_estimator
-from .tool_node import FollowedBody, ToolNode, frame_check, run_tool, topic_check, vector_check
+from .tool_node import (
+    DIAGNOSTICS_PERIOD,
+    QOS_RELIABLE,
+    FollowedBody,
+    ToolNode,
+    followed_body_parameters,
+    frame_parameter,
+    run_tool,
+    topic_parameter,
+    vector_check,
+)
 
 PARAMETERS = (
-    ParameterSpec(
-        "rigid_bodies_topic",
-        "rigid_bodies",
-        "RigidBodies topic of the mocap system.",
-        check=topic_check("rigid_bodies_topic"),
-        read_only=True,
-    ),
-    ParameterSpec("body", "", "Name of the rigid body on the robot."),
-    ParameterSpec(
-        "root_frame",
-        "world",
-        "Frame of the published poses (parent of the /tf edge).",
-        check=frame_check("root_frame"),
-    ),
-    ParameterSpec(
-        "robot_frame",
-        "base_link",
-        "Robot base frame; the published child frame is <robot_frame>_gt.",
-        check=frame_check("robot_frame"),
+    *followed_body_parameters("robot"),
+    frame_parameter("root_frame", "world", "Frame of the published poses (parent of the /tf edge)."),
+    frame_parameter(
+        "robot_frame", "base_link", "Robot base frame; the published child frame is <robot_frame>_gt."
     ),
     ParameterSpec(
         "offset_xyz",
@@ -72,13 +67,7 @@ PARAMETERS = (
         check=vector_check("offset_rpy", 3),
     ),
     ParameterSpec("publish_tf", True, "Publish root_frame -> <robot_frame>_gt on /tf."),
-    ParameterSpec(
-        "odom_topic",
-        "~/odom",
-        "nav_msgs/Odometry output topic.",
-        check=topic_check("odom_topic"),
-        read_only=True,
-    ),
+    topic_parameter("odom_topic", "~/odom", "nav_msgs/Odometry output topic."),
     ParameterSpec(
         "twist_method", "finite_difference", "How the twist is estimated from the poses.", choices=METHODS
     ),
@@ -96,10 +85,8 @@ PARAMETERS = (
         min_value=0.01,
         max_value=600.0,
     ),
-    ParameterSpec(
-        "diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0
-    ),
-    ParameterSpec("qos_reliable", True, "Reliable subscription (false: best effort).", read_only=True),
+    DIAGNOSTICS_PERIOD,
+    QOS_RELIABLE,
 )
 
 

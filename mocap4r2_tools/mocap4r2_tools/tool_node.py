@@ -157,6 +157,35 @@ def topic_check(name: str) -> Callable[[str], str | None]:
     return check
 
 
+def topic_parameter(name: str, default: str, description: str) -> ParameterSpec:
+    """A topic name parameter: checked as one, and read only (its subscription or
+    publisher is made once)."""
+    return ParameterSpec(name, default, description, check=topic_check(name), read_only=True)
+
+
+def frame_parameter(name: str, default: str, description: str, read_only: bool = False) -> ParameterSpec:
+    """A tf frame name parameter, checked as one."""
+    return ParameterSpec(name, default, description, check=frame_check(name), read_only=read_only)
+
+
+def followed_body_parameters(carrier: str) -> tuple[ParameterSpec, ParameterSpec]:
+    """The parameters of a tool that follows one body (see FollowedBody): the mocap
+    system's RigidBodies topic, and the name of the body on ``carrier`` (robot, vehicle)."""
+    return (
+        topic_parameter("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system."),
+        ParameterSpec("body", "", f"Name of the rigid body on the {carrier}."),
+    )
+
+
+#: the period of a tool's /diagnostics, and whether it subscribes reliably
+DIAGNOSTICS_PERIOD = ParameterSpec(
+    "diagnostics_period", 1.0, "Period of /diagnostics reports, s.", min_value=0.05, max_value=60.0
+)
+QOS_RELIABLE = ParameterSpec(
+    "qos_reliable", True, "Reliable subscription (false: best effort).", read_only=True
+)
+
+
 def vector_check(name: str, length: int) -> Callable[[list], str | None]:
     """A parameter check accepting a list of exactly ``length`` numbers."""
 
