@@ -13,11 +13,11 @@ mocap4r2_interfaces/TrajectoryError at ``publish_rate``; ``~/reset`` (std_srvs/T
 starts over.
 
 With ``time_offset_auto`` the estimate's time offset is found from the data
-(trajectory/time_offset.py) on the last :data:`AUTO_SECONDS` s of both streams, every
+(trajectory/time_offset.py) on the last ``AUTO_SECONDS`` s of both streams, every
 :data:`AUTO_PERIOD` s, and each value found is published on ``~/time_offset``
 (std_msgs/Float64, s added to the estimate stamps, latched). Once
-:data:`AUTO_STABLE` values in a row agree within :data:`AUTO_AGREE` s, their median is
-held: the evaluation restarts with it, replaying the buffered samples, and the search
+``AUTO_STABLE`` values in a row agree within ``AUTO_AGREE`` s (trajectory/offset_search.py),
+their median is held: the evaluation restarts with it, replaying the buffered samples, and the search
 stops until ``~/reset`` or a parameter change. Until then ``time_offset`` is used.
 """
 
@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, TransformStamped
 from nav_msgs.msg import Odometry
+from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
@@ -41,31 +44,27 @@ from mocap4r2_control.tf_out import TF_QOS, TF_STATIC_QOS
 from mocap4r2_control.timebase import stamp_to_seconds
 from mocap4r2_interfaces.msg import RigidBodies, TrajectoryError
 
-from .tool_node import ToolNode, frame_check, run_tool, topic_check
+from .tool_node import ToolNode, body_row, frame_parameter, run_tool, topic_parameter
 from .trajectory import alignment as alignment_methods
 from .trajectory import association as association_methods
 from .trajectory.association import PosePair, StreamAssociator
 from .trajectory.metrics import RPE_UNITS
-from .trajectory.poses import Trajectory, TrajectoryInputError
+from .trajectory.offset_search import AUTO_AGREE, AUTO_STABLE, OffsetSearch, replay_order
+from .trajectory.poses import TrajectoryInputError
 from .trajectory.running import RunningATE, RunningRPE
-from .trajectory.time_offset import DEFAULT_WINDOW, estimate_time_offset
+from .trajectory.time_offset import DEFAULT_WINDOW
 
 GT_TYPES = ("rigid_bodies", "pose", "odometry")
 EST_TYPES = ("pose", "pose_cov", "odometry", "tf", "rigid_bodies")
 # /tf samples kept for this node while it is busy (tf2's listeners keep 100)
 TF_ESTIMATE_DEPTH = 2000
-# time_offset_auto: seconds of both streams searched (and samples kept, at most), how
-# often (s), how many values in a row must agree, and within how much (s)
-AUTO_SECONDS = 30.0
-AUTO_SAMPLES = 30_000
+#: where a pose stream goes: sink(header, geometry_msgs/Pose)
+PoseSink = Callable[[Any, Any], None]
+# time_offset_auto: how often (s) the offset is searched (the rest: trajectory/offset_search.py)
 AUTO_PERIOD = 2.0
-AUTO_STABLE = 3
-AUTO_AGREE = 0.001
 
 PARAMETERS = (
-    ParameterSpec(
-        "gt_topic", "rigid_bodies", "Ground truth topic.", check=topic_check("gt_topic"), read_only=True
-    ),
+    topic_parameter("gt_topic", "rigid_bodies", "Ground truth topic."),
     ParameterSpec(
         "gt_type",
         "rigid_bodies",
@@ -75,13 +74,7 @@ PARAMETERS = (
         read_only=True,
     ),
     ParameterSpec("gt_body", "", "Rigid body name, when gt_type is rigid_bodies.", read_only=True),
-    ParameterSpec(
-        "est_topic",
-        "odom",
-        "Estimate topic (ignored for tf).",
-        check=topic_check("est_topic"),
-        read_only=True,
-    ),
+    topic_parameter("est_topic", "odom", "Estimate topic (ignored for tf)."),
     ParameterSpec(
         "est_type",
         "odometry",
@@ -91,19 +84,11 @@ PARAMETERS = (
         read_only=True,
     ),
     ParameterSpec("est_body", "", "Rigid body name, when est_type is rigid_bodies.", read_only=True),
-    ParameterSpec(
-        "est_parent_frame",
-        "odom",
-        "TF parent frame of the estimate (est_type tf).",
-        check=frame_check("est_parent_frame"),
-        read_only=True,
+    frame_parameter(
+        "est_parent_frame", "odom", "TF parent frame of the estimate (est_type tf).", read_only=True
     ),
-    ParameterSpec(
-        "est_child_frame",
-        "base_link",
-        "TF child frame of the estimate (est_type tf).",
-        check=frame_check("est_child_frame"),
-        read_only=True,
+    frame_parameter(
+        "est_child_frame", "base_link", "TF child frame of the estimate (est_type tf).", read_only=True
     ),
     ParameterSpec(
         "association",
@@ -142,9 +127,7 @@ PARAMETERS = (
     ParameterSpec(
         "publish_rate", 2.0, "TrajectoryError messages per second.", min_value=0.01, max_value=1000.0
     ),
-    ParameterSpec(
-        "output_topic", "trajectory_error", "Output topic.", check=topic_check("output_topic"), read_only=True
-    ),
+    topic_parameter("output_topic", "trajectory_error", "Output topic."),
     ParameterSpec(
         "history_size",
         10000,
@@ -239,9 +222,7 @@ class TrajectoryErrorNode(ToolNode):
         # time_offset_auto: raw samples (stamp, position, orientation) kept for the search
         self.offset_search = cfg["time_offset_auto"]
         self.offset_held: float | None = None
-        self._offset_found: deque[float] = deque(maxlen=AUTO_STABLE)
-        self._raw_gt: deque[tuple[float, np.ndarray, np.ndarray]] = deque(maxlen=AUTO_SAMPLES)
-        self._raw_est: deque[tuple[float, np.ndarray, np.ndarray]] = deque(maxlen=AUTO_SAMPLES)
+        self._offset = OffsetSearch()
 
     def on_parameters_changed(self, names: set[str]) -> None:
         if names & _EVALUATION:
@@ -253,49 +234,22 @@ class TrajectoryErrorNode(ToolNode):
             self._timer = self.create_timer(1.0 / self.value("publish_rate"), self._publish)
 
     def _subscribe_gt(self, cfg: dict, qos: QoSProfile) -> None:
-        kind = cfg["gt_type"]
-        if kind == "rigid_bodies":
-            gt_body = BodyPicker(cfg["gt_body"])
-            self.create_subscription(RigidBodies, cfg["gt_topic"], lambda m: gt_body.feed(m, self._gt), qos)
-        elif kind == "pose":
-            self.create_subscription(PoseStamped, cfg["gt_topic"], lambda m: self._gt(m.header, m.pose), qos)
-        else:
-            self.create_subscription(
-                Odometry, cfg["gt_topic"], lambda m: self._gt(m.header, m.pose.pose), qos
-            )
+        subscribe_poses(self, cfg["gt_type"], cfg["gt_topic"], cfg["gt_body"], self._gt, qos)
 
     def _subscribe_est(self, cfg: dict, qos: QoSProfile) -> None:
-        kind = cfg["est_type"]
-        if kind == "pose":
-            self.create_subscription(
-                PoseStamped, cfg["est_topic"], lambda m: self._est(m.header, m.pose), qos
-            )
-        elif kind == "pose_cov":
-            self.create_subscription(
-                PoseWithCovarianceStamped, cfg["est_topic"], lambda m: self._est(m.header, m.pose.pose), qos
-            )
-        elif kind == "odometry":
-            self.create_subscription(
-                Odometry, cfg["est_topic"], lambda m: self._est(m.header, m.pose.pose), qos
-            )
-        elif kind == "rigid_bodies":
-            est_body = BodyPicker(cfg["est_body"])
-            self.create_subscription(
-                RigidBodies, cfg["est_topic"], lambda m: est_body.feed(m, self._est), qos
-            )
-        else:
-            self._tf_chain = TfChain(cfg["est_parent_frame"], cfg["est_child_frame"], TF_ESTIMATE_DEPTH)
-            # tf2's QoS with a deeper history: every estimate is a pose pair, and a
-            # 100-deep queue lost most of a 600-pose burst when this process was slowed
-            self.create_subscription(
-                TFMessage,
-                "/tf",
-                self._on_tf,
-                QoSProfile(
-                    depth=TF_ESTIMATE_DEPTH, reliability=TF_QOS.reliability, durability=TF_QOS.durability
-                ),
-            )
-            self.create_subscription(TFMessage, "/tf_static", self._on_tf_static, TF_STATIC_QOS)
+        if cfg["est_type"] != "tf":
+            subscribe_poses(self, cfg["est_type"], cfg["est_topic"], cfg["est_body"], self._est, qos)
+            return
+        self._tf_chain = TfChain(cfg["est_parent_frame"], cfg["est_child_frame"], TF_ESTIMATE_DEPTH)
+        # tf2's QoS with a deeper history: every estimate is a pose pair, and a
+        # 100-deep queue lost most of a 600-pose burst when this process was slowed
+        self.create_subscription(
+            TFMessage,
+            "/tf",
+            self._on_tf,
+            QoSProfile(depth=TF_ESTIMATE_DEPTH, reliability=TF_QOS.reliability, durability=TF_QOS.durability),
+        )
+        self.create_subscription(TFMessage, "/tf_static", self._on_tf_static, TF_STATIC_QOS)
 
     # ------------------------------------------------------------------ input
     def _gt(self, header, pose) -> None:
@@ -309,7 +263,7 @@ class TrajectoryErrorNode(ToolNode):
         self._frame_id = header.frame_id
         stamp = stamp_to_seconds(header.stamp)
         if self.offset_search:
-            _keep(self._raw_gt, stamp, sample)
+            self._offset.keep_gt(stamp, sample)
         self._feed(self.associator.add_gt(stamp, *sample))
 
     def _est(self, header, pose) -> None:
@@ -322,7 +276,7 @@ class TrajectoryErrorNode(ToolNode):
         self._est_count += 1
         stamp = stamp_to_seconds(header.stamp)
         if self.offset_search:
-            _keep(self._raw_est, stamp, sample)
+            self._offset.keep_est(stamp, sample)
         self._feed(self.associator.add_est(stamp, *sample))
 
     def _on_tf(self, msg: TFMessage) -> None:
@@ -338,7 +292,7 @@ class TrajectoryErrorNode(ToolNode):
             for stamp, position, orientation in chain.update(tf, static):
                 self._est_count += 1
                 if self.offset_search:
-                    _keep(self._raw_est, stamp, (position, orientation))
+                    self._offset.keep_est(stamp, (position, orientation))
                 self._feed(self.associator.add_est(stamp, position, orientation))
         if chain.held:
             self.get_logger().info(
@@ -364,30 +318,7 @@ class TrajectoryErrorNode(ToolNode):
     # ------------------------------------------------------------------ output
     def _publish(self) -> None:
         snap = self.ate.snapshot()
-        msg = TrajectoryError()
-        msg.header.frame_id = self._frame_id
-        if self._last_stamp is not None:
-            sec = int(np.floor(self._last_stamp))
-            msg.header.stamp.sec = sec
-            msg.header.stamp.nanosec = min(int(round((self._last_stamp - sec) * 1e9)), 999_999_999)
-        msg.samples = snap.samples
-        msg.ate_rmse = snap.rmse
-        msg.ate_mean = snap.mean
-        msg.ate_max = snap.max
-        scale = snap.alignment.scale if snap.aligned else 1.0
-        msg.rpe_trans_rmse = self.rpe.trans_rmse(scale)
-        msg.rpe_rot_rmse = self.rpe.rot_rmse()
-        msg.aligned = snap.aligned
-        t = snap.alignment.translation
-        q = snap.alignment.quaternion()
-        msg.alignment.position.x, msg.alignment.position.y, msg.alignment.position.z = (float(v) for v in t)
-        (
-            msg.alignment.orientation.x,
-            msg.alignment.orientation.y,
-            msg.alignment.orientation.z,
-            msg.alignment.orientation.w,
-        ) = (float(v) for v in q)
-        self._pub.publish(msg)
+        self._pub.publish(error_message(snap, self.rpe, self._frame_id, self._last_stamp))
         self._report(snap)
 
     def _report(self, snap) -> None:
@@ -413,32 +344,28 @@ class TrajectoryErrorNode(ToolNode):
     # ------------------------------------------------------------------ time offset
     def _search_offset(self) -> None:
         """One search for the time offset on the samples kept; held once stable."""
-        if not self.offset_search or len(self._raw_gt) < 10 or len(self._raw_est) < 10:
+        if not self.offset_search:
             return
         log = self.get_logger()
-        gt, est = _trajectory(self._raw_gt), _trajectory(self._raw_est)
-        overlap = min(gt.stamps[-1], est.stamps[-1]) - max(gt.stamps[0], est.stamps[0])
-        if overlap < 5.0:
-            return  # too little yet to see anything by
         try:
-            found = estimate_time_offset(gt, est, self.value("time_offset_window"), self.value("align"))
+            found = self._offset.search(self.value("time_offset_window"), self.value("align"))
         except TrajectoryInputError as error:
-            self._offset_found.clear()
             log.warning(f"time offset not found: {error}", throttle_duration_sec=10.0)
             return
-        self._offset_found.append(found.offset)
+        if found is None:
+            return  # too little yet to see anything by
         self._offset_pub.publish(Float64(data=found.offset))
         log.info(
             f"time offset {found.offset * 1e3:+.3f} ms (correlation {found.correlation:.2f}, "
-            f"{len(self._offset_found)} of {AUTO_STABLE} to agree)"
+            f"{len(self._offset.found)} of {AUTO_STABLE} to agree)"
         )
-        values = list(self._offset_found)
-        if len(values) == AUTO_STABLE and max(values) - min(values) <= AUTO_AGREE:
-            self._hold_offset(float(np.median(values)))
+        agreed = self._offset.agreed()
+        if agreed is not None:
+            self._hold_offset(agreed)
 
     def _hold_offset(self, offset: float) -> None:
         """Restart the evaluation with ``offset`` and replay the samples kept into it."""
-        gt, est = list(self._raw_gt), list(self._raw_est)
+        gt, est = self._offset.take()
         cfg = self.values()
         self.associator = StreamAssociator(
             cfg["max_diff"], offset, cfg["association"], horizon=cfg["gt_buffer"]
@@ -446,18 +373,13 @@ class TrajectoryErrorNode(ToolNode):
         self.ate = RunningATE(cfg["align"], cfg["align_first_n"], cfg["history_size"])
         self.rpe = RunningRPE(self.rpe.delta, self.rpe.unit)
         self._last_stamp = None
-        # in ground-truth time, as they would have arrived
-        events = [(t, 0, p, q) for t, p, q in gt] + [(t + offset, 1, p, q) for t, p, q in est]
-        events.sort(key=lambda e: (e[0], e[1]))
-        for t, kind, p, q in events:
+        for t, kind, p, q in replay_order(gt, est, offset):
             if kind == 0:
                 self._feed(self.associator.add_gt(t, p, q))
             else:
                 self._feed(self.associator.add_est(t - offset, p, q))
         self.offset_search = False
         self.offset_held = offset
-        self._raw_gt.clear()
-        self._raw_est.clear()
         self._offset_pub.publish(Float64(data=offset))
         self.get_logger().info(
             f"time offset {offset * 1e3:+.3f} ms held ({AUTO_STABLE} values within {AUTO_AGREE * 1e3:g} ms); "
@@ -473,22 +395,47 @@ class TrajectoryErrorNode(ToolNode):
         return response
 
 
-def _keep(samples: deque, stamp: float, pose: tuple[np.ndarray, np.ndarray]) -> None:
-    """Append a sample for the offset search: in time order only (a sample older than the
-    last is left out, as the association leaves out ground truth out of order), and only
-    the last AUTO_SECONDS."""
-    if samples and stamp <= samples[-1][0]:
-        return
-    samples.append((stamp, *pose))
-    while stamp - samples[0][0] > AUTO_SECONDS:
-        samples.popleft()
+def subscribe_poses(node: Node, kind: str, topic: str, body: str, sink: PoseSink, qos: QoSProfile) -> None:
+    """Feed ``sink(header, pose)`` from ``topic``: PoseStamped (``pose``),
+    PoseWithCovarianceStamped (``pose_cov``), Odometry (``odometry``), or the tracked
+    pose of the rigid body ``body`` (``rigid_bodies``)."""
+    if kind == "rigid_bodies":
+        picker = BodyPicker(body)
+        node.create_subscription(RigidBodies, topic, lambda m: picker.feed(m, sink), qos)
+    elif kind == "pose":
+        node.create_subscription(PoseStamped, topic, lambda m: sink(m.header, m.pose), qos)
+    elif kind == "pose_cov":
+        node.create_subscription(PoseWithCovarianceStamped, topic, lambda m: sink(m.header, m.pose.pose), qos)
+    else:
+        node.create_subscription(Odometry, topic, lambda m: sink(m.header, m.pose.pose), qos)
 
 
-def _trajectory(samples: deque) -> Trajectory:
-    stamps = np.fromiter((s[0] for s in samples), float, len(samples))
-    positions = np.array([s[1] for s in samples], dtype=float)
-    orientations = np.array([s[2] for s in samples], dtype=float)
-    return Trajectory.build(stamps, positions, orientations)
+def error_message(snap: Any, rpe: RunningRPE, frame_id: str, last_stamp: float | None) -> TrajectoryError:
+    """The TrajectoryError of an ATE snapshot and the RPE so far."""
+    msg = TrajectoryError()
+    msg.header.frame_id = frame_id
+    if last_stamp is not None:
+        sec = int(np.floor(last_stamp))
+        msg.header.stamp.sec = sec
+        msg.header.stamp.nanosec = min(int(round((last_stamp - sec) * 1e9)), 999_999_999)
+    msg.samples = snap.samples
+    msg.ate_rmse = snap.rmse
+    msg.ate_mean = snap.mean
+    msg.ate_max = snap.max
+    scale = snap.alignment.scale if snap.aligned else 1.0
+    msg.rpe_trans_rmse = rpe.trans_rmse(scale)
+    msg.rpe_rot_rmse = rpe.rot_rmse()
+    msg.aligned = snap.aligned
+    t = snap.alignment.translation
+    q = snap.alignment.quaternion()
+    msg.alignment.position.x, msg.alignment.position.y, msg.alignment.position.z = (float(v) for v in t)
+    (
+        msg.alignment.orientation.x,
+        msg.alignment.orientation.y,
+        msg.alignment.orientation.z,
+        msg.alignment.orientation.w,
+    ) = (float(v) for v in q)
+    return msg
 
 
 class BodyPicker:
@@ -498,16 +445,11 @@ class BodyPicker:
         self.name = name
         self._index = 0
 
-    def feed(self, msg: RigidBodies, sink) -> None:
+    def feed(self, msg: RigidBodies, sink: PoseSink) -> None:
         bodies = msg.rigid_bodies
-        i = self._index
-        if not (i < len(bodies) and bodies[i].name == self.name):
-            # a body's index is stable in practice: search only when it moved
-            i = next((k for k, b in enumerate(bodies) if b.name == self.name), -1)
-            if i < 0:
-                return
-            self._index = i
-        if bodies[i].tracking_valid:
+        # a body's index is stable in practice: its last row is tried first
+        i = self._index = body_row(bodies, self.name, self._index)
+        if i >= 0 and bodies[i].tracking_valid:
             sink(msg.header, bodies[i].pose)
 
 
