@@ -1,7 +1,8 @@
 """The rclpy half of the web panel: one node spun in one thread (announcements, acks,
-/diagnostics, each system's frames, lifecycle services), and a bounded pool of worker
-threads for the calls that wait for answers (START/STOP acks, lifecycle transitions,
-exports), so neither the executor nor the server's event loop ever blocks on them."""
+/diagnostics, each system's frames in :mod:`.frame_feed`, lifecycle services), and a
+bounded pool of worker threads for the calls that wait for answers (START/STOP acks,
+lifecycle transitions, exports), so neither the executor nor the server's event loop
+ever blocks on them."""
 
 from __future__ import annotations
 
@@ -19,31 +20,15 @@ from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
-from rclpy.serialization import deserialize_message
 
 from mocap4r2_control.control_plane import ControlClient, ControlResult
-from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
 from ..recording.export import ExportError, export
 from ..recording.session_id import session_dir
 from ..recording.sessions import list_sessions
-from .core import (
-    MAX_CLIENT_RATE,
-    ControlRequest,
-    LatestFrames,
-    LiveFrame,
-    RequestError,
-    body_row,
-    marker_rows,
-)
+from .core import ControlRequest, LiveFrame, RequestError
+from .frame_feed import FRAME_TYPES, FrameFeed
 
-FRAME_TYPES = {
-    "mocap4r2_interfaces/msg/Markers": ("markers", Markers),
-    "mocap4r2_interfaces/msg/RigidBodies": ("rigid_bodies", RigidBodies),
-    "mocap4r2_interfaces/msg/Skeletons": ("skeletons", Skeletons),
-}
-FRAME_CLASSES = dict(FRAME_TYPES.values())
 TRANSITION_IDS = {
     "configure": Transition.TRANSITION_CONFIGURE,
     "activate": Transition.TRANSITION_ACTIVATE,
@@ -77,14 +62,10 @@ class PanelRos:
             node = rclpy.create_node("web_panel", context=self.context)
         self.node = node
         self.control = ControlClient(node)
-        self.frames = LatestFrames()
-        self._decoded_cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        self.feed = FrameFeed(node, self.control)
+        self.frames = self.feed.frames
         self._lock = threading.Lock()
         self._diagnostics: dict[str, Diagnostic] = {}
-        self._frame_subs: dict[str, tuple[str, str, Any, Any]] = {}
-        self._frames_node = rclpy.create_node(
-            f"{node.get_name()}_frames", namespace=node.get_namespace(), context=node.context
-        )
         self._lifecycle: dict[str, Any] = {}
         self.log: list[dict[str, Any]] = []
         self._pending = threading.BoundedSemaphore(MAX_PENDING_CALLS)
@@ -93,8 +74,7 @@ class PanelRos:
         # new systems' frame topics are subscribed from the executor thread (a timer); the
         # worker pool only publishes requests and calls services (rclpy allows both from
         # any thread)
-        node.create_timer(0.5, self._subscribe_frames)
-        node.create_timer(1.0 / MAX_CLIENT_RATE, self._poll_frames)
+        self.feed.start(node)
         self._executor: SingleThreadedExecutor | None = None
         self._thread: threading.Thread | None = None
         if self._own_context:
@@ -117,38 +97,6 @@ class PanelRos:
                 self._diagnostics[status.hardware_id[:256]] = Diagnostic(level, status.message[:500], values)
             while len(self._diagnostics) > 512:
                 self._diagnostics.pop(next(iter(self._diagnostics)))
-
-    def _subscribe_frames(self) -> None:
-        for name, info in self.control.systems().items():
-            for topic, type_name in zip(info.topics, info.topic_types):
-                kind = FRAME_TYPES.get(type_name)
-                if kind is None or topic in self._frame_subs or len(self._frame_subs) >= 192:
-                    continue
-                label, cls = kind
-                # on the node no executor waits on: polled by _poll_frames
-                sub = self._frames_node.create_subscription(
-                    cls, topic, lambda _: None, qos_profile_sensor_data, raw=True
-                )
-                self._frame_subs[topic] = (name, label, cls, sub)
-
-    def _poll_frames(self) -> None:
-        """Decimation at the source: a browser never needs more than MAX_CLIENT_RATE
-        frames a second, and an executor callback per message costs far more than the
-        panel's own work (1 kHz x 3 topics would be most of a core). So the frame
-        subscriptions sit on a node no executor waits on, and this timer takes what each
-        holds (its queue is the sensor-data depth, so what is older is dropped by DDS),
-        keeping the newest serialized message; deserialization happens only when a
-        client asks for it."""
-        for name, label, cls, sub in self._frame_subs.values():
-            newest = None
-            for _ in range(64):
-                with sub.handle:
-                    taken = sub.handle.take_message(cls, True)
-                if taken is None:
-                    break
-                newest = taken[0]
-            if newest is not None:
-                self.frames.put(name, label, newest)
 
     # ---------------------------------------------------------------- reads (any thread)
     def systems(self) -> list[dict[str, Any]]:
@@ -191,55 +139,8 @@ class PanelRos:
         return self.frames.newest(system)
 
     def live_frame(self, system: str) -> LiveFrame | None:
-        """The latest frame of ``system`` in the page's form (built here, on demand, at
-        the clients' rate; never per message)."""
-        raw = self.frames.get(system)
-        if not raw:
-            return None
-        slot = {kind: (self._decoded(system, kind, data, at), at) for kind, (data, at) in raw.items()}
-        newest = max(slot.values(), key=lambda item: item[1])
-        msg = newest[0]
-        frame = LiveFrame(
-            system=system,
-            frame_number=int(msg.frame_number),
-            stamp=msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9,
-            received=newest[1],
-        )
-        if "markers" in slot:
-            points = [
-                (m.position.x, m.position.y, m.position.z, m.occluded) for m in slot["markers"][0].markers
-            ]
-            frame.markers, frame.occluded = marker_rows(points)
-        if "rigid_bodies" in slot:
-            for body in slot["rigid_bodies"][0].rigid_bodies[:200]:
-                p, q = body.pose.position, body.pose.orientation
-                frame.bodies.append(
-                    body_row(body.name, body.id, (p.x, p.y, p.z), (q.x, q.y, q.z, q.w), body.tracking_valid)
-                )
-        if "skeletons" in slot:
-            for skeleton in slot["skeletons"][0].skeletons[:20]:
-                for seg in skeleton.segments[:100]:
-                    p = seg.pose.position
-                    row = body_row(
-                        seg.name, seg.id, (p.x, p.y, p.z), (0.0, 0.0, 0.0, 1.0), seg.tracking_valid
-                    )
-                    row["parent"] = int(seg.parent_id)
-                    row["skeleton"] = skeleton.name[:64]
-                    frame.segments.append(row)
-        return frame
-
-    def _decoded(self, system: str, kind: str, data: bytes, received: float) -> Any:
-        """The message of ``data``, deserialized once however many clients ask."""
-        key = (system, kind)
-        cached = self._decoded_cache.get(key)
-        if cached is not None and cached[0] == received:
-            return cached[1]
-        message = deserialize_message(data, FRAME_CLASSES[kind])
-        if len(self._decoded_cache) < 3 * 64:
-            self._decoded_cache[key] = (received, message)
-        else:
-            self._decoded_cache.pop(key, None)
-        return message
+        """The latest frame of ``system`` in the page's form (see FrameFeed.live_frame)."""
+        return self.feed.live_frame(system)
 
     # ---------------------------------------------------------------- calls (worker pool)
     def submit(self, function: Any, *args: Any) -> Future:
@@ -321,7 +222,7 @@ class PanelRos:
         if self._own_context:
             assert self._executor is not None and self._thread is not None
             self._executor.shutdown(timeout_sec=1.0)
-            self._frames_node.destroy_node()
+            self.feed.node.destroy_node()
             self.node.destroy_node()
             if self.context.ok():
                 rclpy.shutdown(context=self.context)
