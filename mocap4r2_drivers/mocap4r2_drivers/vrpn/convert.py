@@ -1,4 +1,5 @@
-"""vrpn_Tracker Pos_Quat reports to MocapFrames.
+"""vrpn_Tracker Pos_Quat reports to MocapFrames (:class:`FrameAssembler`), queued for the
+reader (:class:`DeliveredFrames`).
 
 VRPN has no frames: a server sends one report per tracker sensor, each stamped with the
 time of its measurement on the server's clock. Here a **frame is the reports that share
@@ -29,7 +30,9 @@ tracker do not make bodies flicker, and a body whose reports stop becomes untrac
 
 from __future__ import annotations
 
+import logging
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,9 +42,12 @@ from mocap4r2_control.frame import BodyArrays, MocapFrame
 from mocap4r2_control.geometry import AxisChange
 
 from . import protocol as vp
+from .dialog import Delivered
 
+LOG = logging.getLogger("mocap4r2.vrpn")
 MAX_SENSOR = 999  # sensors per tracker a multi-sensor body id can hold
 MAX_BODIES = 4096
+MAX_QUEUED_FRAMES = 256  # frames formed by reads beyond the one handed out
 
 
 def parse_body_names(entries: Sequence[str]) -> dict[str, str]:
@@ -201,3 +207,65 @@ class FrameAssembler:
         self._pending_rows = set()
         self._last_emitted_time = time
         return MocapFrame(frame_number=self.frame_number, bodies=bodies, system_time=time)
+
+
+class DeliveredFrames:
+    """The messages reads delivered, as frames in order, waiting to be handed out.
+
+    Pos_Quat reports go to the :class:`FrameAssembler`; velocity and acceleration
+    reports are checked and counted (a MocapFrame has no place for them); a malformed
+    report is dropped and counted. At most MAX_QUEUED_FRAMES frames wait beyond the one
+    handed out: a reader that falls behind loses the oldest, counted.
+    """
+
+    def __init__(self, assembler: FrameAssembler) -> None:
+        self.assembler = assembler
+        self.queue: deque[MocapFrame] = deque()
+        self.frames_lost = 0
+        self.report_errors = 0
+        self.velocity_reports = 0
+
+    def clear(self) -> None:
+        """Forget the frames waiting."""
+        self.queue.clear()
+
+    def pop(self) -> MocapFrame | None:
+        """The oldest frame waiting, or None."""
+        return self.queue.popleft() if self.queue else None
+
+    def add(self, delivered: Sequence[Delivered]) -> None:
+        """The messages of one read; the frames they complete join the queue."""
+        converter = self.assembler
+        frames = self.queue
+        for item in delivered:
+            kind = item.type
+            if kind == vp.POS_QUAT:
+                try:
+                    report = vp.unpack_pos_quat(item.message.payload)
+                except vp.VrpnProtocolError as exc:
+                    self._bad_report(exc)
+                    continue
+                done = converter.add(item.sender, report, item.message.time)
+                if done is not None:
+                    frames.append(done)
+                done = converter.complete()
+                if done is not None:
+                    frames.append(done)
+            elif kind in (vp.VELOCITY, vp.ACCELERATION):
+                # optional reports: checked and counted, not part of a MocapFrame
+                try:
+                    vp.unpack_motion(item.message.payload)
+                    self.velocity_reports += 1
+                except vp.VrpnProtocolError as exc:
+                    self._bad_report(exc)
+        done = converter.flush()
+        if done is not None:
+            frames.append(done)
+        while len(frames) > MAX_QUEUED_FRAMES + 1:
+            frames.popleft()
+            self.frames_lost += 1
+
+    def _bad_report(self, exc: Exception) -> None:
+        self.report_errors += 1
+        if self.report_errors in (1, 10, 100) or self.report_errors % 1000 == 0:
+            LOG.error("dropped a malformed tracker report (%d so far): %s", self.report_errors, exc)

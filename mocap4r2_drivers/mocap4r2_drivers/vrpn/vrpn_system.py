@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,10 +26,9 @@ from mocap4r2_control.system_node import run_system
 from ..common import status_fields
 from . import protocol as vp
 from .client import VrpnClient, VrpnConnectionError
-from .convert import FrameAssembler, parse_body_names
+from .convert import DeliveredFrames, FrameAssembler, parse_body_names
 
 LOG = logging.getLogger("mocap4r2.vrpn")
-MAX_QUEUED_FRAMES = 256  # frames formed by one read beyond the one returned
 
 
 def _check_host(value: str) -> str | None:
@@ -149,12 +147,9 @@ class VrpnAdapter(MocapAdapter):
             host, port, tcp_only=tcp_only, timeout=connect_timeout, silence_timeout=silence_timeout
         )
         self.converter = FrameAssembler(trackers or [], multi_sensor, body_names, untracked_after, up_axis)
-        self._queue: deque[MocapFrame] = deque()
+        self.frames = DeliveredFrames(self.converter)
         self._next_attempt = 0.0
         self._lost_reported = False
-        self.frames_lost = 0
-        self.report_errors = 0
-        self.velocity_reports = 0
         self.reconnects = 0
 
     @classmethod
@@ -194,7 +189,7 @@ class VrpnAdapter(MocapAdapter):
     def start_streaming(self) -> None:
         """On activate: reports that queued in the sockets while inactive are dropped,
         so the first frame published is a current one."""
-        self._queue.clear()
+        self.frames.clear()
         self.converter.flush()
         if self.client.connected:
             try:
@@ -207,12 +202,12 @@ class VrpnAdapter(MocapAdapter):
 
     def disconnect(self) -> None:
         self.client.close()
-        self._queue.clear()
+        self.frames.clear()
 
     # ------------------------------------------------------------------ reading
     def read_frame(self, timeout: float) -> MocapFrame | None:
-        if self._queue:
-            return self._queue.popleft()
+        if self.frames.queue:
+            return self.frames.pop()
         client = self.client
         if not client.connected:
             self._reconnect(timeout)
@@ -225,42 +220,9 @@ class VrpnAdapter(MocapAdapter):
         if client.names.senders_changed:
             client.names.senders_changed = False
             self.converter.announce(client.trackers())
-        converter = self.converter
-        frames = self._queue
-        for item in delivered:
-            kind = item.type
-            if kind == vp.POS_QUAT:
-                try:
-                    report = vp.unpack_pos_quat(item.message.payload)
-                except vp.VrpnProtocolError as exc:
-                    self._bad_report(exc)
-                    continue
-                done = converter.add(item.sender, report, item.message.time)
-                if done is not None:
-                    frames.append(done)
-                done = converter.complete()
-                if done is not None:
-                    frames.append(done)
-            elif kind in (vp.VELOCITY, vp.ACCELERATION):
-                # optional reports: checked and counted, not part of a MocapFrame
-                try:
-                    vp.unpack_motion(item.message.payload)
-                    self.velocity_reports += 1
-                except vp.VrpnProtocolError as exc:
-                    self._bad_report(exc)
-        done = converter.flush()
-        if done is not None:
-            frames.append(done)
-        while len(frames) > MAX_QUEUED_FRAMES + 1:
-            frames.popleft()
-            self.frames_lost += 1
+        self.frames.add(delivered)
         self._lost_reported = False
-        return frames.popleft() if frames else None
-
-    def _bad_report(self, exc: Exception) -> None:
-        self.report_errors += 1
-        if self.report_errors in (1, 10, 100) or self.report_errors % 1000 == 0:
-            LOG.error("dropped a malformed tracker report (%d so far): %s", self.report_errors, exc)
+        return self.frames.pop()
 
     def _lost(self, reason: str) -> None:
         if self.reconnect_period <= 0:
@@ -306,15 +268,15 @@ class VrpnAdapter(MocapAdapter):
                 "connected": client.connected,
                 "trackers_announced": len(client.trackers()),
                 "reconnects": self.reconnects,
-                "decode_errors": client.stats.decode_errors + self.report_errors,
+                "decode_errors": client.stats.decode_errors + self.frames.report_errors,
             },
             client.stats,
             when_set={
                 "reports_ignored": converter.ignored_reports,
                 "reports_rejected": converter.rejected_reports,
                 "frames_split": converter.frames_split,
-                "frames_lost_slow_reader": self.frames_lost,
-                "velocity_reports": self.velocity_reports,
+                "frames_lost_slow_reader": self.frames.frames_lost,
+                "velocity_reports": self.frames.velocity_reports,
             },
         )
 
