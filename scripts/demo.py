@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STATES = {
@@ -51,6 +52,28 @@ def executable(package: str, name: str) -> Path | None:
 
 # frames a simulated system keeps for its reader in the demo (1 s at the scenes' 120 Hz)
 DEMO_BACKLOG = 120
+
+
+def node_command(
+    exe: Path,
+    *,
+    namespace: str | None = None,
+    node: str | None = None,
+    params_file: str | Path | None = None,
+    parameters: dict[str, Any] | None = None,
+) -> list[str]:
+    """The command line of a ROS node: ``exe --ros-args``, then the namespace and node name
+    remaps, the parameters file and each single parameter (which overrides the file)."""
+    cmd = [str(exe), "--ros-args"]
+    if namespace is not None:
+        cmd += ["-r", f"__ns:={namespace}"]
+    if node is not None:
+        cmd += ["-r", f"__node:={node}"]
+    if params_file is not None:
+        cmd += ["--params-file", str(params_file)]
+    for name, value in (parameters or {}).items():
+        cmd += ["-p", f"{name}:={value}"]
+    return cmd
 
 
 def start(cmd: list[str], log_dir: Path, label: str) -> subprocess.Popen:
@@ -202,33 +225,20 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[red]simulated_system is not installed: run `make setup`[/]")
         return 1
     procs: list[tuple[str, subprocess.Popen]] = []
+
+    def launch(label: str, exe: Path, **ros_args: Any) -> None:
+        """Start ``exe`` as the process ``label`` (its log: <logs>/<label>.log)."""
+        procs.append((label, start(node_command(exe, **ros_args), log_dir, label)))
+
     scene = args.scene or str(ROOT / "config" / "demo_scene.yaml")
-    procs.append(
-        (
-            "simulated_system",
-            start(
-                [
-                    str(sim),
-                    "--ros-args",
-                    "-r",
-                    "__ns:=/sim",
-                    "-r",
-                    "__node:=simulated_system",
-                    "-p",
-                    f"scene:={scene}",
-                    "-p",
-                    "publish_tf:=true",
-                    "-p",
-                    "frame_id:=world",
-                    # a second of frames for a reader the busy demo machine holds back (a network
-                    # buffer holds as much): late frames, not lost ones
-                    "-p",
-                    f"max_backlog:={DEMO_BACKLOG}",
-                ],
-                log_dir,
-                "simulated_system",
-            ),
-        )
+    launch(
+        "simulated_system",
+        sim,
+        namespace="/sim",
+        node="simulated_system",
+        # max_backlog: a second of frames for a reader the busy demo machine holds back (a
+        # network buffer holds as much): late frames, not lost ones
+        parameters={"scene": scene, "publish_tf": "true", "frame_id": "world", "max_backlog": DEMO_BACKLOG},
     )
     # the tools as configured for /sim in config/tools.yaml: marker_viz draws the system,
     # robot_ground_truth follows robot1, trajectory_error compares the two (about zero)
@@ -236,24 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     for tool in ("marker_viz", "robot_ground_truth", "trajectory_error"):
         exe = executable("mocap4r2_tools", tool)
         if exe is not None:
-            procs.append(
-                (tool, start([str(exe), "--ros-args", "--params-file", tools_config], log_dir, tool))
-            )
+            launch(tool, exe, params_file=tools_config)
     # the bridges, where their parts are there: the world model needs only its package;
     # the PX4 bridge needs a vehicle (a flight controller or PX4 SITL) answering
     bridges: list[str] = []
     wm = executable("mocap4r2_tools", "worldmodel_server")
     if wm is not None:
-        procs.append(
-            (
-                "worldmodel_server",
-                start(
-                    [str(wm), "--ros-args", "--params-file", str(ROOT / "config" / "worldmodel.yaml")],
-                    log_dir,
-                    "worldmodel_server",
-                ),
-            )
-        )
+        launch("worldmodel_server", wm, params_file=ROOT / "config" / "worldmodel.yaml")
         bridges.append("worldmodel_server: the bodies as a hector world model on /worldmodel/objects")
     else:
         bridges.append("worldmodel_server: not installed (run `make setup`), not started")
@@ -268,24 +267,11 @@ def main(argv: list[str] | None = None) -> int:
             "DEMO_PX4_CONNECTION), not started"
         )
     else:
-        procs.append(
-            (
-                "px4_bridge",
-                start(
-                    [
-                        str(px4),
-                        "--ros-args",
-                        "--params-file",
-                        str(ROOT / "config" / "px4_bridge.yaml"),
-                        "-p",
-                        "body:=drone1",
-                        "-p",
-                        f"connection:={px4_connection}",
-                    ],
-                    log_dir,
-                    "px4_bridge",
-                ),
-            )
+        launch(
+            "px4_bridge",
+            px4,
+            params_file=ROOT / "config" / "px4_bridge.yaml",
+            parameters={"body": "drone1", "connection": px4_connection},
         )
         bridges.append(f"px4_bridge: drone1 -> {px4_connection} ({vehicle})")
 
@@ -299,78 +285,23 @@ def main(argv: list[str] | None = None) -> int:
     if arm is None:
         motion.append("simulated_arm: not installed (run `make setup`), not started")
     else:
-        procs.append(
-            (
-                "simulated_arm",
-                start(
-                    [str(arm), "--ros-args", "-r", "__node:=simulated_arm", "--params-file", motion_config],
-                    log_dir,
-                    "simulated_arm",
-                ),
-            )
-        )
+        launch("simulated_arm", arm, node="simulated_arm", params_file=motion_config)
         monitor = executable("mocap4r2_tools", "trajectory_monitor")
         if monitor is not None:
-            procs.append(
-                (
-                    "trajectory_monitor",
-                    start(
-                        [
-                            str(monitor),
-                            "--ros-args",
-                            "-r",
-                            "__node:=trajectory_monitor",
-                            "--params-file",
-                            motion_config,
-                        ],
-                        log_dir,
-                        "trajectory_monitor",
-                    ),
-                )
-            )
+            launch("trajectory_monitor", monitor, node="trajectory_monitor", params_file=motion_config)
         if arm_scene.exists():
             arm_measured = True
-            procs.append(
-                (
-                    "arm_mocap",
-                    start(
-                        [
-                            str(sim),
-                            "--ros-args",
-                            "-r",
-                            "__ns:=/arm_mocap",
-                            "-r",
-                            "__node:=simulated_system",
-                            "-p",
-                            f"scene:={arm_scene}",
-                            "-p",
-                            "frame_id:=world",
-                            "-p",
-                            f"max_backlog:={DEMO_BACKLOG}",
-                        ],
-                        log_dir,
-                        "arm_mocap",
-                    ),
-                )
+            launch(
+                "arm_mocap",
+                sim,
+                namespace="/arm_mocap",
+                node="simulated_system",
+                parameters={"scene": arm_scene, "frame_id": "world", "max_backlog": DEMO_BACKLOG},
             )
             err_exe = executable("mocap4r2_tools", "trajectory_error")
             if err_exe is not None:
-                procs.append(
-                    (
-                        "arm_trajectory_error",
-                        start(
-                            [
-                                str(err_exe),
-                                "--ros-args",
-                                "-r",
-                                "__node:=arm_trajectory_error",
-                                "--params-file",
-                                motion_config,
-                            ],
-                            log_dir,
-                            "arm_trajectory_error",
-                        ),
-                    )
+                launch(
+                    "arm_trajectory_error", err_exe, node="arm_trajectory_error", params_file=motion_config
                 )
             motion.append(
                 "arm: /simulated_arm executes looping goals, /arm_mocap measures its end effector "
@@ -384,44 +315,17 @@ def main(argv: list[str] | None = None) -> int:
     recordings.mkdir()
     recorder = executable("mocap4r2_tools", "session_recorder")
     if recorder is not None:
-        procs.append(
-            (
-                "session_recorder",
-                start(
-                    [
-                        str(recorder),
-                        "--ros-args",
-                        "--params-file",
-                        str(ROOT / "config" / "recorder.yaml"),
-                        "-p",
-                        f"output_dir:={recordings}",
-                    ],
-                    log_dir,
-                    "session_recorder",
-                ),
-            )
+        launch(
+            "session_recorder",
+            recorder,
+            params_file=ROOT / "config" / "recorder.yaml",
+            parameters={"output_dir": recordings},
         )
     # the lab's control panel in the browser, on loopback (docs/web_panel.md)
     web_port = int(os.environ.get("DEMO_WEB_PORT", "8080"))
     web_panel = executable("mocap4r2_tools", "web_panel")
     if web_panel is not None:
-        procs.append(
-            (
-                "web_panel",
-                start(
-                    [
-                        str(web_panel),
-                        "--ros-args",
-                        "-p",
-                        f"port:={web_port}",
-                        "-p",
-                        f"sessions_dir:={recordings}",
-                    ],
-                    log_dir,
-                    "web_panel",
-                ),
-            )
-        )
+        launch("web_panel", web_panel, parameters={"port": web_port, "sessions_dir": recordings})
     session_members = (
         ["/sim/simulated_system"]
         + (["/arm_mocap/simulated_system"] if arm_measured else [])
