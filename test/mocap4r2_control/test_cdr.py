@@ -161,57 +161,41 @@ def markers_msg(*, ids, names, positions, occluded, residuals, **stamp) -> Marke
     return msg
 
 
-def bodies_msg(
-    *,
-    poses,
-    mean_errors,
-    marker_offsets,
-    marker_ids,
-    marker_names,
-    marker_positions,
-    marker_occluded,
-    marker_residuals,
-    **objects,
-) -> RigidBodies:
-    msg, identities = _identified(RigidBodies(), **objects)
+def _nested(prefix, fields):
+    """The nested columns (``marker_ids``, ...) taken out of ``fields``, keyed without
+    ``prefix``."""
+    return {key[len(prefix) :]: fields.pop(key) for key in [k for k in fields if k.startswith(prefix)]}
+
+
+def bodies_msg(*, poses, mean_errors, **fields) -> RigidBodies:
+    markers = _nested("marker_", fields)
+    offsets = markers.pop("offsets")
+    msg, identities = _identified(RigidBodies(), **fields)
     for identity, i in identities:
-        a, b = int(marker_offsets[i]), int(marker_offsets[i + 1])
-        markers = marker_objects(
-            ids=marker_ids[a:b],
-            names=marker_names[a:b],
-            positions=marker_positions[a:b],
-            occluded=marker_occluded[a:b],
-            residuals=marker_residuals[a:b],
-        )
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        own = marker_objects(**{column: values[a:b] for column, values in markers.items()})
         msg.rigid_bodies.append(
-            RigidBody(**identity, pose=_pose(poses[i]), mean_error=float(mean_errors[i]), markers=markers)
+            RigidBody(**identity, pose=_pose(poses[i]), mean_error=float(mean_errors[i]), markers=own)
         )
     return msg
 
 
-def skeletons_msg(
-    *,
-    segment_offsets,
-    segment_ids,
-    segment_names,
-    segment_parent_ids,
-    segment_valid,
-    segment_poses,
-    **objects,
-) -> Skeletons:
-    msg, identities = _identified(Skeletons(), **objects)
+def skeletons_msg(**fields) -> Skeletons:
+    segments = _nested("segment_", fields)
+    offsets = segments.pop("offsets")
+    msg, identities = _identified(Skeletons(), **fields)
     for identity, i in identities:
-        segments = [
+        own = [
             Segment(
-                id=int(segment_ids[k]),
-                name=segment_names[k],
-                parent_id=int(segment_parent_ids[k]),
-                tracking_valid=bool(segment_valid[k]),
-                pose=_pose(segment_poses[k]),
+                id=int(segments["ids"][k]),
+                name=segments["names"][k],
+                parent_id=int(segments["parent_ids"][k]),
+                tracking_valid=bool(segments["valid"][k]),
+                pose=_pose(segments["poses"][k]),
             )
-            for k in range(int(segment_offsets[i]), int(segment_offsets[i + 1]))
+            for k in range(int(offsets[i]), int(offsets[i + 1]))
         ]
-        msg.skeletons.append(Skeleton(**identity, segments=segments))
+        msg.skeletons.append(Skeleton(**identity, segments=own))
     return msg
 
 
@@ -710,10 +694,7 @@ def test_returned_bytes_are_not_changed_by_later_frames():
 # ---------------------------------------------------------------------------- validation
 def _good_markers():
     return dict(
-        sec=1,
-        nanosec=2,
-        frame_id="world",
-        frame_number=3,
+        **header(1, 2, "world", 3),
         ids=np.array([1, 2], dtype=np.int32),
         names=("a", "b"),
         positions=np.zeros((2, 3)),
@@ -756,10 +737,7 @@ def test_markers_reject_inconsistent_input(change, message):
 
 def test_offsets_and_nested_shapes_are_checked():
     base = dict(
-        sec=1,
-        nanosec=2,
-        frame_id="world",
-        frame_number=3,
+        **header(1, 2, "world", 3),
         ids=np.array([1, 2], dtype=np.int32),
         names=("a", "b"),
         valid=np.ones(2, bool),
@@ -787,10 +765,7 @@ def test_offsets_and_nested_shapes_are_checked():
         assert message in str(info.value), str(info.value)
 
     skel = dict(
-        sec=1,
-        nanosec=2,
-        frame_id="world",
-        frame_number=3,
+        **header(1, 2, "world", 3),
         ids=np.array([1], dtype=np.int32),
         names=("s",),
         valid=np.ones(1, bool),
