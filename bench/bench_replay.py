@@ -4,9 +4,11 @@ and the timing error of frames played at 1x.
 The session is written in a temporary folder by the recorder's writer (SessionBag) from
 frames encoded by the node's own encoder, so its bytes are what a recorded system's are.
 Figures:
-  * frames/s of the whole replay path (read-ahead, CDR decode, the node's encoder) with
-    ``rate_factor: 0``, as a multiple of real time (360 Hz), against the reference of the
-    same run: reading the raw messages with rosbags alone (the floor of any replay);
+  * frames/s of the replay path (read-ahead, CDR decode) with ``rate_factor: 0``, as a
+    multiple of real time (360 Hz): the bag read message by message through rosbags and
+    chunk by chunk (mcap_chunks), then with the node's encoder added, against references
+    of the same run: reading the raw messages with rosbags alone, and the node's encoder
+    alone on decoded frames (the ceiling of any replay that publishes);
   * at 1x, the error of each frame's hand-over time against its due time (p50, p99, max),
     against the reference of a plain ``time.sleep`` paced loop in the same run.
 
@@ -27,6 +29,7 @@ import numpy as np
 from mocap4r2_control.frame import BodyArrays, MarkerArrays, MocapFrame
 from mocap4r2_control.frame_encoder import FrameEncoder
 from mocap4r2_control.timebase import split_seconds
+from mocap4r2_drivers.replay.readers import BagSource, open_source
 from mocap4r2_drivers.replay.replay_system import ReplayAdapter
 from mocap4r2_tools.recording.bag_writer import SessionBag, TopicSpec
 
@@ -106,9 +109,14 @@ def _adapter(**values) -> ReplayAdapter:
     return ReplayAdapter.from_parameters({**defaults, **values})
 
 
-def fast_replay(directory: Path) -> tuple[int, float]:
+def fast_replay(directory: Path, encode: bool = True, chunked: bool = True) -> tuple[int, float]:
+    """Frames played with rate_factor 0 and the seconds it took; ``encode``: each frame
+    also goes through the node's encoder, as before publishing; ``chunked``: the bag is
+    read chunk by chunk (else message by message through rosbags)."""
     adapter = _adapter(file=str(directory), rate_factor=0.0, stamps="original", read_ahead=1024)
     adapter.connect()
+    if not chunked and isinstance(adapter.source, BagSource):
+        adapter.source.mcap_file = None
     encoder = FrameEncoder("world")  # what the node does with each frame before publishing
     start = time.perf_counter()
     adapter.start_streaming()
@@ -119,11 +127,29 @@ def fast_replay(directory: Path) -> tuple[int, float]:
             if adapter.finished:
                 break
             continue
-        encoder.encode(frame, *split_seconds(frame.capture_time or 0.0))
+        if encode:
+            encoder.encode(frame, *split_seconds(frame.capture_time or 0.0))
         count += 1
     elapsed = time.perf_counter() - start
     adapter.disconnect()
     return count, elapsed
+
+
+def encoder_only(directory: Path, limit: int = 3600) -> tuple[int, float]:
+    """The node's encoder alone on decoded frames of the session (what every replayed
+    frame costs the node, whatever the reading)."""
+    source = open_source(directory, "/sim")
+    frames = []
+    for timed in source.frames():
+        frames.append(timed)
+        if len(frames) >= limit:
+            break
+    source.close()
+    encoder = FrameEncoder("world")
+    start = time.perf_counter()
+    for timed in frames:
+        encoder.encode(timed.frame, timed.sec, timed.nanosec)
+    return len(frames), time.perf_counter() - start
 
 
 def paced_errors(directory: Path, seconds: float) -> np.ndarray:
@@ -170,22 +196,37 @@ def run() -> None:
             f"{size / 1e6:.0f} MB, written in {time.perf_counter() - started:.1f} s"
         )
         raw_frames, raw_s = raw_read(directory)
-        frames, replay_s = fast_replay(directory)
         print(
-            f"raw rosbags read (reference): {raw_frames / raw_s:8.0f} frames/s = "
+            f"raw rosbags read (reference):        {raw_frames / raw_s:8.0f} frames/s = "
             f"{raw_frames / raw_s / RATE:5.1f}x real time"
         )
-        print(
-            f"replay, rate_factor 0:       {frames / replay_s:8.0f} frames/s = "
-            f"{frames / replay_s / RATE:5.1f}x real time "
-            f"(target >= 20x; {replay_s / raw_s:.2f}x the reference's time)"
+        runs = (
+            ("replay read through rosbags", False, False),
+            ("replay read chunk by chunk", False, True),
+            ("  + the node's encoder", True, True),
         )
+        results = {}
+        for label, encode, chunked in runs:
+            frames, replay_s = fast_replay(directory, encode=encode, chunked=chunked)
+            results[label] = frames / replay_s
+            print(
+                f"{label:36s} {frames / replay_s:8.0f} frames/s = {frames / replay_s / RATE:5.1f}x real time "
+                f"({replay_s / raw_s:.2f}x the raw read's time)"
+            )
+        enc_frames, enc_s = encoder_only(directory)
+        print(
+            f"the node's encoder alone:            {enc_frames / enc_s:8.0f} frames/s = "
+            f"{enc_frames / enc_s / RATE:5.1f}x real time (the ceiling of a replay that publishes)"
+        )
+        ratio = results["replay read chunk by chunk"] / results["replay read through rosbags"]
+        print(f"chunk by chunk / through rosbags: {ratio:.2f}x; target with the encoder: >= 20x real time")
         errors = paced_errors(directory, min(10.0, seconds)) * 1e3
         ref = sleep_errors(min(10.0, seconds)) * 1e3
         for label, e in (("replay at 1x", errors), ("time.sleep loop (reference)", ref)):
             p50, p99 = np.percentile(e, [50, 99])
             print(
-                f"{label:28s} timing error ms: p50 {p50:.3f}  p99 {p99:.3f}  max {e.max():.3f}  (n={len(e)})"
+                f"{label:28s} timing error ms: p50 {p50:.3f}  p99 {p99:.3f}  max {e.max():.3f}  "
+                f"late > 0.5 ms {np.mean(e > 0.5) * 100:.1f} %  (n={len(e)})"
             )
         print("target: replay p99 <= 0.5 ms")
     finally:

@@ -2,10 +2,12 @@
 
 Serialized ``Markers``, ``RigidBodies`` and ``Skeletons`` (plain little-endian CDR, as
 rmw and the recorder store them) are decoded without building message objects: one walk
-over the bytes finds where every numeric field lies, and numpy gathers them all at once.
-The walk is the only per-element Python work, and it is skipped when a message has the
-structure of the previous one on its topic (the usual case: a system's assets rarely
-change), which is checked by comparing the bytes of every count and name at once.
+over the bytes finds where every numeric field lies (the layout), and numpy gathers the
+fields of a whole batch of messages at once (``decode_many``: the messages of a topic in
+one MCAP chunk). The walk is the only per-element Python work, and it is skipped while
+messages have the structure of the previous one on their topic (the usual case: a
+system's assets rarely change), which is checked by comparing the bytes of every count
+and name of the batch in one operation.
 
 Alignment in XCDR1 is counted from the first byte after the 4-byte encapsulation header.
 Every length read is checked against the bytes left before anything is allocated.
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -109,11 +113,11 @@ class _MarkerOffsets:
 
 @dataclass
 class _Field:
-    """One field's values inside the packed bytes of a message: ``packed[start:stop]``."""
+    """One field of a message: the indices of its values in a message's row viewed as
+    ``dtype`` (see :class:`_Layout`), ``width`` values per element."""
 
-    start: int
-    stop: int
     dtype: str
+    index: np.ndarray
     width: int
 
 
@@ -121,15 +125,17 @@ class _Field:
 class _Layout:
     """Where the fields of one message lie: reused while the structure bytes are equal.
 
-    ``order`` lists, first, the bytes of every count and name (``checked`` of them), then
-    the bytes of every numeric field, so one numpy gather per message both checks the
-    structure and packs every value (each field a contiguous slice, viewed in place)."""
+    A batch of messages of this layout is copied into rows of ``padded`` bytes, each
+    message starting at byte 4 of its row: CDR aligns a value to its size counted from
+    the message's byte 4, which then lies at byte 8 of the row, so every value is aligned
+    in the row and a field is gathered by viewing the rows as its dtype. ``template``
+    and ``mask`` (as 64-bit words) hold the bytes that fix the layout (the encapsulation,
+    every count and name): a message has this layout when they are equal."""
 
     length: int
-    order: np.ndarray
-    checked: int
-    structure_bytes: bytes
-    stamp: int
+    padded: int
+    template: np.ndarray
+    mask: np.ndarray
     number: int
     frame_id: str
     fields: dict[str, _Field]
@@ -149,26 +155,16 @@ class Decoded:
     skeletons: SkeletonArrays | None = None
 
 
-class _Packer:
-    """Collects the byte offsets of fields while a message is walked."""
-
-    def __init__(self, structure: list[int]) -> None:
-        self.parts: list[np.ndarray] = [np.asarray(structure, dtype=np.int64)]
-        self.size = len(structure)
-        self.fields: dict[str, _Field] = {}
-
-    def add(self, name: str, offsets: list[int], dtype: str, width: int = 1) -> None:
-        item = np.dtype(dtype).itemsize * width
-        offs = np.asarray(offsets, dtype=np.int64)
-        idx = (offs[:, None] + np.arange(item)).reshape(-1)
-        self.parts.append(idx)
-        self.fields[name] = _Field(self.size, self.size + idx.size, dtype, width)
-        self.size += idx.size
+#: where a message starts in its row (see _Layout)
+_ROW_START = 4
 
 
-def _values(packed: np.ndarray, f: _Field) -> np.ndarray:
-    values = packed[f.start : f.stop].view(f.dtype)
-    return values.reshape(-1, f.width) if f.width > 1 else values
+def _columns(rows: np.ndarray, f: _Field) -> np.ndarray:
+    """One field of every message of a batch: (messages, count) or (messages, count, width)."""
+    values = rows.view(f.dtype)[:, f.index]
+    if f.width > 1:
+        return values.reshape(rows.shape[0], -1, f.width)
+    return values
 
 
 class MessageDecoder:
@@ -185,55 +181,111 @@ class MessageDecoder:
         self.layouts_built = 0
 
     def decode(self, data: bytes) -> Decoded:
-        buf = np.frombuffer(data, dtype=np.uint8)
-        layout = self._layout
-        packed = None
-        if layout is not None and layout.length == len(data):
-            packed = buf[layout.order]
-            if packed[: layout.checked].tobytes() != layout.structure_bytes:
-                packed = None
-        if packed is None or layout is None:
-            layout = self._build(data, buf)
-            packed = buf[layout.order]
-        sec, nanosec = struct.unpack_from("<iI", data, layout.stamp)
-        number = _U64.unpack_from(data, layout.number)[0]
-        out = Decoded(sec, nanosec, number, layout.frame_id)
-        f, x = layout.fields, layout.extra
-        if self.kind == "markers":
-            out.markers = _markers(packed, f, "m", x["m_names"])
-        elif self.kind == "rigid_bodies":
-            poses = _values(packed, f["pose"])
-            out.bodies = BodyArrays(
-                ids=_values(packed, f["ids"]),
-                names=x["names"],
-                positions=poses[:, :3],
-                orientations=poses[:, 3:],
-                valid=_values(packed, f["valid"]).view(bool),
-                mean_errors=_values(packed, f["errors"]),
-                marker_offsets=x["offsets"],
-                markers=_markers(packed, f, "m", x["m_names"]),
-            )
-        else:
-            poses = _values(packed, f["pose"])
-            out.skeletons = SkeletonArrays(
-                ids=_values(packed, f["ids"]),
-                names=x["names"],
-                valid=_values(packed, f["valid"]).view(bool),
-                segment_offsets=x["offsets"],
-                segments=SegmentArrays(
-                    ids=_values(packed, f["seg_ids"]),
-                    names=x["seg_names"],
-                    parent_ids=_values(packed, f["parents"]),
-                    positions=poses[:, :3],
-                    orientations=poses[:, 3:],
-                    valid=_values(packed, f["seg_valid"]).view(bool),
-                ),
-            )
+        """One message."""
+        return self.decode_many(np.frombuffer(data, dtype=np.uint8), [0], [len(data)])[0]
+
+    def decode_many(self, buf: np.ndarray, starts: Sequence[int], lengths: Sequence[int]) -> list[Decoded]:
+        """The messages ``buf[starts[i]:starts[i] + lengths[i]]`` (uint8), in order. A run
+        of messages with one structure is gathered by a single numpy indexing."""
+        starts_a = np.asarray(starts, dtype=np.int64)
+        lengths_a = np.asarray(lengths, dtype=np.int64)
+        if starts_a.size and (starts_a.min() < 0 or int((starts_a + lengths_a).max()) > buf.size):
+            raise ReplayDecodeError("a message runs past the bytes that hold it")
+        starts_l = starts_a.tolist()
+        out: list[Decoded] = []
+        n, i = len(starts_l), 0
+        while i < n:
+            layout = self._layout
+            if layout is None or lengths_a[i] != layout.length:
+                layout = self._build(bytes(buf[starts_l[i] : starts_l[i] + int(lengths_a[i])]))
+            other = np.flatnonzero(lengths_a[i:] != layout.length)
+            j = i + (int(other[0]) if other.size else n - i)
+            size = layout.length
+            rows: np.ndarray = np.zeros((j - i, layout.padded), dtype=np.uint8)
+            for r, start in enumerate(starts_l[i:j]):
+                rows[r, _ROW_START : _ROW_START + size] = buf[start : start + size]
+            differs = ((rows.view("<u8") ^ layout.template) & layout.mask).any(axis=1)
+            if differs.any():
+                first_other = int(np.argmax(differs))
+                if first_other == 0:  # this message has another structure: walk it
+                    self._build(bytes(buf[starts_l[i] : starts_l[i] + size]))
+                    continue
+                j, rows = i + first_other, rows[:first_other]
+            out.extend(self._messages(layout, rows))
+            i = j
         return out
 
-    def _build(self, data: bytes, buf: np.ndarray) -> _Layout:
+    def _messages(self, layout: _Layout, packed: np.ndarray) -> list[Decoded]:
+        f, x = layout.fields, layout.extra
+        # the stamp is the first field of every message: sec (int32) and nanosec (uint32)
+        secs = packed.view("<i4")[:, 2].tolist()
+        nanosecs = packed.view("<u4")[:, 3].tolist()
+        numbers = packed.view("<u8")[:, (_ROW_START + layout.number) // 8].tolist()
+        frame_id = layout.frame_id
+        if self.kind == "markers":
+            markers = _marker_rows(packed, f, x["m_names"])
+            return [
+                Decoded(sec, ns, number, frame_id, markers=m)
+                for sec, ns, number, m in zip(secs, nanosecs, numbers, markers)
+            ]
+        if self.kind == "rigid_bodies":
+            poses = _columns(packed, f["pose"])
+            ids, valid = _columns(packed, f["ids"]), _columns(packed, f["valid"]).view(bool)
+            errors = _columns(packed, f["errors"])
+            markers = _marker_rows(packed, f, x["m_names"])
+            names, offsets = x["names"], x["offsets"]
+            return [
+                Decoded(
+                    sec,
+                    ns,
+                    number,
+                    frame_id,
+                    bodies=BodyArrays(
+                        ids=ids[r],
+                        names=names,
+                        positions=poses[r, :, :3],
+                        orientations=poses[r, :, 3:],
+                        valid=valid[r],
+                        mean_errors=errors[r],
+                        marker_offsets=offsets,
+                        markers=markers[r],
+                    ),
+                )
+                for r, (sec, ns, number) in enumerate(zip(secs, nanosecs, numbers))
+            ]
+        poses = _columns(packed, f["pose"])
+        ids, valid = _columns(packed, f["ids"]), _columns(packed, f["valid"]).view(bool)
+        seg_ids, parents = _columns(packed, f["seg_ids"]), _columns(packed, f["parents"])
+        seg_valid = _columns(packed, f["seg_valid"]).view(bool)
+        names, offsets, seg_names = x["names"], x["offsets"], x["seg_names"]
+        return [
+            Decoded(
+                sec,
+                ns,
+                number,
+                frame_id,
+                skeletons=SkeletonArrays(
+                    ids=ids[r],
+                    names=names,
+                    valid=valid[r],
+                    segment_offsets=offsets,
+                    segments=SegmentArrays(
+                        ids=seg_ids[r],
+                        names=seg_names,
+                        parent_ids=parents[r],
+                        positions=poses[r, :, :3],
+                        orientations=poses[r, :, 3:],
+                        valid=seg_valid[r],
+                    ),
+                ),
+            )
+            for r, (sec, ns, number) in enumerate(zip(secs, nanosecs, numbers))
+        ]
+
+    def _build(self, data: bytes) -> _Layout:
+        buf = np.frombuffer(data, dtype=np.uint8)
         w = _Walk(data)
-        stamp, frame_id, number = w.header()
+        _, frame_id, number = w.header()
         extra: dict = {}
         n = w.count()
         values: list[tuple[str, list[int], str, int]] = []
@@ -279,21 +331,18 @@ class MessageDecoder:
             extra["m_names"] = tuple(m.names)
             values += [("m_ids", m.ids, "<i4", 1), ("m_positions", m.positions, "<f8", 3)]
             values += [("m_occluded", m.occluded, "u1", 1), ("m_residuals", m.residuals, "<f4", 1)]
-        packer = _Packer(w.structure)
+        padded = -(-(_ROW_START + len(data)) // 8) * 8
+        row = np.zeros(padded, dtype=np.uint8)
+        row[_ROW_START : _ROW_START + len(data)] = buf
+        mask = np.zeros(padded, dtype=np.uint8)
+        mask[_ROW_START + np.asarray([0, 1, *w.structure], dtype=np.int64)] = 0xFF
+        fields = {}
         for name, offsets, dtype, width in values:
-            packer.add(name, offsets, dtype, width)
-        order = np.concatenate(packer.parts)
-        checked = len(w.structure)
+            item = np.dtype(dtype).itemsize
+            first = (_ROW_START + np.asarray(offsets, dtype=np.int64)) // item
+            fields[name] = _Field(dtype, (first[:, None] + np.arange(width)).reshape(-1), width)
         layout = _Layout(
-            len(data),
-            order,
-            checked,
-            buf[order[:checked]].tobytes(),
-            stamp,
-            number,
-            frame_id,
-            packer.fields,
-            extra,
+            len(data), padded, row.view("<u8"), mask.view("<u8"), number, frame_id, fields, extra
         )
         self._layout = layout
         self.layouts_built += 1
@@ -306,14 +355,15 @@ def _offsets(counts: list[int]) -> np.ndarray:
     return offsets
 
 
-def _markers(packed: np.ndarray, f: dict[str, _Field], prefix: str, names: tuple[str, ...]) -> MarkerArrays:
-    return MarkerArrays(
-        ids=_values(packed, f[f"{prefix}_ids"]),
-        names=names,
-        positions=_values(packed, f[f"{prefix}_positions"]),
-        occluded=_values(packed, f[f"{prefix}_occluded"]).view(bool),
-        residuals=_values(packed, f[f"{prefix}_residuals"]),
-    )
+def _marker_rows(packed: np.ndarray, f: dict[str, _Field], names: tuple[str, ...]) -> list[MarkerArrays]:
+    ids, positions = _columns(packed, f["m_ids"]), _columns(packed, f["m_positions"])
+    occluded, residuals = _columns(packed, f["m_occluded"]).view(bool), _columns(packed, f["m_residuals"])
+    return [
+        MarkerArrays(
+            ids=ids[r], names=names, positions=positions[r], occluded=occluded[r], residuals=residuals[r]
+        )
+        for r in range(packed.shape[0])
+    ]
 
 
 def seconds_for_stamp(sec: int, nanosec: int) -> float:
@@ -343,11 +393,13 @@ def frame_from_messages(
     skeletons: Decoded | None,
 ) -> MocapFrame:
     """One frame from the decoded messages of one frame number (any may be missing)."""
-    frame = MocapFrame(number)
+    # the arrays given to the constructor: a default made and then replaced costs the
+    # empty arrays of every field (this runs for every frame of a replay)
+    parts: dict[str, Any] = {}
     if markers is not None and markers.markers is not None:
-        frame.markers = markers.markers
+        parts["markers"] = markers.markers
     if bodies is not None and bodies.bodies is not None:
-        frame.bodies = bodies.bodies
+        parts["bodies"] = bodies.bodies
     if skeletons is not None and skeletons.skeletons is not None:
-        frame.skeletons = skeletons.skeletons
-    return frame
+        parts["skeletons"] = skeletons.skeletons
+    return MocapFrame(number, **parts)

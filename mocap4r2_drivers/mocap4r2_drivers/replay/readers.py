@@ -7,7 +7,9 @@ nodes or wall time; the replay system paces what it gets.
 
 * **bags** (``rosbags``, which reads rosbag2 folders in both storages and a bare
   ``.mcap``): the mocap4r2_interfaces topics of one system (``source``, a namespace such
-  as ``/sim``), decoded straight from their CDR bytes (convert.py); without those, every
+  as ``/sim``), decoded straight from their CDR bytes (convert.py), a chunk at a time
+  when the bag is one uncompressed MCAP file (mcap_chunks.py: what the recorder writes,
+  read without a message object per message); without those, every
   ``geometry_msgs/PoseStamped`` topic as one body (``/<ns>/<body>/pose`` is named
   ``<body>``), else the child frames of ``/tf`` as bodies;
 * **C3D** (``c3d``): labeled points as markers (id = label index), negative residuals
@@ -33,7 +35,8 @@ from mocap4r2_control.geometry import AxisChange
 
 from ..common import stable_id
 from ..emulation import fit_pose
-from .convert import MessageDecoder, ReplayDecodeError, frame_from_messages
+from .convert import Decoded, MessageDecoder, ReplayDecodeError, frame_from_messages
+from .mcap_chunks import ChunkMessages, McapChunks, McapFormatError, fast_readable
 
 MARKERS = "mocap4r2_interfaces/msg/Markers"
 RIGID_BODIES = "mocap4r2_interfaces/msg/RigidBodies"
@@ -43,6 +46,9 @@ TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 MOCAP_TYPES = {MARKERS: "markers", RIGID_BODIES: "rigid_bodies", SKELETONS: "skeletons"}
 #: C3D files are read whole at configure: a budget for the points (float64 values)
 MAX_C3D_VALUES = 200_000_000
+#: messages of a topic decoded by one numpy gather: enough to share its fixed cost, few
+#: enough that the thread decoding holds the interpreter briefly (paced playing)
+DECODE_BATCH = 16
 UP_AXES = {"z": "+Z", "-z": "-Z", "y": "+Y", "-y": "-Y", "x": "+X", "-x": "-X"}
 
 
@@ -128,6 +134,17 @@ def _bag_reader(path: Path) -> Any:
     return AnyReader([path], default_typestore=get_typestore(Stores.LATEST))
 
 
+def _single_mcap(path: Path) -> Path | None:
+    """The one MCAP file of a bag (a bare file or a folder holding one), when it can be
+    read chunk by chunk (mcap_chunks.fast_readable); None otherwise."""
+    if path.is_dir():
+        files = [p for p in path.iterdir() if p.suffix in (".mcap", ".db3")]
+        path = files[0] if len(files) == 1 else path
+    elif (path.parent / "metadata.yaml").is_file() and len(list(path.parent.glob("*.mcap"))) != 1:
+        return None
+    return path if path.suffix == ".mcap" and path.is_file() and fast_readable(path) else None
+
+
 def _namespace(topic: str) -> str:
     return topic.rsplit("/", 1)[0] or "/"
 
@@ -146,6 +163,8 @@ class BagSource(ReplaySource):
                 "a session cut short is repaired by 'mocap4r2 recover'"
             ) from None
         self._reader = reader
+        #: the bag's MCAP file read chunk by chunk (None: messages read through rosbags)
+        self.mcap_file = _single_mcap(path)
         try:
             self._choose(source)
             self._check_first()
@@ -257,18 +276,44 @@ class BagSource(ReplaySource):
         """The messages of one frame number together (they are written one after another)."""
         group: dict[str, Any] = {}
         number: int | None = None
-        for conn, _, raw in self._reader.messages(connections=self.connections):
-            try:
-                decoded = decoders[conn.topic].decode(bytes(raw))
-            except ReplayDecodeError as exc:
-                raise ReplayFileError(f"{conn.topic}: {exc}") from None
-            if number is not None and (decoded.frame_number != number or kinds[conn.topic] in group):
+        for topic, decoded in self._decoded(decoders):
+            kind = kinds[topic]
+            if number is not None and (decoded.frame_number != number or kind in group):
                 yield self._emit(number, group)
                 group = {}
             number = decoded.frame_number
-            group[kinds[conn.topic]] = decoded
+            group[kind] = decoded
         if number is not None:
             yield self._emit(number, group)
+
+    def _decoded(self, decoders: dict[str, MessageDecoder]) -> Iterator[tuple[str, Decoded]]:
+        """(topic, decoded message) in file order: a chunk at a time straight from an
+        uncompressed MCAP file (what the recorder writes), else through rosbags."""
+        if self.mcap_file is not None:
+            try:
+                yield from self._decoded_chunks(self.mcap_file, decoders)
+            except McapFormatError as exc:
+                raise ReplayFileError(f"{self.mcap_file}: {exc}") from None
+            return
+        for conn, _, raw in self._reader.messages(connections=self.connections):
+            try:
+                yield conn.topic, decoders[conn.topic].decode(bytes(raw))
+            except ReplayDecodeError as exc:
+                raise ReplayFileError(f"{conn.topic}: {exc}") from None
+
+    @staticmethod
+    def _decoded_chunks(path: Path, decoders: dict[str, MessageDecoder]) -> Iterator[tuple[str, Decoded]]:
+        reader = McapChunks(path, set(decoders))
+        for chunk in reader.chunks():
+            topics = [reader.topics[c] for c in chunk.channels]
+            # each topic's messages decoded DECODE_BATCH at a time, when the first is
+            # needed: a frame waits for one batch, never for the whole chunk
+            batches = {}
+            for topic in set(topics):
+                rows = [k for k, t in enumerate(topics) if t == topic]
+                batches[topic] = _batches(decoders[topic], chunk, rows, topic)
+            for topic in topics:
+                yield topic, next(batches[topic])
 
     @staticmethod
     def _emit(number: int, group: dict[str, Any]) -> TimedFrame:
@@ -328,6 +373,19 @@ class BagSource(ReplaySource):
         if reader is not None:
             with contextlib.suppress(Exception):
                 reader.close()
+
+
+def _batches(decoder: MessageDecoder, chunk: ChunkMessages, rows: list[int], topic: str) -> Iterator[Decoded]:
+    """The messages ``rows`` of ``chunk``, decoded DECODE_BATCH at a time."""
+    for lo in range(0, len(rows), DECODE_BATCH):
+        part = rows[lo : lo + DECODE_BATCH]
+        try:
+            decoded = decoder.decode_many(
+                chunk.data, [chunk.starts[k] for k in part], [chunk.lengths[k] for k in part]
+            )
+        except ReplayDecodeError as exc:
+            raise ReplayFileError(f"{topic}: {exc}") from None
+        yield from decoded
 
 
 def _pose_body_name(topic: str) -> str:

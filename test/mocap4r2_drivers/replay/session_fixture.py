@@ -26,11 +26,14 @@ def record_session(
     namespace: str = "/sim",
     scene: Scene | None = None,
     origin: float = 1_780_000_000.123456,
+    compression: str = "none",
 ) -> tuple[Path, dict[str, list[bytes]], Scene]:
     """Write the session; returns its folder, the messages written per topic, the scene."""
     scene = scene or Scene.from_file(str(default_scene_path()), seed=5)
     encoder = FrameEncoder("world")
-    bag = SessionBag(out, session_id, [TopicSpec(f"{namespace}/{t}", TYPES[t]) for t in TOPICS])
+    bag = SessionBag(
+        out, session_id, [TopicSpec(f"{namespace}/{t}", TYPES[t]) for t in TOPICS], compression=compression
+    )
     bag.open()
     written: dict[str, list[bytes]] = {t: [] for t in TOPICS}
     for k in range(frames):
