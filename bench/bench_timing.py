@@ -61,6 +61,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 PATHS = ("natnet_unicast", "natnet_multicast", "qtm", "vicon", "sim")
 RECOVERED_BELOW = 0.5e-3
+# offset steps count from here on: the model stamps from 0.3 s (test_qualisys_system's 0.5 s)
+OFFSET_STEPS_FROM = 0.5
 JSON_ENV = "MOCAP4R2_BENCH_JSON"  # set by `python -m bench timing --json FILE` (bench/__main__.py)
 
 
@@ -373,15 +375,33 @@ def evaluate(recording: Recording, scenario: str) -> dict[str, Any]:
 
 
 def path_floor(recording: Recording) -> dict[str, Any]:
-    """Outside the issue's cell: frames read, and the least transport delay seen (arrival -
-    latency - truth), which no stamp made from these arrivals can beat."""
+    """Outside the issue's cell: frames read, the least transport delay seen (arrival -
+    latency - truth), which no stamp made from these arrivals can beat, and ours' largest
+    offset step (:func:`offset_step_max`)."""
     truth = match_truth(recording)
     y = np.asarray(recording.arrivals) - np.asarray(recording.latencies)
     known = np.isfinite(truth)
     return {
         "frames": len(recording.numbers),
         "transport_floor_ms": round(float(np.min(y[known] - truth[known])) * 1e3, 4),
+        "ours_offset_step_max_us": round(offset_step_max(recording, stamp_ways(recording)["ours"]) * 1e6, 1),
     }
+
+
+def offset_step_max(recording: Recording, stamps: np.ndarray) -> float:
+    """The largest change of (stamp - system time) from one frame to the next, s, from
+    OFFSET_STEPS_FROM s after the first arrival on and outside the second after a reset
+    (where the arrival rule hands over to the model again): how far the mapping the stamps
+    use jumps. It needs no truth, so a stand-in's uneven sending does not enter it."""
+    arrivals = np.asarray(recording.arrivals)
+    system = np.array([math.nan if s is None else s for s in recording.system_times], dtype=float)
+    use = (arrivals >= arrivals[0] + OFFSET_STEPS_FROM) & np.isfinite(system)
+    first = reset_index(recording)
+    if first is not None:
+        use &= ~((arrivals >= arrivals[first]) & (arrivals < arrivals[first] + 1.0))
+    pairs = use[1:] & use[:-1]
+    steps = np.abs(np.diff(stamps - system))[pairs]
+    return float(np.max(steps)) if steps.size else math.nan
 
 
 def model_cost_us(frames: int = 20000) -> tuple[float, float]:
@@ -468,7 +488,10 @@ def run(json_path: str | None = None, paths: tuple[str, ...] = PATHS) -> dict[st
                     tail = (
                         f"  {cell['reset_recovery_s']} / {cell['stamps_after_arrival']} / "
                         f"{cell['stamps_backwards']}  ({extra['frames']} frames, floor "
-                        f"{extra['transport_floor_ms']:.3f} ms; " + ", ".join(_targets(cell, scenario)) + ")"
+                        f"{extra['transport_floor_ms']:.3f} ms, offset step max "
+                        f"{extra['ours_offset_step_max_us']:.1f} us; "
+                        + ", ".join(_targets(cell, scenario))
+                        + ")"
                     )
                 print(
                     f"{path:<17}{scenario:<10}{way:<11}{f['p50_ms']:>8.3f}{f['p99_ms']:>8.3f}"

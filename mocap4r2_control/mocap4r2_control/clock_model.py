@@ -37,8 +37,8 @@ microseconds too high), up when a refit finds the window's lowest points higher.
 stamper does not apply such a move at once, which would put a step of that size into
 the stamps and into every velocity computed from them. As NTP and chrony discipline a
 clock (slew, step only when far), the mapping it applies follows the model's drift and
-moves toward the line by at most ``slew_ppm`` (500 ppm: a 1 ms correction takes 2 s, a
-100 Hz frame moves by 5 us); a gap beyond ``step_s`` (2 ms: a clock change, not envelope
+moves toward the line by at most ``slew_ppm`` (2000 ppm: a 1 ms correction takes 0.5 s,
+a 100 Hz frame moves by 20 us); a gap beyond ``step_s`` (2 ms: a clock change, not envelope
 noise) and every (re)convergence are applied at once. Slewing down may leave a stamp
 after ``arrival - latency`` for a while, never after the arrival: a frame that arrives
 before the mapping says it was captured brings the mapping down to its arrival.
@@ -85,12 +85,14 @@ class ClockModelSettings:
     stall_persist_s: float = 2.0
     max_abs_system_time: float = 1e11  # seconds (3000 years): beyond it a clock is garbage
     # how fast the mapping the stamps use moves toward a newly fitted line, ppm of the
-    # system time elapsed: a 1 ms correction takes 2 s, a frame moves by 5 us at 100 Hz
-    # (2 us at 250 Hz), well inside the stamps' interval jitter; far above any fitted drift
-    # change, so the mapping keeps up with the model within seconds
-    slew_ppm: float = 500.0
+    # system time elapsed: a 1 ms correction takes 0.5 s; a frame moves by 8 us at 250 Hz,
+    # 20 us at 100 Hz, 67 us at 30 Hz, against milliseconds of arrival jitter. Slower
+    # leaves the stamps off the line for longer (500 ppm doubled the error of the first
+    # seconds on the bench's stand-ins) and longer above it, where a frame that arrives
+    # before the mapping's stamp forces a step after all
+    slew_ppm: float = 2000.0
     # a correction larger than this is applied at once (a step): it is a clock change, not
-    # envelope noise (a 2 ms slew already takes 4 s of stamps that far off)
+    # envelope noise, and slewing it would keep the stamps that far off for a second or more
     step_s: float = 0.002
 
     def __post_init__(self) -> None:
