@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -54,10 +55,19 @@ _UINT32 = (0, 2**32 - 1)
 _UINT64 = (0, 2**64 - 1)
 _INT32_DTYPE = np.dtype("<i4")
 _DEFAULT_CACHE = 32  # layouts kept per encoder (names sets or counts that alternate)
+# a list whose element i owns the items offsets[i]:offsets[i + 1] (a body's markers, a
+# skeleton's segments)
+_Nested = TypeVar("_Nested", BodiesLayout, SkeletonsLayout)
+_MARKER_OFFSETS = "rigid bodies: marker_offsets"
+_SEGMENT_OFFSETS = "skeletons: segment_offsets"
 
 
 # ---------------------------------------------------------------------------- input checks
 def _scalar(value: object, what: str, bounds: tuple[int, int]) -> int:
+    # called three times a message: a plain int in range (the usual case) skips the
+    # protocol call that also accepts numpy integers
+    if type(value) is int and bounds[0] <= value <= bounds[1]:
+        return value
     try:
         number = operator.index(value)  # type: ignore[arg-type]  # refused below when not an integer
     except TypeError:
@@ -144,7 +154,51 @@ def _put_header_numbers(buf: Buffer, header: Header, sec: int, nanosec: int, fra
     buf.u64[header.frame_number // 8] = _scalar(frame_number, "frame_number", _UINT64)
 
 
+def _nested_layout(
+    cache: LayoutCache[_Nested],
+    build: Callable[[str, Sequence[str], Array, Sequence[str]], _Nested],
+    frame_id: str,
+    names: Sequence[str],
+    offsets: Array,
+    item_names: Sequence[str],
+    what: str,
+) -> _Nested:
+    """The layout of a nested list (elements ``names``, items ``item_names``, element i
+    owning the items ``offsets[i]:offsets[i + 1]``), from ``cache`` or built once."""
+    return cache.get(
+        (frame_id, names, offsets.dtype.str, offsets.tobytes(), item_names),
+        lambda: build(frame_id, names, _offsets(offsets, what, len(item_names)), item_names),
+    )
+
+
+def _put_elements(
+    layout: _Nested, sec: int, nanosec: int, frame_number: int, ids: Array, valid: Array
+) -> Buffer:
+    """Write the header's numbers and each element's id and validity; returns the buffer
+    for the rest of the frame."""
+    buf = layout.buf
+    _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
+    buf.i32[layout.ids] = ids
+    buf.u8[layout.valid] = valid
+    return buf
+
+
 # ---------------------------------------------------------------------------- encoders
+_Layout = TypeVar("_Layout")
+
+
+class _CachedEncoder(Generic[_Layout]):
+    """An encoder with one LRU cache of the layouts it computed."""
+
+    def __init__(self, cache_size: int = _DEFAULT_CACHE):
+        self._cache: LayoutCache[_Layout] = LayoutCache(cache_size)
+
+    @property
+    def layouts_built(self) -> int:
+        """How many layouts were computed so far."""
+        return self._cache.builds
+
+
 class MarkersEncoder:
     """mocap4r2_interfaces/msg/Markers as serialized bytes.
 
@@ -240,18 +294,13 @@ class MarkersEncoder:
         return view.message.tobytes()
 
 
-class RigidBodiesEncoder:
+class RigidBodiesEncoder(_CachedEncoder[BodiesLayout]):
     """mocap4r2_interfaces/msg/RigidBodies as serialized bytes; a body's markers are the
     rows ``marker_offsets[i]:marker_offsets[i + 1]`` of the marker arrays."""
 
     def __init__(self, cache_size: int = _DEFAULT_CACHE):
-        self._cache: LayoutCache[BodiesLayout] = LayoutCache(cache_size)
+        super().__init__(cache_size)
         self._last: BodiesLayout | None = None  # what repeat() writes into
-
-    @property
-    def layouts_built(self) -> int:
-        """How many layouts were computed so far."""
-        return self._cache.builds
 
     def encode(
         self,
@@ -283,22 +332,16 @@ class RigidBodiesEncoder:
         checked_valid = _flags(valid, "rigid bodies: valid", count)
         checked_poses = _floats(poses, "rigid bodies: poses", (count, POSE_WIDTH))
         checked_errors = _floats(mean_errors, "rigid bodies: mean_errors", (count,))
-        offsets = _shaped(marker_offsets, "rigid bodies: marker_offsets", (count + 1,), "iu")
+        offsets = _shaped(marker_offsets, _MARKER_OFFSETS, (count + 1,), "iu")
         checked_marker_ids = _int32s(marker_ids, "rigid bodies: marker_ids", markers)
         checked_marker_positions = _floats(marker_positions, "rigid bodies: marker_positions", (markers, 3))
         checked_marker_occluded = _flags(marker_occluded, "rigid bodies: marker_occluded", markers)
         checked_marker_residuals = _floats(marker_residuals, "rigid bodies: marker_residuals", (markers,))
         self._last = None  # a failure below leaves nothing to repeat
-        layout = self._cache.get(
-            (frame_id, names, offsets.dtype.str, offsets.tobytes(), marker_names),
-            lambda: BodiesLayout.build(
-                frame_id, names, _offsets(offsets, "rigid bodies: marker_offsets", markers), marker_names
-            ),
+        layout = _nested_layout(
+            self._cache, BodiesLayout.build, frame_id, names, offsets, marker_names, _MARKER_OFFSETS
         )
-        buf = layout.buf
-        _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
-        buf.i32[layout.ids] = checked_ids
-        buf.u8[layout.valid] = checked_valid
+        buf = _put_elements(layout, sec, nanosec, frame_number, checked_ids, checked_valid)
         buf.f64[layout.poses] = checked_poses
         buf.f32[layout.errors] = checked_errors
         layout.markers.write(
@@ -390,22 +433,16 @@ class SkeletonsEncoder:
         count, segments = len(names), len(segment_names)
         checked_ids = _int32s(ids, "skeletons: ids", count)
         checked_valid = _flags(valid, "skeletons: valid", count)
-        offsets = _shaped(segment_offsets, "skeletons: segment_offsets", (count + 1,), "iu")
+        offsets = _shaped(segment_offsets, _SEGMENT_OFFSETS, (count + 1,), "iu")
         checked_segment_ids = _int32s(segment_ids, "skeletons: segment_ids", segments)
         parent_ids = _int32s(segment_parent_ids, "skeletons: segment_parent_ids", segments)
         checked_segment_valid = _flags(segment_valid, "skeletons: segment_valid", segments)
         checked_segment_poses = _floats(segment_poses, "skeletons: segment_poses", (segments, POSE_WIDTH))
         self._last = None  # a failure below leaves nothing to repeat
-        layout = self._cache.get(
-            (frame_id, names, offsets.dtype.str, offsets.tobytes(), segment_names),
-            lambda: SkeletonsLayout.build(
-                frame_id, names, _offsets(offsets, "skeletons: segment_offsets", segments), segment_names
-            ),
+        layout = _nested_layout(
+            self._cache, SkeletonsLayout.build, frame_id, names, offsets, segment_names, _SEGMENT_OFFSETS
         )
-        buf = layout.buf
-        _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
-        buf.i32[layout.ids] = checked_ids
-        buf.u8[layout.valid] = checked_valid
+        buf = _put_elements(layout, sec, nanosec, frame_number, checked_ids, checked_valid)
         buf.i32[layout.segment_ids] = checked_segment_ids
         buf.i32[layout.parent_ids] = parent_ids
         buf.u8[layout.segment_valid] = checked_segment_valid
@@ -452,17 +489,9 @@ class SkeletonsEncoder:
         return layout.buf.tobytes()
 
 
-class TFMessageEncoder:
+class TFMessageEncoder(_CachedEncoder[TFLayout]):
     """tf2_msgs/msg/TFMessage as serialized bytes: one transform frame_id -> child per
     row of ``poses`` (x, y, z, qx, qy, qz, qw), all with the same stamp."""
-
-    def __init__(self, cache_size: int = _DEFAULT_CACHE):
-        self._cache: LayoutCache[TFLayout] = LayoutCache(cache_size)
-
-    @property
-    def layouts_built(self) -> int:
-        """How many layouts were computed so far."""
-        return self._cache.builds
 
     def encode(
         self,

@@ -474,8 +474,18 @@ class LayoutCache(Generic[L]):
     def get(self, parts: tuple[KeyPart, ...], build: Callable[[], L]) -> L:
         """The layout for ``parts``, built by ``build`` when it is not kept."""
         last, kept = self._last_parts, self._last
-        if last is not None and kept is not None and all(map(_same, parts, last)):
-            return kept
+        if last is not None and kept is not None:
+            # the same parts as the last lookup (the usual case, every frame): a plain loop,
+            # since a function call per part would cost more than the comparisons
+            for a, b in zip(parts, last):
+                if a is b:
+                    # a list may have been changed in place since: only immutable values qualify
+                    if type(a) not in _IMMUTABLE:
+                        break
+                elif type(a) not in _TEXT or a != b:
+                    break
+            else:
+                return kept
         key = tuple(_hashable(p) for p in parts)
         try:
             layout = self._layouts.get(key)
@@ -499,8 +509,5 @@ def _hashable(part: KeyPart) -> Hashable:
     return part if isinstance(part, (str, bytes, tuple)) else tuple(part)
 
 
-def _same(a: object, b: object) -> bool:
-    if a is b:
-        # a list may have been changed in place since: only immutable values qualify
-        return type(a) in (tuple, str, bytes)
-    return type(a) in (str, bytes) and a == b
+_IMMUTABLE = (tuple, str, bytes)
+_TEXT = (str, bytes)
