@@ -169,20 +169,21 @@ def test_bad_parameter_values_are_refused():
 
 def test_the_node_publishes_the_recorded_session_again_over_dds(ros, procs, session):
     """replay_system as installed, over DDS: every frame of the session, in order, each
-    topic's message equal to the recorded one (stamps included), and /diagnostics with
-    the replay's position."""
+    topic's message (markers, rigid bodies, skeletons) equal to the recorded one (stamps
+    included), and /diagnostics with the replay's position."""
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from rclpy.serialization import deserialize_message
     from support import CROSS_PROCESS_TIMEOUT as WAIT
     from support import wait_for
 
-    from mocap4r2_interfaces.msg import Markers, RigidBodies
+    from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
     directory, written, _ = session
     qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
     markers = ros.subscribe("/rp/markers", Markers, qos)
     bodies = ros.subscribe("/rp/rigid_bodies", RigidBodies, qos)
+    skeletons = ros.subscribe("/rp/skeletons", Skeletons, qos)
     diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)
     node = procs.start(
         "mocap4r2_drivers",
@@ -202,14 +203,22 @@ def test_the_node_publishes_the_recorded_session_again_over_dds(ros, procs, sess
     assert ros.change_state("/rp/replay_system", "configure")
     markers.wait_matched()
     bodies.wait_matched()
+    skeletons.wait_matched()
     assert ros.change_state("/rp/replay_system", "activate")
-    wait_for(lambda: len(bodies.snapshot()) >= 120, 3 * WAIT, lambda: node.log()[-2000:], what="frames")
-    got_markers, got_bodies = markers.snapshot(), bodies.snapshot()
-    assert [m.frame_number for m in got_bodies] == list(range(120))
-    for msg, data in zip(got_markers, written["markers"]):
-        assert msg == deserialize_message(data, Markers)
-    for msg, data in zip(got_bodies, written["rigid_bodies"]):
-        assert msg == deserialize_message(data, RigidBodies)
+    wait_for(
+        lambda: min(len(bodies.snapshot()), len(skeletons.snapshot())) >= 120,
+        3 * WAIT,
+        lambda: node.log()[-2000:],
+        what="frames",
+    )
+    got = {"markers": markers, "rigid_bodies": bodies, "skeletons": skeletons}
+    types = {"markers": Markers, "rigid_bodies": RigidBodies, "skeletons": Skeletons}
+    for topic, subscription in got.items():
+        messages = subscription.snapshot()
+        assert [m.frame_number for m in messages] == list(range(120)), topic
+        # equal field for field: the floats compare exactly, so the bytes are the recorded ones
+        for msg, data in zip(messages, written[topic]):
+            assert msg == deserialize_message(data, types[topic]), topic
 
     def replay_status():
         for array in diagnostics.snapshot():
