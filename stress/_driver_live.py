@@ -1,6 +1,7 @@
-"""What the NatNet and QTM stress sections share besides fuzzing (stress/_fuzz.py): live
-processes (stand-ins and drivers) with a DDS subscriber, kill/restart cycles and process
-figures."""
+"""What the vendor stress sections (NatNet, QTM, VRPN) share besides fuzzing
+(stress/_fuzz.py): their scene file, live processes (stand-ins and drivers) with a DDS
+subscriber, a driver's UDP port, the figures of a flood, kill/restart cycles, process
+figures, and running a section (fuzzing, then the live parts)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +53,104 @@ class Live:
             self.procs.stop_all()
         finally:
             self.ros.close()
+
+
+def scene_file(directory: Path, name: str, scene: dict[str, Any]) -> tuple[Path, Any]:
+    """``scene`` written to ``directory/name``: (its path, the Scene read from it)."""
+    from mocap4r2_drivers.simulated.scene import Scene
+
+    path = directory / name
+    path.write_text(yaml.safe_dump(scene))
+    return path, Scene.from_file(path)
+
+
+def start_stand_in(live: Live, executable: str, args: list[str]) -> tuple[Any, float]:
+    """A vendor stand-in (``natnet_simulator``, ...) started with ``args``: (its process,
+    the monotonic time it said ready); RuntimeError with its log when it does not."""
+    proc = live.procs.start("mocap4r2_drivers", executable, ros=False, name=executable, args=args)
+    if not proc.wait_log(f"{executable} ready", 60):
+        raise RuntimeError(f"{executable} did not start: {proc.log()[-2000:]}")
+    return proc, time.monotonic()
+
+
+def driver_udp_port(pid: int, exclude: set[int]) -> int | None:
+    """A UDP port process ``pid`` holds on 127.0.0.1, but those in ``exclude``."""
+    import psutil
+
+    ports = [
+        c.laddr.port
+        for c in psutil.Process(pid).net_connections(kind="udp4")
+        if c.laddr.ip == "127.0.0.1" and c.laddr.port not in exclude
+    ]
+    return ports[0] if ports else None
+
+
+def frames_after_flood(bodies) -> list:
+    """Every message ``bodies`` collected, once frames flow for 1 s after the flood ended."""
+    end = time.monotonic()
+    wait_for(lambda: bodies.times and bodies.times[-1] > end + 1.0, 30, "frames after the flood")
+    return bodies.snapshot()
+
+
+def flood_rows(
+    vendor: str,
+    driver_name: str,
+    driver,
+    stand_in,
+    log_before: int,
+    flood: tuple[int, int, float],
+    published: int,
+    wrong: int,
+) -> list[tuple]:
+    """Stop ``driver`` and ``stand_in`` after a flood; its rows. ``flood`` is (datagrams
+    asked, datagrams sent, seconds), ``published`` the frames published meanwhile and after."""
+    asked, sent, seconds = flood
+    alive = driver.alive()
+    log_growth = len(driver.log()) - log_before
+    driver.stop()
+    stand_in.stop()
+    return [
+        (
+            f"{vendor} flood: datagrams at a live {driver_name} ({seconds:.1f} s; {published} frames "
+            "published meanwhile and after)",
+            sent,
+            f">= {asked}",
+            sent >= asked,
+        ),
+        (
+            f"{vendor} flood: frames published wrongly (not the server's, or not advancing)",
+            wrong,
+            "0",
+            wrong == 0,
+        ),
+        (f"{vendor} flood: driver alive afterwards", alive, "True", alive),
+        (
+            f"{vendor} flood: driver log written during the flood (bytes)",
+            log_growth,
+            "< 20000",
+            log_growth < 20000,
+        ),
+    ]
+
+
+def run_section(
+    fuzz_rows: Callable[[], list[tuple]], *live_parts: Callable[[Live], list[tuple]]
+) -> list[tuple]:
+    """A vendor section: the fuzzing rows, then each live part's with one Live, closed at the end."""
+    rows = fuzz_rows()
+    live = Live()
+    try:
+        for part in live_parts:
+            rows += part(live)
+    finally:
+        live.close()
+    return rows
+
+
+def print_rows(rows: Iterable[tuple]) -> None:
+    """A section's rows, one a line (a section run as a script)."""
+    for row in rows:
+        print(" | ".join(str(x) for x in row))
 
 
 def proc_threads(pid: int) -> int:

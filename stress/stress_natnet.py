@@ -20,14 +20,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 if __package__ in (None, ""):  # run as a script from stress/: import it as the package it is
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import contextlib
 
-from stress._driver_live import Live, env_float, env_int, restart_cycles, wait_for
+from stress import _driver_live as live_parts
 from stress._fuzz import run_fuzz
 
 SCENE = {
@@ -53,12 +52,8 @@ SCENE = {
 }
 
 
-def _scene(tmp):
-    from mocap4r2_drivers.simulated.scene import Scene
-
-    path = tmp / "natnet_scene.yaml"
-    path.write_text(yaml.safe_dump(SCENE))
-    return path, Scene.from_file(path)
+def _scene(tmp: Path):
+    return live_parts.scene_file(tmp, "natnet_scene.yaml", SCENE)
 
 
 # ---------------------------------------------------------------------- 1. fuzzing
@@ -129,43 +124,16 @@ def fuzz(total: int, budget: float) -> list[tuple]:
 
 
 # ---------------------------------------------------------------------- live
-def _start_stand_in(live: Live, scene_path, command_port: int, data_port: int, *extra: str):
+def _start_stand_in(live: live_parts.Live, scene_path, command_port: int, data_port: int, *extra: str):
     import re
 
-    proc = live.procs.start(
-        "mocap4r2_drivers",
-        "natnet_simulator",
-        ros=False,
-        name="natnet_simulator",
-        args=[
-            "--scene",
-            str(scene_path),
-            "--command-port",
-            str(command_port),
-            "--data-port",
-            str(data_port),
-            *extra,
-        ],
-    )
-    if not proc.wait_log("natnet_simulator ready", 60):
-        raise RuntimeError(f"natnet_simulator did not start: {proc.log()[-2000:]}")
-    ready = time.monotonic()
+    args = ["--scene", str(scene_path), "--command-port", str(command_port), "--data-port", str(data_port)]
+    proc, ready = live_parts.start_stand_in(live, "natnet_simulator", [*args, *extra])
     match = re.search(r"command=([\d.]+):(\d+) .*data_port=(\d+)", proc.log())
     return proc, int(match.group(2)), int(match.group(3)), ready
 
 
-def _driver_command_port(pid: int, exclude: set[int]) -> int | None:
-    import psutil
-
-    ports = [
-        c.laddr.port
-        for c in psutil.Process(pid).net_connections(kind="udp4")
-        if c.laddr.ip == "127.0.0.1" and c.laddr.port not in exclude
-    ]
-    return ports[0] if ports else None
-
-
-def _streaming_driver(live: Live, scene_path, ns: str, reconnect_after: float):
+def _streaming_driver(live: live_parts.Live, scene_path, ns: str, reconnect_after: float):
     """A multicast stand-in and an optitrack_system in ``ns`` streaming its two bodies:
     (stand_in, command_port, data_port, rigid_bodies collector, driver)."""
     from mocap4r2_interfaces.msg import RigidBodies
@@ -189,7 +157,7 @@ def _streaming_driver(live: Live, scene_path, ns: str, reconnect_after: float):
     return stand_in, command_port, data_port, bodies, driver
 
 
-def flood(live: Live, datagrams: int) -> list[tuple]:
+def flood(live: live_parts.Live, datagrams: int) -> list[tuple]:
     from mocap4r2_drivers.optitrack import protocol as nn
     from mocap4r2_drivers.optitrack.simulator import SceneStream
 
@@ -204,7 +172,7 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
     models = stream.model_definitions()
     models.rigid_bodies[0].name = "hijacked"
     spoofed_models = nn.encode_model_definitions(models, version)
-    own = _driver_command_port(driver.pid, {data_port})
+    own = live_parts.driver_udp_port(driver.pid, {data_port})  # its command socket
     rng = np.random.default_rng(3)
     local = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     local.bind(("127.0.0.1", 0))
@@ -244,9 +212,7 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
     flood_seconds = time.monotonic() - start
     local.close()
     stranger.close()
-    end = time.monotonic()
-    wait_for(lambda: bodies.times and bodies.times[-1] > end + 1.0, 30, "frames after the flood")
-    messages = bodies.snapshot()
+    messages = live_parts.frames_after_flood(bodies)
     wrong = 0
     last = -1
     for msg in messages:
@@ -262,36 +228,19 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
         wrong += not ok
         if ok:
             last = msg.frame_number
-    alive = driver.alive()
-    log_growth = len(driver.log()) - log_before
-    driver.stop()
-    stand_in.stop()
-    return [
-        (
-            f"NatNet flood: datagrams at a live optitrack_system ({flood_seconds:.1f} s; {len(messages)} "
-            "frames "
-            "published meanwhile and after)",
-            datagrams,
-            f">= {datagrams}",
-            True,
-        ),
-        (
-            "NatNet flood: frames published wrongly (not the server's, or not advancing)",
-            wrong,
-            "0",
-            wrong == 0,
-        ),
-        ("NatNet flood: driver alive afterwards", alive, "True", alive),
-        (
-            "NatNet flood: driver log written during the flood (bytes)",
-            log_growth,
-            "< 20000",
-            log_growth < 20000,
-        ),
-    ]
+    return live_parts.flood_rows(
+        "NatNet",
+        "optitrack_system",
+        driver,
+        stand_in,
+        log_before,
+        (datagrams, datagrams, flood_seconds),
+        len(messages),
+        wrong,
+    )
 
 
-def restarts(live: Live, cycles: int) -> list[tuple]:
+def restarts(live: live_parts.Live, cycles: int) -> list[tuple]:
     scene_path, _ = _scene(live.tmp)
     stand_in, command_port, data_port, bodies, driver = _streaming_driver(
         live, scene_path, "/stress_natnet_restart", reconnect_after=0.5
@@ -301,20 +250,19 @@ def restarts(live: Live, cycles: int) -> list[tuple]:
         server, _, _, ready = _start_stand_in(live, scene_path, command_port, data_port, "--multicast")
         return server, ready
 
-    return restart_cycles("NatNet", bodies, driver, stand_in, restart, cycles)
+    return live_parts.restart_cycles("NatNet", bodies, driver, stand_in, restart, cycles)
 
 
 def run() -> list[tuple]:
-    rows = fuzz(env_int("STRESS_NATNET_PACKETS", 1_000_000), env_float("STRESS_FUZZ_SECONDS", 150.0))
-    live = Live()
-    try:
-        rows += flood(live, env_int("STRESS_FLOOD_DATAGRAMS", 100_000))
-        rows += restarts(live, env_int("STRESS_RESTARTS", 20))
-    finally:
-        live.close()
-    return rows
+    return live_parts.run_section(
+        lambda: fuzz(
+            live_parts.env_int("STRESS_NATNET_PACKETS", 1_000_000),
+            live_parts.env_float("STRESS_FUZZ_SECONDS", 150.0),
+        ),
+        lambda live: flood(live, live_parts.env_int("STRESS_FLOOD_DATAGRAMS", 100_000)),
+        lambda live: restarts(live, live_parts.env_int("STRESS_RESTARTS", 20)),
+    )
 
 
 if __name__ == "__main__":
-    for row in run():
-        print(" | ".join(str(x) for x in row))
+    live_parts.print_rows(run())

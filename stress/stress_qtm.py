@@ -16,16 +16,14 @@ from __future__ import annotations
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 if __package__ in (None, ""):  # run as a script from stress/: import it as the package it is
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stress._driver_live import Live, env_float, env_int, restart_cycles
+from stress import _driver_live as live_parts
 from stress._fuzz import run_fuzz
 
 SCENE = {
@@ -54,11 +52,7 @@ COMPONENTS = ["6dres", "3dres", "3dnolabelsres", "skeleton:global"]
 
 
 def _scene(tmp: Path):
-    from mocap4r2_drivers.simulated.scene import Scene
-
-    path = tmp / "qtm_scene.yaml"
-    path.write_text(yaml.safe_dump(SCENE))
-    return path, Scene.from_file(path)
+    return live_parts.scene_file(tmp, "qtm_scene.yaml", SCENE)
 
 
 def _qtm_setup():
@@ -220,22 +214,15 @@ def fuzz(total: int, budget: float) -> list[tuple]:
     return rows
 
 
-def _start_qtm(live: Live, scene_path, base_port: int):
-    proc = live.procs.start(
-        "mocap4r2_drivers",
-        "qtm_simulator",
-        ros=False,
-        name="qtm_simulator",
-        args=["--scene", str(scene_path), "--port", str(base_port)],
+def _start_qtm(live: live_parts.Live, scene_path, base_port: int):
+    proc, ready = live_parts.start_stand_in(
+        live, "qtm_simulator", ["--scene", str(scene_path), "--port", str(base_port)]
     )
-    if not proc.wait_log("qtm_simulator ready", 60):
-        raise RuntimeError(f"qtm_simulator did not start: {proc.log()[-2000:]}")
-    ready = time.monotonic()
     rt_port = int(re.search(r"RT port 127\.0\.0\.1:(\d+)", proc.log()).group(1))
     return proc, rt_port - 1, ready
 
 
-def restarts(live: Live, cycles: int) -> list[tuple]:
+def restarts(live: live_parts.Live, cycles: int) -> list[tuple]:
     from mocap4r2_interfaces.msg import RigidBodies
 
     scene_path, _ = _scene(live.tmp)
@@ -255,19 +242,18 @@ def restarts(live: Live, cycles: int) -> list[tuple]:
         server, _, ready = _start_qtm(live, scene_path, base)
         return server, ready
 
-    return restart_cycles("QTM", bodies, driver, qtm, restart, cycles)
+    return live_parts.restart_cycles("QTM", bodies, driver, qtm, restart, cycles)
 
 
 def run() -> list[tuple]:
-    rows = fuzz(env_int("STRESS_QTM_PACKETS", 1_000_000), env_float("STRESS_FUZZ_SECONDS", 150.0))
-    live = Live()
-    try:
-        rows += restarts(live, env_int("STRESS_RESTARTS", 20))
-    finally:
-        live.close()
-    return rows
+    return live_parts.run_section(
+        lambda: fuzz(
+            live_parts.env_int("STRESS_QTM_PACKETS", 1_000_000),
+            live_parts.env_float("STRESS_FUZZ_SECONDS", 150.0),
+        ),
+        lambda live: restarts(live, live_parts.env_int("STRESS_RESTARTS", 20)),
+    )
 
 
 if __name__ == "__main__":
-    for row in run():
-        print(" | ".join(str(x) for x in row))
+    live_parts.print_rows(run())

@@ -24,12 +24,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 if __package__ in (None, ""):  # run as a script from stress/: import it as the package it is
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stress._driver_live import Live, env_float, env_int, restart_cycles, wait_for
+from stress import _driver_live as live_parts
 from stress._fuzz import run_fuzz
 
 SCENE = {
@@ -55,11 +54,7 @@ SCENE = {
 
 
 def _scene(tmp: Path):
-    from mocap4r2_drivers.simulated.scene import Scene
-
-    path = tmp / "vrpn_scene.yaml"
-    path.write_text(yaml.safe_dump(SCENE))
-    return path, Scene.from_file(path)
+    return live_parts.scene_file(tmp, "vrpn_scene.yaml", SCENE)
 
 
 # ---------------------------------------------------------------------- 1. fuzzing
@@ -169,35 +164,17 @@ def fuzz(total: int, budget: float) -> list[tuple]:
 
 
 # ---------------------------------------------------------------------- live
-def _start_stand_in(live: Live, scene_path, port: int):
+def _start_stand_in(live: live_parts.Live, scene_path, port: int):
     import re
 
-    proc = live.procs.start(
-        "mocap4r2_drivers",
-        "vrpn_simulator",
-        ros=False,
-        name="vrpn_simulator",
-        args=["--scene", str(scene_path), "--port", str(port)],
+    proc, ready = live_parts.start_stand_in(
+        live, "vrpn_simulator", ["--scene", str(scene_path), "--port", str(port)]
     )
-    if not proc.wait_log("vrpn_simulator ready", 60):
-        raise RuntimeError(f"vrpn_simulator did not start: {proc.log()[-2000:]}")
-    ready = time.monotonic()
     match = re.search(r"ready: [\d.]+:(\d+) .*time origin (\d+)", proc.log())
     return proc, int(match.group(1)), float(match.group(2)), ready
 
 
-def _driver_udp_port(pid: int, exclude: set[int]) -> int | None:
-    import psutil
-
-    ports = [
-        c.laddr.port
-        for c in psutil.Process(pid).net_connections(kind="udp4")
-        if c.laddr.ip == "127.0.0.1" and c.laddr.port not in exclude
-    ]
-    return ports[0] if ports else None
-
-
-def _streaming_driver(live: Live, scene_path, ns: str):
+def _streaming_driver(live: live_parts.Live, scene_path, ns: str):
     from mocap4r2_interfaces.msg import RigidBodies
 
     stand_in, port, origin, _ = _start_stand_in(live, scene_path, 0)
@@ -213,13 +190,13 @@ def _streaming_driver(live: Live, scene_path, ns: str):
     return stand_in, port, origin, bodies, driver
 
 
-def flood(live: Live, datagrams: int) -> list[tuple]:
+def flood(live: live_parts.Live, datagrams: int) -> list[tuple]:
     from mocap4r2_drivers.vrpn import protocol as vp
     from mocap4r2_drivers.vrpn.simulator import VrpnSimulator
 
     scene_path, scene = _scene(live.tmp)
     stand_in, port, origin, bodies, driver = _streaming_driver(live, scene_path, "/stress_vrpn_flood")
-    target = _driver_udp_port(driver.pid, {port})
+    target = live_parts.driver_udp_port(driver.pid, {port})
     log_before = len(driver.log())
     good = b"".join(VrpnSimulator(scene).frame_messages(5))
     rng = np.random.default_rng(5)
@@ -254,31 +231,18 @@ def flood(live: Live, datagrams: int) -> list[tuple]:
     flood_seconds = time.monotonic() - start
     local.close()
     stranger.close()
-    end = time.monotonic()
-    wait_for(lambda: bodies.times and bodies.times[-1] > end + 1.0, 30, "frames after the flood")
-    messages = bodies.snapshot()
+    messages = live_parts.frames_after_flood(bodies)
     wrong = _wrong_frames(messages, scene, origin)
-    alive = driver.alive()
-    log_growth = len(driver.log()) - log_before
-    driver.stop()
-    stand_in.stop()
-    return [
-        (
-            f"VRPN flood: datagrams at a live vrpn_system ({flood_seconds:.1f} s; {len(messages)} frames "
-            "published meanwhile and after)",
-            datagrams if target else 0,
-            f">= {datagrams}",
-            bool(target),
-        ),
-        ("VRPN flood: frames published wrongly (not the server's, or not advancing)", wrong, "0", wrong == 0),
-        ("VRPN flood: driver alive afterwards", alive, "True", alive),
-        (
-            "VRPN flood: driver log written during the flood (bytes)",
-            log_growth,
-            "< 20000",
-            log_growth < 20000,
-        ),
-    ]
+    return live_parts.flood_rows(
+        "VRPN",
+        "vrpn_system",
+        driver,
+        stand_in,
+        log_before,
+        (datagrams, datagrams if target else 0, flood_seconds),
+        len(messages),
+        wrong,
+    )
 
 
 def _wrong_frames(messages, scene, origin: float) -> int:
@@ -305,7 +269,7 @@ def _wrong_frames(messages, scene, origin: float) -> int:
     return wrong
 
 
-def restarts(live: Live, cycles: int) -> list[tuple]:
+def restarts(live: live_parts.Live, cycles: int) -> list[tuple]:
     scene_path, _ = _scene(live.tmp)
     stand_in, port, _, bodies, driver = _streaming_driver(live, scene_path, "/stress_vrpn_restart")
 
@@ -313,20 +277,19 @@ def restarts(live: Live, cycles: int) -> list[tuple]:
         server, _, _, ready = _start_stand_in(live, scene_path, port)
         return server, ready
 
-    return restart_cycles("VRPN", bodies, driver, stand_in, restart, cycles)
+    return live_parts.restart_cycles("VRPN", bodies, driver, stand_in, restart, cycles)
 
 
 def run() -> list[tuple]:
-    rows = fuzz(env_int("STRESS_VRPN_PACKETS", 1_000_000), env_float("STRESS_FUZZ_SECONDS", 150.0))
-    live = Live()
-    try:
-        rows += flood(live, env_int("STRESS_FLOOD_DATAGRAMS", 100_000))
-        rows += restarts(live, env_int("STRESS_RESTARTS", 20))
-    finally:
-        live.close()
-    return rows
+    return live_parts.run_section(
+        lambda: fuzz(
+            live_parts.env_int("STRESS_VRPN_PACKETS", 1_000_000),
+            live_parts.env_float("STRESS_FUZZ_SECONDS", 150.0),
+        ),
+        lambda live: flood(live, live_parts.env_int("STRESS_FLOOD_DATAGRAMS", 100_000)),
+        lambda live: restarts(live, live_parts.env_int("STRESS_RESTARTS", 20)),
+    )
 
 
 if __name__ == "__main__":
-    for row in run():
-        print(" | ".join(str(x) for x in row))
+    live_parts.print_rows(run())
