@@ -52,6 +52,7 @@ setup(
             "simulated_arm = mocap4r2_tools.executables:simulated_arm",
             "session_recorder = mocap4r2_tools.executables:session_recorder",
             "web_panel = mocap4r2_tools.executables:web_panel",
+            "marker_tracker = mocap4r2_tools.executables:marker_tracker",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
