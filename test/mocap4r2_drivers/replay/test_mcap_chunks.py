@@ -10,6 +10,7 @@ import struct
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from mcap.reader import make_reader
 
@@ -18,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from session_fixture import record_session  # noqa: E402
 
 from mocap4r2_drivers.replay.mcap_chunks import McapChunks, McapFormatError, fast_readable  # noqa: E402
-from mocap4r2_drivers.replay.readers import open_source  # noqa: E402
+from mocap4r2_drivers.replay.readers import ReplayFileError, open_source  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +100,26 @@ def test_damaged_records_are_refused_with_the_reason(session, tmp_path):
     assert not fast_readable(path)
     with pytest.raises(McapFormatError, match="magic"):
         _chunked(path)
+
+
+def test_corrupted_bytes_give_a_replay_error_or_frames_never_another_exception(session, tmp_path):
+    """Bytes changed anywhere in a session (a disk or a copy gone wrong): opening and
+    playing it either works or fails with ReplayFileError, the error configure and the
+    read-ahead thread report with its reason."""
+    data = session.read_bytes()
+    rng = np.random.default_rng(4)
+    path = tmp_path / "damaged.mcap"
+    outcomes = {"played": 0, "refused": 0}
+    for _ in range(120):
+        damaged = bytearray(data)
+        for at in rng.integers(8, len(data), size=int(rng.integers(1, 4))):
+            damaged[at] = int(rng.integers(0, 256))
+        path.write_bytes(bytes(damaged))
+        try:
+            frames = list(open_source(path, "/sim").frames())
+        except ReplayFileError:
+            outcomes["refused"] += 1
+        else:
+            assert all(t.frame.frame_number >= 0 for t in frames)
+            outcomes["played"] += 1
+    assert outcomes["played"] and outcomes["refused"], outcomes
