@@ -275,3 +275,21 @@ def test_nan_markers_and_unreadable_messages_are_counted_and_tracking_goes_on(ro
     assert values["decode_errors"] == "4" or int(values["frames_dropped_cpu"]) > 0, values
     assert float(values["cpu_ms_p50"]) > 0.0
     assert proc.alive() and proc.wait_log("was not read", timeout=5)
+
+
+def test_the_queue_between_subscription_and_tracker_is_bounded():
+    """Frames beyond what the tracker keeps up with: the oldest waiting are dropped and
+    counted; nothing is kept while the system is not streaming."""
+    from mocap4r2_tools.marker_tracker import FrameQueue
+
+    queue = FrameQueue(3)
+    queue.put(b"before start")
+    assert queue.get(0.0) is None and queue.dropped == 0
+    queue.set_open(True)
+    for i in range(10):
+        queue.put(bytes([i]))
+    assert queue.dropped == 7
+    assert [queue.get(0.0) for _ in range(4)] == [b"\x07", b"\x08", b"\x09", None]
+    queue.put(b"x")
+    queue.set_open(False)  # a stop forgets what waits
+    assert queue.get(0.0) is None
