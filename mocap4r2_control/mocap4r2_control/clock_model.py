@@ -299,6 +299,8 @@ class FrameStamper:
         # the model's drift and slewed toward its line (None until the model has converged)
         self._applied_offset: float | None = None
         self._applied_s = 0.0
+        self._slew_rate = self.model.settings.slew_ppm * 1e-6  # s per system s
+        self._step_s = self.model.settings.step_s
         self.correction = 0.0  # applied mapping minus the model's line at the newest frame, s
         self.mapping_steps = 0  # corrections beyond step_s applied at once
         self._last_stamp = -math.inf
@@ -369,21 +371,26 @@ class FrameStamper:
         the gap to the line by at most ``slew_ppm`` of the elapsed system time, as clock
         disciplines slew; a gap beyond ``step_s`` (a clock change) is applied at once.
         """
-        cfg = self.model.settings
         target = estimate - system_time
         applied = self._applied_offset
         if applied is None:  # converged now: the line is all there is
             applied = target
         else:
-            elapsed = max(system_time - self._applied_s, 0.0)
+            elapsed = system_time - self._applied_s
+            if elapsed < 0.0:  # a reordered frame: no time to slew in
+                elapsed = 0.0
             predicted = applied + self.model.drift * elapsed
             gap = target - predicted
-            if abs(gap) > cfg.step_s:
+            room = self._slew_rate * elapsed
+            if gap > self._step_s or gap < -self._step_s:
                 applied = target
                 self.mapping_steps += 1
+            elif gap > room:
+                applied = predicted + room
+            elif gap < -room:
+                applied = predicted - room
             else:
-                room = cfg.slew_ppm * 1e-6 * elapsed
-                applied = predicted + min(max(gap, -room), room)
+                applied = target
         if system_time + applied > arrival:
             # the frame arrived before the mapping says it was captured: the mapping is
             # late by at least that much, so it comes down that far at once
