@@ -27,7 +27,7 @@ from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
-from ..common import status_fields
+from ..common import ClientStats, reject_input, status_fields
 from . import protocol as qp
 from .client import DISCONNECTED, STREAMABLE, QtmClient, QtmConnectionError, QtmParameters, TimestampMapper
 from .convert import FrameConverter
@@ -153,6 +153,7 @@ class QualisysAdapter(MocapAdapter):
         self.mapper = TimestampMapper()
         self.decode_errors = 0
         self.last_decode_error = ""
+        self.frame_stats = ClientStats()  # frames the converter refused, by kind (logged once each)
         self._lost_reported = False
 
     @classmethod
@@ -274,8 +275,7 @@ class QualisysAdapter(MocapAdapter):
             # a frame that cannot be decoded is dropped and counted, the stream goes on
             self.decode_errors += 1
             self.last_decode_error = str(exc)
-            if self.decode_errors in (1, 10, 100) or self.decode_errors % 1000 == 0:
-                LOG.error("dropped an undecodable QTM frame (%d so far): %s", self.decode_errors, exc)
+            reject_input(self.frame_stats, LOG, "undecodable_frame", f"an undecodable QTM frame ({exc})")
             return None
         frame.capture_time = self.mapper.capture_time(packet.timestamp, arrival)
         # QTM's clock for the node's clock model, and the time the packet spent in the

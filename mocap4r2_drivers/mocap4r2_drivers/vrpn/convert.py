@@ -41,6 +41,7 @@ import numpy as np
 from mocap4r2_control.frame import BodyArrays, MocapFrame
 from mocap4r2_control.geometry import AxisChange
 
+from ..common import ClientStats, reject_input
 from . import protocol as vp
 from .dialog import Delivered
 
@@ -218,8 +219,9 @@ class DeliveredFrames:
     handed out: a reader that falls behind loses the oldest, counted.
     """
 
-    def __init__(self, assembler: FrameAssembler) -> None:
+    def __init__(self, assembler: FrameAssembler, stats: ClientStats) -> None:
         self.assembler = assembler
+        self.stats = stats  # the client's: malformed reports counted by kind, logged once
         self.queue: deque[MocapFrame] = deque()
         self.frames_lost = 0
         self.report_errors = 0
@@ -267,5 +269,4 @@ class DeliveredFrames:
 
     def _bad_report(self, exc: Exception) -> None:
         self.report_errors += 1
-        if self.report_errors in (1, 10, 100) or self.report_errors % 1000 == 0:
-            LOG.error("dropped a malformed tracker report (%d so far): %s", self.report_errors, exc)
+        reject_input(self.stats, LOG, "malformed_report", f"a malformed tracker report ({exc})")

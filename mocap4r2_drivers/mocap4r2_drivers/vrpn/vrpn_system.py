@@ -147,7 +147,7 @@ class VrpnAdapter(MocapAdapter):
             host, port, tcp_only=tcp_only, timeout=connect_timeout, silence_timeout=silence_timeout
         )
         self.converter = FrameAssembler(trackers or [], multi_sensor, body_names, untracked_after, up_axis)
-        self.frames = DeliveredFrames(self.converter)
+        self.frames = DeliveredFrames(self.converter, self.client.stats)
         self._next_attempt = 0.0
         self._lost_reported = False
         self.reconnects = 0
