@@ -14,21 +14,15 @@ Configurations: 10 bodies / 100 markers and 50 bodies / 500 markers (10 markers 
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
-from bench.domain import isolate
 from bench.listener import FrameListener
+from bench.stand_ins import ROOT, StandIn, SystemProcess, generated_scene, missing_numbers, own_domain
 from bench.timing import best_microseconds_per_item
 
-ROOT = Path(__file__).resolve().parents[1]
-INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
 SECONDS = 3.0
 # rates rise until one is not received in full, so the output shows where it fails
 # (the issue's reference: every frame at 1000 Hz with 50 bodies)
@@ -39,60 +33,28 @@ CONFIGS = [
 
 
 def _scene(tmp: Path, bodies: int) -> Path:
-    path = tmp / f"scene_{bodies}.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "seed": 1,
-                "rate": 100.0,
-                "latency": 0.002,
-                "latency_jitter": 0.0,
-                "noise": 0.0002,
-                "occlusion": 0.01,
-                "unlabeled_markers": 4,
-                "dropped_frames": 0.0,
-                "generated_bodies": {"count": bodies, "markers_per_body": 10},
-            }
-        )
+    return generated_scene(
+        tmp / f"scene_{bodies}.yaml",
+        bodies,
+        10,
+        rate=100.0,
+        latency=0.002,
+        noise=0.0002,
+        occlusion=0.01,
+        unlabeled_markers=4,
     )
-    return path
 
 
-class StandIn:
-    def __init__(self, scene: Path, rate: float, log_path: Path, version: str = "4.1"):
-        self.log_path = log_path
-        self.log = open(log_path, "w")  # noqa: SIM115 - the stand-in writes to it until stop()
-        self.proc = subprocess.Popen(
-            [
-                str(INSTALL / "natnet_simulator"),
-                "--scene",
-                str(scene),
-                "--rate",
-                str(rate),
-                "--command-port",
-                "0",
-                "--data-port",
-                "0",
-                "--natnet-version",
-                version,
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            match = re.search(r"command=[\d.]+:(\d+) .*data_port=(\d+)", log_path.read_text())
-            if match:
-                self.command_port, self.data_port = int(match.group(1)), int(match.group(2))
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"natnet_simulator did not start: {log_path.read_text()}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-        self.log.close()
+def _stand_in(scene: Path, rate: float, log_path: Path, version: str = "4.1") -> tuple[StandIn, int, int]:
+    """natnet_simulator streaming multicast: (it, its command port, its data port)."""
+    args = ["--scene", str(scene), "--rate", str(rate), "--command-port", "0", "--data-port", "0"]
+    sim = StandIn(
+        "natnet_simulator",
+        [*args, "--natnet-version", version],
+        log_path,
+        r"command=[\d.]+:(\d+) .*data_port=(\d+)",
+    )
+    return sim, int(sim.ready.group(1)), int(sim.ready.group(2))
 
 
 def _packets(bodies: int, version) -> list[bytes]:
@@ -144,9 +106,9 @@ def decode_cost(bodies: int, version_text: str) -> str:
 def client_rate(scene: Path, rate: float, tmp: Path) -> str:
     from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
 
-    sim = StandIn(scene, rate, tmp / "sim_client.log")
+    sim, command_port, data_port = _stand_in(scene, rate, tmp / "sim_client.log")
     try:
-        client = NatNetClient(ClientConfig(command_port=sim.command_port, data_port=sim.data_port))
+        client = NatNetClient(ClientConfig(command_port=command_port, data_port=data_port))
         client.connect(5.0)
         numbers: list[int] = []
         cpu = 0.0
@@ -163,7 +125,7 @@ def client_rate(scene: Path, rate: float, tmp: Path) -> str:
         sim.stop()
     got = len(numbers) / SECONDS
     sent = (numbers[-1] - numbers[0] + 1) / SECONDS if numbers else 0.0
-    lost = (numbers[-1] - numbers[0] + 1 - len(numbers)) if numbers else 0
+    lost = missing_numbers(numbers)
     return (
         f"{got:6.0f} frames/s read, stand-in sent {sent:6.0f}/s (asked {rate:4.0f}); lost {lost}; "
         f"read+decode+convert {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame"
@@ -172,27 +134,13 @@ def client_rate(scene: Path, rate: float, tmp: Path) -> str:
 
 def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
     """(received msgs/s, frames/s the stand-in sent, text)."""
-    sim = StandIn(scene, rate, tmp / "sim_node.log")
-    log = open(tmp / "node.log", "w")  # noqa: SIM115 - the node writes to it until the end of the run
-    node_proc = subprocess.Popen(
-        [
-            str(INSTALL / "optitrack_system"),
-            "--ros-args",
-            "-r",
-            "__node:=optitrack",
-            "-r",
-            "__ns:=/bench",
-            "-p",
-            f"command_port:={sim.command_port}",
-            "-p",
-            f"data_port:={sim.data_port}",
-            "-p",
-            "autostart:=true",
-            "-p",
-            "qos_depth:=100",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    sim, command_port, data_port = _stand_in(scene, rate, tmp / "sim_node.log")
+    node = SystemProcess(
+        "optitrack_system",
+        "optitrack",
+        "/bench",
+        {"command_port": command_port, "data_port": data_port, "autostart": "true", "qos_depth": 100},
+        tmp / "node.log",
     )
     listener = FrameListener("/bench")
     try:
@@ -201,14 +149,12 @@ def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
         time.sleep(0.5)
         window = [number for _, _, number in listener.record(SECONDS)]
     finally:
-        node_proc.terminate()
-        node_proc.wait(10)
-        log.close()
+        node.stop()
         listener.close()
         sim.stop()
     got = len(window) / SECONDS
     sent = (window[-1] - window[0] + 1) / SECONDS if window else 0.0
-    lost = (window[-1] - window[0] + 1 - len(window)) if window else 0
+    lost = missing_numbers(window)
     return (
         got,
         sent,
@@ -220,9 +166,7 @@ def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
 
 
 def run() -> None:
-    if "ROS_DOMAIN_ID" not in os.environ:  # run alone, not through `python -m bench`
-        isolate()
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    own_domain()
     with tempfile.TemporaryDirectory(prefix="bench_natnet_") as name:
         tmp = Path(name)
         for label, bodies, rates in CONFIGS:

@@ -12,82 +12,44 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
-from bench.domain import isolate
 from bench.listener import FrameListener
+from bench.stand_ins import ROOT, StandIn, SystemProcess, generated_scene, missing_numbers, own_domain
 from bench.timing import best_microseconds_per_item
 
-ROOT = Path(__file__).resolve().parents[1]
-INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
 SECONDS = 3.0
 
 
 def _scene(directory: Path, bodies: int) -> Path:
-    path = directory / f"bench_{bodies}.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "seed": 1,
-                "rate": 100.0,
-                "latency": 0.0,
-                "latency_jitter": 0.0,
-                "noise": 0.0003,
-                "occlusion": 0.0,
-                "dropped_frames": 0.0,
-                "unlabeled_markers": 4,
-                "generated_bodies": {"count": bodies, "markers_per_body": 4},
-            }
-        )
+    return generated_scene(
+        directory / f"bench_{bodies}.yaml",
+        bodies,
+        4,
+        rate=100.0,
+        latency=0.0,
+        noise=0.0003,
+        occlusion=0.0,
+        unlabeled_markers=4,
     )
-    return path
 
 
-class Simulator:
-    def __init__(self, scene: Path, rate: float, log: Path):
-        self.log = log
-        # the child gets its own copy of the descriptor; ours is closed once it has started
-        with open(log, "w") as out:
-            self.proc = subprocess.Popen(
-                [str(INSTALL / "qtm_simulator"), "--scene", str(scene), "--port", "0", "--rate", str(rate)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            match = re.search(r"RT port 127\.0\.0\.1:(\d+)", log.read_text())
-            if match:
-                self.base_port = int(match.group(1)) - 1
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"qtm_simulator did not start: {log.read_text()}")
-
-    def stop(self) -> int:
-        """Stop; the number of frames the stand-in itself skipped to keep real time."""
-        self.proc.terminate()
-        self.proc.wait(10)
-        match = re.search(r"\((\d+) frames skipped to keep real time\)", self.log.read_text())
-        return int(match.group(1)) if match else -1
-
-
-def _lost(numbers: list[int]) -> int:
-    return (numbers[-1] - numbers[0] + 1 - len(numbers)) if numbers else 0
+def _qtm(scene: Path, rate: float, log: Path) -> tuple[StandIn, int]:
+    """qtm_simulator on a free port: (it, its base port)."""
+    args = ["--scene", str(scene), "--port", "0", "--rate", str(rate)]
+    sim = StandIn("qtm_simulator", args, log, r"RT port 127\.0\.0\.1:(\d+)")
+    return sim, int(sim.ready.group(1)) - 1
 
 
 def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
     from mocap4r2_drivers.qualisys.qualisys_system import QualisysAdapter
 
-    sim = Simulator(scene, rate, tmp / "sim.log")
+    sim, base_port = _qtm(scene, rate, tmp / "sim.log")
     try:
-        adapter = QualisysAdapter("127.0.0.1", sim.base_port, "1.25", ["6dres", "3dres", "3dnolabelsres"])
+        adapter = QualisysAdapter("127.0.0.1", base_port, "1.25", ["6dres", "3dres", "3dnolabelsres"])
         adapter.connect()
         adapter.start_streaming()
         numbers: list[int] = []
@@ -107,7 +69,7 @@ def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
         skipped = sim.stop()
     got = len(numbers) / SECONDS
     return (
-        f"{got:6.0f} frames/s of {rate:4.0f} ({100 * got / rate:5.1f} %); lost {_lost(numbers)}: "
+        f"{got:6.0f} frames/s of {rate:4.0f} ({100 * got / rate:5.1f} %); lost {missing_numbers(numbers)}: "
         f"{skipped} never sent (stand-in behind real time), {dropped} dropped by a slow reader; "
         f"read+decode {1e6 * cpu / max(len(numbers), 1):5.0f} us/frame"
     )
@@ -117,31 +79,15 @@ def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> tuple[bool, s
     """(every frame received, text)"""
     from diagnostic_msgs.msg import DiagnosticArray
 
-    sim = Simulator(scene, rate, tmp / "sim_node.log")
-    log = open(tmp / "node.log", "w")  # noqa: SIM115 - the node writes to it until the end of the run
-    node_proc = subprocess.Popen(
-        [
-            str(INSTALL / "qualisys_system"),
-            "--ros-args",
-            "-r",
-            "__node:=qualisys",
-            "-r",
-            "__ns:=/bench",
-            "-p",
-            f"port:={sim.base_port}",
-            "-p",
-            "autostart:=true",
-            "-p",
-            "qos_depth:=100",
-            "-p",
-            "components:=[6dres,3dres,3dnolabelsres]",
-            "-p",
-            "diagnostics_period:=1.0",
-            *extra,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    sim, base_port = _qtm(scene, rate, tmp / "sim_node.log")
+    params = {
+        "port": base_port,
+        "autostart": "true",
+        "qos_depth": 100,
+        "components": "[6dres,3dres,3dnolabelsres]",
+        "diagnostics_period": 1.0,
+    }
+    node = SystemProcess("qualisys_system", "qualisys", "/bench", params, tmp / "node.log", extra)
     listener = FrameListener("/bench")
     reports: list[dict[str, str]] = []
     listener.node.create_subscription(
@@ -158,14 +104,13 @@ def node_rate(scene: Path, rate: float, tmp: Path, *extra: str) -> tuple[bool, s
         time.sleep(0.5)
         window = [number for _, _, number in listener.record(SECONDS)]
     finally:
-        node_proc.terminate()
-        node_proc.wait(10)
+        node.stop()
         listener.close()
         skipped = sim.stop()
     got = len(window) / SECONDS
     published = [float(r["rate_hz"]) for r in reports[1:] if r.get("rate_hz") not in (None, "nan")]
     node_hz = f"{max(published):6.0f}" if published else "     ?"
-    missing = (window[-1] - window[0] + 1 - len(window)) if window else 0
+    missing = missing_numbers(window)
     full = got >= 0.97 * rate and missing == 0
     return full, (
         f"{got:6.0f} msgs/s received of {rate:4.0f} ({100 * got / rate:5.1f} %), {missing} frame numbers "
@@ -180,7 +125,8 @@ def decode_cost(scene: Path, tmp: Path) -> str:
 
     from mocap4r2_drivers.qualisys.client import parse_parameters
     from mocap4r2_drivers.qualisys.qualisys_system import FrameConverter
-    from mocap4r2_drivers.qualisys.simulator import SceneStream, load_scene, parameters_xml
+    from mocap4r2_drivers.qualisys.simulator import SceneStream, parameters_xml
+    from mocap4r2_drivers.sim_server import load_scene
 
     s = load_scene(str(scene), -1, 0.0)
     encoder = SceneStream(s)
@@ -217,9 +163,7 @@ NODE_RATES = (1000.0, 2000.0, 3000.0, 4000.0)
 
 
 def run() -> None:
-    if "ROS_DOMAIN_ID" not in os.environ:  # run alone, not through `python -m bench`
-        isolate()
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    own_domain()
     with tempfile.TemporaryDirectory(prefix="bench_qtm_") as name:
         tmp = Path(name)
         for bodies in (10, 50):

@@ -16,43 +16,30 @@ Figures, over a window of SECONDS after a warm-up:
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from bench.domain import isolate
+from bench.stand_ins import StandIn, SystemProcess, generated_scene, missing_numbers, own_domain
 
-ROOT = Path(__file__).resolve().parents[1]
-INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
 SECONDS = 3.0
 RATE = 1000.0
 REFERENCE_POLL_MS = 10.0  # vrpn_mocap's update_freq default, 100 Hz
 
 
 def _scene(directory: Path, trackers: int) -> Path:
-    path = directory / f"bench_vrpn_{trackers}.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "seed": 1,
-                "rate": RATE,
-                "latency": 0.0,
-                "latency_jitter": 0.0,
-                "noise": 0.0,
-                "dropped_frames": 0.0,
-                "rigid_bodies": [],
-                "generated_bodies": {"count": trackers, "markers_per_body": 4},
-            }
-        )
+    return generated_scene(
+        directory / f"bench_vrpn_{trackers}.yaml",
+        trackers,
+        4,
+        rate=RATE,
+        latency=0.0,
+        noise=0.0,
+        rigid_bodies=[],
     )
-    return path
 
 
 class RawListener:
@@ -107,23 +94,11 @@ class RawListener:
         self.context.try_shutdown()
 
 
-def start_stand_in(scene_path: Path, log: Path) -> tuple[subprocess.Popen, int, float]:
-    """vrpn_simulator serving the scene: (process, port, time origin)."""
-    with open(log, "w") as out:  # the child keeps its own descriptor
-        sim = subprocess.Popen(
-            [str(INSTALL / "vrpn_simulator"), "--scene", str(scene_path), "--port", "0"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 30
-    match = None
-    while match is None and time.monotonic() < deadline:
-        match = re.search(r"ready: [\d.]+:(\d+) .*time origin (\d+)", log.read_text())
-        time.sleep(0.05)
-    if match is None:
-        sim.kill()
-        raise RuntimeError(f"vrpn_simulator did not start: {log.read_text()}")
-    return sim, int(match.group(1)), float(match.group(2))
+def start_stand_in(scene_path: Path, log: Path) -> tuple[StandIn, int, float]:
+    """vrpn_simulator serving the scene: (it, its port, its time origin)."""
+    args = ["--scene", str(scene_path), "--port", "0"]
+    sim = StandIn("vrpn_simulator", args, log, r"ready: [\d.]+:(\d+) .*time origin (\d+)")
+    return sim, int(sim.ready.group(1)), float(sim.ready.group(2))
 
 
 def adapter_cost(trackers: int, tmp: Path) -> None:
@@ -146,8 +121,7 @@ def adapter_cost(trackers: int, tmp: Path) -> None:
                 frames += 1
         adapter.disconnect()
     finally:
-        sim.terminate()
-        sim.wait(10)
+        sim.stop()
     print(
         f"{trackers:3d} trackers, adapter alone: {frames / SECONDS:.0f} frames/s of {RATE:.0f}, "
         f"read + decode + assembly {1e6 * cpu / max(frames, 1):.0f} us CPU per frame",
@@ -158,7 +132,7 @@ def adapter_cost(trackers: int, tmp: Path) -> None:
 def end_to_end(trackers: int, tmp: Path) -> None:
     from rclpy.serialization import deserialize_message
 
-    from mocap4r2_drivers.vrpn.simulator import load_scene
+    from mocap4r2_drivers.sim_server import load_scene
     from mocap4r2_interfaces.msg import RigidBodies
 
     scene_path = _scene(tmp, trackers)
@@ -166,29 +140,14 @@ def end_to_end(trackers: int, tmp: Path) -> None:
     sim_log = tmp / f"sim_{trackers}.log"
     sim, port, origin = start_stand_in(scene_path, sim_log)
     node_log = tmp / f"node_{trackers}.log"
-    with open(node_log, "w") as out:
-        node = subprocess.Popen(
-            [
-                str(INSTALL / "vrpn_system"),
-                "--ros-args",
-                "-r",
-                "__node:=vrpn",
-                "-r",
-                "__ns:=/bench_vrpn",
-                "-p",
-                f"port:={port}",
-                "-p",
-                "autostart:=true",
-                "-p",
-                "qos_depth:=1000",
-                "-p",
-                "publish_markers:=false",
-                "-p",
-                "publish_skeletons:=false",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    params = {
+        "port": port,
+        "autostart": "true",
+        "qos_depth": 1000,
+        "publish_markers": "false",
+        "publish_skeletons": "false",
+    }
+    node = SystemProcess("vrpn_system", "vrpn", "/bench_vrpn", params, node_log)
     listener = RawListener("/bench_vrpn")
     try:
         if not listener.wait_first(timeout=30):
@@ -197,12 +156,9 @@ def end_to_end(trackers: int, tmp: Path) -> None:
         time.sleep(1.0)  # warm-up: discovery done, every tracker announced and reporting
         samples = listener.record(SECONDS)
     finally:
-        node.terminate()
-        node.wait(10)
+        node.stop()
         listener.close()
-        sim.terminate()
-        sim.wait(10)
-    skipped = re.search(r"\((\d+) frames skipped", sim_log.read_text())
+        skipped = sim.stop()
     messages = [(t, deserialize_message(data, RigidBodies)) for t, data in samples]
 
     # each message: the scene instant of each fresh body (its position is the scene's at
@@ -233,12 +189,12 @@ def end_to_end(trackers: int, tmp: Path) -> None:
     expected = span * trackers
     lat = np.asarray(latencies) * 1e3 if latencies else np.asarray([float("nan")])
     p50, p99, worst = (float(np.percentile(lat, q)) for q in (50, 99, 100))
-    missing = (numbers[-1] - numbers[0] + 1 - len(numbers)) if numbers else 0
+    missing = missing_numbers(numbers)
     print(
         f"{trackers:3d} trackers at {RATE:.0f} Hz: reports delivered {len(delivered)} of {expected} "
         f"({100 * len(delivered) / max(expected, 1):.2f} %, instants {min(instants, default=0)}.."
         f"{max(instants, default=0)}); {len(messages) / SECONDS:.0f} frames/s published, "
-        f"{missing} frame numbers missing; stand-in skipped {skipped.group(1) if skipped else '?'} "
+        f"{missing} frame numbers missing; stand-in skipped {skipped if skipped >= 0 else '?'} "
         "instants to keep real time",
         flush=True,
     )
@@ -251,9 +207,7 @@ def end_to_end(trackers: int, tmp: Path) -> None:
 
 
 def run() -> None:
-    if "ROS_DOMAIN_ID" not in os.environ:  # run alone, not through `python -m bench`
-        isolate()
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    own_domain()
     with tempfile.TemporaryDirectory(prefix="bench_vrpn_") as name:
         for trackers in (10, 50):
             adapter_cost(trackers, Path(name))
