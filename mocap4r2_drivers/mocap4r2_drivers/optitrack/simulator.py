@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from mocap4r2_control.stop_signals import stop_noted
 
+from ..common import ClientStats, reject_input
 from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
 from ..sim_server import load_scene
 from ..simulated import scene as scene_module
@@ -101,6 +102,7 @@ class NatNetSimulator:
         self.clients: dict[tuple[str, int], float] = {}  # unicast client -> last heard (monotonic)
         self.frames_sent = 0
         self.bad_packets = 0
+        self.rejected = ClientStats()  # malformed command packets, logged once
         self._last_frame: bytes | None = None
         impairment = options.impairment
         self.impairment = impairment
@@ -217,8 +219,7 @@ class NatNetSimulator:
 
     def _bad(self, what: str) -> None:
         self.bad_packets += 1
-        if self.bad_packets == 1 or self.bad_packets % 1000 == 0:
-            log.warning(f"ignored a malformed command packet ({self.bad_packets} so far) {what}")
+        reject_input(self.rejected, log, "malformed_command", f"a malformed command packet {what}")
 
     def _send(self, sock: socket.socket | None, packet: bytes, target: tuple[str, int]) -> None:
         if sock is None:

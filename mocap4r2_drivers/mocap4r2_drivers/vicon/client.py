@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 from mocap4r2_control.adapter import AdapterError
 
+from ..common import ClientStats, reject_input
+
 LOG = logging.getLogger("mocap4r2.vicon")
 
 SDK_MISSING = (
@@ -118,6 +120,7 @@ class ViconClient:
             "reconnects": 0,
             "dropped_slow_reader": 0,
         }
+        self.rejected = ClientStats()  # frames that could not be converted, logged once
         self.on_reconnect: Callable[[], None] | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=64)
         self._thread: threading.Thread | None = None
@@ -265,12 +268,9 @@ class ViconClient:
             except Exception as exc:  # noqa: BLE001 - a frame that cannot be converted is dropped
                 self.counts["bad_frames"] += 1
                 self.last_error = f"bad frame: {exc!r}"
-                if self.counts["bad_frames"] in (1, 10, 100) or self.counts["bad_frames"] % 1000 == 0:
-                    LOG.error(
-                        "dropped a frame that could not be converted (%d so far): %r",
-                        self.counts["bad_frames"],
-                        exc,
-                    )
+                reject_input(
+                    self.rejected, LOG, "bad_frame", f"a frame that could not be converted ({exc!r})"
+                )
                 continue
             if frame is None:
                 self.counts["duplicates"] += 1
