@@ -23,7 +23,6 @@ never the host clock. A single-marker body reports the identity orientation.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,8 +30,10 @@ import numpy.typing as npt
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial import cKDTree
 
-from mocap4r2_control.rotation import quat_from_axis_angle, quat_from_matrix, quat_to_matrix
+from mocap4r2_control.rotation import quat_from_matrix
+from mocap4r2_tools.tracking.acquisition import BodySearch
 from mocap4r2_tools.tracking.bodies import TrackerConfig, check_identical_starts
+from mocap4r2_tools.tracking.kabsch import kabsch
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -67,50 +68,6 @@ class Counters:
     reacquisitions: list[int] = field(default_factory=list)  # per body
 
 
-def _kabsch(
-    weights: FloatArray, local: FloatArray, observed: FloatArray, prior: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Weighted rigid fits for a batch: rotations, translations, RMS residuals, counts.
-
-    local/observed (B, L, 3), weights (B, L) 0/1. Bodies with fewer than 3 weighted,
-    non-collinear markers keep their prior rotation and get only a translation."""
-    count = weights.sum(axis=1)
-    safe = np.maximum(count, 1.0)[:, None]
-    w = weights[:, :, None]
-    c_local = (w * local).sum(axis=1) / safe
-    c_obs = (w * observed).sum(axis=1) / safe
-    a = (local - c_local[:, None]) * w
-    b = observed - c_obs[:, None]
-    h = np.einsum("bli,blj->bij", a, b)
-    u, s, vt = np.linalg.svd(h)
-    det = np.linalg.det(np.einsum("bji,bkj->bik", vt, u))
-    d = np.ones((len(count), 3))
-    d[:, 2] = np.sign(det) + (det == 0)
-    rot = np.einsum("bji,bj,bkj->bik", vt, d, u)
-    full = (count >= 3) & (s[:, 1] > 1e-4 * np.maximum(s[:, 0], 1e-12))
-    rot = np.where(full[:, None, None], rot, prior)
-    two = np.flatnonzero(count == 2)
-    if len(two):
-        # two markers fix the direction of their line: turn the prior by the least rotation
-        # that lays the line where it is seen (the roll about the line stays the prior's)
-        first = np.argmax(weights[two] > 0, axis=1)
-        second = weights.shape[1] - 1 - np.argmax(weights[two, ::-1] > 0, axis=1)
-        seen = observed[two, second] - observed[two, first]
-        was = np.einsum("bij,bj->bi", prior[two], local[two, second] - local[two, first])
-        axis = np.cross(was, seen)
-        sin = np.linalg.norm(axis, axis=1)
-        cos = np.einsum("bi,bi->b", was, seen)
-        turn = quat_to_matrix(
-            quat_from_axis_angle(axis / np.maximum(sin, 1e-300)[:, None], np.arctan2(sin, cos))
-        )
-        rot[two] = np.einsum("bij,bjk->bik", turn, prior[two])
-    trans = c_obs - np.einsum("bij,bj->bi", rot, c_local)
-    fitted = np.einsum("bij,blj->bli", rot, local) + trans[:, None]
-    sq = ((fitted - observed) ** 2).sum(axis=2) * weights
-    rms = np.sqrt(sq.sum(axis=1) / safe[:, 0])
-    return rot, trans, rms, count
-
-
 class Tracker:
     """The tracking state of a set of bodies; feed it frames in stamp order."""
 
@@ -140,7 +97,9 @@ class Tracker:
         self.layout_group = np.array([keys.index(k) for k in keys], dtype=np.intp)
         counts = np.bincount(self.layout_group)
         self.identical = counts[self.layout_group] > 1
-        self.triangles = [self._triangles(b.points) for b in self.bodies]
+        self.search = BodySearch(
+            self.bodies, config.limits, config.dynamics, self.identical, self.single, self.layout_group
+        )
         self.position = np.zeros((n_bodies, 3))
         self.rotation = np.tile(np.eye(3), (n_bodies, 1, 1))
         self.velocity = np.zeros((n_bodies, 3))
@@ -150,20 +109,6 @@ class Tracker:
         self.last_stamp: float | None = None
         self.previous_stamp: float | None = None
         self.counters = Counters(reacquisitions=[0] * n_bodies)
-
-    @staticmethod
-    def _triangles(points: FloatArray) -> list[tuple[int, int, int]]:
-        """Marker triples to search a layout by; the widest first (best conditioned)."""
-        if len(points) < 3:
-            return []
-        triples = list(itertools.combinations(range(len(points)), 3))
-
-        def area(t: tuple[int, int, int]) -> float:
-            p = points[list(t)]
-            return float(np.linalg.norm(np.cross(p[1] - p[0], p[2] - p[0])))
-
-        triples = [t for t in triples if area(t) > 1e-6]
-        return sorted(triples, key=area, reverse=True)[:4]
 
     # ------------------------------------------------------------------ frame
     def update(self, markers: npt.ArrayLike, stamp: float) -> FrameResult:
@@ -256,7 +201,7 @@ class Tracker:
         lim, dyn = self.config.limits, self.config.dynamics
         weights = (assigned >= 0).astype(np.float64)
         observed = obs[np.maximum(assigned, 0)]
-        rot, trans, rms, count = _kabsch(weights, self.local, observed, self.rotation)
+        rot, trans, rms, count = kabsch(weights, self.local, observed, self.rotation)
         # refinement 1: markers far off the fit (a ghost that won the assignment) are dropped
         fitted = np.einsum("bij,blj->bli", rot, self.local) + trans[:, None]
         off = np.linalg.norm(fitted - observed, axis=2)
@@ -282,7 +227,7 @@ class Tracker:
         if outlier.any() or missing.any():
             weights = (assigned >= 0).astype(np.float64)
             observed = obs[np.maximum(assigned, 0)]
-            rot, trans, rms, count = _kabsch(weights, self.local, observed, self.rotation)
+            rot, trans, rms, count = kabsch(weights, self.local, observed, self.rotation)
         # checks: enough markers, residual, and the motion since the last good pose
         need = np.where(self.single, 1, 2)
         step = np.linalg.norm(trans - pred_p, axis=1)
@@ -321,51 +266,16 @@ class Tracker:
         error: FloatArray,
         stamp: float,
     ) -> list[int]:
-        lim, dyn = self.config.limits, self.config.dynamics
+        """(Re)acquire the bodies not valid from the markers not claimed (acquisition.py
+        finds the candidates); returns the bodies acquired, whose state is reset here."""
         todo = np.flatnonzero(~valid)
         free = np.flatnonzero(~claimed)
         if not len(todo) or not len(free):
             return []
         points = obs[free]
-        tree = cKDTree(points)
-        # candidates: (cost, body, marker indices into points per layout slot, rotation, position, rms)
-        candidates: list[tuple[float, int, IntArray, FloatArray, FloatArray, float]] = []
-        searched: dict[int, list[tuple[IntArray, FloatArray, FloatArray, float]]] = {}
-        for body in todo:
-            anchor: FloatArray | None = None
-            radius = lim.init_radius
-            if self.acquired[body]:
-                lost_for = min(stamp - self.last_good[body], 10.0)
-                recent = lost_for <= lim.coast_time
-                anchor = self.position[body] + (self.velocity[body] * lost_for if recent else 0.0)
-                radius = lim.init_radius + (0.0 if recent else dyn.max_velocity * lost_for)
-            elif self.bodies[body].initial_position is not None:
-                anchor = self.bodies[body].initial_position
-            if not self.identical[body] and not self.single[body]:
-                anchor = None  # a distinct layout is recognised anywhere by its signature
-            if self.single[body]:
-                near: IntArray = (
-                    np.arange(len(points))
-                    if anchor is None
-                    else np.asarray(tree.query_ball_point(anchor, radius), dtype=np.intp)
-                )
-                for j in near:
-                    cost = 0.0 if anchor is None else float(np.linalg.norm(points[j] - anchor))
-                    candidates.append((cost, int(body), np.array([j]), np.eye(3), points[j].copy(), 0.0))
-                continue
-            group = int(self.layout_group[body])
-            if group not in searched:
-                searched[group] = self._search_layout(body, points, tree)
-            for slots, rot, pos, rms in searched[group]:
-                distance = 0.0 if anchor is None else float(np.linalg.norm(pos - anchor))
-                if distance > radius:
-                    continue
-                # a placement explaining more markers wins over a nearer one: a layout with
-                # similar distances also fits 3 of its markers in a wrong order
-                missing = int((slots < 0).sum())
-                cost = missing * 1e3 + distance + rms
-                candidates.append((cost, int(body), slots, rot, pos, rms))
-        candidates.sort(key=lambda c: c[0])
+        candidates = self.search.candidates(
+            todo, points, self.acquired, self.position, self.velocity, self.last_good, stamp
+        )
         used = np.zeros(len(points), dtype=bool)
         done: list[int] = []
         busy = np.zeros(len(self.bodies), dtype=bool)
@@ -391,49 +301,3 @@ class Tracker:
             error[body] = rms
             done.append(body)
         return done
-
-    def _search_layout(
-        self, body: int, points: FloatArray, tree: cKDTree
-    ) -> list[tuple[IntArray, FloatArray, FloatArray, float]]:
-        """Every placement of the body's layout on free markers, found by triangle distances."""
-        lim = self.config.limits
-        layout = self.bodies[body].points
-        tol = lim.signature_tolerance
-        found: dict[bytes, tuple[IntArray, FloatArray, FloatArray, float]] = {}
-        for a, b, c in self.triangles[body]:
-            d_ab = float(np.linalg.norm(layout[a] - layout[b]))
-            d_ac = float(np.linalg.norm(layout[a] - layout[c]))
-            d_bc = float(np.linalg.norm(layout[b] - layout[c]))
-            pairs = tree.query_pairs(d_ab + tol, output_type="ndarray")
-            if not len(pairs):
-                continue
-            pairs = np.concatenate([pairs, pairs[:, ::-1]])
-            length = np.linalg.norm(points[pairs[:, 0]] - points[pairs[:, 1]], axis=1)
-            pairs = pairs[np.abs(length - d_ab) <= tol]
-            for i, j in pairs:
-                for k in tree.query_ball_point(points[i], d_ac + tol):
-                    if k in (i, j):
-                        continue
-                    if abs(np.linalg.norm(points[k] - points[i]) - d_ac) > tol:
-                        continue
-                    if abs(np.linalg.norm(points[k] - points[j]) - d_bc) > tol:
-                        continue
-                    w = np.ones((1, 3))
-                    rot, pos, _, _ = _kabsch(
-                        w, layout[[a, b, c]][None], points[[i, j, k]][None], np.eye(3)[None]
-                    )
-                    placed = layout @ rot[0].T + pos[0]
-                    dist, idx = tree.query(placed, k=1, distance_upper_bound=2.0 * tol)
-                    slots = np.where(np.isfinite(dist), idx, -1).astype(np.intp)
-                    if len(set(slots[slots >= 0].tolist())) < (slots >= 0).sum() or (slots >= 0).sum() < 3:
-                        continue
-                    weights = (slots >= 0).astype(np.float64)[None]
-                    rot2, pos2, rms, _ = _kabsch(
-                        weights, layout[None], points[np.maximum(slots, 0)][None], rot
-                    )
-                    if rms[0] > lim.max_residual:
-                        continue
-                    key = np.sort(slots[slots >= 0]).tobytes()
-                    if key not in found or found[key][3] > rms[0]:
-                        found[key] = (slots, rot2[0], pos2[0], float(rms[0]))
-        return list(found.values())
