@@ -38,7 +38,9 @@ from mocap4r2_tools.tracking.tracker import Tracker
 
 _LOG = logging.getLogger("mocap4r2.marker_tracker")
 MAX_LOGGED_REASONS = 20  # distinct decode errors logged; later ones are only counted
-INPUT_DEPTH = 10  # the subscription's DDS history: the queue below is the real buffer
+# the subscription's DDS history: deep enough that a message waits there while the executor
+# is held up (loaded machine), so frames are dropped by FrameQueue, where they are counted
+INPUT_DEPTH = 100
 
 
 def _limit(value: float) -> str | None:
