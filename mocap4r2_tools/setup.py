@@ -61,6 +61,7 @@ setup(
             "recover = mocap4r2_tools.recording_commands:RecoverCommand",
             "sessions = mocap4r2_tools.recording_commands:SessionsCommand",
             "web = mocap4r2_tools.web_panel.command:WebCommand",
+            "teach = mocap4r2_tools.teach_command:TeachCommand",
         ],
     },
 )

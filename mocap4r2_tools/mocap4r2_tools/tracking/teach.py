@@ -1,0 +1,144 @@
+"""Teach a body from the live point cloud instead of measuring its markers by hand (pure
+numpy/scipy): the one cluster of markers at a place, held still for about a second, is
+averaged into a layout and written into a bodies file.
+
+* The cluster: the finite markers within ``radius`` of ``near`` (or of the markers' median
+  when no place is given: then every marker of the frame must be within ``radius`` of it,
+  so a stray or a second object is refused rather than taught).
+* Frames are matched to the first one by a linear assignment (the body does not move while
+  it is taught, the markers come in any order); a frame with another number of markers (an
+  occlusion, a stray) is skipped and counted; markers that moved more than ``max_motion``
+  from the first frame refuse the frame too.
+* The layout: origin at the centroid; axes the world's (the body as it is placed) or its
+  principal axes (PCA: the first along the widest spread, right-handed, each pointing to
+  the side with the marker farthest along it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import yaml
+from scipy.optimize import linear_sum_assignment
+
+from mocap4r2_tools.tracking.bodies import ConfigError, check_layout, parse_config
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class TeachError(ValueError):
+    """A cloud or a bodies file the layout cannot be taught from or into; says why."""
+
+
+@dataclass
+class Teacher:
+    """Collects frames of one cluster and averages them."""
+
+    near: FloatArray | None = None
+    radius: float = 0.15
+    max_motion: float = 0.005
+    reference: FloatArray | None = None
+    total: FloatArray | None = None
+    frames: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def _skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def add(self, markers: npt.ArrayLike) -> bool:
+        """One frame's markers (M, 3); True when it was used."""
+        given: FloatArray = np.asarray(markers, dtype=np.float64).reshape(-1, 3)
+        points: FloatArray = given[np.isfinite(given).all(axis=1)]
+        if not len(points):
+            self._skip("no marker")
+            return False
+        centre = np.asarray(self.near if self.near is not None else np.median(points, axis=0))
+        distance = np.linalg.norm(points - centre, axis=1)
+        cluster = points[distance <= self.radius]
+        if self.near is None and len(cluster) < len(points):
+            self._skip("markers outside the cluster (give --near)")
+            return False
+        if not len(cluster):
+            self._skip("no marker near the place")
+            return False
+        if self.reference is None:
+            self.reference = cluster
+            self.total = cluster.copy()
+            self.frames = 1
+            return True
+        if len(cluster) != len(self.reference):
+            self._skip("another number of markers")
+            return False
+        cost = np.linalg.norm(self.reference[:, None] - cluster[None], axis=2)
+        rows, cols = linear_sum_assignment(cost)
+        if cost[rows, cols].max() > self.max_motion:
+            self._skip("markers moved")
+            return False
+        assert self.total is not None
+        self.total[rows] += cluster[cols]
+        self.frames += 1
+        return True
+
+    def layout(self, axes: str = "pca") -> tuple[FloatArray, FloatArray]:
+        """The averaged layout in the body frame, and where its origin is (the centroid)."""
+        if self.total is None or self.frames == 0:
+            raise TeachError(f"no frame with the cluster (skipped: {self.skipped or 'none'})")
+        mean = self.total / self.frames
+        centroid = mean.mean(axis=0)
+        local = mean - centroid
+        if axes == "pca" and len(local) >= 3:
+            _, _, vt = np.linalg.svd(local, full_matrices=False)
+            basis = vt.copy()
+            for i in range(2):  # each axis toward the marker farthest along it
+                along = local @ basis[i]
+                if along[np.argmax(np.abs(along))] < 0:
+                    basis[i] = -basis[i]
+            basis[2] = np.cross(basis[0], basis[1])
+            local = local @ basis.T
+        elif axes not in ("pca", "world"):
+            raise TeachError(f"axes must be 'pca' or 'world', got {axes!r}")
+        try:
+            check_layout("taught", local.tolist())
+        except ConfigError as exc:
+            raise TeachError(str(exc)) from None
+        return local, centroid
+
+
+def write_body(path: Path, name: str, layout: FloatArray, position: FloatArray) -> dict[str, Any]:
+    """Add layout ``name`` and a body ``name`` (next free id, initial_position ``position``)
+    to the bodies file at ``path`` (created if missing); the result must parse. Returns it."""
+    data: dict[str, Any] = {"layouts": {}, "bodies": []}
+    if path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise TeachError(f"bodies file {str(path)!r}: {exc}") from None
+        if loaded is not None:
+            if not isinstance(loaded, dict):
+                raise TeachError(f"bodies file {str(path)!r}: not a mapping with layouts and bodies")
+            data = loaded
+    layouts = data.setdefault("layouts", {}) or {}
+    bodies = data.setdefault("bodies", []) or []
+    data["layouts"], data["bodies"] = layouts, bodies
+    if name in layouts or any(isinstance(b, dict) and b.get("name") == name for b in bodies):
+        raise TeachError(f"{name!r} is already in {str(path)!r}: choose another name")
+    ids = [b.get("id", i + 1) for i, b in enumerate(bodies) if isinstance(b, dict)]
+    layouts[name] = [[round(float(v), 6) for v in p] for p in layout]
+    bodies.append(
+        {
+            "name": name,
+            "id": max([int(i) for i in ids if isinstance(i, int)] + [0]) + 1,
+            "layout": name,
+            "initial_position": [round(float(v), 6) for v in position],
+        }
+    )
+    try:
+        parse_config(data)
+    except ConfigError as exc:
+        raise TeachError(f"the bodies file would not be valid: {exc}") from None
+    path.write_text(yaml.safe_dump(data, sort_keys=False, default_flow_style=None))
+    return data
