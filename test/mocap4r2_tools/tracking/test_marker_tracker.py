@@ -21,7 +21,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import serialize_message
 from support import wait_for, wait_subscribed
 
-from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC
+from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC, ControlClient
 from mocap4r2_interfaces.msg import Marker, Markers, MocapSystemInfo, RigidBodies
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -279,6 +279,18 @@ def test_nan_markers_and_unreadable_messages_are_counted_and_tracking_goes_on(ro
     assert 1 <= int(values["decode_errors"]) <= 4, values
     assert float(values["cpu_ms_p50"]) > 0.0
     assert proc.alive() and proc.wait_log("was not read", timeout=5)
+
+    # it answers the control plane like any system: STOP, then START of a session
+    client = ControlClient(ros.node)
+    try:
+        client.wait_for_systems(names=["/nan/tracker"], timeout=30)
+        assert client.stop(systems=["/nan/tracker"], timeout=30).ok
+        ros.wait_state("/nan/tracker", "inactive", timeout=30)
+        result = client.start(systems=["/nan/tracker"], session_id="swarm-1", timeout=30)
+        assert result.ok and result.acks[0].session_id == "swarm-1"
+        ros.wait_state("/nan/tracker", "active", timeout=30)
+    finally:
+        client.destroy()
 
 
 def test_the_queue_between_subscription_and_tracker_is_bounded():
