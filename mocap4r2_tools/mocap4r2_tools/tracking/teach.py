@@ -5,10 +5,11 @@ averaged into a layout and written into a bodies file.
 * The cluster: the finite markers within ``radius`` of ``near`` (or of the markers' median
   when no place is given: then every marker of the frame must be within ``radius`` of it,
   so a stray or a second object is refused rather than taught).
-* Frames are matched to the first one by a linear assignment (the body does not move while
-  it is taught, the markers come in any order); a frame with another number of markers (an
-  occlusion, a stray) is skipped and counted; markers that moved more than ``max_motion``
-  from the first frame refuse the frame too.
+* The frames are kept (at most ``MAX_FRAMES``) and, at the end, those with the most common
+  number of markers are matched to the first of them by a linear assignment (the body does
+  not move while it is taught, the markers come in any order) and averaged; a frame with
+  another number of markers (an occlusion, a stray) is skipped and counted, and so is one
+  whose markers moved more than ``max_motion``.
 * The layout: origin at the centroid; axes the world's (the body as it is placed) or its
   principal axes (PCA: the first along the widest spread, right-handed, each pointing to
   the side with the marker farthest along it).
@@ -34,6 +35,9 @@ class TeachError(ValueError):
     """A cloud or a bodies file the layout cannot be taught from or into; says why."""
 
 
+MAX_FRAMES = 20_000  # frames kept while teaching: 10 s at 2 kHz
+
+
 @dataclass
 class Teacher:
     """Collects frames of one cluster and averages them."""
@@ -41,16 +45,15 @@ class Teacher:
     near: FloatArray | None = None
     radius: float = 0.15
     max_motion: float = 0.005
-    reference: FloatArray | None = None
-    total: FloatArray | None = None
-    frames: int = 0
+    clusters: list[FloatArray] = field(default_factory=list)
+    frames: int = 0  # frames averaged by the last layout()
     skipped: dict[str, int] = field(default_factory=dict)
 
     def _skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
     def add(self, markers: npt.ArrayLike) -> bool:
-        """One frame's markers (M, 3); True when it was used."""
+        """One frame's markers (M, 3); True when its cluster was kept."""
         given: FloatArray = np.asarray(markers, dtype=np.float64).reshape(-1, 3)
         points: FloatArray = given[np.isfinite(given).all(axis=1)]
         if not len(points):
@@ -65,29 +68,41 @@ class Teacher:
         if not len(cluster):
             self._skip("no marker near the place")
             return False
-        if self.reference is None:
-            self.reference = cluster
-            self.total = cluster.copy()
-            self.frames = 1
-            return True
-        if len(cluster) != len(self.reference):
-            self._skip("another number of markers")
+        if len(self.clusters) >= MAX_FRAMES:
+            self._skip("beyond the frames kept")
             return False
-        cost = np.linalg.norm(self.reference[:, None] - cluster[None], axis=2)
-        rows, cols = linear_sum_assignment(cost)
-        if cost[rows, cols].max() > self.max_motion:
-            self._skip("markers moved")
-            return False
-        assert self.total is not None
-        self.total[rows] += cluster[cols]
-        self.frames += 1
+        self.clusters.append(cluster)
         return True
+
+    def _average(self) -> FloatArray:
+        counts = np.bincount([len(c) for c in self.clusters])
+        size = int(np.argmax(counts))  # the most common number of markers (ties: the fewest)
+        same = [c for c in self.clusters if len(c) == size]
+        reference = same[0]
+        total = reference.copy()
+        used = 1
+        for cluster in same[1:]:
+            cost = np.linalg.norm(reference[:, None] - cluster[None], axis=2)
+            rows, cols = linear_sum_assignment(cost)
+            if cost[rows, cols].max() <= self.max_motion:
+                total[rows] += cluster[cols]
+                used += 1
+        self.frames = used
+        # set, not added: layout() may be asked again (other axes) on the same frames
+        for reason, count in (
+            ("another number of markers", len(self.clusters) - len(same)),
+            ("markers moved", len(same) - used),
+        ):
+            if count:
+                self.skipped[reason] = count
+        averaged: FloatArray = total / used
+        return averaged
 
     def layout(self, axes: str = "pca") -> tuple[FloatArray, FloatArray]:
         """The averaged layout in the body frame, and where its origin is (the centroid)."""
-        if self.total is None or self.frames == 0:
+        if not self.clusters:
             raise TeachError(f"no frame with the cluster (skipped: {self.skipped or 'none'})")
-        mean = self.total / self.frames
+        mean = self._average()
         centroid = mean.mean(axis=0)
         local = mean - centroid
         if axes == "pca" and len(local) >= 3:
