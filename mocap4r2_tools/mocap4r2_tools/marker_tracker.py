@@ -147,6 +147,8 @@ class MarkerTrackerAdapter(MocapAdapter):
         self.decode_errors = 0
         self.stray_markers = 0
         self._reasons_logged: set[str] = set()
+        self._last_source: tuple[int, float] | None = None
+        self._periods: deque[float] = deque(maxlen=256)
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> MarkerTrackerAdapter:
@@ -253,9 +255,25 @@ class MarkerTrackerAdapter(MocapAdapter):
         result = tracker.update(points, source.stamp)
         swaps.update(result)
         self.stray_markers += len(result.strays)
+        self._note_period(source.frame_number, source.stamp)
         frame = builder.build(source.frame_number, source.stamp, points, result)
         self.cpu.add(time.thread_time() - started)
         return frame
+
+    def _note_period(self, frame_number: int, stamp: float) -> None:
+        # the source's frame period from its own numbers and stamps: frames the tracker
+        # dropped do not change it, so a rate below it in /diagnostics says it falls behind
+        last = self._last_source
+        self._last_source = (frame_number, stamp)
+        if last is not None and frame_number > last[0] and stamp > last[1]:
+            self._periods.append((stamp - last[1]) / (frame_number - last[0]))
+
+    @property
+    def nominal_rate(self) -> float:
+        """The source's frame rate, from the frames tracked so far; 0 before two."""
+        if not self._periods:
+            return 0.0
+        return float(1.0 / np.median(np.asarray(self._periods)))
 
     def disconnect(self) -> None:
         self.queue.set_open(False)

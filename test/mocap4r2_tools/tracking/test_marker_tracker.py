@@ -276,6 +276,7 @@ def test_nan_markers_and_unreadable_messages_are_counted_and_tracking_goes_on(ro
     # the 4 cut messages were counted, but for any lost before the tracker read them
     assert 1 <= int(values["decode_errors"]) <= 4, values
     assert float(values["cpu_ms_p50"]) > 0.0
+    assert float(values["nominal_rate_hz"]) == pytest.approx(100.0, rel=1e-3)  # the source's stamps
     assert proc.alive() and proc.wait_log("was not read", timeout=5)
 
     # it answers the control plane like any system: STOP, then START of a session
