@@ -22,21 +22,30 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mocap4r2_control.frame import AssetNames, BodyArrays, MarkerArrays, MocapFrame
-from mocap4r2_control.geometry import AxisChange
+from mocap4r2_control.frame import AssetNames, BodyArrays, MocapFrame
 
 from ..common import stable_id
-from ..emulation import fit_pose
+from .c3d_source import C3DSource
 from .convert import Decoded, MessageDecoder, ReplayDecodeError, frame_from_messages
 from .mcap_chunks import ChunkMessages, McapChunks, McapFormatError, fast_readable
+from .source import ReplayFileError, ReplaySource, SourceInfo, TimedFrame, file_signature
+
+__all__ = [
+    "BagSource",
+    "C3DSource",
+    "ReplayFileError",
+    "ReplaySource",
+    "SourceInfo",
+    "TimedFrame",
+    "file_signature",
+    "open_source",
+]
 
 MARKERS = "mocap4r2_interfaces/msg/Markers"
 RIGID_BODIES = "mocap4r2_interfaces/msg/RigidBodies"
@@ -44,63 +53,9 @@ SKELETONS = "mocap4r2_interfaces/msg/Skeletons"
 POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 MOCAP_TYPES = {MARKERS: "markers", RIGID_BODIES: "rigid_bodies", SKELETONS: "skeletons"}
-#: C3D files are read whole at configure: a budget for the points (float64 values)
-MAX_C3D_VALUES = 200_000_000
 #: messages of a topic decoded by one numpy gather: enough to share its fixed cost, few
 #: enough that the thread decoding holds the interpreter briefly (paced playing)
 DECODE_BATCH = 16
-UP_AXES = {"z": "+Z", "-z": "-Z", "y": "+Y", "-y": "-Y", "x": "+X", "-x": "-X"}
-
-
-class ReplayFileError(ValueError):
-    """A file that cannot be replayed, in words a user can act on."""
-
-
-@dataclass(slots=True)
-class TimedFrame:
-    """A frame with its place in the file: ``offset`` seconds after the file's first
-    frame, and the capture stamp the file holds for it."""
-
-    offset: float
-    sec: int
-    nanosec: int
-    frame: MocapFrame
-
-
-@dataclass
-class SourceInfo:
-    """What /diagnostics and the log say about an opened file."""
-
-    kind: str
-    rate: float
-    frame_count: int
-    duration: float
-    names: AssetNames
-    details: dict[str, str] = field(default_factory=dict)
-
-
-class ReplaySource:
-    """An opened file: ``info`` and the frames between ``start`` and ``end`` seconds."""
-
-    info: SourceInfo
-    path: Path
-
-    def frames(self, start: float = 0.0, end: float = math.inf) -> Iterator[TimedFrame]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release the file (safe twice)."""
-
-
-def file_signature(path: Path) -> tuple[int, int]:
-    """(size, modification time in ns) of a file, or of every file in a bag folder."""
-    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
-    size, mtime = 0, 0
-    for p in files:
-        st = p.stat()
-        size += st.st_size
-        mtime = max(mtime, st.st_mtime_ns)
-    return size, mtime
 
 
 def open_source(
@@ -408,207 +363,3 @@ def _pose_frame(number: int, order: list[str], current: dict[str, np.ndarray]) -
         [stable_id(name) for name in order], tuple(order), poses[:, :3], poses[:, 3:], valid=valid
     )
     return MocapFrame(number, bodies=bodies)
-
-
-# ====================================================================== C3D
-_UNIT_SCALE = {"mm": 1e-3, "cm": 1e-2, "m": 1.0, "dm": 0.1}
-
-
-def _parameter(reader: Any, name: str) -> Any:
-    try:
-        return reader.get(name)
-    except Exception:  # noqa: BLE001 - the c3d library raises KeyError or returns None by version
-        return None
-
-
-class C3DSource(ReplaySource):
-    """A C3D file, read whole at open: markers from the labeled points, fitted bodies."""
-
-    def __init__(self, path: Path, up_axis: str, bodies: Mapping[str, Sequence[str]]) -> None:
-        self.path = path
-        key = up_axis.strip().lower()
-        if key not in UP_AXES:
-            raise ReplayFileError(f"up_axis must be one of {sorted(UP_AXES)}, got {up_axis!r}")
-        self.axes = AxisChange(UP_AXES[key])
-        try:
-            self._read(path)
-        except ReplayFileError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the c3d library raises many kinds on damage
-            raise ReplayFileError(
-                f"{path} cannot be read as a C3D file ({type(exc).__name__}: {exc})"
-            ) from None
-        self._fit_bodies(bodies)
-
-    def _read(self, path: Path) -> None:
-        import c3d
-
-        with open(path, "rb") as handle, warnings.catch_warnings():
-            # the library warns about absent analog data: analog channels are only counted
-            warnings.simplefilter("ignore", UserWarning)
-            reader = c3d.Reader(handle)
-            n = int(reader.point_used)
-            first, last = int(reader.first_frame), int(reader.last_frame)
-            count = last - first + 1
-            if n <= 0:
-                raise ReplayFileError(f"{path} holds no points (POINT:USED is {n})")
-            if count <= 0 or count * n * 3 > MAX_C3D_VALUES:
-                raise ReplayFileError(f"{path}: {count} frames of {n} points is outside what replay reads")
-            rate = float(reader.point_rate)
-            if not (math.isfinite(rate) and rate > 0):
-                raise ReplayFileError(f"{path}: POINT:RATE is {rate}, not a frame rate")
-            raw_labels = reader.point_labels
-            labels = [str(s).strip() for s in (raw_labels if raw_labels is not None else [])][:n]
-            labels += [f"point_{i}" for i in range(len(labels), n)]
-            units_param = _parameter(reader, "POINT:UNITS")
-            # some exporters write one unit per point ("mm  mm  mm ..."): the first counts
-            units = (units_param.string_value.split() or ["mm"])[0] if units_param is not None else "mm"
-            scale = _UNIT_SCALE.get(units.lower())
-            if scale is None:
-                raise ReplayFileError(f"{path}: POINT:UNITS {units!r} is not one of {sorted(_UNIT_SCALE)}")
-            screens = {}
-            for axis in ("X_SCREEN", "Y_SCREEN"):
-                param = _parameter(reader, f"POINT:{axis}")
-                screens[axis] = param.string_value.strip() if param is not None else "absent"
-            analog_channels = int(reader.analog_used)
-            positions: np.ndarray = np.full((count, n, 3), np.nan)
-            residuals: np.ndarray = np.full((count, n), -1.0, dtype=np.float32)
-            read = 0
-            for i, (_, points, _) in enumerate(reader.read_frames(copy=False)):
-                if i >= count:
-                    break
-                positions[i] = points[:, :3]
-                residuals[i] = points[:, 3]
-                read += 1
-            if read < count:
-                # exporters write wrong frame counts (an Optotrak file in the wild says 1149
-                # for its 29): a data block holding whole frames is what the file has, a
-                # frame cut in the middle is a file cut short
-                size = 4 if reader.point_scale < 0 else 2
-                per_frame = size * (4 * n + int(reader.analog_used) * int(reader.analog_per_frame))
-                data = path.stat().st_size - 512 * (int(reader.header.data_block) - 1)
-                if read == 0 or per_frame <= 0 or data % per_frame:
-                    raise ReplayFileError(
-                        f"{path} is truncated: {read} of {count} frames could be read, the last one cut short"
-                    )
-                count = read
-                positions, residuals = positions[:read], residuals[:read]
-        occluded = ~(residuals >= 0) | ~np.all(np.isfinite(positions), axis=2)
-        positions = self.axes.positions(positions * scale)
-        positions[occluded] = np.nan
-        self.labels = tuple(labels)
-        self.positions = positions
-        self.occluded = occluded
-        # a C3D residual is in the file's units; the frame's in metres
-        self.residuals = np.where(occluded, -1.0, residuals * scale).astype(np.float32)
-        self.first_frame = first
-        unseen = float(occluded.mean()) if occluded.size else 0.0
-        self.info = SourceInfo(
-            kind="c3d",
-            rate=rate,
-            frame_count=count,
-            duration=(count - 1) / rate,
-            names=AssetNames(markers=self.labels),
-            details={
-                "units": units,
-                "up_axis": self.axes.up,
-                "x_screen": screens["X_SCREEN"],
-                "y_screen": screens["Y_SCREEN"],
-                "analog_channels_ignored": str(analog_channels),
-                "frames_in_header": str(last - first + 1),
-                "unseen_fraction": f"{unseen:.3f}",
-            },
-        )
-
-    def _fit_bodies(self, bodies: Mapping[str, Sequence[str]]) -> None:
-        index = {label: i for i, label in enumerate(self.labels)}
-        self.body_names: tuple[str, ...] = tuple(bodies)
-        self.body_markers: list[np.ndarray] = []
-        self.layouts: list[np.ndarray] = []
-        for name, labels in bodies.items():
-            unknown = [label for label in labels if label not in index]
-            if unknown:
-                raise ReplayFileError(
-                    f"bodies: {name} names {', '.join(unknown)}, not labels of {self.path.name} "
-                    f"(labels: {', '.join(self.labels[:20])}{'...' if len(self.labels) > 20 else ''})"
-                )
-            if len(labels) < 3:
-                raise ReplayFileError(f"bodies: {name} needs at least 3 marker labels, got {len(labels)}")
-            cols = np.array([index[label] for label in labels], dtype=np.int64)
-            seen = ~self.occluded[:, cols].any(axis=1)
-            if not seen.any():
-                raise ReplayFileError(f"bodies: {name}: its markers are never all seen at once, no layout")
-            # the body frame: at the markers' centroid, with the world axes, in the first
-            # frame that sees them all
-            ref = self.positions[int(np.argmax(seen)), cols]
-            self.body_markers.append(cols)
-            self.layouts.append(ref - ref.mean(axis=0))
-        self.info.names = AssetNames(rigid_bodies=self.body_names, markers=self.labels)
-        self._ids = np.arange(len(self.labels), dtype=np.int32)
-        self._body_ids = [stable_id(name) for name in self.body_names]
-
-    def frames(self, start: float = 0.0, end: float = math.inf) -> Iterator[TimedFrame]:
-        rate = self.info.rate
-        lo = max(0, math.ceil(start * rate - 1e-9))
-        hi = min(self.info.frame_count, math.floor(end * rate + 1e-9) + 1) if math.isfinite(end) else None
-        hi = self.info.frame_count if hi is None else hi
-        for i in range(lo, hi):
-            t = i / rate
-            sec = int(t // 1)
-            yield TimedFrame(t, sec, int(round((t - sec) * 1e9)), self._frame(i))
-
-    def _frame(self, i: int) -> MocapFrame:
-        occluded = self.occluded[i]
-        markers = MarkerArrays(
-            ids=self._ids,
-            names=self.labels,
-            positions=self.positions[i],
-            occluded=occluded,
-            residuals=self.residuals[i],
-        )
-        frame = MocapFrame(self.first_frame + i, markers=markers)
-        if self.body_names:
-            n = len(self.body_names)
-            positions = np.full((n, 3), np.nan)
-            orientations = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
-            valid = np.zeros(n, dtype=bool)
-            errors = np.full(n, -1.0, dtype=np.float32)
-            counts = []
-            body_cols = []
-            for b, (cols, layout) in enumerate(zip(self.body_markers, self.layouts)):
-                observed = self.positions[i, cols]
-                fit = fit_pose(layout, observed)
-                counts.append(len(cols))
-                body_cols.append(cols)
-                if fit is None:
-                    continue
-                positions[b], orientations[b] = fit
-                valid[b] = True
-                rot_layout = _rotate(fit[1], layout) + fit[0]
-                err = np.linalg.norm(rot_layout - observed, axis=1)
-                errors[b] = float(np.nanmean(err))
-            cols_all = np.concatenate(body_cols)
-            frame.bodies = BodyArrays.build(
-                self._body_ids,
-                self.body_names,
-                positions,
-                orientations,
-                valid=valid,
-                mean_errors=errors,
-                markers=MarkerArrays(
-                    ids=self._ids[cols_all],
-                    names=tuple(self.labels[c] for c in cols_all),
-                    positions=self.positions[i, cols_all],
-                    occluded=occluded[cols_all],
-                    residuals=self.residuals[i, cols_all],
-                ),
-                marker_counts=counts,
-            )
-        return frame
-
-
-def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Vectors (k, 3) rotated by the unit quaternion q (x, y, z, w)."""
-    u, w = q[:3], q[3]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)

@@ -1,0 +1,64 @@
+"""What every replay reader hands the replay system: an opened file (:class:`ReplaySource`)
+with its :class:`SourceInfo`, frames as :class:`TimedFrame` items, and the one error a
+user sees (:class:`ReplayFileError`). The readers (bags in readers.py, C3D in
+c3d_source.py) build on these; the replay system needs nothing else of them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mocap4r2_control.frame import AssetNames, MocapFrame
+
+
+class ReplayFileError(ValueError):
+    """A file that cannot be replayed, in words a user can act on."""
+
+
+@dataclass(slots=True)
+class TimedFrame:
+    """A frame with its place in the file: ``offset`` seconds after the file's first
+    frame, and the capture stamp the file holds for it."""
+
+    offset: float
+    sec: int
+    nanosec: int
+    frame: MocapFrame
+
+
+@dataclass
+class SourceInfo:
+    """What /diagnostics and the log say about an opened file."""
+
+    kind: str
+    rate: float
+    frame_count: int
+    duration: float
+    names: AssetNames
+    details: dict[str, str] = field(default_factory=dict)
+
+
+class ReplaySource:
+    """An opened file: ``info`` and the frames between ``start`` and ``end`` seconds."""
+
+    info: SourceInfo
+    path: Path
+
+    def frames(self, start: float = 0.0, end: float = math.inf) -> Iterator[TimedFrame]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the file (safe twice)."""
+
+
+def file_signature(path: Path) -> tuple[int, int]:
+    """(size, modification time in ns) of a file, or of every file in a bag folder."""
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    size, mtime = 0, 0
+    for p in files:
+        st = p.stat()
+        size += st.st_size
+        mtime = max(mtime, st.st_mtime_ns)
+    return size, mtime
