@@ -138,6 +138,13 @@ def test_enu_motion_and_yaw_arrive_as_ned_odometry(ros, procs, vehicle, backend)
         time.sleep(0.05)
     # 1.5 s of capture time at 50 Hz: 75 samples, a few lost at most on a loaded machine
     assert len(moving) >= 50, f"{len(moving)} moving samples; bridge log:\n{bridge.log()[-2000:]}"
+    # PX4 hands EKF2 only ODOMETRY of a vision-like estimator_type (vehicle_visual_odometry);
+    # MOCAP-typed ODOMETRY goes to vehicle_mocap_odometry, which EKF2 never reads
+    fused, unfused = vehicle.vision(), vehicle.mocap_odometry()
+    assert len(fused) >= len(moving) and not unfused, (
+        f"{len(unfused)} ODOMETRY published as vehicle_mocap_odometry (not fused by EKF2), {len(fused)} as "
+        f"vehicle_visual_odometry; estimator_type {moving[0].estimator_type}"
+    )
     for m in moving:
         s = capture_stamp(vehicle, m) - start
         assert m.frame_id == 20 and m.child_frame_id == 12  # MAV_FRAME_LOCAL_FRD, MAV_FRAME_BODY_FRD
@@ -149,7 +156,7 @@ def test_enu_motion_and_yaw_arrive_as_ned_odometry(ros, procs, vehicle, backend)
         assert abs(yaw) < 1e-6  # facing north: heading 0 in NED
         assert all(math.isnan(v) for v in (m.vx, m.vy, m.vz))  # no velocity source: unknown
         assert m.pose_covariance[0] == pytest.approx(0.005**2, rel=1e-5)
-        assert m.estimator_type == 6 and 1 <= m.quality <= 100
+        assert m.estimator_type == 2 and 1 <= m.quality <= 100  # MAV_ESTIMATOR_TYPE_VISION
     assert all(m.get_msgbuf()[0] == 0xFD for m in moving)  # MAVLink 2 frames
     # further north and east, and higher (more negative down), as time goes on
     assert moving[-1].x > moving[0].x and moving[-1].y > moving[0].y and moving[-1].z < moving[0].z
@@ -434,7 +441,10 @@ def test_the_vehicle_converts_time_usec_to_the_capture_time(ros, procs, backend)
 
         stream_indexed_frames(pub, vehicle, captures, lambda: len(converged_samples()) >= 100)
         arrivals = vehicle.vision()
-        assert arrivals, f"no ODOMETRY reached the vehicle; bridge log:\n{bridge.log()[-2000:]}"
+        assert arrivals, (
+            f"no ODOMETRY reached EKF2 ({len(vehicle.mocap_odometry())} went to vehicle_mocap_odometry); "
+            f"bridge log:\n{bridge.log()[-2000:]}"
+        )
         ts = vehicle.timesync
         converged = converged_samples()
         assert converged, (

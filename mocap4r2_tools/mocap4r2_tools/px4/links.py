@@ -45,7 +45,11 @@ BACKENDS = ("pymavlink", "mavsdk")
 # MAVLink enum values used here (common.xml)
 MAV_FRAME_BODY_FRD = 12
 MAV_FRAME_LOCAL_FRD = 20
-MAV_ESTIMATOR_TYPE_MOCAP = 6
+# ODOMETRY's estimator_type decides where PX4 puts it (mavlink_receiver.cpp,
+# handle_message_odometry): VISION (like UNKNOWN, NAIVE, VIO) becomes
+# vehicle_visual_odometry, the external vision EKF2 fuses; MOCAP becomes
+# vehicle_mocap_odometry, which EKF2 does not read. So mocap is sent as VISION.
+MAV_ESTIMATOR_TYPE_VISION = 2
 MAV_TYPE_ONBOARD_CONTROLLER = 18
 MAV_AUTOPILOT_INVALID = 8
 MAV_STATE_ACTIVE = 4
@@ -284,7 +288,7 @@ class PymavlinkLink(Link):
                     sample.pose_covariance,
                     sample.velocity_covariance,
                     sample.reset_counter,
-                    MAV_ESTIMATOR_TYPE_MOCAP,
+                    MAV_ESTIMATOR_TYPE_VISION,
                     sample.quality,
                 )
             elif message == "vision_position_estimate":
@@ -427,7 +431,8 @@ class MavsdkLink(Link):
                     pose_covariance=covariance,
                     velocity_covariance=m.Covariance(list(sample.velocity_covariance)),
                     reset_counter=sample.reset_counter,
-                    estimator_type=m.Odometry.MavEstimatorType.MOCAP,
+                    # VISION, not MOCAP: see MAV_ESTIMATOR_TYPE_VISION
+                    estimator_type=m.Odometry.MavEstimatorType.VISION,
                     quality_percent=sample.quality,
                 )
                 self._mocap.set_odometry(odometry)
