@@ -47,8 +47,10 @@ PARAMETERS = (
     *followed_body_parameters("vehicle"),
     ParameterSpec(
         "connection",
-        "udpout:127.0.0.1:14540",
-        "MAVLink URL: udpout:HOST:PORT, udpin:HOST:PORT or serial:DEVICE[:BAUD].",
+        # PX4 SITL's onboard link binds UDP 14580 and sends to 14540: listen there and
+        # answer whoever sends (udpout:127.0.0.1:14540 would send to a port nobody reads)
+        "udpin:127.0.0.1:14540",
+        "MAVLink URL: udpin:HOST:PORT (listen, answer the sender), udpout:HOST:PORT or serial:DEVICE[:BAUD].",
         check=connection_check,
         read_only=True,
     ),

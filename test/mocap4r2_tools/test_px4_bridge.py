@@ -277,6 +277,31 @@ def test_bridge_listening_with_udpin(ros, procs, backend):
         vehicle.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_default_connection_reaches_px4_sitl(ros, procs, backend):
+    """PX4 SITL's onboard MAVLink instance (started by its rcS as ``mavlink start -u 14580
+    ... -o 14540``) binds UDP 14580 and sends to 127.0.0.1:14540, as the stand-in in
+    ``mode="udpout"`` does. So the shipped default must listen on 14540 and answer the
+    sender: here the default's scheme and host, on a port of the test's own (14540 may be
+    taken on the machine running the tests)."""
+    from mocap4r2_tools import px4_bridge
+    from mocap4r2_tools.px4.links import Connection
+
+    default = Connection.parse(next(s.default for s in px4_bridge.PARAMETERS if s.name == "connection"))
+    assert (default.host, default.port) == ("127.0.0.1", 14540)
+    port = free_udp_port()
+    ns = f"/px4_default_{backend}"
+    start_bridge(procs, ns, port, backend, connection=f"{default.kind}:{default.host}:{port}")
+    vehicle = Px4VehicleStandIn(port, mode="udpout")
+    try:
+        pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
+        wait_subscribed(pub)
+        publish_until_connected(pub, vehicle, T0, timeout=20.0)
+        assert vehicle.vision(), "ODOMETRY arrived but not as vehicle_visual_odometry"
+    finally:
+        vehicle.close()
+
+
 def test_velocity_from_an_odometry_topic_goes_out_in_frd(ros, procs, vehicle):
     ns = "/px4_velocity"
     start_bridge(procs, ns, vehicle.port, "pymavlink", velocity_topic=f"{ns}/odom")
@@ -342,6 +367,8 @@ def test_shipped_config_is_valid(procs):
     assert set(values) <= set(specs), set(values) - set(specs)
     for name, value in values.items():
         assert specs[name].validate(value) is None, (name, specs[name].validate(value))
+    # the shipped file connects as the node's default does (to PX4 SITL; see the test above)
+    assert values["connection"] == specs["connection"].default
     proc = procs.start(
         TOOLS,
         "px4_bridge",
