@@ -134,15 +134,10 @@ def record_vicon(impairment: dict[str, Any], seconds: float, directory: Path) ->
     sys.modules["vicon_dssdk"] = package
     sys.modules["vicon_dssdk.ViconDataStream"] = module
     double.Client.server = server
-    recording = Recording()
     adapter = ViconAdapter.from_parameters({spec.name: spec.default for spec in ViconAdapter.parameters})
     try:
-        adapter.connect()
-        adapter.start_streaming()
-        read_for(adapter, seconds, recording)
+        recording = _stream(adapter, seconds)
     finally:
-        adapter.stop_streaming()
-        adapter.disconnect()
         server.close()
         for name, previous in saved.items():
             if previous is None:
@@ -186,9 +181,8 @@ class StandIn:
         self.log.close()
 
 
-def _record_adapter(adapter: Any, seconds: float, stand_in: StandIn, truth: Path) -> Recording:
-    from mocap4r2_drivers.impairment import read_truth_log
-
+def _stream(adapter: Any, seconds: float) -> Recording:
+    """``seconds`` of the adapter's frames, connected and disconnected around them."""
     recording = Recording()
     try:
         adapter.connect()
@@ -197,6 +191,15 @@ def _record_adapter(adapter: Any, seconds: float, stand_in: StandIn, truth: Path
     finally:
         adapter.stop_streaming()
         adapter.disconnect()
+    return recording
+
+
+def _record_adapter(adapter: Any, seconds: float, stand_in: StandIn, truth: Path) -> Recording:
+    from mocap4r2_drivers.impairment import read_truth_log
+
+    try:
+        recording = _stream(adapter, seconds)
+    finally:
         stand_in.stop()
     recording.truth = read_truth_log(truth)
     return recording
@@ -255,14 +258,7 @@ def record_sim(impairment: dict[str, Any], seconds: float, directory: Path) -> R
     truth = directory / "sim_truth.csv"
     scene = _scene(directory, **impairment, truth_log=str(truth))
     adapter = SimulatedAdapter(str(scene), seed=-1, rate=0.0, max_backlog=0)
-    recording = Recording()
-    try:
-        adapter.connect()
-        adapter.start_streaming()
-        read_for(adapter, seconds, recording)
-    finally:
-        adapter.stop_streaming()
-        adapter.disconnect()
+    recording = _stream(adapter, seconds)
     recording.truth = read_truth_log(truth)
     return recording
 

@@ -69,6 +69,22 @@ class Procs:
         self.items.clear()
 
 
+def simulated_system_cmd(ns: str, rate: float) -> list[str]:
+    """The simulated system streaming the bench scene at ``rate`` in namespace ``ns``."""
+    return [
+        exe("mocap4r2_drivers", "simulated_system"),
+        "--ros-args",
+        "-r",
+        f"__ns:={ns}",
+        "-p",
+        f"scene:={SCENE}",
+        "-p",
+        f"rate:={rate}",
+        "-p",
+        "autostart:=true",
+    ]
+
+
 def tool_cmd(tool: str, ns: str, silent: bool = False) -> list[str]:
     """A tool as `make demo` runs it (its node name is the key of config/tools.yaml),
     with its input topics in namespace ``ns``."""
@@ -127,21 +143,7 @@ def streaming(rate: float) -> dict[str, float]:
     ns = f"/bench_{uuid.uuid4().hex[:6]}"
     procs = Procs()
     try:
-        sim = procs.start(
-            "simulated_system",
-            [
-                exe("mocap4r2_drivers", "simulated_system"),
-                "--ros-args",
-                "-r",
-                f"__ns:={ns}",
-                "-p",
-                f"scene:={SCENE}",
-                "-p",
-                f"rate:={rate}",
-                "-p",
-                "autostart:=true",
-            ],
-        )
+        sim = procs.start("simulated_system", simulated_system_cmd(ns, rate))
         watched = {"simulated_system": sim}
         bares = {}
         for tool in TOOLS:

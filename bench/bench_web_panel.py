@@ -27,7 +27,7 @@ import aiohttp
 import numpy as np
 import psutil
 
-from bench.bench_tool_cpu import SCENE, Procs, exe, wait_ready
+from bench.bench_tool_cpu import Procs, exe, simulated_system_cmd, wait_ready
 
 RATES = (120.0, 1000.0)
 CLIENTS = 3
@@ -88,21 +88,7 @@ def measure(rate: float) -> dict[str, float]:
     system = f"{ns}/simulated_system"
     procs = Procs()
     try:
-        procs.start(
-            "simulated_system",
-            [
-                exe("mocap4r2_drivers", "simulated_system"),
-                "--ros-args",
-                "-r",
-                f"__ns:={ns}",
-                "-p",
-                f"scene:={SCENE}",
-                "-p",
-                f"rate:={rate}",
-                "-p",
-                "autostart:=true",
-            ],
-        )
+        procs.start("simulated_system", simulated_system_cmd(ns, rate))
         panel = procs.start(
             "web_panel",
             [exe("mocap4r2_tools", "web_panel"), "--ros-args", "-p", "port:=0", "-p", "sessions_dir:=/tmp"],
