@@ -18,6 +18,7 @@ from mocap4r2_tools.px4.stream import (
     pose_covariance_urt,
     twist_covariance_frd,
 )
+from mocap4r2_tools.px4.timesync import TimesyncPeer
 
 
 def test_position_east_north_up_becomes_north_east_down():
@@ -166,3 +167,49 @@ def test_connection_urls(url, kind, pym, sdk):
 )
 def test_bad_connection_urls_are_refused_with_a_reason(url):
     assert connection_check(url)
+
+
+def drifting_vehicle_answers(
+    peer: TimesyncPeer, seconds: float, rate: float, jump_at: float | None = None
+) -> tuple[int, int]:
+    """Requests of the bridge answered by a vehicle whose clock runs at 0.99 of the host's
+    (PX4 SITL's lockstep clock on a loaded machine: its offset drifts -10 ms/s), every
+    100 ms, over links of 0.1-1.5 ms each way and one answer in ten queued 4 ms on the way
+    back. ``jump_at``: the vehicle's clock jumps back 100 s then (a reboot). Returns the
+    last arrival (host ns) and the true offset, vehicle minus host, then (ns)."""
+    import random
+
+    rng = random.Random(7)
+    boot = 1_700_000_000 * 10**9
+
+    def vehicle_clock(host_ns: int) -> int:
+        jumped = jump_at is not None and host_ns >= boot + jump_at * 1e9
+        return int((host_ns - boot) * rate) + 10**12 - (100 * 10**9 if jumped else 0)
+
+    arrival = boot
+    for k in range(int(seconds * 10)):
+        sent = boot + k * 100_000_000
+        up = int(rng.uniform(0.1, 1.5) * 1e6)
+        down = int(rng.uniform(0.1, 1.5) * 1e6) + (4_000_000 if k % 10 == 3 else 0)
+        request = peer.request(sent)
+        arrival = sent + up + down
+        peer.on_timesync(vehicle_clock(sent + up), request.ts1, arrival, arrival)
+    return arrival, vehicle_clock(arrival) - arrival
+
+
+def test_the_vehicle_offset_tracks_a_drifting_clock():
+    """/diagnostics' timesync_offset_s on a vehicle clock drifting 1 % (10 ms/s): a filter
+    keeping its best reading for long goes stale by the drift since then; it must follow
+    the clock within a millisecond, with a round trip of up to 5.5 ms."""
+    peer = TimesyncPeer()
+    _, true_offset = drifting_vehicle_answers(peer, 60.0, 0.99)
+    error_ms = (peer.offset_s - true_offset * 1e-9) * 1e3
+    assert abs(error_ms) < 1.0, f"offset {error_ms:+.3f} ms off a clock drifting 10 ms/s"
+    # a steady clock is found as well, and a clock that jumps (the vehicle rebooted) is
+    # followed within seconds: the readings of the old clock are dropped
+    steady = TimesyncPeer()
+    _, true_offset = drifting_vehicle_answers(steady, 20.0, 1.0)
+    assert abs(steady.offset_s - true_offset * 1e-9) < 0.5e-3
+    rebooted = TimesyncPeer()
+    _, true_offset = drifting_vehicle_answers(rebooted, 30.0, 1.0, jump_at=28.0)
+    assert abs(rebooted.offset_s - true_offset * 1e-9) < 1e-3

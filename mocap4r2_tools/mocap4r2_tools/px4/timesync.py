@@ -35,6 +35,14 @@ MAX_RTT_NS = 10_000_000
 PX4_CONVERGENCE_ANSWERS = 500
 # how many of our own requests we remember while waiting for their answers
 _OUTSTANDING = 64
+# The vehicle's offset is estimated from the used answers of this recent span only: a
+# vehicle clock drifts against the host's (parts per million on a flight controller, 1 %
+# on PX4 SITL's lockstep clock), so an old reading describes a clock that has moved on.
+OFFSET_WINDOW_NS = 5_000_000_000
+# an answer this far (PX4's Timesync.hpp MAX_DEVIATION_SAMPLE) off the previous one means
+# the vehicle's clock jumped (a reboot): the readings before it are dropped. Answers used
+# have a round trip under 10 ms, so honest ones differ by a few ms plus the drift.
+OFFSET_JUMP_NS = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -53,15 +61,18 @@ class TimesyncPeer:
     returns the answer to send, if any. ``request(now_ns)`` gives a request of our own.
     """
 
-    def __init__(self, window: int = 64):
+    def __init__(self, window: int = 64, window_ns: int = OFFSET_WINDOW_NS):
         self.requests_answered = 0
         self.requests_answered_fast = 0  # held for less than MAX_RTT_NS: usable by PX4
         self.samples_used = 0
         self.samples_slow = 0
+        self.clock_jumps = 0  # answers more than OFFSET_JUMP_NS off the previous one
         self.ignored = 0  # answers to no request of ours, negative stamps
         self._outstanding: deque[int] = deque(maxlen=_OUTSTANDING)
-        self._rtt_ns: deque[int] = deque(maxlen=window)
-        self._offset_ns: deque[int] = deque(maxlen=window)
+        self._window_ns = window_ns
+        # used answers of the last window_ns (at most ``window``): (middle of the round
+        # trip on our clock, round trip, vehicle's clock minus ours), ns
+        self._samples: deque[tuple[int, int, int]] = deque(maxlen=window)
         self._lock = threading.Lock()
 
     def request(self, now_ns: int) -> TimesyncReply:
@@ -91,27 +102,51 @@ class TimesyncPeer:
             self.samples_slow += 1
             return None
         self.samples_used += 1
-        self._rtt_ns.append(rtt)
+        middle = (ts1 + arrival_ns) // 2
         # the vehicle's clock minus ours, at the middle of the round trip
-        self._offset_ns.append(tc1 - (ts1 + arrival_ns) // 2)
+        offset = tc1 - middle
+        samples = self._samples
+        if samples and abs(offset - samples[-1][2]) > OFFSET_JUMP_NS:
+            self.clock_jumps += 1
+            samples.clear()
+        samples.append((middle, rtt, offset))
+        while samples[0][0] < middle - self._window_ns:
+            samples.popleft()
         return None
 
     @property
     def rtt_ms(self) -> float | None:
         """Median round trip of the recent usable answers, ms."""
         with self._lock:
-            rtts = list(self._rtt_ns)
+            rtts = [rtt for _, rtt, _ in self._samples]
         return float(np.median(rtts)) * 1e-6 if rtts else None
 
     @property
     def offset_s(self) -> float | None:
-        """The vehicle's clock minus the bridge's, s, from the answer with the shortest
-        round trip among the recent ones (the least disturbed by queueing)."""
+        """The vehicle's clock minus the bridge's now, s.
+
+        A line (offset and drift) fitted through the recent answers whose round trip is
+        at most their median, evaluated at the newest answer. The shorter half is kept
+        because a longer round trip was queued, most often in one direction only, which
+        shifts its offset by up to half the queueing. The line follows a clock that
+        drifts (SITL's lockstep clock drifts by 1 %, 10 ms/s) where the single best
+        reading of the window would be stale by the drift since it was taken; with
+        fewer than three answers the one with the shortest round trip is used."""
         with self._lock:
-            rtts, offsets = list(self._rtt_ns), list(self._offset_ns)
-        if not rtts:
+            samples = list(self._samples)
+        if not samples:
             return None
-        return offsets[int(np.argmin(rtts))] * 1e-9
+        times, rtts, offsets = (np.array(column, dtype=np.int64) for column in zip(*samples, strict=True))
+        if len(samples) < 3:
+            return int(offsets[int(np.argmin(rtts))]) * 1e-9
+        short = rtts <= np.median(rtts)
+        # relative to the newest answer: ns since the epoch do not fit a float64 exactly
+        t = (times[short] - times[-1]).astype(np.float64)
+        y = (offsets[short] - offsets[-1]).astype(np.float64)
+        if np.ptp(t) <= 0:
+            return (int(offsets[-1]) + float(np.mean(y))) * 1e-9
+        _slope, intercept = np.polyfit(t, y, 1)
+        return (int(offsets[-1]) + float(intercept)) * 1e-9
 
     @property
     def vehicle_converged(self) -> bool:
