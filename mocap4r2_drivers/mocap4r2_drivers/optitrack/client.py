@@ -225,11 +225,16 @@ class NatNetClient:
         deadline = time.monotonic() + max(timeout, 0.0)
         ready = transport.sockets()  # first look at every socket, then only at those select() names
         while True:
-            self.housekeeping.tick(time.monotonic())
+            # what waits in the sockets first, then the housekeeping: a reader that comes
+            # back late (a loaded machine) finds the frames the server sent meanwhile, and
+            # must not take the time it was away for a silent server (reconnecting, and
+            # holding the waiting frames back to take up their numbering anew)
             for sock in ready:
                 frame = self._drain(sock, stop_on_frame=True)
                 if frame is not None:
+                    self.housekeeping.tick(time.monotonic())  # keep-alives while frames flow
                     return frame
+            self.housekeeping.tick(time.monotonic())
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
@@ -311,6 +316,8 @@ class NatNetClient:
         if placement.rejected is not None:
             reject_input(self.stats, self.log, *placement.rejected)
         if not placement.accepted:
+            if self.sequencer.last_number is None:
+                self.housekeeping.frame_held(now)  # the server streams; its numbering is being taken up
             return None
         if self.housekeeping.frame_arrived(frame.frame_number, now):
             dialog.request_models(force=True)

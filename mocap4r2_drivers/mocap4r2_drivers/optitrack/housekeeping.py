@@ -46,6 +46,7 @@ class Housekeeping:
         self._silence_episode = 0.0
         self._answered_while_silent = False
         self._answered_at = 0.0
+        self._held_at = -1e9  # when a frame last arrived that the sequencer holds back (monotonic)
         self._server_messages = 0
         self._error_log_time = 0.0
         self._errors_since_log = 0
@@ -70,6 +71,11 @@ class Housekeeping:
             self.stats.reconnects += 1
         if now - self.dialog.last_connect >= cfg.retry_period:
             self.dialog.send_connect()
+        if now - self._held_at < cfg.reconnect_after:
+            # frames arrive, held back until RESYNC_FRAMES of them agree on the (restarted)
+            # numbering: at a low frame rate that outlasts the waits below, and a warning
+            # that no frames come would be false
+            return
         if not self._answered_while_silent and now - self._silence_episode < 2 * cfg.retry_period:
             return  # give the server a chance to answer before concluding anything
         if self._answered_while_silent and now - self._answered_at < max(
@@ -109,6 +115,11 @@ class Housekeeping:
         self._answered_while_silent = True
         self._answered_at = now
         return True
+
+    def frame_held(self, now: float) -> None:
+        """A frame of the server arrived that is not handed out yet: the sequencer takes up
+        the numbering from several frames that agree (after a reconnection, a restart)."""
+        self._held_at = now
 
     def frame_arrived(self, number: int, now: float) -> bool:
         """A frame was handed out; True when frames came back from a server that did not

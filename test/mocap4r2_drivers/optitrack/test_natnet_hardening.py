@@ -175,10 +175,13 @@ def test_unicast_frames_arrive_wherever_the_server_sends_them_once(tmp_path, ser
     assert len({f.frame_number for f in frames}) == len(frames)
 
 
-def test_no_false_unicast_warning_on_reconnect(tmp_path, servers, logs):
+@pytest.mark.parametrize("rate", [5.0, 3.0])
+def test_no_false_unicast_warning_on_reconnect(tmp_path, servers, logs, rate):
     # 5 Hz: the first frame after the server's answer takes up to 0.2 s, as with a
-    # loaded machine or a slow Motive, time enough for a hasty conclusion
-    server = Server(tmp_path, multicast=False, rate=5.0)
+    # loaded machine or a slow Motive, time enough for a hasty conclusion. 3 Hz: the
+    # frames a client holds back to take up the restarted numbering (RESYNC_FRAMES of
+    # them, 1.3 s) outlast the wait after the answer; they are arriving all the same
+    server = Server(tmp_path, multicast=False, rate=rate)
     servers.append(server)
     client = make_client(server, "unicast", logs.logger)
     try:
@@ -195,6 +198,28 @@ def test_no_false_unicast_warning_on_reconnect(tmp_path, servers, logs):
             assert "frames arriving again" in text, text
     finally:
         client.close()
+
+
+def test_a_late_reader_takes_the_waiting_frames_without_reconnecting(tmp_path, servers, logs):
+    # the reader thread comes back after more than reconnect_after (a loaded machine, a
+    # busy interpreter): the frames the server sent meanwhile wait in the socket, so the
+    # server was never silent; they are handed out in order, none held back for a new
+    # numbering, and the client neither reconnects nor warns
+    server = Server(tmp_path, multicast=False, rate=20.0)
+    servers.append(server)
+    client = make_client(server, "unicast", logs.logger)
+    try:
+        before = read_frames(client, 5)
+        reconnects = client.stats.reconnects
+        time.sleep(2 * client.config.reconnect_after)
+        after = read_frames(client, 10)
+    finally:
+        client.close()
+    numbers = [f.frame_number for f in before + after]
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), numbers
+    assert client.stats.reconnects == reconnects, logs.text()
+    assert "no answer from" not in logs.text() and "sends no unicast frames" not in logs.text(), logs.text()
+    assert_server_frames(server, before + after)
 
 
 # ---------------------------------------------------------------------- strangers
