@@ -2,7 +2,7 @@
 
 Starts the simulated mocap system (and the tools that are installed: marker_viz,
 robot_ground_truth, trajectory_error, worldmodel_server, session_recorder; px4_bridge only
-when a vehicle answers at DEMO_PX4_CONNECTION, default udpout:127.0.0.1:14540, e.g. PX4
+when a vehicle answers at DEMO_PX4_CONNECTION, default udpin:127.0.0.1:14540 (where PX4 SITL sends), e.g. PX4
 SITL), starts a capture session through the control plane, shows a live view for
 --duration seconds or until Ctrl-C, stops the session, prints a summary and where the
 session was recorded.
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         bridges.append("worldmodel_server: not installed (run `make setup`), not started")
     px4 = executable("mocap4r2_tools", "px4_bridge")
-    px4_connection = os.environ.get("DEMO_PX4_CONNECTION", "udpout:127.0.0.1:14540")
+    px4_connection = os.environ.get("DEMO_PX4_CONNECTION", "udpin:127.0.0.1:14540")
     vehicle = vehicle_answers(px4_connection) if px4 is not None else None
     if px4 is None:
         bridges.append("px4_bridge: not installed, not started")

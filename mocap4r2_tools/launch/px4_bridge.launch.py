@@ -1,7 +1,7 @@
 """px4_bridge: one mocap rigid body to a PX4 flight controller over MAVLink.
 
     ros2 launch mocap4r2_drivers simulated.launch.py namespace:=sim autostart:=true
-    ros2 launch mocap4r2_tools px4_bridge.launch.py body:=drone1 connection:=udpout:127.0.0.1:14540
+    ros2 launch mocap4r2_tools px4_bridge.launch.py body:=drone1 connection:=udpin:127.0.0.1:14540
 
 Parameters come from config/px4_bridge.yaml; the arguments body, connection, backend
 and message override it when given. See docs/px4.md before flying.
