@@ -208,6 +208,14 @@ def load_token(host: str, token_file: str) -> tuple[str | None, str]:
 
 
 # ------------------------------------------------------------------------- live frames
+def next_due(now: float, period: float) -> float:
+    """When a live view sending every ``period`` seconds is next due after ``now``: the
+    next multiple of ``period`` on the clock. On this grid every client at the same rate
+    is due at the same instant (so the frame taken then is taken and encoded once for
+    all of them), and a client's own send time never shifts its phase."""
+    return (math.floor(now / period) + 1) * period
+
+
 def _round(values: Iterable[float], digits: int = 4) -> list[float | None]:
     return [round(v, digits) if math.isfinite(v) else None for v in values]
 
@@ -231,6 +239,7 @@ class LiveFrame:
             "system": self.system,
             "frame": self.frame_number,
             "stamp": self.stamp,
+            "taken": self.received,
             "sent": time.time(),
             "markers": self.markers,
             "occluded": self.occluded,

@@ -1,8 +1,9 @@
 """The live view's frames: each system's newest Markers, RigidBodies and Skeletons,
-taken at the page's rate and turned into the page's form only when a client asks."""
+taken when a client is due a frame and turned into the page's form only then."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import rclpy
@@ -13,7 +14,7 @@ from rclpy.serialization import deserialize_message
 from mocap4r2_control.control_plane import ControlClient
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
-from .core import MAX_CLIENT_RATE, LatestFrames, LiveFrame, body_row, marker_rows
+from .core import LatestFrames, LiveFrame, body_row, marker_rows
 
 FRAME_TYPES = {
     "mocap4r2_interfaces/msg/Markers": ("markers", Markers),
@@ -23,58 +24,71 @@ FRAME_TYPES = {
 FRAME_CLASSES = dict(FRAME_TYPES.values())
 #: frame topics subscribed at most (every announced system's three)
 MAX_FRAME_TOPICS = 192
+#: messages taken from one subscription at once: more than its queue holds (the sensor
+#: data depth), so one take empties it
+MAX_TAKE = 64
 
 
 class FrameFeed:
-    """Raw subscriptions to the announced systems' frame topics, polled by timers of
-    ``node`` (its executor thread), on a node of their own that no executor waits on."""
+    """Raw subscriptions to the announced systems' frame topics, on a node of their own
+    that no executor waits on: a client due a frame takes what they hold (``take``)."""
 
     def __init__(self, node: Node, control: ControlClient):
         self.control = control
         self.frames = LatestFrames()
         self._decoded_cache: dict[tuple[str, str], tuple[float, Any]] = {}
-        self._subs: dict[str, tuple[str, str, Any, Any]] = {}
+        # system -> [(kind, message class, subscription)]; created on the executor
+        # thread, taken from on the server's: the lock keeps one taker per subscription
+        self._subs: dict[str, list[tuple[str, Any, Any]]] = {}
+        self._topics: set[str] = set()
+        self._lock = threading.Lock()
         self.node = rclpy.create_node(
             f"{node.get_name()}_frames", namespace=node.get_namespace(), context=node.context
         )
 
     def start(self, node: Node) -> None:
         """New systems' frame topics are subscribed from ``node``'s executor thread (a
-        timer), and polled there."""
+        timer)."""
         node.create_timer(0.5, self.subscribe)
-        node.create_timer(1.0 / MAX_CLIENT_RATE, self.poll)
 
     def subscribe(self) -> None:
         for name, info in self.control.systems().items():
             for topic, type_name in zip(info.topics, info.topic_types):
                 kind = FRAME_TYPES.get(type_name)
-                if kind is None or topic in self._subs or len(self._subs) >= MAX_FRAME_TOPICS:
+                if kind is None or topic in self._topics or len(self._topics) >= MAX_FRAME_TOPICS:
                     continue
                 label, cls = kind
-                # on the node no executor waits on: polled by poll()
+                # on the node no executor waits on: taken from by take()
                 sub = self.node.create_subscription(
                     cls, topic, lambda _: None, qos_profile_sensor_data, raw=True
                 )
-                self._subs[topic] = (name, label, cls, sub)
+                with self._lock:
+                    self._topics.add(topic)
+                    self._subs.setdefault(name, []).append((label, cls, sub))
 
-    def poll(self) -> None:
-        """Decimation at the source: a browser never needs more than MAX_CLIENT_RATE
-        frames a second, and an executor callback per message costs far more than the
-        panel's own work (1 kHz x 3 topics would be most of a core). So the frame
-        subscriptions sit on a node no executor waits on, and this timer takes what each
-        holds (its queue is the sensor-data depth, so what is older is dropped by DDS),
-        keeping the newest serialized message; deserialization happens only when a
-        client asks for it."""
-        for name, label, cls, sub in self._subs.values():
-            newest = None
-            for _ in range(64):
-                with sub.handle:
-                    taken = sub.handle.take_message(cls, True)
-                if taken is None:
-                    break
-                newest = taken[0]
-            if newest is not None:
-                self.frames.put(name, label, newest)
+    def take(self, system: str) -> None:
+        """Take what ``system``'s subscriptions hold, keeping the newest serialized
+        message of each (deserialized only when a client asks for it).
+
+        Decimation at the source, at the moment a client is due a frame: a browser
+        never needs more than ``core.MAX_CLIENT_RATE`` frames a second, and an executor
+        callback per message costs far more than the panel's own work (1 kHz x 3 topics
+        would be most of a core). Each queue is the sensor-data depth, so what is older
+        is dropped by DDS, and what is taken here is the newest the panel has; taking
+        on a timer of its own instead would age every frame by up to that timer's
+        period before a client's turn even began. Nothing is taken while no client
+        watches ``system``."""
+        with self._lock:
+            for label, cls, sub in self._subs.get(system, ()):
+                newest = None
+                for _ in range(MAX_TAKE):
+                    with sub.handle:
+                        taken = sub.handle.take_message(cls, True)
+                    if taken is None:
+                        break
+                    newest = taken[0]
+                if newest is not None:
+                    self.frames.put(system, label, newest)
 
     def live_frame(self, system: str) -> LiveFrame | None:
         """The latest frame of ``system`` in the page's form (built here, on demand, at

@@ -135,7 +135,9 @@ class PanelRos:
         return [s.as_dict() for s in list_sessions(self.sessions_dir)[-200:]]
 
     def frame_key(self, system: str) -> float | None:
-        """When the newest message of ``system`` arrived (None: nothing yet)."""
+        """When the newest message of ``system`` was taken (None: nothing yet), after
+        taking what its subscriptions hold: a client asks when it is due a frame."""
+        self.feed.take(system)
         return self.frames.newest(system)
 
     def live_frame(self, system: str) -> LiveFrame | None:

@@ -5,10 +5,10 @@ It runs in its own thread with its own event loop. What it needs from ROS it rea
 hands to PanelRos's bounded worker pool; nothing here waits on the ROS executor.
 
 Each WebSocket client has one sender task that wakes at the client's rate (at most
-``core.MAX_CLIENT_RATE``) and sends the newest frame of its chosen system, if there is a
-new one: a client never gets more than that rate whatever the input rate, holds at most
-one frame in flight, and a client that does not take a frame within ``SEND_TIMEOUT`` is
-closed. A slow client thus only ever slows itself."""
+``core.MAX_CLIENT_RATE``), has the newest messages of its chosen system taken right then
+and sends them, if there are new ones: a client never gets more than that rate whatever
+the input rate, holds at most one frame in flight, and a client that does not take a
+frame within ``SEND_TIMEOUT`` is closed. A slow client thus only ever slows itself."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from .core import (
     AccessPolicy,
     LiveFrame,
     RequestError,
+    next_due,
     parse_control_request,
     parse_export,
     parse_rate,
@@ -86,7 +87,7 @@ class Panel:
         self.sent_frames = 0
         self.dropped_clients = 0
         # the page's form of each system's newest frame, built once for every client
-        self._encoded: dict[str, tuple[float, str]] = {}
+        self._encoded: dict[str, tuple[float, str, float]] = {}
         self._export_root = Path(tempfile.mkdtemp(prefix="mocap4r2_web_panel_"))
 
     # ---------------------------------------------------------------- the app
@@ -241,40 +242,52 @@ class Panel:
         if "rate" in body:
             choice["rate"] = parse_rate(body["rate"])
 
-    def _encoded_frame(self, system: str) -> tuple[float, str] | None:
-        """The newest frame of ``system`` as JSON, built once for all clients."""
+    def _encoded_frame(self, system: str, due: float) -> tuple[float, str] | None:
+        """The newest frame of ``system`` as JSON, taken and built once for all the
+        clients due at the instant ``due``: a client due at the same instant as one
+        served before it gets the same frame, even if a newer message came in since
+        (at 1 kHz one always has), rather than a build of its own."""
+        cached = self._encoded.get(system)
+        if cached is not None and cached[2] == due:
+            return cached[0], cached[1]
         key = self.backend.frame_key(system)
         if key is None:
             return None
-        cached = self._encoded.get(system)
         if cached is not None and cached[0] == key:
-            return cached
+            self._encoded[system] = (key, cached[1], due)
+            return key, cached[1]
         frame = self.backend.live_frame(system)
         if frame is None:
             return None
-        encoded = (key, json.dumps(frame.as_dict(), separators=(",", ":")))
+        text = json.dumps(frame.as_dict(), separators=(",", ":"))
         if len(self._encoded) < 256 or system in self._encoded:
-            self._encoded[system] = encoded
-        return encoded
+            self._encoded[system] = (key, text, due)
+        return key, text
 
     async def _send_frames(self, ws: web.WebSocketResponse, choice: dict[str, Any]) -> None:
         last_key: float | None = None
         while not ws.closed:
             period = 1.0 / choice["rate"]
-            started = time.monotonic()
+            # the frame is taken when the client is due (the newest the panel has then),
+            # so its age is what DDS delivered, not another timer's phase; clients at the
+            # same rate are due together and share that take and its encoding
+            now = time.monotonic()
+            due = next_due(now, period)
+            await asyncio.sleep(due - now)
             system = choice["system"]
-            if system is not None:
-                encoded = self._encoded_frame(system)
-                if encoded is not None and encoded[0] != last_key:
-                    last_key = encoded[0]
-                    try:
-                        await asyncio.wait_for(ws.send_str(encoded[1]), SEND_TIMEOUT)
-                    except (TimeoutError, ConnectionError, RuntimeError):
-                        self.dropped_clients += 1
-                        await ws.close()
-                        return
-                    self.sent_frames += 1
-            await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
+            if system is None:
+                continue
+            encoded = self._encoded_frame(system, due)
+            if encoded is None or encoded[0] == last_key:
+                continue
+            last_key = encoded[0]
+            try:
+                await asyncio.wait_for(ws.send_str(encoded[1]), SEND_TIMEOUT)
+            except (TimeoutError, ConnectionError, RuntimeError):
+                self.dropped_clients += 1
+                await ws.close()
+                return
+            self.sent_frames += 1
 
     async def _close_clients(self, app: web.Application) -> None:
         for ws in list(self.clients):

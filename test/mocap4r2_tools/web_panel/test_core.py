@@ -17,6 +17,7 @@ from mocap4r2_tools.web_panel.core import (
     is_loopback,
     load_token,
     marker_rows,
+    next_due,
     parse_control_request,
     parse_export,
     parse_rate,
@@ -113,3 +114,19 @@ def test_latest_frames_keep_one_slot_per_system_under_concurrent_writers():
         t.join()
     assert len(frames.systems()) == 2
     assert frames.get(frames.systems()[0])["markers"][0] == 1999
+
+
+def test_clients_at_one_rate_are_due_together_on_the_clock_grid():
+    period = 1.0 / MAX_CLIENT_RATE
+    # two clients waking anywhere within one period are due at the same instant
+    base = 12345.0 * period
+    dues = {next_due(base + f * period, period) for f in (0.001, 0.3, 0.7, 0.999)}
+    assert len(dues) == 1
+    due = dues.pop()
+    assert math.isclose(due, base + period)
+    # always ahead of now, by at most one period, whatever the send before it took
+    for now in (0.0, 0.01, 1.2345, 1e6 + 0.5, 1.7e9 + 0.123):
+        due = next_due(now, period)
+        assert now < due <= now + period + 1e-9
+        # a client at another rate has a grid of its own
+        assert next_due(now, 0.1) - now <= 0.1 + 1e-9

@@ -278,6 +278,51 @@ def test_a_hundred_websocket_clients_dropped_do_not_stop_the_others(url, plane):
     assert plane["panel"].alive()
 
 
+async def _frames_of_clients_at_one_rate(url: str, count: int, seconds: float) -> list[list[tuple]]:
+    """Each client's frames (number, encoding time) while ``count`` clients at 30/s watch."""
+    ws_url = url.replace("http://", "ws://") + "ws"
+    got: list[list[tuple]] = [[] for _ in range(count)]
+    async with aiohttp.ClientSession() as http:
+        sockets = [await http.ws_connect(ws_url) for _ in range(count)]
+        for ws in sockets:
+            await ws.send_str(json.dumps({"system": SYSTEM, "rate": 30}))
+        await asyncio.sleep(0.5)  # every client has chosen the system
+        started = time.time()
+
+        async def read(index: int, ws: aiohttp.ClientWebSocketResponse) -> None:
+            end = time.monotonic() + seconds
+            while (left := end - time.monotonic()) > 0:
+                try:
+                    message = await ws.receive(timeout=left)
+                except TimeoutError:
+                    break
+                if message.type != aiohttp.WSMsgType.TEXT:
+                    break
+                frame = json.loads(message.data)
+                if frame.get("type") == "frame":
+                    got[index].append((frame["frame"], frame["sent"]))
+
+        await asyncio.gather(*(read(i, ws) for i, ws in enumerate(sockets)))
+        for ws in sockets:
+            await ws.close()
+    # the frames encoded well inside the window (the first and last due instants may
+    # fall on either side of a client's read)
+    return [[f for f in frames if started + 0.2 <= f[1] <= started + seconds - 0.2] for frames in got]
+
+
+def test_clients_at_one_rate_get_the_same_frames_taken_and_encoded_once(url):
+    """Clients due at the same instant share one take of the newest messages and one
+    encoding: the panel's work per instant does not grow with its clients, and they all
+    see the same frame (even when newer messages come in between their sends)."""
+    request("POST", url + "api/start", json={"session_id": "web-shared", "systems": [SYSTEM]})
+    wait_for(lambda: systems(url)[SYSTEM]["state"] == "active", 10, what="the system active")
+    got = run(_frames_of_clients_at_one_rate(url, 3, 2.5))
+    assert len(got[0]) >= 20, got[0]  # 120 Hz in, 30/s out
+    assert got[1] == got[0] and got[2] == got[0]
+    numbers = [n for n, _ in got[0]]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+
+
 def test_mocap4r2_web_starts_the_panel(plane, url):
     import argparse
 
