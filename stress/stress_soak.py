@@ -86,5 +86,7 @@ def run() -> list[Row]:
             Row("soak: system alive", alive, "True", alive),
         ]
     finally:
-        listener.close()
+        # the publisher first: a listener closed under a 2 kHz stream may not stop its
+        # executor thread in time, and a thread left spinning aborts the interpreter at exit
         procs.stop_all()
+        listener.close()
