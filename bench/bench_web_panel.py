@@ -169,7 +169,7 @@ def measure(rate: float) -> dict[str, float]:
     reference_file = Path(tempfile.mkdtemp(prefix="bench_web_panel_")) / "reference.npy"
     procs = Procs()
     try:
-        procs.start("simulated_system", simulated_system_cmd(ns, rate))
+        source = procs.start("simulated_system", simulated_system_cmd(ns, rate))
         panel = procs.start(
             "web_panel",
             [exe("mocap4r2_tools", "web_panel"), "--ros-args", "-p", "port:=0", "-p", "sessions_dir:=/tmp"],
@@ -189,7 +189,11 @@ def measure(rate: float) -> dict[str, float]:
         port = panel_port(panel)
         wait_ready(reference, "reference subscriber")
         # the clients connect and run through the warm-up and the window
-        handles = {"panel": psutil.Process(panel.pid), "bare": psutil.Process(reference.pid)}
+        handles = {
+            "panel": psutil.Process(panel.pid),
+            "bare": psutil.Process(reference.pid),
+            "source": psutil.Process(source.pid),
+        }
         result: dict[str, float] = {}
         window: list[float] = []
 
@@ -238,10 +242,11 @@ def run() -> None:
         "(same topics, same run); behind: how far each frame a client got is behind the newest "
         "capture the bare subscriber had by then (what the panel adds); hops (p99): take = "
         "capture to the panel's take, wait = take to the JSON build, deliver = build to the "
-        "client's receive"
+        "client's receive; sim %: the simulated system's CPU (when it cannot keep up, its frames "
+        "leave late for every subscriber)"
     )
     print(
-        f"{'input':>8} {'panel %':>8} {'bare %':>7} {'ratio':>6} {'frames/s/client':>16} "
+        f"{'input':>8} {'panel %':>8} {'bare %':>7} {'ratio':>6} {'sim %':>6} {'frames/s/client':>16} "
         f"{'p50 ms':>7} {'p99 ms':>7} {'ref p99':>8} {'behind p50/p99':>15} "
         f"{'take':>6} {'wait':>6} {'deliver':>8}  met  (p50 ms: ref take wait deliver)"
     )
@@ -250,7 +255,7 @@ def run() -> None:
         ratio = r["panel"] / r["bare"] if r["bare"] > 0 else nan
         met = r["panel"] <= TARGET_CPU and r["p99_ms"] <= TARGET_P99_MS
         print(
-            f"{rate:>6.0f}Hz {r['panel']:>8.1f} {r['bare']:>7.1f} {ratio:>6.2f} "
+            f"{rate:>6.0f}Hz {r['panel']:>8.1f} {r['bare']:>7.1f} {ratio:>6.2f} {r['source']:>6.1f} "
             f"{r['frames_per_client_s']:>16.1f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} "
             f"{r['ref_p99_ms']:>8.1f} {r['behind_p50_ms']:>7.1f}/{r['behind_p99_ms']:<7.1f} "
             f"{r['take_p99_ms']:>6.1f} {r['wait_p99_ms']:>6.1f} {r['deliver_p99_ms']:>8.1f}  "
