@@ -119,6 +119,20 @@ class Estimator:
         return out
 
 
+def _append_sample(
+    history: deque[tuple[float, FloatArray, FloatArray]],
+    t: float,
+    position: npt.ArrayLike,
+    orientation: npt.ArrayLike,
+) -> bool:
+    """Append a sample to a window estimator's history; False (nothing kept) when ``t``
+    does not advance: a repeated or reordered frame would divide by a zero or negative step."""
+    if history and t <= history[-1][0]:
+        return False
+    history.append((t, np.asarray(position, float), quat_normalize(orientation)))
+    return True
+
+
 class FiniteDifference(Estimator):
     """Backward differences of the last poses: velocity from two, acceleration from three."""
 
@@ -140,11 +154,9 @@ class FiniteDifference(Estimator):
 
     def update(self, t: float, position: npt.ArrayLike, orientation: npt.ArrayLike) -> Estimate | None:
         history = self._history
-        if history and t <= history[-1][0]:
+        if not _append_sample(history, t, position, orientation):
             return None
-        position = np.asarray(position, float)
-        orientation = quat_normalize(orientation)
-        history.append((t, position, orientation))
+        _, position, orientation = history[-1]  # as kept: an array, the quaternion normalised
         while len(history) > 2 and t - history[1][0] >= self.window:
             history.popleft()
         if len(history) < 2:
@@ -229,11 +241,9 @@ class SavitzkyGolay(Estimator):
 
     def update(self, t: float, position: npt.ArrayLike, orientation: npt.ArrayLike) -> Estimate | None:
         history = self._history
-        if history and t <= history[-1][0]:
+        if not _append_sample(history, t, position, orientation):
             return None
-        position = np.asarray(position, float)
-        orientation = quat_normalize(orientation)
-        history.append((t, position, orientation))
+        _, position, orientation = history[-1]  # as kept: an array, the quaternion normalised
         if len(history) < self.order + 2:
             return None
         times = np.fromiter((h[0] for h in history), float, len(history))
