@@ -260,30 +260,13 @@ def test_no_vehicle_keeps_the_node_retrying_and_connects_later(ros, procs):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_bridge_listening_with_udpin(ros, procs, backend):
-    """The other direction: the vehicle sends to the bridge's port (PX4 configured with a
-    partner address), the bridge answers to whoever it heard."""
-    port = free_udp_port()
-    ns = f"/px4_udpin_{backend}"
-    start_bridge(procs, ns, port, backend, connection=f"udpin:127.0.0.1:{port}")
-    vehicle = Px4VehicleStandIn(port, mode="udpout")
-    try:
-        pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
-        wait_subscribed(pub)
-        publish_until_connected(pub, vehicle, T0)
-        m = vehicle.wait_for("ODOMETRY")
-        assert (m.x, m.y, m.z) == pytest.approx((0.0, 0.0, -1.0), abs=1e-6)
-    finally:
-        vehicle.close()
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_the_default_connection_reaches_px4_sitl(ros, procs, backend):
     """PX4 SITL's onboard MAVLink instance (started by its rcS as ``mavlink start -u 14580
     ... -o 14540``) binds UDP 14580 and sends to 127.0.0.1:14540, as the stand-in in
     ``mode="udpout"`` does. So the shipped default must listen on 14540 and answer the
     sender: here the default's scheme and host, on a port of the test's own (14540 may be
-    taken on the machine running the tests)."""
+    taken on the machine running the tests). The vehicle sends first; the bridge answers
+    whoever it heard."""
     from mocap4r2_tools import px4_bridge
     from mocap4r2_tools.px4.links import Connection
 
@@ -297,6 +280,8 @@ def test_the_default_connection_reaches_px4_sitl(ros, procs, backend):
         pub = ros.publisher(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
         wait_subscribed(pub)
         publish_until_connected(pub, vehicle, T0, timeout=20.0)
+        m = vehicle.wait_for("ODOMETRY")
+        assert (m.x, m.y, m.z) == pytest.approx((0.0, 0.0, -1.0), abs=1e-6)
         assert vehicle.vision(), "ODOMETRY arrived but not as vehicle_visual_odometry"
     finally:
         vehicle.close()
