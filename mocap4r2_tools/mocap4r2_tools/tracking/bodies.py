@@ -182,6 +182,28 @@ def check_identical_starts(bodies: Sequence[BodySpec]) -> None:
                 )
 
 
+def padded_layouts(
+    bodies: Sequence[BodySpec],
+) -> tuple[npt.NDArray[np.intp], FloatArray, npt.NDArray[np.bool_]]:
+    """Every layout in one (B, Lmax, 3) array: (marker counts, points zero-padded, which
+    slots are markers), so per-frame work runs on all bodies at once."""
+    sizes = np.array([len(b.points) for b in bodies], dtype=np.intp)
+    lmax = int(sizes.max())
+    local = np.zeros((len(bodies), lmax, 3))
+    for i, body in enumerate(bodies):
+        local[i, : len(body.points)] = body.points
+    slot = np.arange(lmax)[None, :] < sizes[:, None]
+    return sizes, local, slot
+
+
+def layout_groups(bodies: Sequence[BodySpec]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+    """(group, identical): bodies with the same layout share a group number, and a body
+    is identical when another shares its group (only position tells them apart)."""
+    keys = [(b.points.shape, b.points.round(6).tobytes()) for b in bodies]
+    group = np.array([keys.index(k) for k in keys], dtype=np.intp)
+    return group, np.bincount(group)[group] > 1
+
+
 def load_config(path: str | Path) -> TrackerConfig:
     """parse_config of a YAML file; unreadable or malformed YAML is a ConfigError too."""
     try:

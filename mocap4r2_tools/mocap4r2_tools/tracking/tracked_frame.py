@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from mocap4r2_control.frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from mocap4r2_control.rotation import quat_rotate
-from mocap4r2_tools.tracking.bodies import TrackerConfig
+from mocap4r2_tools.tracking.bodies import TrackerConfig, layout_groups, padded_layouts
 from mocap4r2_tools.tracking.tracker import FrameResult
 
 FloatArray = npt.NDArray[np.float64]
@@ -42,12 +42,10 @@ class TrackedFrameBuilder:
 
     def __init__(self, config: TrackerConfig) -> None:
         bodies = config.bodies
-        self.sizes = np.array([len(b.points) for b in bodies], dtype=np.intp)
-        lmax = int(self.sizes.max())
-        self.slot = np.arange(lmax)[None, :] < self.sizes[:, None]  # (B, Lmax) layout markers
-        self.local = np.zeros((len(bodies), lmax, 3))
-        for i, body in enumerate(bodies):
-            self.local[i, : len(body.points)] = body.points
+        self.sizes, local, self.slot = padded_layouts(bodies)
+        # per layout marker, in frame order: its body and its point in the body's frame
+        self.body_of = np.repeat(np.arange(len(bodies)), self.sizes)
+        self.layout_points = local[self.slot]
         self.body_ids = np.array([b.body_id for b in bodies], dtype=np.int32)
         self.body_names = tuple(b.name for b in bodies)
         self.marker_ids = np.array(
@@ -65,8 +63,8 @@ class TrackedFrameBuilder:
         labeled = np.full((len(assigned), 3), np.nan)
         labeled[seen] = points[assigned[seen]]
         # residual: how far each seen marker is from where the fitted pose puts it
-        body_of = np.repeat(np.arange(len(self.sizes)), self.sizes)
-        fitted = quat_rotate(result.orientations[body_of], self.local[self.slot]) + result.positions[body_of]
+        body_of = self.body_of
+        fitted = quat_rotate(result.orientations[body_of], self.layout_points) + result.positions[body_of]
         residuals = np.full(len(assigned), -1.0, dtype=np.float32)
         residuals[seen] = np.linalg.norm(labeled[seen] - fitted[seen], axis=1)
         body_markers = MarkerArrays(
@@ -104,9 +102,7 @@ class SwapWatch:
 
     def __init__(self, config: TrackerConfig) -> None:
         bodies = config.bodies
-        keys = [(b.points.shape, b.points.round(6).tobytes()) for b in bodies]
-        self.group = np.array([keys.index(k) for k in keys], dtype=np.intp)
-        self.identical = np.bincount(self.group)[self.group] > 1
+        self.group, self.identical = layout_groups(bodies)
         self.last_known = np.full((len(bodies), 3), np.nan)
         self.swaps = np.zeros(len(bodies), dtype=np.int64)
 

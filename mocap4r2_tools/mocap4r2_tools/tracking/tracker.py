@@ -32,7 +32,12 @@ from scipy.spatial import cKDTree
 
 from mocap4r2_control.rotation import quat_from_matrix
 from mocap4r2_tools.tracking.acquisition import BodySearch
-from mocap4r2_tools.tracking.bodies import TrackerConfig, check_identical_starts
+from mocap4r2_tools.tracking.bodies import (
+    TrackerConfig,
+    check_identical_starts,
+    layout_groups,
+    padded_layouts,
+)
 from mocap4r2_tools.tracking.kabsch import kabsch
 
 FloatArray = npt.NDArray[np.float64]
@@ -76,13 +81,8 @@ class Tracker:
         self.config = config
         self.bodies = config.bodies
         n_bodies = len(self.bodies)
-        self.sizes = np.array([len(b.points) for b in self.bodies], dtype=np.intp)
-        self.lmax = int(self.sizes.max())
-        self.local = np.zeros((n_bodies, self.lmax, 3))
-        self.slot = np.zeros((n_bodies, self.lmax), dtype=bool)
-        for i, b in enumerate(self.bodies):
-            self.local[i, : len(b.points)] = b.points
-            self.slot[i, : len(b.points)] = True
+        self.sizes, self.local, self.slot = padded_layouts(self.bodies)
+        self.lmax = self.local.shape[1]
         self.radius = np.linalg.norm(self.local, axis=2).max(axis=1)
         # half the closest spacing of two markers of a layout: a wider gate lets the
         # assignment permute a body's own markers, so such a body is searched by signature
@@ -92,11 +92,7 @@ class Tracker:
                 d = np.linalg.norm(body.points[:, None] - body.points[None], axis=2)
                 self.half_spacing[i] = 0.5 * d[np.triu_indices(len(d), 1)].min()
         self.single = self.sizes == 1
-        # bodies whose layout another body shares: only position tells them apart
-        keys = [(b.points.shape, b.points.round(6).tobytes()) for b in self.bodies]
-        self.layout_group = np.array([keys.index(k) for k in keys], dtype=np.intp)
-        counts = np.bincount(self.layout_group)
-        self.identical = counts[self.layout_group] > 1
+        self.layout_group, self.identical = layout_groups(self.bodies)
         self.search = BodySearch(
             self.bodies, config.limits, config.dynamics, self.identical, self.single, self.layout_group
         )
