@@ -21,8 +21,8 @@ from rclpy.parameter import Parameter
 from .adapter import ConfigurationError, MocapAdapter
 from .clock_model import TIME_SOURCES
 from .diagnostics import FrameStatistics
-from .frame import AssetNames, MocapFrame
-from .frame_output import DATA_TOPICS, FrameOutput, FrameReader, name_os_thread
+from .frame import AssetNames
+from .frame_output import FrameOutput, FrameReader
 from .parameters import (
     ParameterSpec,
     check_parameters,
@@ -35,7 +35,7 @@ from .spin import run_node
 from .system_control import SystemControl
 from .system_diagnostics import SystemDiagnostics
 
-__all__ = ["BASE_PARAMETERS", "DATA_TOPICS", "MocapSystemNode", "name_os_thread", "run_system"]
+__all__ = ["BASE_PARAMETERS", "MocapSystemNode", "run_system"]
 
 
 def _valid_frame_id(value: str) -> str | None:
@@ -243,10 +243,6 @@ class MocapSystemNode(LifecycleNode):
 
     def _stop_reader(self) -> None:
         self.reader.stop(join_timeout=max(5.0, 10 * self._config.get("read_timeout", 0.1)))
-
-    def publish_frame(self, frame: MocapFrame, arrival: float | None = None) -> None:
-        """Publish one frame on every enabled topic with one stamp and frame number."""
-        self.output.publish(frame, arrival)
 
     def configured_adapter(self) -> MocapAdapter:
         """The adapter, which exists from configure to cleanup; used before that is a bug."""
