@@ -203,6 +203,22 @@ def test_nearest_association_within_max_diff_with_offset():
         associate(gt, est, max_diff=0.001)
 
 
+@pytest.mark.parametrize(
+    "rows",
+    [[2, 3, 4, 5], [0], [0, 2, 1, 3], [1, 2, 2, 3], [3, 2, 1, 0], [0, 1, 3, 4], list(range(10))],
+)
+def test_take_equals_indexing_for_runs_and_other_rows(rows):
+    """Consecutive rows are taken as a slice; any other rows (repeats, reversals, gaps, or
+    endpoints that only look like a run) are gathered: the result is the same either way."""
+    rng = np.random.default_rng(3)
+    traj = Trajectory.build(np.arange(10.0), rng.normal(size=(10, 3)), rng.normal(size=(10, 4)))
+    index = np.asarray(rows, dtype=np.intp)
+    taken = traj.take(index)
+    np.testing.assert_array_equal(taken.stamps, traj.stamps[index])
+    np.testing.assert_array_equal(taken.positions, traj.positions[index])
+    np.testing.assert_array_equal(taken.orientations, traj.orientations[index])
+
+
 def test_sparser_trajectory_drives_nearest_association():
     gt = Trajectory.build([0.0, 1.0], np.zeros((2, 3)))
     est = Trajectory.build(np.arange(0.0, 1.01, 0.01), np.zeros((101, 3)))

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import numpy.typing as npt
 
-from mocap4r2_control.rotation import FloatArray, norm3, quat_angle, quat_multiply, quat_rotate
+from mocap4r2_control.rotation import FloatArray, norm3, quat_angle, quat_multiply, quat_rotate, row_norms
 
 from .poses import Trajectory, TrajectoryInputError
 
@@ -69,8 +69,7 @@ def ate_errors(gt: Trajectory, est_aligned: Trajectory) -> FloatArray:
     """Per-pair position error |t(Q_i) - t(S P_i)|, metres."""
     if len(gt) != len(est_aligned):
         raise TrajectoryInputError(f"{len(est_aligned)} estimate poses for {len(gt)} ground truth poses")
-    errors: FloatArray = np.linalg.norm(gt.positions - est_aligned.positions, axis=1)
-    return errors
+    return row_norms(gt.positions - est_aligned.positions)
 
 
 def rpe_pairs(
@@ -89,7 +88,7 @@ def rpe_pairs(
         starts = np.arange(0, n - step) if all_pairs else np.arange(0, n - step, step)
         return starts, starts + step
     if unit == "m":
-        coordinate = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(gt.positions, axis=0), axis=1))))
+        coordinate = np.concatenate(([0.0], np.cumsum(row_norms(np.diff(gt.positions, axis=0)))))
     else:
         coordinate = gt.stamps - gt.stamps[0] if n else gt.stamps
     if all_pairs:

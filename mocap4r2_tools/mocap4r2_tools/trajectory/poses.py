@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.rotation import FloatArray
+from mocap4r2_control.rotation import FloatArray, row_norms
 
 
 class TrajectoryInputError(ValueError):
@@ -64,7 +64,7 @@ class Trajectory:
             if bad.any():
                 row = int(np.flatnonzero(bad.reshape(n, -1).any(axis=1))[0])
                 raise TrajectoryInputError(f"{label}{what} of row {row} are not finite")
-        norms = np.linalg.norm(orientations, axis=1)
+        norms = row_norms(orientations)
         if n and norms.min() < 1e-6:
             row = int(np.argmin(norms))
             raise TrajectoryInputError(f"{label}orientation of row {row} is not a rotation (zero quaternion)")
@@ -140,7 +140,14 @@ class Trajectory:
 
     def take(self, rows: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_] | slice) -> Trajectory:
         """Rows ``rows`` (index array, slice or mask); stamps may then repeat, which is fine
-        for an associated copy but never for an input."""
+        for an associated copy but never for an input.
+
+        Consecutive index rows (every pose paired, the usual case of two streams at one
+        rate) are taken as a slice: views instead of three gathered copies, about a
+        quarter of an ATE on 100 k pairs. Nothing writes into a Trajectory's arrays, so
+        sharing them with the input is safe."""
+        if isinstance(rows, np.ndarray) and rows.dtype.kind in "iu" and _is_run(rows):
+            rows = slice(int(rows[0]), int(rows[0]) + rows.shape[0])
         return Trajectory(self.stamps[rows], self.positions[rows], self.orientations[rows], self.name)
 
     def with_stamps(self, stamps: FloatArray) -> Trajectory:
@@ -152,6 +159,14 @@ class Trajectory:
     @property
     def duration(self) -> float:
         return float(self.stamps[-1] - self.stamps[0]) if len(self) else 0.0
+
+
+def _is_run(rows: npt.NDArray[np.integer[Any]]) -> bool:
+    """Whether ``rows`` is first, first + 1, ..., first + n - 1 (n >= 1, no negatives)."""
+    n = rows.shape[0]
+    if rows.ndim != 1 or n == 0 or rows[0] < 0 or int(rows[-1]) - int(rows[0]) != n - 1:
+        return False
+    return bool(n == 1 or np.all(np.diff(rows) == 1))
 
 
 def _check_increasing(stamps: FloatArray, label: str) -> None:
