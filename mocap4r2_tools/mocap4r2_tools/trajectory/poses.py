@@ -161,7 +161,7 @@ class Trajectory:
         return float(self.stamps[-1] - self.stamps[0]) if len(self) else 0.0
 
 
-def _is_run(rows: npt.NDArray[np.integer[Any]]) -> bool:
+def _is_run(rows: npt.NDArray[Any]) -> bool:
     """Whether ``rows`` is first, first + 1, ..., first + n - 1 (n >= 1, no negatives)."""
     n = rows.shape[0]
     if rows.ndim != 1 or n == 0 or rows[0] < 0 or int(rows[-1]) - int(rows[0]) != n - 1:
