@@ -15,6 +15,10 @@ counted; a broken header (the framing is lost, TCP has no way to find the next p
 closes the connection and reconnects, with the reason in diagnostics. A receive
 watchdog reconnects when a streaming QTM sends nothing for ``reconnect_after`` s.
 
+Each packet is handed over with its arrival: the kernel's receive time of its bytes
+(:class:`StampedSocket`), not the time qtm-rt's callback got to it on a loop that may
+have been busy meanwhile.
+
 Also here: :func:`parse_parameters` (QTM's parameter XML, both the 1.20 and the
 1.21+/1.22+ layouts) and :class:`TimestampMapper` (QTM's measurement clock to Unix time).
 """
@@ -25,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import queue
+import socket
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -38,6 +43,7 @@ import numpy as np
 from mocap4r2_control.frame import NO_PARENT
 
 from ..common import ClientStats, reject_input
+from ..optitrack.transport import SO_TIMESTAMPNS, receive_time
 from . import protocol as qp
 from .capture import QtmCapture
 
@@ -213,14 +219,81 @@ class TimestampMapper:
 DISCONNECTED = object()  # queued when the connection drops, to wake the reader
 
 
+# room for the kernel's receive time (a struct timespec) next to the bytes read
+TIMESTAMP_SPACE = socket.CMSG_SPACE(16) if SO_TIMESTAMPNS is not None else 0
+
+
+class StampedSocket(socket.socket):
+    """A TCP socket whose ``recv`` also reads when the bytes reached this host.
+
+    The arrival of a QTM frame is the reference of its stamp: the node's clock model
+    takes the least ``arrival - latency`` as the transport's floor. qtm-rt parses on
+    its own asyncio loop, which may be busy when bytes come in (the packets of a burst
+    parsed one after the other, a GIL held by the node's reader), so the time its
+    callback runs carries that wait. The kernel stamps every segment it receives
+    (``SO_TIMESTAMPNS``, also on TCP); the loop's transport reads through ``recv``, so
+    this is where the stamp is taken: the receive time of the newest segment the read
+    took (``received_at``, Unix s; the time of the read where the kernel gives none).
+    Packets that came in one read all get it: the newest of them its own arrival, the
+    older ones a time at or after theirs, never before.
+    """
+
+    received_at: float | None = None
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data, ancillary, _, _ = self.recvmsg(bufsize, TIMESTAMP_SPACE, flags)
+        self.received_at = receive_time(ancillary)
+        return data
+
+
+async def open_stamped_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> StampedSocket:
+    """A connected non-blocking :class:`StampedSocket` to ``host:port`` (each address
+    ``host`` resolves to, in turn); OSError of the last address otherwise."""
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    error: OSError = OSError(f"{host} resolves to no address")
+    for family, kind, proto, _, address in infos:
+        sock = StampedSocket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            if SO_TIMESTAMPNS is not None:
+                with contextlib.suppress(OSError):  # without it the time of the read stands in
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        except BaseException:  # cancelled (a timeout): the socket must not leak
+            sock.close()
+            raise
+        return sock
+    raise error
+
+
 class GuardedStream:
     """What stands between the socket and qtm-rt's reader: bounded framing, a check of
-    every packet, and the time of the last byte received (for the watchdog)."""
+    every packet, the time of the last byte received (for the watchdog) and the arrival
+    of the packets being handed to qtm-rt (:meth:`arrival`)."""
 
-    def __init__(self, client: QtmClient):
+    def __init__(self, client: QtmClient, sock: StampedSocket | None = None):
         self.client = client
+        self.sock = sock
         self.reader = qp.PacketReader(qp.MAX_PACKET_SIZE)
         self.last_receive = time.monotonic()
+        # the arrival (Unix s) of the packets qtm-rt is handling now; None between reads
+        self.current_arrival: float | None = None
+
+    def arrival(self) -> float:
+        """When the bytes just received reached this host: the socket's stamp of its
+        last read, taken once (a read that did not go through it: now)."""
+        sock = self.sock
+        stamp = sock.received_at if sock is not None else None
+        if sock is not None:
+            sock.received_at = None
+        now = time.time()
+        # a kernel stamp is never later than now; one that is (a clock stepped between
+        # the read and here) is not trusted
+        return stamp if stamp is not None and stamp <= now else now
 
     def packets(self, data: bytes) -> tuple[list[bytes], str | None]:
         """The well-formed packets (re-framed, for qtm-rt), and why the stream must be
@@ -247,12 +320,17 @@ def _guarded_protocol(guard: GuardedStream, **kwargs):
 
     class GuardedProtocol(QTMProtocol):
         def data_received(self, data):
+            # first, before any parsing: when these bytes reached this host
+            guard.current_arrival = guard.arrival()
             packets, problem = guard.packets(data)
-            for packet in packets:
-                try:
-                    super().data_received(packet)
-                except Exception as exc:  # noqa: BLE001 - qtm-rt must never take the connection down
-                    guard.client.bad_input("sdk_error", f"a packet qtm-rt could not handle ({exc!r})")
+            try:
+                for packet in packets:
+                    try:
+                        super().data_received(packet)
+                    except Exception as exc:  # noqa: BLE001 - qtm-rt must never take the connection down
+                        guard.client.bad_input("sdk_error", f"a packet qtm-rt could not handle ({exc!r})")
+            finally:
+                guard.current_arrival = None
             if problem is not None and self.transport is not None:
                 guard.client.drop_connection(problem)
 
@@ -403,18 +481,22 @@ class QtmClient:
     async def _connect_guarded(self, qtm_rt):
         """qtm_rt.connect, with qtm-rt's protocol reading through a GuardedStream; None
         when QTM cannot be reached or refuses the protocol version (as qtm_rt.connect)."""
-        guard = GuardedStream(self)
+        try:
+            sock = await open_stamped_socket(self._loop, self.host, self.port)
+        except OSError as exc:
+            self.stats.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
+            return None
+        guard = GuardedStream(self, sock)
         try:
             _, protocol = await self._loop.create_connection(
                 lambda: _guarded_protocol(
                     guard, loop=self._loop, on_event=self._on_event, on_disconnect=self._on_disconnect
                 ),
-                self.host,
-                self.port,
+                sock=sock,
             )
-        except OSError as exc:
-            self.stats.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
-            return None
+        except BaseException:
+            sock.close()
+            raise
         try:
             await protocol.set_version(self.version)
         except qtm_rt.QRTCommandException as exc:
@@ -473,7 +555,10 @@ class QtmClient:
         connection.disconnect()
 
     def _on_packet(self, packet) -> None:
-        item = (packet, time.time())
+        # qtm-rt calls this from within the guard's data_received, which took the arrival
+        guard = self._guard
+        arrival = guard.current_arrival if guard is not None else None
+        item = (packet, arrival if arrival is not None else time.time())
         self.stats.frames += 1
         try:
             self._queue.put_nowait(item)
