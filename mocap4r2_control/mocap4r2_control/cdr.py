@@ -144,13 +144,17 @@ def _repeated_shapes(what: str, rows_shape: tuple[int, ...], rows: Array, *per_r
 
 
 def _repeated_flags(values: Array) -> Array:
-    # a bool array goes into the bytes as 0/1 as it is; anything else as its truth
-    return values if values.dtype.kind == "b" else values != 0
+    # a bool array goes into the bytes as its 0/1 bytes (viewed as uint8: a plain copy,
+    # where assigning bools to uint8 would run numpy's casting loop); anything else as
+    # its truth
+    return (values if values.dtype.kind == "b" else values != 0).view(np.uint8)
 
 
 def _put_header_numbers(buf: Buffer, header: Header, sec: int, nanosec: int, frame_number: int) -> None:
-    buf.i32[0] = _scalar(sec, "sec", _INT32)
-    buf.u32[1] = _scalar(nanosec, "nanosec", _UINT32)
+    # int32 sec at byte 0 and uint32 nanosec at byte 4 are one little-endian uint64: one
+    # numpy assignment instead of two
+    stamp = (_scalar(sec, "sec", _INT32) & 0xFFFFFFFF) | (_scalar(nanosec, "nanosec", _UINT32) << 32)
+    buf.u64[0] = stamp
     buf.u64[header.frame_number // 8] = _scalar(frame_number, "frame_number", _UINT64)
 
 

@@ -100,23 +100,29 @@ def good_poses(positions: Array, orientations: Array, valid: BoolArray) -> tuple
 
     Returns (good mask, poses as (n, 7) with normalised quaternions)."""
     # This runs for bodies and segments every frame, on a few rows: the cost is the
-    # number of numpy calls, so each check is folded into as few as possible. A row is
-    # finite when its sum is (inf - inf is NaN), and the squared norm is NaN or inf when
-    # a quaternion component is NaN or too large to square, so one row sum of the pose
-    # plus the squared norm covers position and quaternion. Row sums go through a matrix
-    # product: numpy's axis reductions over 7 columns cost several times more per call.
+    # number of numpy calls, so each check is folded into as few as possible. Row sums go
+    # through a matrix product: numpy's axis reductions over 7 columns cost several times
+    # more per call.
     n = positions.shape[0]
     poses = np.empty((n, 7))
     poses[:, :3] = positions
     quaternions = poses[:, 3:]
     quaternions[...] = orientations
     squared_norms = (quaternions * quaternions) @ _ONES4
+    # The usual frame: every quaternion is unit to rounding (NaN and inf fail the
+    # comparison), so none is rescaled and only the positions remain to check. A
+    # quaternion already unit is left as it is: its computed norm is 1 give or take an
+    # ulp, and dividing by it would move the last bit, so a pose published, recorded and
+    # published again (replay) would not be the same bytes.
+    off_unit = np.abs(squared_norms - 1.0)
+    if (off_unit <= _UNIT_SQUARED_NORM_TOLERANCE).all():
+        return valid & np.isfinite(poses @ _ONES7), poses
+    # A row is finite when its sum is (inf - inf is NaN), and the squared norm is NaN or
+    # inf when a component is NaN or too large to square, so one row sum of the pose plus
+    # the squared norm covers position and quaternion.
     good = valid & np.isfinite(poses @ _ONES7 + squared_norms) & (squared_norms > _MIN_SQUARED_NORM)
-    # A quaternion already unit to rounding is left as it is: its computed norm is 1 give
-    # or take an ulp, and dividing by it would move the last bit, so a pose published,
-    # recorded and published again (replay) would not be the same bytes. Rows that are
-    # not good are never used: dividing them by 1 too avoids warnings cheaply.
-    rescale = good & (np.abs(squared_norms - 1.0) > _UNIT_SQUARED_NORM_TOLERANCE)
+    # rows that are not good are never used: dividing them by 1 too avoids warnings cheaply
+    rescale = good & (off_unit > _UNIT_SQUARED_NORM_TOLERANCE)
     quaternions /= np.sqrt(np.where(rescale, squared_norms, 1.0))[:, None]
     return good, poses
 

@@ -128,12 +128,15 @@ class _Layout:
     A batch of messages of this layout is copied into rows of ``padded`` bytes, each
     message starting at byte 4 of its row: CDR aligns a value to its size counted from
     the message's byte 4, which then lies at byte 8 of the row, so every value is aligned
-    in the row and a field is gathered by viewing the rows as its dtype. ``template``
-    and ``mask`` (as 64-bit words) hold the bytes that fix the layout (the encapsulation,
-    every count and name): a message has this layout when they are equal."""
+    in the row and a field is gathered by viewing the rows as its dtype. ``words`` are
+    the 64-bit words of a row holding bytes that fix the layout (the encapsulation, every
+    count and name), ``template`` and ``mask`` those words of this message and which of
+    their bytes count: a message has this layout when they are equal (only those words
+    are compared: the numbers between them are most of a message's bytes)."""
 
     length: int
     padded: int
+    words: np.ndarray
     template: np.ndarray
     mask: np.ndarray
     number: int
@@ -142,7 +145,7 @@ class _Layout:
     extra: dict
 
 
-@dataclass
+@dataclass(slots=True)
 class Decoded:
     """One decoded message: its stamp, frame number and arrays."""
 
@@ -200,15 +203,12 @@ class MessageDecoder:
                 layout = self._build(bytes(buf[starts_l[i] : starts_l[i] + int(lengths_a[i])]))
             other = np.flatnonzero(lengths_a[i:] != layout.length)
             j = i + (int(other[0]) if other.size else n - i)
-            size = layout.length
-            rows: np.ndarray = np.zeros((j - i, layout.padded), dtype=np.uint8)
-            for r, start in enumerate(starts_l[i:j]):
-                rows[r, _ROW_START : _ROW_START + size] = buf[start : start + size]
-            differs = ((rows.view("<u8") ^ layout.template) & layout.mask).any(axis=1)
+            rows = _rows(buf, starts_a[i:j], layout.length, layout.padded)
+            differs = ((rows.view("<u8")[:, layout.words] ^ layout.template) & layout.mask).any(axis=1)
             if differs.any():
                 first_other = int(np.argmax(differs))
                 if first_other == 0:  # this message has another structure: walk it
-                    self._build(bytes(buf[starts_l[i] : starts_l[i] + size]))
+                    self._build(bytes(buf[starts_l[i] : starts_l[i] + layout.length]))
                     continue
                 j, rows = i + first_other, rows[:first_other]
             out.extend(self._messages(layout, rows))
@@ -222,6 +222,13 @@ class MessageDecoder:
         nanosecs = packed.view("<u4")[:, 3].tolist()
         numbers = packed.view("<u8")[:, (_ROW_START + layout.number) // 8].tolist()
         frame_id = layout.frame_id
+        empty = x.get("empty")
+        if empty is not None:  # no element at all: one collection serves every message
+            part = {"markers": "markers", "rigid_bodies": "bodies", "skeletons": "skeletons"}[self.kind]
+            return [
+                Decoded(sec, ns, number, frame_id, **{part: empty})
+                for sec, ns, number in zip(secs, nanosecs, numbers)
+            ]
         if self.kind == "markers":
             markers = _marker_rows(packed, f, x["m_names"])
             return [
@@ -331,22 +338,53 @@ class MessageDecoder:
             extra["m_names"] = tuple(m.names)
             values += [("m_ids", m.ids, "<i4", 1), ("m_positions", m.positions, "<f8", 3)]
             values += [("m_occluded", m.occluded, "u1", 1), ("m_residuals", m.residuals, "<f4", 1)]
+        if n == 0:
+            # a collection without elements (most systems send no skeletons): nothing
+            # in it can change, so every message of this layout shares one, and its
+            # frames are not built of empty arrays sliced per message
+            extra["empty"] = {
+                "markers": MarkerArrays,
+                "rigid_bodies": BodyArrays,
+                "skeletons": SkeletonArrays,
+            }[self.kind]()
         padded = -(-(_ROW_START + len(data)) // 8) * 8
         row = np.zeros(padded, dtype=np.uint8)
         row[_ROW_START : _ROW_START + len(data)] = buf
         mask = np.zeros(padded, dtype=np.uint8)
         mask[_ROW_START + np.asarray([0, 1, *w.structure], dtype=np.int64)] = 0xFF
+        mask64 = mask.view("<u8")
+        words = np.flatnonzero(mask64)
         fields = {}
         for name, offsets, dtype, width in values:
             item = np.dtype(dtype).itemsize
             first = (_ROW_START + np.asarray(offsets, dtype=np.int64)) // item
             fields[name] = _Field(dtype, (first[:, None] + np.arange(width)).reshape(-1), width)
         layout = _Layout(
-            len(data), padded, row.view("<u8"), mask.view("<u8"), number, frame_id, fields, extra
+            len(data), padded, words, row.view("<u8")[words], mask64[words], number, frame_id, fields, extra
         )
         self._layout = layout
         self.layouts_built += 1
         return layout
+
+
+def _rows(buf: np.ndarray, starts: np.ndarray, size: int, padded: int) -> np.ndarray:
+    """The ``size`` bytes at each of ``starts`` in ``buf``, copied to byte 4 of rows of
+    ``padded`` bytes (see _Layout). Messages written at a regular interval (one topic
+    in a session: every frame writes the same messages of the same sizes) are copied by
+    one strided assignment instead of one per message."""
+    count = starts.shape[0]
+    rows: np.ndarray = np.zeros((count, padded), dtype=np.uint8)
+    first = int(starts[0])
+    step = int(starts[1] - first) if count > 1 else size
+    if count > 1 and step >= size and bool((np.diff(starts) == step).all()):
+        # within buf: the caller checked that every message lies inside it
+        rows[:, _ROW_START : _ROW_START + size] = np.lib.stride_tricks.as_strided(
+            buf[first:], shape=(count, size), strides=(step * buf.strides[0], buf.strides[0]), writeable=False
+        )
+    else:
+        for r, start in enumerate(starts.tolist()):
+            rows[r, _ROW_START : _ROW_START + size] = buf[start : start + size]
+    return rows
 
 
 def _offsets(counts: list[int]) -> np.ndarray:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .readers import ReplayFileError, ReplaySource, TimedFrame, file_signature
+from .source import DECODE_BATCH, FAST_DECODE_BATCH
 
 #: how often the read-ahead thread looks at the file for changes, s
 WATCH_PERIOD = 0.5
@@ -73,6 +74,7 @@ class ReadAhead:
         self.end = end
         self.loop = loop
         self.paced = paced
+        source.decode_batch = DECODE_BATCH if paced else FAST_DECODE_BATCH
         self.loops = 0
         self._queue: queue.Queue[list[Item] | End] = queue.Queue(maxsize=max(1, depth // CHUNK))
         self._ready: collections.deque[Item] = collections.deque()

@@ -53,9 +53,6 @@ SKELETONS = "mocap4r2_interfaces/msg/Skeletons"
 POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 MOCAP_TYPES = {MARKERS: "markers", RIGID_BODIES: "rigid_bodies", SKELETONS: "skeletons"}
-#: messages of a topic decoded by one numpy gather: enough to share its fixed cost, few
-#: enough that the thread decoding holds the interpreter briefly (paced playing)
-DECODE_BATCH = 16
 
 
 def open_source(
@@ -246,7 +243,7 @@ class BagSource(ReplaySource):
         uncompressed MCAP file (what the recorder writes), else through rosbags."""
         if self.mcap_file is not None:
             try:
-                yield from self._decoded_chunks(self.mcap_file, decoders)
+                yield from self._decoded_chunks(self.mcap_file, decoders, self.decode_batch)
             except McapFormatError as exc:
                 raise ReplayFileError(f"{self.mcap_file}: {exc}") from None
             return
@@ -257,16 +254,18 @@ class BagSource(ReplaySource):
                 raise ReplayFileError(f"{conn.topic}: {exc}") from None
 
     @staticmethod
-    def _decoded_chunks(path: Path, decoders: dict[str, MessageDecoder]) -> Iterator[tuple[str, Decoded]]:
+    def _decoded_chunks(
+        path: Path, decoders: dict[str, MessageDecoder], batch: int
+    ) -> Iterator[tuple[str, Decoded]]:
         reader = McapChunks(path, set(decoders))
         for chunk in reader.chunks():
             topics = [reader.topics[c] for c in chunk.channels]
-            # each topic's messages decoded DECODE_BATCH at a time, when the first is
+            # each topic's messages decoded ``batch`` at a time, when the first is
             # needed: a frame waits for one batch, never for the whole chunk
             batches = {}
             for topic in set(topics):
                 rows = [k for k, t in enumerate(topics) if t == topic]
-                batches[topic] = _batches(decoders[topic], chunk, rows, topic)
+                batches[topic] = _batches(decoders[topic], chunk, rows, topic, batch)
             for topic in topics:
                 yield topic, next(batches[topic])
 
@@ -330,10 +329,12 @@ class BagSource(ReplaySource):
                 reader.close()
 
 
-def _batches(decoder: MessageDecoder, chunk: ChunkMessages, rows: list[int], topic: str) -> Iterator[Decoded]:
-    """The messages ``rows`` of ``chunk``, decoded DECODE_BATCH at a time."""
-    for lo in range(0, len(rows), DECODE_BATCH):
-        part = rows[lo : lo + DECODE_BATCH]
+def _batches(
+    decoder: MessageDecoder, chunk: ChunkMessages, rows: list[int], topic: str, batch: int
+) -> Iterator[Decoded]:
+    """The messages ``rows`` of ``chunk``, decoded ``batch`` at a time."""
+    for lo in range(0, len(rows), batch):
+        part = rows[lo : lo + batch]
         try:
             decoded = decoder.decode_many(
                 chunk.data, [chunk.starts[k] for k in part], [chunk.lengths[k] for k in part]

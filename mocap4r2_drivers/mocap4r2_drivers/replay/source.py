@@ -40,11 +40,20 @@ class SourceInfo:
     details: dict[str, str] = field(default_factory=dict)
 
 
+#: messages of a topic decoded by one numpy gather while frames are paced: enough to
+#: share its fixed cost, few enough that the thread decoding holds the interpreter briefly
+DECODE_BATCH = 16
+#: the same when frames are played as fast as they go: a gather's fixed cost shared by more
+FAST_DECODE_BATCH = 128
+
+
 class ReplaySource:
     """An opened file: ``info`` and the frames between ``start`` and ``end`` seconds."""
 
     info: SourceInfo
     path: Path
+    #: how many messages of a topic a reader that batches decodes at once (see DECODE_BATCH)
+    decode_batch: int = DECODE_BATCH
 
     def frames(self, start: float = 0.0, end: float = math.inf) -> Iterator[TimedFrame]:
         raise NotImplementedError
