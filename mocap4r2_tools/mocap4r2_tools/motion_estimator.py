@@ -30,7 +30,7 @@ from mocap4r2_control.timebase import stamp_to_seconds
 from mocap4r2_interfaces.msg import RigidBodies
 
 from .motion.estimation import METHODS, BodyTracker, Estimate, EstimatorError, FrameClock, make_estimator
-from .tool_node import ToolNode, run_tool, topic_check
+from .tool_node import ToolNode, run_tool, topic_parameter
 
 MAX_BODIES = 256
 
@@ -42,13 +42,7 @@ def _names_check(value: list) -> str | None:
 
 
 PARAMETERS = (
-    ParameterSpec(
-        "rigid_bodies_topic",
-        "rigid_bodies",
-        "RigidBodies topic of the mocap system.",
-        check=topic_check("rigid_bodies_topic"),
-        read_only=True,
-    ),
+    topic_parameter("rigid_bodies_topic", "rigid_bodies", "RigidBodies topic of the mocap system."),
     ParameterSpec("bodies", [], "Names of the bodies to estimate; empty: every body.", check=_names_check),
     ParameterSpec("method", "kalman", "Estimator.", choices=METHODS),
     ParameterSpec(
