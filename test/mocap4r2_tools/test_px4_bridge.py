@@ -509,6 +509,7 @@ def test_the_vehicle_converts_time_usec_to_the_capture_time(ros, procs, backend)
             assert 0 < float(synced["timesync_rtt_ms"]) < 10
             vehicle_minus_host = -vehicle._boot_ns * 1e-9
             assert float(synced["timesync_offset_s"]) == pytest.approx(vehicle_minus_host, abs=0.005)
+            assert synced["timesync_clock_jumps"] == "0"  # one boot, one clock
             assert synced["recommended_EKF2_EV_DELAY_ms"] == "0.0"
         else:
             assert delays["timesync"].startswith("MAVSDK") and delays["timesync_converged"] == ""

@@ -210,6 +210,8 @@ def test_the_vehicle_offset_tracks_a_drifting_clock():
     steady = TimesyncPeer()
     _, true_offset = drifting_vehicle_answers(steady, 20.0, 1.0)
     assert abs(steady.offset_s - true_offset * 1e-9) < 0.5e-3
+    assert steady.clock_jumps == 0
     rebooted = TimesyncPeer()
     _, true_offset = drifting_vehicle_answers(rebooted, 30.0, 1.0, jump_at=28.0)
     assert abs(rebooted.offset_s - true_offset * 1e-9) < 1e-3
+    assert rebooted.clock_jumps == 1, "the reboot is counted once (/diagnostics timesync_clock_jumps)"

@@ -323,6 +323,9 @@ class PymavlinkLink(Link):
             "timesync_requests_answered": str(peer.requests_answered),
             "timesync_rtt_ms": f"{rtt:.3f}" if rtt is not None else "",
             "timesync_offset_s": f"{offset:.6f}" if offset is not None else "",
+            # answers off the previous offset by more than a jump: the vehicle rebooted or
+            # its clock was set; the offset filter restarted each time
+            "timesync_clock_jumps": str(peer.clock_jumps),
         }
 
     def close(self) -> None:
@@ -468,6 +471,7 @@ class MavsdkLink(Link):
             "timesync_requests_answered": "",
             "timesync_rtt_ms": "",
             "timesync_offset_s": "",
+            "timesync_clock_jumps": "",
         }
 
     def close(self) -> None:
