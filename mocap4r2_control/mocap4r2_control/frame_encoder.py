@@ -144,14 +144,16 @@ class MarkerRule:
 class _Unchanged:
     """Whether a collection of the frame (markers, bodies, skeletons) has the structure of
     the previous frame's, remembered by FrameEncoder only after a frame whose markers were
-    all kept: the same names (adapters pass the same tuple object while the
-    names do not change, which makes this an identity check; frame.py) and the same id
-    and offset arrays. Then the ids, names and counts already in an encoder's buffer
-    are right, and the frame only needs its numbers written (the encoders' repeat())."""
+    all kept: the same frame_id, the same names (adapters pass the same tuple object
+    while the names do not change, which makes this an identity check; frame.py) and the
+    same id and offset arrays. Then the frame_id, ids, names and counts already in an
+    encoder's buffer are right, and the frame only needs its numbers written (the
+    encoders' repeat())."""
 
-    __slots__ = ("_names", "_arrays")
+    __slots__ = ("_frame_id", "_names", "_arrays")
 
     def __init__(self) -> None:
+        self._frame_id = ""
         self._names: tuple[tuple[str, ...], ...] | None = None
         self._arrays: tuple[tuple[str, bytes], ...] = ()
 
@@ -160,13 +162,14 @@ class _Unchanged:
         # the dtype is part of the value: equal bytes of another type are other ids
         return tuple([(a.dtype.char, a.tobytes()) for a in arrays])
 
-    def same(self, names: tuple[Sequence[str], ...], arrays: tuple[Array, ...]) -> bool:
+    def same(self, frame_id: str, names: tuple[Sequence[str], ...], arrays: tuple[Array, ...]) -> bool:
         # tuple equality compares identical elements by identity first: no string is
         # compared while the adapter passes the same names tuples
-        return names == self._names and self._key(arrays) == self._arrays
+        return names == self._names and frame_id == self._frame_id and self._key(arrays) == self._arrays
 
-    def remember(self, names: tuple[Sequence[str], ...], arrays: tuple[Array, ...]) -> None:
+    def remember(self, frame_id: str, names: tuple[Sequence[str], ...], arrays: tuple[Array, ...]) -> None:
         # a copy of any names list: one changed in place must not look the same
+        self._frame_id = frame_id
         self._names = tuple(n if type(n) is tuple else tuple(n) for n in names)
         self._arrays = self._key(arrays)
 
@@ -232,6 +235,7 @@ class FrameEncoder:
         self._segment_keys = SubKeys()
         self._child_source: tuple[str, ...] | None = None
         self._child_rows = b""
+        self._child_prefix = tf_prefix
         self._child_names: tuple[str, ...] = ()
 
     def encode(self, frame: MocapFrame, sec: int, nanosec: int) -> EncodedFrame:
@@ -253,7 +257,7 @@ class FrameEncoder:
     def _encode_markers(self, arrays: MarkerArrays, sec: int, nanosec: int, number: int) -> bytes:
         rule, unchanged = self._frame_markers, self._markers_unchanged
         names, structure = (arrays.names,), (arrays.ids,)
-        if self.repeat_unchanged and unchanged.same(names, structure):
+        if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
             values = rule.reapply(arrays)
             if values is not None:
                 return self._markers.repeat(
@@ -278,7 +282,7 @@ class FrameEncoder:
             residuals=m.residuals,
         )
         if rule.kept_all:
-            unchanged.remember(names, structure)
+            unchanged.remember(self.frame_id, names, structure)
         return data
 
     def _encode_bodies(
@@ -290,7 +294,7 @@ class FrameEncoder:
         names = (bodies.names, bodies.markers.names)
         structure = (bodies.ids, bodies.marker_offsets, bodies.markers.ids)
         mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
-        if self.repeat_unchanged and unchanged.same(names, structure):
+        if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
             marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKER_VALUES
             if marker_values is not None:
                 held = self._body_last.hold(poses, good)
@@ -337,7 +341,7 @@ class FrameEncoder:
             marker_residuals=bm.residuals,
         )
         if rule.kept_all or not with_markers:
-            unchanged.remember(names, structure)
+            unchanged.remember(self.frame_id, names, structure)
         return data, held
 
     def _encode_skeletons(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes:
@@ -350,7 +354,7 @@ class FrameEncoder:
         unchanged = self._skeletons_unchanged
         names = (sk.names, seg.names)
         structure = (sk.ids, sk.segment_offsets, seg.ids, seg.parent_ids)
-        if self.repeat_unchanged and unchanged.same(names, structure):
+        if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
             good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
             held = self._segment_last.hold(poses, good)
             return self._skeletons.repeat(
@@ -383,7 +387,7 @@ class FrameEncoder:
             segment_poses=held,
         )
         if len(seg):  # (without segments nothing is held, and encode is cheap)
-            unchanged.remember(names, structure)
+            unchanged.remember(self.frame_id, names, structure)
         return data
 
     def _encode_tf(
@@ -395,9 +399,14 @@ class FrameEncoder:
             return None
         names = frame.bodies.names
         rows_bytes = rows.tobytes()
-        if rows_bytes != self._child_rows or not _same_names(names, self._child_source):
-            self._child_names = tuple(self.tf_prefix + names[i] for i in rows.tolist())
-            self._child_source, self._child_rows = names, rows_bytes
+        prefix = self.tf_prefix
+        if (
+            rows_bytes != self._child_rows
+            or prefix != self._child_prefix
+            or not _same_names(names, self._child_source)
+        ):
+            self._child_names = tuple(prefix + names[i] for i in rows.tolist())
+            self._child_source, self._child_rows, self._child_prefix = names, rows_bytes, prefix
         return self._tf.encode(
             sec=sec,
             nanosec=nanosec,
