@@ -21,6 +21,7 @@ __all__ = [
     "FramePacer",
     "add_scene_arguments",
     "load_scene",
+    "seed_value",
     "peer_name",
     "run_until_signalled",
 ]
@@ -33,7 +34,19 @@ def add_scene_arguments(parser: argparse.ArgumentParser, rate_help: str) -> None
     parser.add_argument("--scene", default="", help="scene YAML file (default: the demo scene)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--rate", type=float, default=0.0, help=rate_help)
-    parser.add_argument("--seed", type=int, default=-1, help="random seed (default: the scene's)")
+    parser.add_argument("--seed", type=seed_value, default=-1, help="random seed (default: the scene's)")
+
+
+def seed_value(text: str) -> int:
+    """A --seed: an integer >= 0. Internally -1 stands for "the scene's", so a negative
+    seed typed by a user would silently become the scene's seed: it is refused instead."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a seed is an integer >= 0, not {text!r}") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"a seed is an integer >= 0, not {seed}")
+    return seed
 
 
 def load_scene(path: str, seed: int, rate: float) -> Scene:

@@ -38,7 +38,7 @@ from mocap4r2_control.stop_signals import stop_noted
 
 from ..common import ClientStats, reject_input
 from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
-from ..sim_server import load_scene
+from ..sim_server import load_scene, seed_value
 from ..simulated import scene as scene_module
 from . import protocol as nn
 from .protocol import MessageId, NatNetProtocolError, Version
@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Motive stand-in: serves a simulated mocap scene over OptiTrack NatNet (UDP).",
     )
     p.add_argument("--scene", default="", help="scene YAML (default: the demo scene of mocap4r2_drivers)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: the scene's)")
+    p.add_argument("--seed", type=seed_value, default=None, help="random seed (default: the scene's)")
     p.add_argument(
         "--natnet-version",
         default="4.1",
