@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linear_sum_assignment
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from mocap4r2_control.rotation import quat_from_matrix
@@ -38,7 +40,7 @@ from mocap4r2_tools.tracking.bodies import (
     layout_groups,
     padded_layouts,
 )
-from mocap4r2_tools.tracking.kabsch import kabsch
+from mocap4r2_tools.tracking.kabsch import fit_batch
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -46,6 +48,10 @@ BoolArray = npt.NDArray[np.bool_]
 
 _UNGATED = 1e9  # cost of a pairing outside its gate: never preferred to leaving a marker out
 _NEIGHBOURS = 4  # observed markers considered per predicted marker
+# overlapping gates of up to this many predicted markers are solved as one matrix (a
+# block-diagonal matrix has the optimum of its blocks); more are split into the connected
+# parts of the gate graph, as linear_sum_assignment's time grows with the cube of its size
+_ONE_MATRIX_ROWS = 24
 
 
 @dataclass
@@ -92,12 +98,19 @@ class Tracker:
                 d = np.linalg.norm(body.points[:, None] - body.points[None], axis=2)
                 self.half_spacing[i] = 0.5 * d[np.triu_indices(len(d), 1)].min()
         self.single = self.sizes == 1
+        self.need = np.where(self.single, 1, 2)  # markers a fit needs to be accepted
+        # the angle a fit may turn beyond the dynamics: marker noise seen at the layout's radius
+        self.noise_angle = 2.0 * config.limits.marker_gate / np.maximum(self.radius, 1e-3)
         self.layout_group, self.identical = layout_groups(self.bodies)
         self.search = BodySearch(
             self.bodies, config.limits, config.dynamics, self.identical, self.single, self.layout_group
         )
+        # per layout marker (flat index into (B, Lmax)) and its body
+        self.slot_rows = np.flatnonzero(self.slot.ravel())
+        self.slot_body = self.slot_rows // self.lmax
         self.position = np.zeros((n_bodies, 3))
         self.rotation = np.tile(np.eye(3), (n_bodies, 1, 1))
+        self.offsets = np.einsum("bij,blj->bli", self.rotation, self.local)  # rotation @ layout
         self.velocity = np.zeros((n_bodies, 3))
         self.velocity_known = np.zeros(n_bodies, dtype=bool)
         self.acquired = np.zeros(n_bodies, dtype=bool)
@@ -117,8 +130,9 @@ class Tracker:
         if raw.shape[0] > lim.max_markers:
             self.counters.refused_frames += 1
             finite[:] = False
-        index_of = np.flatnonzero(finite)
-        obs = raw[index_of]
+        all_finite = bool(finite.all())
+        index_of = np.arange(len(raw)) if all_finite else np.flatnonzero(finite)
+        obs = raw if all_finite else raw[index_of]
         if self.last_stamp is not None and not stamp > self.last_stamp:
             self.counters.bad_stamps += 1
             stamp = self.last_stamp + 1e-6
@@ -143,28 +157,13 @@ class Tracker:
 
         if tracked.any() and len(obs):
             pred_p = self.position + self.velocity * dt[:, None]
-            rows = np.flatnonzero((self.slot & tracked[:, None]).ravel())
+            rows = self.slot_rows if tracked.all() else self.slot_rows[tracked[self.slot_body]]
             body_of = rows // self.lmax
-            predicted = (
-                np.einsum("kij,kj->ki", self.rotation[body_of], self.local.reshape(-1, 3)[rows])
-                + pred_p[body_of]
-            )
+            # the layout as last fitted (kept by the fit) moved to the predicted position
+            predicted = self.offsets.reshape(-1, 3)[rows] + pred_p[body_of]
             tree = cKDTree(obs)
-            k = min(_NEIGHBOURS, len(obs))
-            found = tree.query(predicted, k=k, distance_upper_bound=float(gate.max()))
-            dist = np.asarray(found[0], dtype=np.float64).reshape(len(rows), k)
-            near = np.asarray(found[1], dtype=np.intp).reshape(len(rows), k)
-            inside = dist <= gate[body_of][:, None]
-            if inside.any():
-                cols, col_of = np.unique(near[inside], return_inverse=True)
-                cost = np.full((len(rows), len(cols)), _UNGATED)
-                r_idx = np.nonzero(inside)[0]
-                cost[r_idx, col_of] = dist[inside] ** 2
-                ri, ci = linear_sum_assignment(cost)
-                keep = cost[ri, ci] < _UNGATED
-                flat = assigned.reshape(-1)
-                flat[rows[ri[keep]]] = cols[ci[keep]]
-            rms = self._fit_tracked(obs, assigned, tracked, pred_p, dt, claimed, stamp)
+            self._assign(tree, len(obs), rows, predicted, gate[body_of], assigned)
+            rms = self._fit_tracked(obs, tree, assigned, tracked, pred_p, dt, gate, claimed, stamp)
         else:
             rms = np.full(n_bodies, np.nan)
         valid: BoolArray = np.asarray((assigned >= 0).any(axis=1))
@@ -175,21 +174,80 @@ class Tracker:
         settled = valid | ~searchable  # _acquire marks the bodies it acquires in here
         reacquired = self._acquire(obs, claimed, assigned, settled, error, stamp)
         valid = settled & searchable
-        strays = index_of[~claimed]
-        out_assigned = np.append(index_of, -1)[assigned]  # -1 (no marker) picks the -1 appended
+        if all_finite:
+            strays, out_assigned = np.flatnonzero(~claimed), assigned
+        else:
+            strays = index_of[~claimed]
+            out_assigned = np.append(index_of, -1)[assigned]  # -1 (no marker) picks the -1 appended
         quats = quat_from_matrix(self.rotation)
         quats[self.single] = (0.0, 0.0, 0.0, 1.0)
         return FrameResult(
             self.position.copy(), quats, valid, error, out_assigned, strays, np.asarray(reacquired, np.intp)
         )
 
+    def _assign(
+        self,
+        tree: cKDTree,
+        n_obs: int,
+        rows: IntArray,
+        predicted: FloatArray,
+        gate: FloatArray,
+        assigned: IntArray,
+    ) -> None:
+        """The global gated assignment of observed markers to the predicted layout markers
+        ``rows`` (flat indices into ``assigned``), written into ``assigned``.
+
+        It is the minimum-cost matching among those with the most pairs inside their
+        gates, solved per connected part of the gate graph: a predicted marker with one
+        marker in its gate that no other gate holds (the usual case while tracking) is
+        paired directly; only the markers and predictions whose gates overlap go through
+        linear_sum_assignment, and a part of the graph never changes another's optimum."""
+        k = min(_NEIGHBOURS, n_obs)
+        found = tree.query(predicted, k=k, distance_upper_bound=float(gate.max()))
+        dist = np.asarray(found[0], dtype=np.float64).reshape(len(rows), k)
+        near = np.asarray(found[1], dtype=np.intp).reshape(len(rows), k)
+        inside = dist <= gate[:, None]
+        n_inside = inside.sum(axis=1)
+        uses = np.bincount(near[inside], minlength=n_obs)
+        first = np.minimum(near[:, 0], n_obs - 1)  # out-of-range "no neighbour" made indexable
+        alone = (n_inside == 1) & (uses[first] == 1)
+        flat = assigned.reshape(-1)
+        flat[rows[alone]] = first[alone]
+        shared = np.flatnonzero((n_inside > 0) & ~alone)
+        if not len(shared):
+            return
+        in_shared = inside[shared]
+        cols, col_of = np.unique(near[shared][in_shared], return_inverse=True)
+        r_idx = np.nonzero(in_shared)[0]
+        sq = dist[shared][in_shared] ** 2
+        if len(shared) <= _ONE_MATRIX_ROWS:
+            parts = [(np.arange(len(shared)), np.arange(len(cols)))]
+        else:
+            graph = coo_matrix(
+                (np.ones(len(r_idx)), (r_idx, len(shared) + col_of)), shape=(len(shared) + len(cols),) * 2
+            )
+            _, label = connected_components(graph, directed=False)
+            parts = [
+                (np.flatnonzero(label[: len(shared)] == c), np.flatnonzero(label[len(shared) :] == c))
+                for c in np.unique(label[: len(shared)])
+            ]
+        cost = np.full((len(shared), len(cols)), _UNGATED)
+        cost[r_idx, col_of] = sq
+        for part_rows, part_cols in parts:
+            block = cost[np.ix_(part_rows, part_cols)]
+            ri, ci = linear_sum_assignment(block)
+            keep = block[ri, ci] < _UNGATED
+            flat[rows[shared[part_rows[ri[keep]]]]] = cols[part_cols[ci[keep]]]
+
     def _fit_tracked(
         self,
         obs: FloatArray,
+        tree: cKDTree,
         assigned: IntArray,
         tracked: BoolArray,
         pred_p: FloatArray,
         dt: FloatArray,
+        gate: FloatArray,
         claimed: BoolArray,
         stamp: float,
     ) -> FloatArray:
@@ -197,47 +255,59 @@ class Tracker:
         lim, dyn = self.config.limits, self.config.dynamics
         weights = (assigned >= 0).astype(np.float64)
         observed = obs[np.maximum(assigned, 0)]
-        rot, trans, rms, count = kabsch(weights, self.local, observed, self.rotation)
+        rot, trans, rms, count, fitted = fit_batch(weights, self.local, observed, self.rotation)
+        changed = np.zeros(len(count), dtype=bool)
         # refinement 1: markers far off the fit (a ghost that won the assignment) are dropped
-        fitted = np.einsum("bij,blj->bli", rot, self.local) + trans[:, None]
         off = np.linalg.norm(fitted - observed, axis=2)
         outlier = (weights > 0) & (off > 2.0 * lim.max_residual) & (count[:, None] > 3)
         if outlier.any():
             worst = np.argmax(np.where(weights > 0, off, -1.0), axis=1)
             drop = outlier[np.arange(len(worst)), worst]
             assigned[np.flatnonzero(drop), worst[drop]] = -1
-        # refinement 2: free markers the fitted pose explains join the fit
-        taken = np.zeros(len(obs), dtype=bool)
-        taken[assigned[assigned >= 0]] = True
+            changed |= drop
+        # refinement 2: free markers the fitted pose explains join the fit (the nearest
+        # marker not taken among the k-d tree's neighbours of the fitted position)
         missing = self.slot & (assigned < 0) & tracked[:, None] & (count[:, None] >= 3)
-        if missing.any() and (~taken).any():
-            free = np.flatnonzero(~taken)
-            hits = cKDTree(obs[free]).query(fitted[missing], k=1, distance_upper_bound=2.0 * lim.max_residual)
-            d = np.asarray(hits[0], dtype=np.float64)
-            j = np.asarray(hits[1], dtype=np.intp)
-            ok = np.isfinite(d)
-            cand = free[j[ok]]
-            _, first = np.unique(cand, return_index=True)
-            where = np.argwhere(missing)[ok][first]
-            assigned[where[:, 0], where[:, 1]] = cand[first]
-        if outlier.any() or missing.any():
-            weights = (assigned >= 0).astype(np.float64)
-            observed = obs[np.maximum(assigned, 0)]
-            rot, trans, rms, count = kabsch(weights, self.local, observed, self.rotation)
+        if missing.any():
+            # a free marker within 2 max_residual of a fitted marker whose gate (around the
+            # prediction) held that whole ball was offered to the assignment already, which
+            # pairs every free marker inside a gate left empty: only the others are looked up
+            drift = np.linalg.norm(fitted - self.offsets - pred_p[:, None, :], axis=2)
+            missing &= drift + 2.0 * lim.max_residual > gate[:, None]
+        if missing.any():
+            taken = np.zeros(len(obs) + 1, dtype=bool)  # + the tree's "no neighbour" index
+            taken[assigned[assigned >= 0]] = True
+            taken[-1] = True
+            k = min(_NEIGHBOURS, len(obs))
+            hits = tree.query(fitted[missing], k=k, distance_upper_bound=2.0 * lim.max_residual)
+            j = np.asarray(hits[1], dtype=np.intp).reshape(-1, k)
+            free = ~taken[j]
+            has = free.any(axis=1)
+            if has.any():
+                cand = j[np.arange(len(j)), np.argmax(free, axis=1)][has]
+                _, first = np.unique(cand, return_index=True)
+                where = np.argwhere(missing)[has][first]
+                assigned[where[:, 0], where[:, 1]] = cand[first]
+                changed[where[:, 0]] = True
+        if changed.any():
+            c = np.flatnonzero(changed)
+            weights_c = (assigned[c] >= 0).astype(np.float64)
+            refit = fit_batch(weights_c, self.local[c], obs[np.maximum(assigned[c], 0)], self.rotation[c])
+            rot[c], trans[c], rms[c], count[c], fitted[c] = refit
         # checks: enough markers, residual, and the motion since the last good pose
-        need = np.where(self.single, 1, 2)
         step = np.linalg.norm(trans - pred_p, axis=1)
         allowed = (
             lim.marker_gate
             + 0.5 * dyn.max_acceleration * dt**2
             + np.where(self.velocity_known, 0.0, dyn.max_velocity * dt)
         )
-        rel = np.einsum("bji,bjk->bik", self.rotation, rot)
-        angle = np.arccos(np.clip((np.trace(rel, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0))
-        noise_angle = 2.0 * lim.marker_gate / np.maximum(self.radius, 1e-3)
-        spin_ok = (angle <= dyn.max_angular_velocity * dt + noise_angle) | self.single
-        good = tracked & (count >= need) & (rms <= lim.max_residual) & (step <= allowed) & spin_ok
-        self.counters.rejected_fits += int((tracked & (count >= need) & ~good).sum())
+        # the angle turned since the last good pose: trace(R_last^T R) = sum of R_last * R
+        cos_turn = (np.einsum("bij,bij->b", self.rotation, rot) - 1.0) / 2.0
+        angle = np.arccos(np.clip(cos_turn, -1.0, 1.0))
+        spin_ok = (angle <= dyn.max_angular_velocity * dt + self.noise_angle) | self.single
+        enough = tracked & (count >= self.need)
+        good = enough & (rms <= lim.max_residual) & (step <= allowed) & spin_ok
+        self.counters.rejected_fits += int(enough.sum() - good.sum())
         assigned[~good] = -1
         claimed[assigned[assigned >= 0]] = True
         if good.any():
@@ -248,7 +318,9 @@ class Tracker:
             self.velocity[g] = blend * raw_v + (1.0 - blend) * self.velocity[g]
             self.velocity_known[g] = was_known
             self.position[g] = trans[g]
-            self.rotation[g] = np.where(self.single[g, None, None], np.eye(3), rot[g])
+            self.rotation[g] = rot[g]  # a single marker's stays the identity: the fit keeps its prior
+            # a single marker's layout is the origin: its offsets are 0 whatever rot is
+            self.offsets[g] = fitted[g] - trans[g, None, :]
             self.last_good[g] = stamp
         return rms
 
@@ -286,6 +358,7 @@ class Tracker:
             self.acquired[body] = True
             self.position[body] = pos
             self.rotation[body] = rot
+            self.offsets[body] = self.local[body] @ rot.T
             self.velocity[body] = 0.0
             self.velocity_known[body] = False
             self.last_good[body] = stamp
