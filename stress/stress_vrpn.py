@@ -99,6 +99,40 @@ def vrpn_path():
         for b, kind in zip(bases, kinds)
     ]
 
+    pos_quat = types.id(vp.POS_QUAT)
+    assert pos_quat is not None
+
+    def records_check(packet: bytes, messages) -> str | None:
+        """The array reading of a datagram of reports (vrpn_system's): the same reports as
+        the messages, and frames as consistent as theirs; None when it is not taken."""
+        records = vp.pos_quat_records(packet, pos_quat)
+        if records is None:
+            return None
+        if messages is None or len(messages) != len(records):
+            return "inconsistent"  # records only come from a well-framed datagram of reports
+        for r, m in zip(records, messages, strict=True):
+            report = vp.unpack_pos_quat(m.payload)
+            if (int(r["sender"]), int(r["sensor"])) != (m.sender, report.sensor) or not (
+                np.array_equal(r["position"].astype(float), report.position, equal_nan=True)
+                and np.array_equal(r["orientation"].astype(float), report.orientation, equal_nan=True)
+            ):
+                return "inconsistent"
+        trackers = [table.name(i) for i in records["sender"].tolist()]
+        if None in trackers:
+            return None  # the client hands these to the message path
+        assembler = FrameAssembler()
+        assembler.announce([n for n in table.names() if n != vp.CONTROL_SENDER])
+        frames = assembler.add_records([t for t in trackers if t is not None], records)
+        frames += [f for f in [assembler.flush()] if f is not None]
+        try:
+            for frame in frames:
+                frame.check()
+        except ValueError:
+            return "inconsistent"
+        if [f.frame_number for f in frames] != list(range(len(frames))):
+            return "inconsistent"
+        return None
+
     def step(base: int, packet: bytes) -> str:
         kind = kinds[base]
         senders, type_names = vp.NameTable("sender"), vp.NameTable("type")
@@ -106,7 +140,14 @@ def vrpn_path():
             senders, type_names = table, types  # what the TCP stream described before
         try:
             if kind == "datagram":
-                messages = vp.split_datagram(packet)
+                try:
+                    messages = vp.split_datagram(packet)
+                except error:
+                    if records_check(packet, None) is not None:
+                        return "inconsistent"
+                    raise
+                if records_check(packet, messages) is not None:
+                    return "inconsistent"
             else:
                 reader = vp.MessageReader()
                 messages = reader.feed(packet)

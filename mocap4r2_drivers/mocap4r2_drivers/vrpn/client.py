@@ -30,10 +30,11 @@ from typing import NoReturn
 
 from ..common import ClientStats
 from . import protocol as vp
-from .dialog import Delivered, KeepAlive, ServerNames
+from .dialog import Delivered, KeepAlive, PoseBlock, ServerNames
 
 __all__ = [
     "Delivered",
+    "PoseBlock",
     "VrpnClient",
     "VrpnConnectionError",
     "exchange_cookies",
@@ -65,6 +66,7 @@ class VrpnClient:
         silence_timeout: float = 3.0,
         max_read_bytes: int = 1 << 20,
         max_datagrams: int = 1024,
+        pose_blocks: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -72,6 +74,7 @@ class VrpnClient:
         self.timeout = timeout
         self.max_read_bytes = max_read_bytes
         self.max_datagrams = max_datagrams
+        self.pose_blocks = pose_blocks
         self.stats = ClientStats()
         self.server_version = ""
         self.names = ServerNames(self.stats)
@@ -82,7 +85,7 @@ class VrpnClient:
         # the server's UDP source port, learned from its first datagram of described reports
         self._server_udp_port: int | None = None
         self._reader = vp.MessageReader()
-        self._early: list[Delivered] = []  # reports read while connect() read the descriptions
+        self._early: list[Delivered | PoseBlock] = []  # reports read while connect() read the descriptions
 
     # ------------------------------------------------------------------ state
     @property
@@ -153,7 +156,7 @@ class VrpnClient:
         self._tcp = tcp
         self.keepalive.restart(time.monotonic())
         # the server describes its senders and types right after its cookie: read them
-        pending: list[Delivered] = []
+        pending: list[Delivered | PoseBlock] = []
         last_news = time.monotonic()
         while True:
             now_m = time.monotonic()
@@ -166,9 +169,12 @@ class VrpnClient:
         self._early = pending
 
     # ------------------------------------------------------------------ reading
-    def read(self, timeout: float) -> list[Delivered]:
-        """The user messages that arrived, waiting at most ``timeout`` s for the first;
-        VrpnConnectionError when the connection is lost or broken."""
+    def read(self, timeout: float) -> list[Delivered | PoseBlock]:
+        """The user messages that arrived, in order, waiting at most ``timeout`` s for the
+        first; VrpnConnectionError when the connection is lost or broken. With
+        ``pose_blocks``, a datagram of described Pos_Quat reports only (what a server
+        sends while it streams) comes as one :class:`PoseBlock` instead of a Delivered
+        per report."""
         if self._tcp is None:
             raise VrpnConnectionError("not connected")
         early, self._early = self._early, []
@@ -192,7 +198,7 @@ class VrpnClient:
             got = self._read_once(0.0)
             if not got:
                 break
-            dropped += len(got)
+            dropped += sum(len(item.records) if isinstance(item, PoseBlock) else 1 for item in got)
         self.keepalive.restart(time.monotonic())
         return dropped
 
@@ -215,7 +221,7 @@ class VrpnClient:
         except OSError as exc:
             self._fail(f"cannot send to the server: {exc}")
 
-    def _read_once(self, timeout: float) -> list[Delivered]:
+    def _read_once(self, timeout: float) -> list[Delivered | PoseBlock]:
         tcp, udp = self._tcp, self._udp
         if tcp is None:
             raise VrpnConnectionError("not connected")
@@ -224,14 +230,14 @@ class VrpnClient:
             ready, _, _ = select.select(watched, [], [], max(timeout, 0.0))
         except (OSError, ValueError) as exc:
             self._fail(f"select failed: {exc}")
-        out: list[Delivered] = []
+        out: list[Delivered | PoseBlock] = []
         if tcp in ready:
             self._read_tcp(tcp, out)
         if udp is not None and (udp in ready or out):
             self._read_udp(udp, out)
         return out
 
-    def _read_tcp(self, tcp: socket.socket, out: list[Delivered]) -> None:
+    def _read_tcp(self, tcp: socket.socket, out: list[Delivered | PoseBlock]) -> None:
         taken = 0
         while taken < self.max_read_bytes:
             try:
@@ -251,7 +257,8 @@ class VrpnClient:
                 self._fail(f"the server broke the message framing ({exc})")
             self.names.dispatch(messages, out)
 
-    def _read_udp(self, udp: socket.socket, out: list[Delivered]) -> None:
+    def _read_udp(self, udp: socket.socket, out: list[Delivered | PoseBlock]) -> None:
+        pos_quat = self.types.id(vp.POS_QUAT) if self.pose_blocks else None
         for _ in range(self.max_datagrams):
             try:
                 data, source = udp.recvfrom(vp.MAX_DATAGRAM)
@@ -266,6 +273,14 @@ class VrpnClient:
                     "foreign_datagram", f"a datagram from {source[0]}:{source[1]}, not the server"
                 )
                 continue
+            if pos_quat is not None and self._server_udp_port is not None:
+                records = vp.pos_quat_records(data, pos_quat)
+                if records is not None:
+                    trackers = self.names.sender_names(records["sender"].tolist())
+                    if trackers is not None:
+                        self.keepalive.heard(time.monotonic())
+                        out.append(PoseBlock(trackers, records))
+                        continue
             try:
                 messages = vp.split_datagram(data)
             except vp.VrpnProtocolError as exc:

@@ -13,7 +13,9 @@ published, as soon as
   instant's reports, if any, form the next frame with the same time),
 
 so a frame is never held back waiting for the next one. Frame numbers count the frames
-formed since configure (0, 1, 2, ...), increasing by one.
+formed since configure (0, 1, 2, ...), increasing by one. A datagram holding nothing but
+reports (what a streaming server sends) is taken as one array (:meth:`FrameAssembler.add_records`):
+one time for distinct bodies costs a few array operations, not a Python object per report.
 
 Bodies are the trackers (VRPN senders) the server announced, but ``VRPN Control``, or
 the configured ``trackers``. A body appears at its first report and stays in every
@@ -43,7 +45,7 @@ from mocap4r2_control.geometry import AxisChange
 
 from ..common import ClientStats, reject_input
 from . import protocol as vp
-from .dialog import Delivered
+from .dialog import Delivered, PoseBlock
 
 LOG = logging.getLogger("mocap4r2.vrpn")
 MAX_SENSOR = 999  # sensors per tracker a multi-sensor body id can hold
@@ -118,13 +120,72 @@ class FrameAssembler:
         row = self._row(tracker, report.sensor)
         if row is None:
             return None
+        return self._take(row, report.position, report.orientation, time)
+
+    def add_records(
+        self, trackers: Sequence[str], records: np.ndarray[Any, np.dtype[np.void]]
+    ) -> list[MocapFrame]:
+        """Take the reports of one datagram (:data:`~.protocol.POS_QUAT_RECORD` records,
+        sent by ``trackers``); the frames they complete, in order: those :meth:`add` and
+        :meth:`complete` give report by report, except that the bodies first seen in the
+        datagram are all known before its reports are taken. Reports of one time for
+        distinct bodies, what a server sends, are taken in a few array operations."""
+        if not len(records):
+            return []
+        sensors = records["sensor"].tolist()
+        before = len(self._rows)
+        rows = [self._row(t, s) for t, s in zip(trackers, sensors, strict=True)]
+        if len(self._rows) != before:  # a new body renumbers the rows after it
+            rows = [self._lookup(t, s) for t, s in zip(trackers, sensors, strict=True)]
+        seconds, microseconds = records["seconds"], records["microseconds"]
+        time = int(seconds[0]) + int(microseconds[0]) * 1e-6  # as vp.Message.time
+        pending = self._pending_time
+        bodies = [row for row in rows if row is not None]
+        done: list[MocapFrame] = []
+        if (
+            (seconds == seconds[0]).all()
+            and (microseconds == microseconds[0]).all()
+            and len(set(bodies)) == len(rows)
+            and (pending is None or time != pending or self._pending_rows.isdisjoint(bodies))
+        ):
+            # one time, distinct bodies not yet in the pending frame: a frame can only
+            # be completed by the last of them
+            if pending is not None and time != pending:
+                done.append(self._emit())
+            index = np.asarray(bodies)
+            self._positions[index] = records["position"]
+            self._orientations[index] = records["orientation"]
+            self._last_time[index] = time
+            self._pending_time = time
+            self._pending_rows.update(bodies)
+        else:
+            for i, row in enumerate(rows):
+                if row is None:
+                    continue
+                position, orientation = records["position"][i].tolist(), records["orientation"][i].tolist()
+                time = int(seconds[i]) + int(microseconds[i]) * 1e-6
+                frame = self._take(row, position, orientation, time)
+                if frame is not None:
+                    done.append(frame)
+                frame = self.complete()
+                if frame is not None:
+                    done.append(frame)
+            return done
+        frame = self.complete()
+        if frame is not None:
+            done.append(frame)
+        return done
+
+    def _take(
+        self, row: int, position: Sequence[float], orientation: Sequence[float], time: float
+    ) -> MocapFrame | None:
         done = None
         if self._pending_time is not None and (time != self._pending_time or row in self._pending_rows):
             done = self._emit()
         self._pending_time = time
         self._pending_rows.add(row)
-        self._positions[row] = report.position
-        self._orientations[row] = report.orientation
+        self._positions[row] = position
+        self._orientations[row] = orientation
         self._last_time[row] = time
         return done
 
@@ -140,7 +201,15 @@ class FrameAssembler:
             return None
         return self._emit()
 
+    def _lookup(self, tracker: str, sensor: int) -> int | None:
+        """The row of a known body reporting, or None (nothing counted)."""
+        if not self.multi_sensor and sensor != 0:
+            return None
+        return self._rows.get((tracker, sensor))
+
     def _row(self, tracker: str, sensor: int) -> int | None:
+        """The row of the body reporting, made at its first report; None (counted) for a
+        report that is not a body's."""
         key = (tracker, sensor if self.multi_sensor else 0)
         row = self._rows.get(key)
         if row is not None:
@@ -235,11 +304,14 @@ class DeliveredFrames:
         """The oldest frame waiting, or None."""
         return self.queue.popleft() if self.queue else None
 
-    def add(self, delivered: Sequence[Delivered]) -> None:
+    def add(self, delivered: Sequence[Delivered | PoseBlock]) -> None:
         """The messages of one read; the frames they complete join the queue."""
         converter = self.assembler
         frames = self.queue
         for item in delivered:
+            if isinstance(item, PoseBlock):
+                frames.extend(converter.add_records(item.trackers, item.records))
+                continue
             kind = item.type
             if kind == vp.POS_QUAT:
                 try:

@@ -10,12 +10,14 @@ sends, these say what the bytes mean and what is due.
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from ..common import ClientStats, reject_input
 from . import protocol as vp
 
-__all__ = ["Delivered", "KeepAlive", "ServerNames"]
+__all__ = ["Delivered", "KeepAlive", "PoseBlock", "ServerNames"]
 
 LOG = logging.getLogger("mocap4r2.vrpn")
 
@@ -26,6 +28,14 @@ class Delivered(NamedTuple):
     sender: str
     type: str
     message: vp.Message
+
+
+class PoseBlock(NamedTuple):
+    """The Pos_Quat reports of one datagram holding nothing else, read as one array of
+    :data:`~.protocol.POS_QUAT_RECORD` records, with their senders' names in order."""
+
+    trackers: list[str]
+    records: np.ndarray[Any, np.dtype[np.void]]
 
 
 class ServerNames:
@@ -52,7 +62,15 @@ class ServerNames:
             self.types.name(m.type) is not None and self.senders.name(m.sender) is not None for m in messages
         )
 
-    def dispatch(self, messages: list[vp.Message], out: list[Delivered]) -> None:
+    def sender_names(self, ids: list[int]) -> list[str] | None:
+        """The names of the server's sender ``ids``; None when one was never described."""
+        names = self.senders.by_id
+        try:
+            return [names[i] for i in ids]
+        except KeyError:
+            return None
+
+    def dispatch(self, messages: list[vp.Message], out: list[Delivered | PoseBlock]) -> None:
         """User messages named into ``out``; system messages update the tables."""
         for m in messages:
             if m.type >= 0:

@@ -37,9 +37,11 @@ behaviour of ``vrpn_Connection.C`` / ``vrpn_Tracker.C``):
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import numpy as np
 
 ALIGN = 8
 HEADER = struct.Struct(">iiiii")  # length, seconds, microseconds, sender, type
@@ -79,6 +81,23 @@ POS_QUAT_SIZE = POS_QUAT_REPORT.size  # 64
 # a whole Pos_Quat message: the padded header and the report, in one pack
 POS_QUAT_MESSAGE = struct.Struct(">iiiii4xii3d4d")
 MOTION_SIZE = MOTION_REPORT.size  # 72
+# the same whole message as a numpy record: a datagram of Pos_Quat messages only is read
+# as one array, without a Python object per message
+POS_QUAT_RECORD = np.dtype(
+    [
+        ("length", ">i4"),
+        ("seconds", ">i4"),
+        ("microseconds", ">i4"),
+        ("sender", ">i4"),
+        ("type", ">i4"),
+        ("sequence", ">i4"),
+        ("sensor", ">i4"),
+        ("padding", ">i4"),
+        ("position", ">f8", (3,)),
+        ("orientation", ">f8", (4,)),
+    ]
+)
+assert POS_QUAT_RECORD.itemsize == POS_QUAT_MESSAGE.size
 
 
 class VrpnProtocolError(ValueError):
@@ -180,6 +199,25 @@ def split_datagram(data: bytes) -> list[Message]:
         left = len(data) - used
         raise VrpnProtocolError(f"{left} bytes at the end of the datagram do not hold a whole message")
     return out
+
+
+def pos_quat_records(data: bytes, type_id: int) -> np.ndarray[Any, np.dtype[np.void]] | None:
+    """The messages of ``data`` (a datagram) as POS_QUAT_RECORD records when every one is a
+    Pos_Quat report of the sender's type ``type_id`` for a sensor >= 0 with the exact
+    length; None otherwise (:func:`split_datagram` then says what the datagram holds). The
+    records are a read-only view of ``data``."""
+    size = POS_QUAT_RECORD.itemsize
+    if not data or len(data) % size or len(data) > MAX_DATAGRAM:
+        return None
+    # the int32 columns length, type and sensor, checked in three array operations
+    ints = np.frombuffer(data, dtype=">i4").reshape(-1, size // 4)
+    if not (
+        (ints[:, 0] == HEADER_SIZE + POS_QUAT_SIZE).all()
+        and (ints[:, 4] == type_id).all()
+        and (ints[:, 6] >= 0).all()
+    ):
+        return None
+    return np.frombuffer(data, dtype=POS_QUAT_RECORD)
 
 
 class MessageReader:
@@ -382,6 +420,11 @@ class NameTable:
 
     def name(self, remote_id: int) -> str | None:
         return self._names.get(remote_id)
+
+    @property
+    def by_id(self) -> Mapping[int, str]:
+        """Every described id's name (read only)."""
+        return self._names
 
     def id(self, name: str) -> int | None:
         return self._ids.get(name)

@@ -144,7 +144,12 @@ class VrpnAdapter(MocapAdapter):
         self.where = f"{'tcp://' if tcp_only else ''}{host}:{port}"
         self.reconnect_period = reconnect_period
         self.client = VrpnClient(
-            host, port, tcp_only=tcp_only, timeout=connect_timeout, silence_timeout=silence_timeout
+            host,
+            port,
+            tcp_only=tcp_only,
+            timeout=connect_timeout,
+            silence_timeout=silence_timeout,
+            pose_blocks=True,
         )
         self.converter = FrameAssembler(trackers or [], multi_sensor, body_names, untracked_after, up_axis)
         self.frames = DeliveredFrames(self.converter, self.client.stats)

@@ -5,6 +5,7 @@ nothing blocks longer than the timeouts given."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ import pytest
 from vrpn_stand_in import start_vrpn  # test/fixtures
 
 from mocap4r2_drivers.vrpn import protocol as vp
-from mocap4r2_drivers.vrpn.client import VrpnClient, VrpnConnectionError
+from mocap4r2_drivers.vrpn.client import Delivered, PoseBlock, VrpnClient, VrpnConnectionError
 
 SCENE = {
     "seed": 3,
@@ -53,6 +54,42 @@ def test_client_reads_the_stand_in(procs, tmp_path, tcp_only):
         row = names.index(d.sender)
         # float64 end to end: exactly the scene's numbers
         assert r.position == tuple(bodies.positions[row]) and r.orientation == tuple(bodies.orientations[row])
+
+
+def test_datagrams_of_reports_come_as_blocks_with_the_scenes_numbers(procs, tmp_path):
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
+    client = VrpnClient("127.0.0.1", port, timeout=10.0, pose_blocks=True)
+    client.connect()
+    got = collect(client, 1.0)
+    client.close()
+    blocks = [item for item in got if isinstance(item, PoseBlock)]
+    # the stand-in sends each instant's reports in one datagram: blocks, nothing else
+    assert len(blocks) > 100 and len(blocks) >= len(got) - 5, proc.log()
+    names = [b.name for b in scene.description.bodies]
+    for block in blocks:
+        assert sorted(block.trackers) == sorted(names)
+        for tracker, r in zip(block.trackers, block.records, strict=True):
+            k = round((int(r["seconds"]) + int(r["microseconds"]) * 1e-6 - origin) * scene.rate)
+            bodies = scene.frame(k).bodies
+            row = names.index(tracker)
+            assert r["position"].tolist() == bodies.positions[row].tolist()
+            assert r["orientation"].tolist() == bodies.orientations[row].tolist()
+
+
+def test_the_stand_in_says_how_late_it_sent_its_frames(procs, tmp_path):
+    # what a benchmark measuring from the message time needs to tell the stand-in's part
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
+    client = VrpnClient("127.0.0.1", port, timeout=10.0)
+    client.connect()
+    assert collect(client, 0.5)
+    client.close()
+    proc.stop()
+    match = re.search(
+        r"frames sent after their instant: p50 (\S+) ms, p99 (\S+) ms, max (\S+) ms", proc.log()
+    )
+    assert match, proc.log()
+    p50, p99, top = (float(v) for v in match.groups())
+    assert 0.0 <= p50 <= p99 <= top  # sent at or after the instant, never before it
 
 
 class HostileServer:
@@ -237,11 +274,21 @@ def test_nothing_listening_is_a_clear_error_within_the_timeout():
     assert time.monotonic() - start < 6  # two 1 s timeouts: nothing hangs
 
 
-def test_datagrams_from_anyone_but_the_server_are_refused(procs, tmp_path):
+def positions_read(got: list) -> list[tuple[float, ...]]:
+    out = [
+        vp.unpack_pos_quat(d.message.payload).position
+        for d in got
+        if isinstance(d, Delivered) and d.type == vp.POS_QUAT
+    ]
+    return out + [tuple(p) for b in got if isinstance(b, PoseBlock) for p in b.records["position"].tolist()]
+
+
+@pytest.mark.parametrize("pose_blocks", [False, True], ids=["messages", "blocks"])
+def test_datagrams_from_anyone_but_the_server_are_refused(procs, tmp_path, pose_blocks):
     proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
-    client = VrpnClient("127.0.0.1", port, timeout=10.0)
+    client = VrpnClient("127.0.0.1", port, timeout=10.0, pose_blocks=pose_blocks)
     client.connect()
-    assert any(d.type == vp.POS_QUAT for d in collect(client, 0.5))
+    assert positions_read(collect(client, 0.5))
     # a report that would pass for the server's (described ids, right size), from another port
     drone = client.senders.id("drone")
     pos_quat = client.types.id(vp.POS_QUAT)
@@ -251,7 +298,7 @@ def test_datagrams_from_anyone_but_the_server_are_refused(procs, tmp_path):
             intruder.sendto(spoof, client._udp.getsockname())
         got = collect(client, 0.5)
     client.close()
-    positions = [vp.unpack_pos_quat(d.message.payload).position for d in got if d.type == vp.POS_QUAT]
+    positions = positions_read(got)
     assert positions and (99.0, 99.0, 99.0) not in positions
     assert client.stats.rejected["foreign_datagram"] == 50
 

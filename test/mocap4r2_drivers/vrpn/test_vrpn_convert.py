@@ -112,3 +112,94 @@ def test_body_names_are_checked():
     for bad in (["T/0"], ["=a"], ["T="]):
         with pytest.raises(ValueError, match="Tracker0/1=left_hand"):
             parse_body_names(bad)
+
+
+def records(*reports: tuple[int, int, float, float]) -> np.ndarray:
+    """Pos_Quat records of (sender id, sensor, x, time) as a datagram carries them."""
+    data = b"".join(
+        vp.pack_pos_quat_message(
+            sender, 7, sensor, (x, 2.0, 3.0), (0.0, 0.0, 0.0, 1.0), int(t), round(t % 1 * 1e6)
+        )
+        for sender, sensor, x, t in reports
+    )
+    out = vp.pos_quat_records(data, 7)
+    assert out is not None
+    return out
+
+
+SENDERS = {1: "drone", 2: "cart", 3: "stranger"}
+
+
+def frames_report_by_report(assembler: FrameAssembler, recs: np.ndarray) -> list:
+    out = []
+    for r in recs:
+        t = int(r["seconds"]) + int(r["microseconds"]) * 1e-6
+        report = vp.PoseReport(
+            int(r["sensor"]), tuple(r["position"].tolist()), tuple(r["orientation"].tolist())
+        )
+        out += [f for f in (assembler.add(SENDERS[int(r["sender"])], report, t), assembler.complete()) if f]
+    return out
+
+
+def frames_by_records(assembler: FrameAssembler, recs: np.ndarray) -> list:
+    return assembler.add_records([SENDERS[int(s)] for s in recs["sender"].tolist()], recs)
+
+
+@pytest.mark.parametrize(
+    "datagrams",
+    [
+        # one instant per datagram (what a server sends), then an instant in two datagrams
+        [
+            [(1, 0, 1.0, 1.0), (2, 0, 2.0, 1.0)],
+            [(2, 0, 2.1, 1.01), (1, 0, 1.1, 1.01)],
+            [(1, 0, 1.2, 1.02)],
+            [(2, 0, 2.2, 1.02)],
+        ],
+        # two instants in one datagram, a body twice at one time, the pending frame's body again
+        [
+            [(1, 0, 1.0, 1.0), (2, 0, 2.0, 1.0)],
+            [(1, 0, 1.1, 1.01), (2, 0, 2.1, 1.02)],
+            [(1, 0, 1.3, 1.03), (1, 0, 1.4, 1.03)],
+        ],
+        [[(1, 0, 1.0, 1.0), (2, 0, 2.0, 1.0)], [(1, 0, 1.1, 1.01)], [(1, 0, 1.2, 1.01), (2, 0, 2.2, 1.01)]],
+        # a sensor other than 0, a tracker that is not configured
+        [[(1, 0, 1.0, 1.0), (2, 0, 2.0, 1.0)], [(1, 1, 9.0, 1.01), (3, 0, 9.0, 1.01), (2, 0, 2.1, 1.01)]],
+    ],
+    ids=["instants", "mixed", "repeat-pending", "ignored"],
+)
+def test_a_datagram_of_records_gives_the_frames_reports_one_by_one_give(datagrams):
+    # both assemblers first get to know the bodies, then take the same datagrams
+    by_report = FrameAssembler(trackers=["drone", "cart"])
+    by_records = FrameAssembler(trackers=["drone", "cart"])
+    known = records((1, 0, 0.0, 0.5), (2, 0, 0.0, 0.5))
+    for assembler, take in ((by_report, frames_report_by_report), (by_records, frames_by_records)):
+        take(assembler, known)
+        assembler.flush()
+    expected, got = [], []
+    for reports in datagrams:
+        recs = records(*reports)
+        expected += frames_report_by_report(by_report, recs)
+        got += frames_by_records(by_records, recs)
+        expected += [f for f in [by_report.flush()] if f]  # the end of the read
+        got += [f for f in [by_records.flush()] if f]
+    assert len(got) == len(expected) > 0
+    numbers = [f.frame_number for f in got]
+    assert numbers == list(range(numbers[0], numbers[0] + len(got)))
+    for mine, theirs in zip(got, expected, strict=True):
+        assert mine.system_time == theirs.system_time
+        np.testing.assert_array_equal(mine.bodies.positions, theirs.bodies.positions)
+        np.testing.assert_array_equal(mine.bodies.valid, theirs.bodies.valid)
+        assert mine.bodies.names == theirs.bodies.names
+        mine.check()
+    assert by_records.ignored_reports == by_report.ignored_reports
+
+
+def test_records_of_new_bodies_form_one_frame_in_id_order():
+    a = FrameAssembler()
+    a.announce(["VRPN Control", "drone", "cart", "stranger"])
+    # announced order gives ids drone 1, cart 2, stranger 3; they report in another order
+    frames = frames_by_records(a, records((3, 0, 3.0, 1.0), (1, 0, 1.0, 1.0), (2, 0, 2.0, 1.0)))
+    assert len(frames) == 1 and frames[0].bodies.names == ("drone", "cart", "stranger")
+    np.testing.assert_array_equal(frames[0].bodies.positions[:, 0], [1.0, 2.0, 3.0])
+    assert frames[0].bodies.ids.tolist() == [1, 2, 3] and frames[0].bodies.valid.all()
+    assert a.flush() is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -163,3 +164,64 @@ def test_any_bytes_give_messages_or_a_protocol_error(data):
 def test_a_whole_report_message_in_one_pack_is_the_same_bytes():
     whole = vp.pack_pos_quat_message(3, 7, 2, (1.0, 2.0, 3.0), (0.0, 0.6, 0.0, 0.8), 5, 6)
     assert whole == vp.pack_message(3, 7, vp.pack_pos_quat(2, (1.0, 2.0, 3.0), (0.0, 0.6, 0.0, 0.8)), 5, 6)
+
+
+def _pos_quat(sender: int, sensor: int, x: float, seconds: int = 5, usec: int = 6, type_id: int = 7) -> bytes:
+    return vp.pack_pos_quat_message(
+        sender, type_id, sensor, (x, 2.0, 3.0), (0.0, 0.6, 0.0, 0.8), seconds, usec
+    )
+
+
+def test_a_datagram_of_reports_reads_as_records_equal_to_its_messages():
+    data = b"".join(_pos_quat(sender, sensor, 0.5 * sender) for sender, sensor in ((1, 0), (2, 3), (9, 0)))
+    records = vp.pos_quat_records(data, 7)
+    assert records is not None and len(records) == 3
+    for r, m in zip(records, vp.split_datagram(data), strict=True):
+        report = vp.unpack_pos_quat(m.payload)
+        assert (int(r["sender"]), int(r["type"]), int(r["sensor"])) == (m.sender, m.type, report.sensor)
+        assert int(r["seconds"]) + int(r["microseconds"]) * 1e-6 == m.time
+        assert tuple(r["position"].tolist()) == report.position
+        assert tuple(r["orientation"].tolist()) == report.orientation
+
+
+def test_records_only_for_datagrams_of_nothing_but_valid_reports_of_the_type():
+    good = _pos_quat(1, 0, 1.0)
+    assert vp.pos_quat_records(good * 2, 7) is not None
+    other_type = _pos_quat(1, 0, 1.0, type_id=8)
+    negative_sensor = _pos_quat(1, -1, 1.0)
+    ping = vp.pack_message(1, 7, b"", 0, 0)
+    velocity = vp.pack_message(1, 7, vp.pack_motion(0, (1.0, 2.0, 3.0), (0, 0, 0, 1.0), 0.01), 0, 0)
+    lying_length = bytearray(good)
+    lying_length[3] = 80  # length field 80 in a message of 88 bytes
+    for bad in (
+        b"",
+        good + other_type,
+        good + negative_sensor,
+        good + ping,
+        good + velocity,
+        bytes(lying_length),
+        good[:-8],
+        good + good[:40],
+    ):
+        assert vp.pos_quat_records(bad, 7) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=6), st.binary(max_size=16), st.integers(0, 600))
+def test_records_of_any_mutated_datagram_are_its_messages_or_none(kinds, noise, at):
+    parts = [
+        (_pos_quat(3, 0, 1.5), vp.pack_message(3, 7, b"x" * 64, 0, 0), _pos_quat(2, 1, -1.0, 9, 999_999))[k]
+        for k in kinds
+    ]
+    data = bytearray(b"".join(parts))
+    data[at:at] = noise
+    records = vp.pos_quat_records(bytes(data), 7)
+    if records is None:
+        return
+    messages = vp.split_datagram(bytes(data))  # records imply a well-framed datagram
+    assert len(messages) == len(records)
+    for r, m in zip(records, messages, strict=True):
+        report = vp.unpack_pos_quat(m.payload)
+        assert (int(r["sender"]), int(r["sensor"])) == (m.sender, report.sensor)
+        assert np.array_equal(r["position"].astype(float), report.position, equal_nan=True)
+        assert np.array_equal(r["orientation"].astype(float), report.orientation, equal_nan=True)
