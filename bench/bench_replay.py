@@ -157,7 +157,6 @@ def paced_errors(directory: Path, seconds: float) -> np.ndarray:
     adapter.connect()
     adapter.start_streaming()
     errors = []
-    t0 = offset0 = None
     while True:
         frame = adapter.read_frame(0.5)
         now = time.monotonic()
@@ -165,13 +164,9 @@ def paced_errors(directory: Path, seconds: float) -> np.ndarray:
             if adapter.finished:
                 break
             continue
-        offset = adapter.position
-        if t0 is None:
-            t0, offset0 = now, offset
-            continue
-        errors.append(now - t0 - (offset - offset0))
+        errors.append(now - adapter.last_due)
     adapter.disconnect()
-    return np.asarray(errors)
+    return np.asarray(errors[1:])  # the first frame is due when it is handed over
 
 
 def sleep_errors(seconds: float) -> np.ndarray:

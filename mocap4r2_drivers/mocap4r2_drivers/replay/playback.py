@@ -5,15 +5,23 @@ chunks, looping when asked) and watches the file for changes; what it puts last 
 :class:`End` with the reason it stopped. :class:`Pacer` turns a frame's offset in the
 file into the monotonic time it is due at, and waits for it. Neither knows of ROS nodes
 or of the adapter's parameters beyond what it is given.
+
+Both run in one interpreter, and a thread that wants the interpreter while another
+computes gets it only when that one blocks or after the switch interval (5 ms). So when
+frames are paced, the read-ahead thread decodes only while the reader is not about to
+hand a frame over (:meth:`Pacer.hold_off`): at 1x a frame's decoding takes a few
+percent of its period, and the reader finds the interpreter free at its due time.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +36,19 @@ CHUNK = 16
 
 #: a frame and the shift of its loop (added to its offset in every loop after the first)
 Item = tuple[TimedFrame, float]
+
+#: the last part of a wait spent polling the clock, s: a sleep wakes up some 0.05-0.1 ms
+#: late on an idle machine (more on a busy one), polling does not; 0.3 ms a frame costs
+#: about a tenth of a core at 360 Hz
+SPIN = 0.0003
+#: the read-ahead decodes nothing from this long before a frame is due ...
+QUIET_BEFORE = 0.0015
+#: ... until this long after it (the frame is then being encoded and published)
+QUIET_AFTER = 0.0005
+#: timer slack of the waiting thread, ns: Linux lets a sleep end up to this late (50 us
+#: by default) to group wake-ups
+TIMER_SLACK_NS = 1000
+_PR_SET_TIMERSLACK = 29
 
 
 @dataclass(slots=True)
@@ -56,7 +77,8 @@ def file_change(path: Path, signature: tuple[int, int] | None) -> str:
 class ReadAhead:
     """Frames of ``source`` between ``start`` and ``end`` decoded on a thread of their own,
     at most about ``depth`` ahead of the reader. ``paced``: the reader waits for due
-    times, so the thread gives it the interpreter after every frame."""
+    times, so the thread gives it the interpreter after every frame, and before decoding
+    more it sleeps for what ``hold_off`` says (seconds; the reader's frame is due soon)."""
 
     def __init__(
         self,
@@ -67,6 +89,7 @@ class ReadAhead:
         loop: bool,
         depth: int,
         paced: bool,
+        hold_off: Callable[[], float] | None = None,
     ) -> None:
         self.source = source
         self.signature = signature
@@ -74,6 +97,7 @@ class ReadAhead:
         self.end = end
         self.loop = loop
         self.paced = paced
+        self._hold_off = hold_off if paced else None
         source.decode_batch = DECODE_BATCH if paced else FAST_DECODE_BATCH
         self.loops = 0
         self._queue: queue.Queue[list[Item] | End] = queue.Queue(maxsize=max(1, depth // CHUNK))
@@ -127,9 +151,20 @@ class ReadAhead:
         reason = ""
         try:
             batch: list[Item] = []
+            hold_off = self._hold_off
             while not self._closing.is_set():
                 last = None
-                for item in source.frames(self.start, self.end):
+                frames = iter(source.frames(self.start, self.end))
+                while True:
+                    if hold_off is not None:
+                        # decoding (the next frame may need a batch of messages) must not
+                        # hold the interpreter when the reader's frame falls due
+                        pause = hold_off()
+                        if pause > 0:
+                            time.sleep(pause)
+                    item = next(frames, None)
+                    if item is None:
+                        break
                     now = time.monotonic()
                     if now - last_watch > WATCH_PERIOD:
                         last_watch = now
@@ -184,6 +219,10 @@ class Pacer:
         self.anchor_wall = -1.0  # monotonic time at which anchor_offset is due
         self.anchor_offset = 0.0
         self.anchor_unix = 0.0
+        # the due time the reader waits for or has just handed over (read by the
+        # read-ahead thread: a float attribute is read and written whole)
+        self.next_due = -1.0
+        self._slack_lowered = threading.local()  # per thread: whether its timer slack is lowered
 
     def restart(self) -> None:
         """The next frame is due when it is handed over; the others follow from it."""
@@ -203,17 +242,27 @@ class Pacer:
         """The Unix time of the monotonic time ``due``."""
         return self.anchor_unix + (due - self.anchor_wall)
 
-    @staticmethod
-    def wait_until(due: float, timeout: float, paused: threading.Event) -> bool:
+    def hold_off(self) -> float:
+        """How long the read-ahead thread should wait before decoding more: until just
+        after the frame the reader waits for, when it is due within QUIET_BEFORE; else 0."""
+        due = self.next_due
+        if due < 0:
+            return 0.0
+        now = time.monotonic()
+        if now + QUIET_BEFORE < due or now > due + QUIET_AFTER:
+            return 0.0
+        return due + QUIET_AFTER - now
+
+    def wait_until(self, due: float, timeout: float, paused: threading.Event) -> bool:
         """Wait for the monotonic time ``due``; False when ``timeout`` ends first or
         ``paused`` is set.
 
-        A plain sleep, without polling the clock for the last part: a sleep wakes up some
-        0.1 ms late on an idle machine, within a frame's budget, while a thread polling
-        the clock is the one the scheduler preempts when other processes want the cores,
-        and then it is milliseconds late (on a loaded 2-core machine, polling the last
-        0.4 ms made a frame more than 0.5 ms late 33-59 % of the time against 13-29 %
-        with the plain sleep, in every one of five alternated runs)."""
+        Sleeps until SPIN before ``due`` (the thread's timer slack lowered, so the sleep
+        ends when asked), then polls the clock: the hand-over is then as late as the
+        clock reading, unless the scheduler takes the core away in that last part. The
+        read-ahead thread stays off the interpreter meanwhile (``hold_off``)."""
+        self.next_due = due
+        self._lower_timer_slack()
         limit = time.monotonic() + timeout
         while True:
             now = time.monotonic()
@@ -221,4 +270,17 @@ class Pacer:
                 return True
             if now >= limit or paused.is_set():
                 return False
-            time.sleep(min(due, limit) - now)
+            if due - now > SPIN:
+                time.sleep(min(due - SPIN, limit) - now)
+                continue
+            while time.monotonic() < due:
+                pass  # at most SPIN: the frame is handed over when due, not when woken
+            return True
+
+    def _lower_timer_slack(self) -> None:
+        """TIMER_SLACK_NS for the calling thread (once; Linux only, elsewhere nothing)."""
+        if getattr(self._slack_lowered, "done", False):
+            return
+        self._slack_lowered.done = True
+        with contextlib.suppress(Exception):  # not Linux, or no libc: the default slack
+            ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)

@@ -146,6 +146,8 @@ class ReplayAdapter(MocapAdapter):
         self._played_in_loop = 0
         self._shift = 0.0
         self.position = 0.0
+        #: the monotonic time the last frame handed over was due at
+        self.last_due = 0.0
         self.finished = ""
 
     @classmethod
@@ -167,7 +169,14 @@ class ReplayAdapter(MocapAdapter):
         self.source = source
         # a configure after a cleanup plays the file again from start
         self._reading = ReadAhead(
-            source, signature, self.start, self.end, self.loop, self.read_ahead, paced=self.rate_factor > 0
+            source,
+            signature,
+            self.start,
+            self.end,
+            self.loop,
+            self.read_ahead,
+            paced=self.rate_factor > 0,
+            hold_off=self._pacer.hold_off,
         )
         self._pending = None
         self.played = self._played_in_loop = 0
@@ -239,6 +248,7 @@ class ReplayAdapter(MocapAdapter):
             self._pending = item
             return None
         self._pending = None
+        self.last_due = due
         if shift != self._shift:  # the first frame of another loop
             self._shift = shift
             self._played_in_loop = 0

@@ -4,7 +4,9 @@ and the node publishes a recorded session's messages again over DDS."""
 
 from __future__ import annotations
 
+import math
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +19,8 @@ from session_fixture import record_session  # noqa: E402
 
 from mocap4r2_control.adapter import AdapterError, ConfigurationError  # noqa: E402
 from mocap4r2_control.timebase import split_seconds  # noqa: E402
+from mocap4r2_drivers.replay.playback import QUIET_AFTER, QUIET_BEFORE, End, Pacer, ReadAhead  # noqa: E402
+from mocap4r2_drivers.replay.readers import open_source  # noqa: E402
 from mocap4r2_drivers.replay.replay_system import ReplayAdapter  # noqa: E402
 
 C3D_DIR = Path(__file__).resolve().parents[4] / "shared" / "data" / "c3d"
@@ -265,3 +269,57 @@ def test_a_configure_after_cleanup_plays_the_file_again(session):
         a.stop_streaming()
         a.disconnect()
         assert [f.frame_number for f in frames] == list(range(13))
+
+
+def test_the_pacer_never_hands_a_frame_over_before_it_is_due():
+    """The wait sleeps most of the way and polls the clock for the last part: it may be
+    late (the machine decides), never early, and a pause ends it without the frame."""
+    pacer = Pacer(1.0)
+    paused = threading.Event()
+    for k in range(20):
+        due = time.monotonic() + 0.0005 * (k % 4)
+        assert pacer.wait_until(due, 1.0, paused)
+        assert time.monotonic() >= due
+    paused.set()
+    assert not pacer.wait_until(time.monotonic() + 10.0, 1.0, paused)
+
+
+def test_the_read_ahead_keeps_off_the_interpreter_when_a_frame_is_due():
+    """hold_off asks the read-ahead thread to wait from QUIET_BEFORE before the frame the
+    reader waits for until QUIET_AFTER after it, and only then."""
+    pacer = Pacer(1.0)
+    assert pacer.hold_off() == 0.0  # nothing awaited yet
+    now = time.monotonic()
+    pacer.next_due = now + 10.0
+    assert pacer.hold_off() == 0.0
+    pacer.next_due = now + QUIET_BEFORE / 2
+    assert 0.0 < pacer.hold_off() <= QUIET_BEFORE / 2 + QUIET_AFTER
+    pacer.next_due = now - 10.0
+    assert pacer.hold_off() == 0.0
+
+
+def test_a_read_ahead_asked_to_hold_off_still_gives_every_frame(session):
+    """The read-ahead thread waits whenever hold_off says so, and frames are not lost."""
+    directory, _, _ = session
+    asked = []
+
+    def hold_off() -> float:
+        asked.append(1)
+        return 0.0005 if len(asked) % 3 == 0 else 0.0
+
+    source = open_source(directory, "/sim")
+    reading = ReadAhead(source, None, 0.0, math.inf, False, 64, paced=True, hold_off=hold_off)
+    reading.begin()
+    numbers = []
+    while True:
+        got = reading.take(2.0)
+        assert got is not None, "the read-ahead stalled"
+        if isinstance(got, End):
+            assert got.reason == ""
+            break
+        numbers.append(got[0].frame.frame_number)
+    reading.close()
+    expected = [timed.frame.frame_number for timed in source.frames()]
+    source.close()
+    assert len(expected) == 120 and numbers == expected
+    assert len(asked) >= len(numbers)  # asked before every frame
