@@ -52,6 +52,7 @@ _NEIGHBOURS = 4  # observed markers considered per predicted marker
 # block-diagonal matrix has the optimum of its blocks); more are split into the connected
 # parts of the gate graph, as linear_sum_assignment's time grows with the cube of its size
 _ONE_MATRIX_ROWS = 24
+_CONFIRM_FRAMES = 3  # frames within which a held single marker can be confirmed
 
 
 @dataclass
@@ -98,6 +99,10 @@ class Tracker:
                 d = np.linalg.norm(body.points[:, None] - body.points[None], axis=2)
                 self.half_spacing[i] = 0.5 * d[np.triu_indices(len(d), 1)].min()
         self.single = self.sizes == 1
+        self.any_single = bool(self.single.any())
+        # a single-marker body's marker held after a gap until the next frame confirms it
+        self.held = np.zeros((n_bodies, 2, 3))  # the last two held, newest first
+        self.held_stamp = np.full((n_bodies, 2), -np.inf)
         self.need = np.where(self.single, 1, 2)  # markers a fit needs to be accepted
         # the angle a fit may turn beyond the dynamics: marker noise seen at the layout's radius
         self.noise_angle = 2.0 * config.limits.marker_gate / np.maximum(self.radius, 1e-3)
@@ -163,7 +168,9 @@ class Tracker:
             predicted = self.offsets.reshape(-1, 3)[rows] + pred_p[body_of]
             tree = cKDTree(obs)
             self._assign(tree, len(obs), rows, predicted, gate[body_of], assigned)
-            rms = self._fit_tracked(obs, tree, assigned, tracked, pred_p, dt, gate, claimed, stamp)
+            rms = self._fit_tracked(
+                obs, tree, assigned, tracked, tracked & ~seen_last_frame, pred_p, dt, gate, claimed, stamp
+            )
         else:
             rms = np.full(n_bodies, np.nan)
         valid: BoolArray = np.asarray((assigned >= 0).any(axis=1))
@@ -245,13 +252,15 @@ class Tracker:
         tree: cKDTree,
         assigned: IntArray,
         tracked: BoolArray,
+        coasted: BoolArray,
         pred_p: FloatArray,
         dt: FloatArray,
         gate: FloatArray,
         claimed: BoolArray,
         stamp: float,
     ) -> FloatArray:
-        """Fit, refine and check the tracked bodies; returns their RMS residuals."""
+        """Fit, refine and check the tracked bodies (``coasted``: not seen in the previous
+        frame); returns their RMS residuals."""
         lim, dyn = self.config.limits, self.config.dynamics
         weights = (assigned >= 0).astype(np.float64)
         observed = obs[np.maximum(assigned, 0)]
@@ -308,6 +317,8 @@ class Tracker:
         enough = tracked & (count >= self.need)
         good = enough & (rms <= lim.max_residual) & (step <= allowed) & spin_ok
         self.counters.rejected_fits += int(enough.sum() - good.sum())
+        if self.any_single:
+            self._confirm_singles(good, coasted, trans, step, stamp)
         assigned[~good] = -1
         claimed[assigned[assigned >= 0]] = True
         if good.any():
@@ -323,6 +334,32 @@ class Tracker:
             self.offsets[g] = fitted[g] - trans[g, None, :]
             self.last_good[g] = stamp
         return rms
+
+    def _confirm_singles(
+        self, good: BoolArray, coasted: BoolArray, trans: FloatArray, step: FloatArray, stamp: float
+    ) -> None:
+        """A single marker has no shape to check it by: after a gap, one found farther from
+        the prediction than ``marker_gate`` is as likely a stray inside the widened gate as
+        the body's own. It is held (not valid, its marker left free) and the body is accepted
+        when a later frame, within ``_CONFIRM_FRAMES``, finds a marker where one of the last
+        two held could have moved (``marker_gate + max_velocity * dt``): strays seldom appear
+        twice there, and two held markers let one frame of occlusion (the body then takes
+        another marker in its gate, or none) pass without starting over."""
+        lim = self.config.limits
+        unsure = np.flatnonzero(good & self.single & coasted & (step > lim.marker_gate))
+        if not len(unsure):
+            return
+        frame_dt = stamp - self.previous_stamp if self.previous_stamp is not None else np.inf
+        age = stamp - self.held_stamp[unsure]  # (U, 2)
+        reach = lim.marker_gate + self.config.dynamics.max_velocity * age
+        near = np.linalg.norm(trans[unsure, None, :] - self.held[unsure], axis=2) <= reach
+        follows = (near & (age <= (_CONFIRM_FRAMES + 0.5) * frame_dt)).any(axis=1)
+        self.held[unsure, 1] = self.held[unsure, 0]
+        self.held_stamp[unsure, 1] = self.held_stamp[unsure, 0]
+        self.held[unsure, 0] = trans[unsure]
+        self.held_stamp[unsure, 0] = stamp
+        self.held_stamp[unsure[follows]] = -np.inf
+        good[unsure[~follows]] = False
 
     # ------------------------------------------------------------ acquisition
     def _acquire(
