@@ -22,12 +22,31 @@ if TYPE_CHECKING:
     from .system_node import MocapSystemNode
 
 
+RATE_CHECK_PERIOD_S = 1.0
+RATE_CHANGE = 0.01  # relative change of the rate that is announced
+
+
 class SystemControl:
     """The control-plane member of one system node and its START/STOP handlers."""
 
     def __init__(self, node: MocapSystemNode):
         self.node = node
         self.member = ControlPlaneMember(node, self.start, self.stop, self.describe)
+        self.announced_rate = 0.0
+        # a system that learns its rate from the frames (a tracker, a relay) knows it only
+        # after the announcements of its state changes: the announcement follows it
+        self._rate_timer = node.create_timer(RATE_CHECK_PERIOD_S, self.follow_rate)
+
+    def follow_rate(self) -> None:
+        """Announce again when the adapter's rate moved more than RATE_CHANGE from the one
+        announced last (a rate known only once frames arrive, a source that changed rate)."""
+        adapter = self.node.adapter
+        rate = float(adapter.nominal_rate) if adapter is not None else 0.0
+        if abs(rate - self.announced_rate) > RATE_CHANGE * max(rate, self.announced_rate):
+            try:
+                self.member.announce()
+            except Exception as exc:  # noqa: BLE001 - the next check tries again
+                self.node.get_logger().debug(f"announcement failed: {exc}")
 
     def describe(self) -> MocapSystemInfo:
         node = self.node
@@ -35,6 +54,7 @@ class SystemControl:
         info.type = node.adapter_class.system_type
         info.frame_id = node.value("frame_id")
         info.frame_rate = float(node.adapter.nominal_rate) if node.adapter is not None else 0.0
+        self.announced_rate = info.frame_rate
         info.state.id = node.state_id
         info.state.label = STATE_LABELS.get(node.state_id, "unknown")
         topics, types = [], []
