@@ -443,8 +443,11 @@ def _targets(cell: dict[str, Any], scenario: str) -> list[str]:
     return notes
 
 
-def run(json_path: str | None = None, paths: tuple[str, ...] = PATHS) -> dict[str, Any]:
+def run(json_path: str | None = None, paths: tuple[str, ...] | None = None) -> dict[str, Any]:
     json_path = json_path or os.environ.get(JSON_ENV) or None
+    if paths is None:
+        # `python -m bench timing qtm vicon`: the path names among the command's words
+        paths = tuple(word for word in sys.argv[1:] if word in PATHS) or PATHS
     # "paths" has exactly the shape of issue 23; "extra" what the bench adds to it
     result: dict[str, Any] = {"paths": {}, "extra": {"paths": {}}}
     cost, reference = model_cost_us()
