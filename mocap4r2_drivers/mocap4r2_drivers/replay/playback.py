@@ -21,7 +21,7 @@ import ctypes
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,10 +75,16 @@ def file_change(path: Path, signature: tuple[int, int] | None) -> str:
 
 
 class ReadAhead:
-    """Frames of ``source`` between ``start`` and ``end`` decoded on a thread of their own,
-    at most about ``depth`` ahead of the reader. ``paced``: the reader waits for due
-    times, so the thread gives it the interpreter after every frame, and before decoding
-    more it sleeps for what ``hold_off`` says (seconds; the reader's frame is due soon)."""
+    """Frames of ``source`` between ``start`` and ``end``, decoded ahead of the reader.
+
+    ``paced`` (the reader waits for due times): on a thread of their own, at most about
+    ``depth`` ahead; the thread gives the reader the interpreter after every frame, and
+    before decoding more it sleeps for what ``hold_off`` says (seconds; the reader's frame
+    is due soon). Not paced (as fast as it goes): decoded by the reader's own thread when
+    it takes them. There is nothing to be ahead of then, and in one interpreter a second
+    thread cannot decode while the reader encodes: it only adds the hand-overs between
+    the two (decode and encode took 1.35 times as long per frame on two threads as on
+    one, bench_replay's session at load 1.3-1.5)."""
 
     def __init__(
         self,
@@ -104,21 +110,27 @@ class ReadAhead:
         self._ready: collections.deque[Item] = collections.deque()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
+        self._inline: Iterator[Item | End] | None = None  # not paced: frames decoded on take()
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._thread is not None or self._inline is not None
 
     def begin(self) -> None:
-        """Start the thread (once)."""
-        if self._thread is None:
-            self._closing.clear()
-            self._thread = threading.Thread(target=self._run, name="replay-read-ahead", daemon=True)
-            self._thread.start()
+        """Start decoding (once): the thread when paced."""
+        if self.running:
+            return
+        self._closing.clear()
+        if not self.paced:
+            self._inline = self._produce()
+            return
+        self._thread = threading.Thread(target=self._run, name="replay-read-ahead", daemon=True)
+        self._thread.start()
 
     def close(self) -> None:
-        """Stop the thread and wait for it (bounded)."""
+        """Stop decoding, and wait for the thread (bounded)."""
         self._closing.set()
+        self._inline = None
         thread, self._thread = self._thread, None
         if thread is not None:
             with contextlib.suppress(queue.Empty):
@@ -130,6 +142,8 @@ class ReadAhead:
         """The next frame, the End, or None when nothing came within ``timeout``."""
         if self._ready:
             return self._ready.popleft()
+        if self._inline is not None:
+            return next(self._inline, None)
         try:
             got = self._queue.get(timeout=timeout)
         except queue.Empty:
@@ -141,16 +155,32 @@ class ReadAhead:
 
     @property
     def depth(self) -> int:
-        """Frames decoded and not yet taken (chunks counted whole)."""
+        """Frames decoded and not yet taken (chunks counted whole; 0 when not paced)."""
         return self._queue.qsize() * CHUNK + len(self._ready)
 
     def _run(self) -> None:
+        """The thread: the frames in chunks of CHUNK into the queue, then the End."""
+        batch: list[Item] = []
+        for got in self._produce():
+            if isinstance(got, End):
+                if batch and not self._put(batch):
+                    return
+                self._put(got)
+                return
+            batch.append(got)
+            if len(batch) >= CHUNK:
+                if not self._put(batch):
+                    return
+                batch = []
+
+    def _produce(self) -> Iterator[Item | End]:
+        """Every frame to play, in order and looping as asked, then an End with the reason
+        it stopped; the file is watched on the way."""
         source = self.source
         last_watch = time.monotonic()
         shift = 0.0  # added to the offsets of every loop after the first
         reason = ""
         try:
-            batch: list[Item] = []
             hold_off = self._hold_off
             while not self._closing.is_set():
                 last = None
@@ -175,16 +205,8 @@ class ReadAhead:
                         # let the reader thread take the interpreter now if its frame is due:
                         # otherwise it waits for the switch interval (5 ms) while frames decode
                         time.sleep(0)
-                    batch.append((item, shift))
-                    if len(batch) >= CHUNK:
-                        if not self._put(batch):
-                            return
-                        batch = []
+                    yield item, shift
                     last = item
-                if batch:
-                    if not self._put(batch):
-                        return
-                    batch = []
                 if last is None:
                     reason = "no frames between start and end"
                     break
@@ -198,7 +220,7 @@ class ReadAhead:
         except Exception as exc:  # noqa: BLE001 - the file broke while playing: say how
             reason = f"{type(exc).__name__}: {exc}"
         problem = file_change(source.path, self.signature)
-        self._put(End(problem or reason))
+        yield End(problem or reason)
 
     def _put(self, item: list[Item] | End) -> bool:
         while not self._closing.is_set():
