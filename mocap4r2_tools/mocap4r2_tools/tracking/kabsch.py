@@ -28,7 +28,8 @@ def least_turn(was: FloatArray, seen: FloatArray) -> FloatArray:
     turn[:, 2, 0] -= v[:, 1]
     turn[:, 2, 1] += v[:, 0]
     turn[opposite] = np.eye(3)
-    return turn
+    out: FloatArray = turn
+    return out
 
 
 def kabsch(

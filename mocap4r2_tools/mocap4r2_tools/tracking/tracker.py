@@ -181,8 +181,9 @@ class Tracker:
         settled = valid | ~searchable  # _acquire marks the bodies it acquires in here
         reacquired = self._acquire(obs, claimed, assigned, settled, error, stamp)
         valid = settled & searchable
+        out_assigned: IntArray = assigned
         if all_finite:
-            strays, out_assigned = np.flatnonzero(~claimed), assigned
+            strays = np.flatnonzero(~claimed)
         else:
             strays = index_of[~claimed]
             out_assigned = np.append(index_of, -1)[assigned]  # -1 (no marker) picks the -1 appended
@@ -227,6 +228,7 @@ class Tracker:
         cols, col_of = np.unique(near[shared][in_shared], return_inverse=True)
         r_idx = np.nonzero(in_shared)[0]
         sq = dist[shared][in_shared] ** 2
+        parts: list[tuple[IntArray, IntArray]]
         if len(shared) <= _ONE_MATRIX_ROWS:
             parts = [(np.arange(len(shared)), np.arange(len(cols)))]
         else:
