@@ -9,6 +9,12 @@ the source frame's frame_number and stamp. So it announces itself on /mocap4r2/s
 answers START/STOP, and marker_viz, robot_ground_truth, px4_bridge and the recorder read it
 like any system.
 
+The service ``~/teach`` (std_srvs/Trigger) teaches a body from the frames the tracker reads,
+as `mocap4r2 teach` does from a topic (tracking/teach.py): the still cluster within
+``teach_radius`` of ``teach_near`` over ``teach_seconds`` of source time, named
+``teach_name``; it answers the layout and body as bodies-file YAML and adds them to
+``teach_file`` when set.
+
 Frames wait in a queue of ``queue_frames`` between the subscription and the node's reader
 thread: when tracking takes longer than frames come, the oldest frames waiting are dropped
 and counted (``frames_dropped_cpu`` in /diagnostics), never queued without bound.
@@ -18,11 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +41,7 @@ from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 from mocap4r2_tools.tracking.bodies import ConfigError, TrackerConfig, load_config
 from mocap4r2_tools.tracking.markers_cdr import MarkersDecodeError, decode_markers
+from mocap4r2_tools.tracking.teach import Teacher, TeachError, TeachingWindow, taught_text, write_body
 from mocap4r2_tools.tracking.tracked_frame import CpuWindow, SwapWatch, TrackedFrameBuilder
 from mocap4r2_tools.tracking.tracker import Tracker
 
@@ -41,6 +50,14 @@ MAX_LOGGED_REASONS = 20  # distinct decode errors logged; later ones are only co
 # the subscription's DDS history: deep enough that a message waits there while the executor
 # is held up (loaded machine), so frames are dropped by FrameQueue, where they are counted
 INPUT_DEPTH = 100
+
+
+TEACH_MARGIN_S = 5.0  # how long a teach request waits for frames beyond teach_seconds
+
+
+def _place(value: list[float]) -> str | None:
+    ok = len(value) == 3 and all(math.isfinite(float(v)) for v in value)
+    return None if ok else "must be 3 finite numbers [x, y, z] (m)"
 
 
 def _limit(value: float) -> str | None:
@@ -128,6 +145,26 @@ class MarkerTrackerAdapter(MocapAdapter):
             min_value=1,
             max_value=1000,
         ),
+        ParameterSpec("teach_name", "", "~/teach: name of the layout and body taught (no ':')."),
+        ParameterSpec(
+            "teach_near", [0.0, 0.0, 0.0], "~/teach: where the body to teach is held still (m).", check=_place
+        ),
+        ParameterSpec(
+            "teach_radius",
+            0.15,
+            "~/teach: markers within this of teach_near (m).",
+            min_value=1e-3,
+            max_value=10.0,
+        ),
+        ParameterSpec(
+            "teach_seconds", 1.0, "~/teach: source time averaged (s).", min_value=0.01, max_value=60.0
+        ),
+        ParameterSpec(
+            "teach_axes", "pca", "~/teach: body axes, principal or the world's.", choices=("pca", "world")
+        ),
+        ParameterSpec(
+            "teach_file", "", "~/teach: bodies file the layout and body are added to (empty: only returned)."
+        ),
     )
 
     def __init__(
@@ -149,6 +186,8 @@ class MarkerTrackerAdapter(MocapAdapter):
         self._reasons_logged: set[str] = set()
         self._last_source: tuple[int, float] | None = None
         self._periods: deque[float] = deque(maxlen=256)
+        self._teach_service: Any = None
+        self._teaching: TeachingWindow | None = None
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> MarkerTrackerAdapter:
@@ -190,6 +229,7 @@ class MarkerTrackerAdapter(MocapAdapter):
         self.swaps = SwapWatch(config)
         self.cpu = CpuWindow()
         self._subscribe()
+        self._offer_teaching()
         return AssetNames(rigid_bodies=self.builder.body_names, markers=self.builder.marker_names)
 
     def _subscribe(self) -> None:
@@ -208,6 +248,68 @@ class MarkerTrackerAdapter(MocapAdapter):
             callback_group=MutuallyExclusiveCallbackGroup(),
             raw=True,
         )
+
+    def _offer_teaching(self) -> None:
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+        from std_srvs.srv import Trigger
+
+        if self._teach_service is None:
+            # a group of its own: the request waits for frames while the subscription
+            # (its own group, the executor's other thread) keeps taking them in
+            self._teach_service = self._node.create_service(
+                Trigger, "~/teach", self._on_teach, callback_group=MutuallyExclusiveCallbackGroup()
+            )
+
+    def _on_teach(self, request: Any, response: Any) -> Any:
+        try:
+            response.message = self.teach()
+            response.success = True
+        except (TeachError, AdapterError) as exc:
+            response.success, response.message = False, str(exc)
+        except Exception as exc:  # noqa: BLE001 - a request must never take the node down
+            _LOG.error("teach failed: %r", exc)
+            response.success, response.message = False, f"internal error: {exc!r}"
+        return response
+
+    def teach(self) -> str:
+        """Teach the still cluster at ``teach_near`` from the next ``teach_seconds`` of the
+        frames this tracker reads (tracking/teach.py: the same averaging as `mocap4r2
+        teach`); the layout and body as bodies-file YAML, also added to ``teach_file``
+        when one is set. TeachError says why nothing was taught."""
+        node = self._node
+        if node is None:
+            raise AdapterError("not attached to a node")
+        name = str(node.value("teach_name"))
+        if not name or ":" in name:
+            raise TeachError("set the parameter teach_name to a name without ':' first")
+        seconds = float(node.value("teach_seconds"))
+        near = np.asarray(node.value("teach_near"), dtype=np.float64)
+        window = TeachingWindow(Teacher(near=near, radius=float(node.value("teach_radius"))), seconds)
+        self._teaching = window
+        try:
+            full = window.wait(seconds + TEACH_MARGIN_S)
+        finally:
+            self._teaching = None
+        if not full:
+            raise TeachError(
+                f"{window.frames} frames from {self.markers_topic} in {seconds + TEACH_MARGIN_S:g} s, "
+                f"not {seconds:g} s of them: is the tracker active and its source streaming?"
+            )
+        layout, position = window.teacher.layout(str(node.value("teach_axes")))
+        text = taught_text(name, layout, position)
+        target = str(node.value("teach_file"))
+        if target:
+            write_body(Path(target), name, layout, position)
+        skipped = ", ".join(f"{n} {r}" for r, n in window.teacher.skipped.items())
+        _LOG.info(
+            "taught %r: %d markers from %d frames%s%s",
+            name,
+            len(layout),
+            window.teacher.frames,
+            f" (skipped: {skipped})" if skipped else "",
+            f", added to {target}" if target else "",
+        )
+        return text
 
     def _unsubscribe(self) -> None:
         subscription, self._subscription = self._subscription, None
@@ -252,6 +354,9 @@ class MarkerTrackerAdapter(MocapAdapter):
                 _LOG.warning("a markers message was not read (logged once per reason, counted): %s", reason)
             return None
         points = source.positions[~source.occluded]  # a labeled system's occluded markers hold old positions
+        teaching = self._teaching
+        if teaching is not None:
+            teaching.add(points, source.stamp)
         result = tracker.update(points, source.stamp)
         swaps.update(result)
         self.stray_markers += len(result.strays)
@@ -278,6 +383,10 @@ class MarkerTrackerAdapter(MocapAdapter):
     def disconnect(self) -> None:
         self.queue.set_open(False)
         self._unsubscribe()
+        service, self._teach_service = self._teach_service, None
+        if service is not None and self._node is not None:
+            with contextlib.suppress(Exception):  # the node is being destroyed already
+                self._node.destroy_service(service)
         self.tracker = None
 
     def status(self) -> dict[str, str]:
@@ -313,7 +422,8 @@ class MarkerTrackerAdapter(MocapAdapter):
 
 def main(args: list[str] | None = None) -> int:
     """The marker_tracker executable: the adapter under MocapSystemNode until shutdown."""
-    return run_system(MarkerTrackerAdapter, "marker_tracker", args)
+    # two executor threads: a teach request waits for frames that the subscription takes in
+    return run_system(MarkerTrackerAdapter, "marker_tracker", args, threads=2)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ averaged into a layout and written into a bodies file.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,53 @@ class Teacher:
         return local, centroid
 
 
+class TeachingWindow:
+    """A :class:`Teacher` fed by another thread (the marker_tracker's reader) for
+    ``seconds`` of the frames' own stamps; :meth:`wait` returns when they are in."""
+
+    def __init__(self, teacher: Teacher, seconds: float) -> None:
+        self.teacher = teacher
+        self.seconds = seconds
+        self.first_stamp: float | None = None
+        self.frames = 0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._open = True
+
+    def add(self, markers: FloatArray, stamp: float) -> None:
+        """One frame's markers (the feeding thread); ignored once full or closed."""
+        with self._lock:
+            if not self._open:
+                return
+            if self.first_stamp is None:
+                self.first_stamp = stamp
+            self.frames += 1
+            self.teacher.add(markers)
+            if stamp - self.first_stamp >= self.seconds:
+                self._open = False
+                self._done.set()
+
+    def wait(self, timeout: float) -> bool:
+        """True when the window filled within ``timeout`` s; the window is closed after."""
+        full = self._done.wait(timeout)
+        with self._lock:  # a frame being added finishes first: the teacher is ours after
+            self._open = False
+        return full
+
+
+def layout_entry(layout: FloatArray) -> list[list[float]]:
+    """A layout as the bodies file writes it (micrometres: more is noise)."""
+    return [[round(float(v), 6) for v in p] for p in layout]
+
+
+def taught_text(name: str, layout: FloatArray, position: FloatArray) -> str:
+    """The YAML of a taught layout and its body, as it goes into a bodies file."""
+    entry = {"name": name, "layout": name, "initial_position": [round(float(v), 6) for v in position]}
+    return yaml.safe_dump(
+        {"layouts": {name: layout_entry(layout)}, "bodies": [entry]}, sort_keys=False, default_flow_style=None
+    )
+
+
 def write_body(path: Path, name: str, layout: FloatArray, position: FloatArray) -> dict[str, Any]:
     """Add layout ``name`` and a body ``name`` (next free id, initial_position ``position``)
     to the bodies file at ``path`` (created if missing); the result must parse. Returns it."""
@@ -142,7 +190,7 @@ def write_body(path: Path, name: str, layout: FloatArray, position: FloatArray) 
     if name in layouts or any(isinstance(b, dict) and b.get("name") == name for b in bodies):
         raise TeachError(f"{name!r} is already in {str(path)!r}: choose another name")
     ids = [b.get("id", i + 1) for i, b in enumerate(bodies) if isinstance(b, dict)]
-    layouts[name] = [[round(float(v), 6) for v in p] for p in layout]
+    layouts[name] = layout_entry(layout)
     bodies.append(
         {
             "name": name,

@@ -308,3 +308,81 @@ def test_the_queue_between_subscription_and_tracker_is_bounded():
     queue.put(b"x")
     queue.set_open(False)  # a stop forgets what waits
     assert queue.get(0.0) is None
+
+
+TEACH_LAYOUT = [[0.0, 0.0, 0.02], [0.025, 0.0, 0.0], [-0.01, 0.018, 0.0], [-0.012, -0.02, 0.005]]
+TEACH_PLACE = [0.5, 0.5, 0.3]
+
+
+def test_the_teach_service_teaches_a_still_body_from_the_frames_the_tracker_reads(ros, procs, tmp_path):
+    """~/teach (std_srvs/Trigger) over DDS: a simulated system sends only its cloud, with a
+    still 4-marker body and strays elsewhere; the tracker's answer is the layout (distances
+    within 0.3 mm of the scene's) and the same layout and body are added to teach_file."""
+    from std_srvs.srv import Trigger
+
+    scene = {
+        "seed": 3,
+        "rate": 100.0,
+        "noise": 0.0002,
+        "occlusion": 0.02,
+        "unlabeled_markers": 2,
+        "volume": [[-3.0, -3.0, 1.0], [-1.0, -1.0, 2.0]],  # the strays, away from the body
+        "rigid_bodies": [
+            {
+                "name": "cf",
+                "id": 1,
+                "markers": TEACH_LAYOUT,
+                "trajectory": {"type": "static", "position": TEACH_PLACE},
+            }
+        ],
+    }
+    scene_path, bodies_path = tmp_path / "scene.yaml", tmp_path / "bodies.yaml"
+    scene_path.write_text(yaml.safe_dump(scene))
+    # the tracker tracks something else: teaching reads its frames, not its bodies
+    bodies_path.write_text(
+        yaml.safe_dump({"layouts": {"dot": [[0, 0, 0]]}, "bodies": [{"name": "ball", "layout": "dot"}]})
+    )
+    out = tmp_path / "taught.yaml"
+    procs.start(
+        TOOLS,
+        "marker_tracker",
+        name="tracker",
+        namespace="/teachtrk",
+        params={
+            "markers_topic": "/teachsim/markers",
+            "bodies": str(bodies_path),
+            "autostart": True,
+            "teach_name": "cf9",
+            "teach_near": TEACH_PLACE,
+            "teach_seconds": 0.5,
+            "teach_file": str(out),
+        },
+    )
+    procs.start(
+        DRIVERS,
+        "simulated_system",
+        name="sim",
+        namespace="/teachsim",
+        params={"scene": str(scene_path), "publish_labels": False, "autostart": True},
+    )
+    ros.wait_state("/teachtrk/tracker", "active", timeout=40)
+    answer = ros.call(Trigger, "/teachtrk/tracker/teach", Trigger.Request(), timeout=60)
+    assert answer.success, answer.message
+    taught = yaml.safe_load(answer.message)
+    points = np.asarray(taught["layouts"]["cf9"])
+
+    def distances(p) -> np.ndarray:
+        p = np.asarray(p)
+        return np.sort(np.linalg.norm(p[:, None] - p[None], axis=2).ravel())
+
+    assert points.shape == (4, 3) and np.allclose(distances(points), distances(TEACH_LAYOUT), atol=3e-4)
+    centroid = np.asarray(TEACH_PLACE) + np.mean(TEACH_LAYOUT, axis=0)  # static, yaw 0
+    assert np.linalg.norm(np.asarray(taught["bodies"][0]["initial_position"]) - centroid) < 1e-3
+    from mocap4r2_tools.tracking.bodies import load_config
+
+    (body,) = load_config(out).bodies
+    assert body.name == "cf9" and np.allclose(body.points, points)
+    # taught again under the same name: refused with the reason, the file left as it was
+    again = ros.call(Trigger, "/teachtrk/tracker/teach", Trigger.Request(), timeout=60)
+    assert not again.success and "already in" in again.message, again.message
+    assert len(load_config(out).bodies) == 1

@@ -100,3 +100,32 @@ def test_the_taught_body_is_added_to_a_bodies_file_that_loads(tmp_path):
     with pytest.raises(TeachError, match="mapping"):
         write_body(bad, "x", local, origin)
     assert path.read_text() == before  # a refused write leaves the file as it was
+
+
+def test_a_teaching_window_fills_by_the_frames_stamps_and_closes():
+    import threading
+
+    from mocap4r2_tools.tracking.teach import Teacher, TeachingWindow, taught_text
+
+    cluster = np.array([[0.0, 0.0, 0.02], [0.025, 0.0, 0.0], [-0.01, 0.018, 0.0], [-0.012, -0.02, 0.005]])
+    window = TeachingWindow(Teacher(near=np.zeros(3), radius=0.1), seconds=0.5)
+
+    def feed() -> None:
+        for frame in range(100):  # 100 Hz: full at the frame 0.5 s after the first
+            window.add(cluster, 10.0 + frame / 100)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    assert window.wait(10.0)
+    feeder.join()
+    assert window.frames == 51  # frames after the window filled are not taken
+    layout, position = window.teacher.layout("world")
+    assert np.allclose(layout + position, cluster)
+    text = taught_text("cf", layout, position)
+    assert yaml.safe_load(text)["bodies"] == [
+        {"name": "cf", "layout": "cf", "initial_position": [round(float(v), 6) for v in position]}
+    ]
+    empty = TeachingWindow(Teacher(near=np.zeros(3)), seconds=0.5)
+    assert not empty.wait(0.05)
+    empty.add(cluster, 0.0)  # a frame arriving after the wait gave up is not taken
+    assert empty.frames == 0
