@@ -47,8 +47,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "install" / "mocap4r2_drivers" / "lib" / "mocap4r2_drivers"
 RATE = 250.0
-# the SDK double serves frames in the reading thread (its pull API) and the converter makes
-# a dozen SDK calls per frame: at 250 Hz on a loaded machine it falls behind for good
+# a rate Vicon systems commonly stream at; the converter makes a dozen SDK calls per frame
 VICON_RATE = 100.0
 WARMUP = 5.0
 RESET_AT = 8.0
