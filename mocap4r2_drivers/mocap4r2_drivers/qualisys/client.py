@@ -241,6 +241,10 @@ class StampedSocket(socket.socket):
     received_at: float | None = None
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        if not TIMESTAMP_SPACE:  # no kernel stamps here (nor, on some systems, recvmsg)
+            data = super().recv(bufsize, flags)
+            self.received_at = time.time()
+            return data
         data, ancillary, _, _ = self.recvmsg(bufsize, TIMESTAMP_SPACE, flags)
         self.received_at = receive_time(ancillary)
         return data

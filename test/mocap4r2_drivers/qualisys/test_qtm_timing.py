@@ -15,14 +15,16 @@ Real sockets, real protocol bytes, qtm-rt unmodified."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 
 import pytest
 import yaml
 
+from mocap4r2_drivers.qualisys import client as qtm_client
 from mocap4r2_drivers.qualisys import protocol as qp
-from mocap4r2_drivers.qualisys.client import DISCONNECTED, QtmClient
+from mocap4r2_drivers.qualisys.client import DISCONNECTED, QtmClient, StampedSocket
 from mocap4r2_drivers.qualisys.simulator import QtmSimulator
 from mocap4r2_drivers.simulated.scene import Scene
 
@@ -107,3 +109,36 @@ def test_arrival_is_when_the_bytes_came_not_when_the_busy_loop_read_them(stand_i
         assert handed_over - sent > 0.3, "the loop was not held: the test proves nothing"
     finally:
         client.close()
+
+
+def _read_after_a_wait(sock: StampedSocket) -> tuple[float, float]:
+    """Bytes sent to ``sock`` by a loopback peer, read 0.2 s later: (sent, read) times."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        sock.connect(server.getsockname())
+        peer, _ = server.accept()
+        with peer:
+            # the kernel switches receive stamps on for the machine a moment after the
+            # first socket asks (a deferred switch): bytes before that carry none
+            time.sleep(0.1)
+            sent = time.time()
+            peer.sendall(b"qtm")
+            time.sleep(0.2)
+            read = time.time()
+            assert sock.recv(100) == b"qtm"
+    return sent, read
+
+
+def test_the_socket_gives_the_kernel_receive_time_of_what_it_read():
+    with StampedSocket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, qtm_client.SO_TIMESTAMPNS, 1)
+        sent, read = _read_after_a_wait(sock)
+        assert sock.received_at is not None
+        assert sent - 1e-3 <= sock.received_at < read - 0.1, (sock.received_at - sent, read - sent)
+
+
+def test_without_kernel_stamps_the_time_of_the_read_stands_in(monkeypatch):
+    monkeypatch.setattr(qtm_client, "TIMESTAMP_SPACE", 0)
+    with StampedSocket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        _, read = _read_after_a_wait(sock)
+        assert sock.received_at is not None
+        assert sock.received_at >= read
