@@ -86,6 +86,7 @@ class VrpnClient:
         self._server_udp_port: int | None = None
         self._reader = vp.MessageReader()
         self._early: list[Delivered | PoseBlock] = []  # reports read while connect() read the descriptions
+        self._udp_full = False  # whether the newest datagram was sent full
 
     # ------------------------------------------------------------------ state
     @property
@@ -138,6 +139,7 @@ class VrpnClient:
         self.server_version = exchange_cookies(tcp)
         self._server_ip = tcp.getpeername()[0]
         self._server_udp_port = None
+        self._udp_full = False
         self.names.clear()
         self._reader = vp.MessageReader()
         self.keepalive.pinged_sender = None
@@ -187,6 +189,14 @@ class VrpnClient:
             # kept from running (a loaded machine) finds the data waiting, not a silence
             self._check_silence()
         return out
+
+    @property
+    def continues(self) -> bool:
+        """Whether the server was still sending when the data read so far ended: the
+        newest datagram was sent full (a server sends one before it is full only at the
+        end of its mainloop, so more of that mainloop follows) or the TCP bytes end inside
+        a message."""
+        return self._udp_full or self._reader.pending > 0
 
     def drain(self, budget: int = 100_000) -> int:
         """Read and drop what the sockets hold (at most ``budget`` messages), and count
@@ -273,6 +283,7 @@ class VrpnClient:
                     "foreign_datagram", f"a datagram from {source[0]}:{source[1]}, not the server"
                 )
                 continue
+            self._udp_full = len(data) > vp.UDP_PAYLOAD - vp.POS_QUAT_MESSAGE.size
             if pos_quat is not None and self._server_udp_port is not None:
                 records = vp.pos_quat_records(data, pos_quat)
                 if records is not None:

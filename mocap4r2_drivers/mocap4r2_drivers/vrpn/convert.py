@@ -10,7 +10,10 @@ published, as soon as
 * every body has reported at that time, or
 * a report with another time arrives, or
 * the read that brought the reports has drained the sockets (the rest of that
-  instant's reports, if any, form the next frame with the same time),
+  instant's reports, if any, form the next frame with the same time), unless that read
+  ended where the server had more on its way: a datagram sent full (a server sends one
+  before it is full only at the end of its mainloop) or a message cut at the end of the
+  TCP bytes; then the rest is waited for, at most ``continuation_wait`` s,
 
 so a frame is never held back waiting for the next one. Frame numbers count the frames
 formed since configure (0, 1, 2, ...), increasing by one. A datagram holding nothing but
@@ -40,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from mocap4r2_control.frame import BodyArrays, MocapFrame
+from mocap4r2_control.frame import BodyArrays, MarkerArrays, MocapFrame, SkeletonArrays
 from mocap4r2_control.geometry import AxisChange
 
 from ..common import ClientStats, reject_input
@@ -95,6 +98,12 @@ class FrameAssembler:
         self._pending_time: float | None = None
         self._pending_rows: set[int] = set()
         self._last_emitted_time: float | None = None
+        # what every frame of one structure shares, made once (read only): no error
+        # estimate, no markers, no skeletons
+        self._mean_errors = _read_only(np.zeros(0, dtype=np.float32))
+        self._marker_offsets = _read_only(np.zeros(1, dtype=np.int64))
+        self._no_markers = MarkerArrays()
+        self._no_skeletons = SkeletonArrays()
 
     # ------------------------------------------------------------------ trackers
     def announce(self, trackers: Sequence[str]) -> None:
@@ -195,6 +204,11 @@ class FrameAssembler:
             return self._emit()
         return None
 
+    @property
+    def pending(self) -> bool:
+        """Whether reports wait in a frame not yet complete."""
+        return self._pending_time is not None
+
     def flush(self) -> MocapFrame | None:
         """The pending frame, at the end of a read."""
         if self._pending_time is None:
@@ -248,6 +262,8 @@ class FrameAssembler:
         self._last_time = np.append(self._last_time, -math.inf)[order]
         self._rows = {k: i for i, k in enumerate(keys)}
         self._pending_rows = pending
+        self._mean_errors = _read_only(np.full(len(ids), -1.0, dtype=np.float32))
+        self._marker_offsets = _read_only(np.zeros(len(ids) + 1, dtype=np.int64))
 
     def _emit(self) -> MocapFrame:
         time = self._pending_time
@@ -262,21 +278,32 @@ class FrameAssembler:
         else:
             positions = self.axis.positions(self._positions)
             orientations = self.axis.orientations(self._orientations)
-        n = len(self._names)
         bodies = BodyArrays(
             ids=self._ids,
             names=self._names,
             positions=positions,
             orientations=orientations,
             valid=valid,
-            mean_errors=np.full(n, -1.0, dtype=np.float32),
-            marker_offsets=np.zeros(n + 1, dtype=np.int64),
+            mean_errors=self._mean_errors,
+            marker_offsets=self._marker_offsets,
+            markers=self._no_markers,
         )
         self.frame_number += 1
         self._pending_time = None
         self._pending_rows = set()
         self._last_emitted_time = time
-        return MocapFrame(frame_number=self.frame_number, bodies=bodies, system_time=time)
+        return MocapFrame(
+            frame_number=self.frame_number,
+            markers=self._no_markers,
+            bodies=bodies,
+            skeletons=self._no_skeletons,
+            system_time=time,
+        )
+
+
+def _read_only(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    array.flags.writeable = False
+    return array
 
 
 class DeliveredFrames:
@@ -304,8 +331,9 @@ class DeliveredFrames:
         """The oldest frame waiting, or None."""
         return self.queue.popleft() if self.queue else None
 
-    def add(self, delivered: Sequence[Delivered | PoseBlock]) -> None:
-        """The messages of one read; the frames they complete join the queue."""
+    def add(self, delivered: Sequence[Delivered | PoseBlock], end_of_read: bool = True) -> None:
+        """The messages of one read; the frames they complete join the queue, and with
+        ``end_of_read`` the frame still pending too (see :meth:`FrameAssembler.flush`)."""
         converter = self.assembler
         frames = self.queue
         for item in delivered:
@@ -332,9 +360,19 @@ class DeliveredFrames:
                     self.velocity_reports += 1
                 except vp.VrpnProtocolError as exc:
                     self._bad_report(exc)
-        done = converter.flush()
+        if end_of_read:
+            self.flush()
+        self._bound()
+
+    def flush(self) -> None:
+        """The end of a read: the pending frame joins the queue."""
+        done = self.assembler.flush()
         if done is not None:
-            frames.append(done)
+            self.queue.append(done)
+            self._bound()
+
+    def _bound(self) -> None:
+        frames = self.queue
         while len(frames) > MAX_QUEUED_FRAMES + 1:
             frames.popleft()
             self.frames_lost += 1

@@ -46,7 +46,6 @@ SERVER_TYPES = (
     vp.VELOCITY,
     vp.ACCELERATION,
 )
-UDP_PAYLOAD = 1472  # vrpn_CONNECTION_UDP_BUFLEN: one Ethernet MTU less the IP and UDP headers
 MAX_SEND_BUFFER = 4 * 1024 * 1024
 LATENESS_KEPT = 1 << 16  # frames whose send lateness the summary at stop covers
 
@@ -335,12 +334,12 @@ class Lateness:
 
 
 def _datagrams(messages: list[bytes]) -> list[bytes]:
-    """Messages packed into datagrams of at most UDP_PAYLOAD bytes, in order."""
+    """Messages packed into datagrams of at most vp.UDP_PAYLOAD bytes, in order."""
     out: list[bytes] = []
     current: list[bytes] = []
     size = 0
     for m in messages:
-        if current and size + len(m) > UDP_PAYLOAD:
+        if current and size + len(m) > vp.UDP_PAYLOAD:
             out.append(b"".join(current))
             current, size = [], 0
         current.append(m)

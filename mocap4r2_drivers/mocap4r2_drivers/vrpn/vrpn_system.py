@@ -29,6 +29,10 @@ from .client import VrpnClient, VrpnConnectionError
 from .convert import DeliveredFrames, FrameAssembler, parse_body_names
 
 LOG = logging.getLogger("mocap4r2.vrpn")
+# longest a frame is held for the rest of its reports, which the server was still sending
+# when a read ended (a full datagram, a cut message): they come microseconds later; a lost
+# datagram must not hold the frame until the next one
+CONTINUATION_WAIT = 0.002
 
 
 def _check_host(value: str) -> str | None:
@@ -140,6 +144,7 @@ class VrpnAdapter(MocapAdapter):
         connect_timeout: float = 5.0,
         reconnect_period: float = 1.0,
         silence_timeout: float = 3.0,
+        continuation_wait: float = CONTINUATION_WAIT,
     ) -> None:
         self.where = f"{'tcp://' if tcp_only else ''}{host}:{port}"
         self.reconnect_period = reconnect_period
@@ -153,6 +158,9 @@ class VrpnAdapter(MocapAdapter):
         )
         self.converter = FrameAssembler(trackers or [], multi_sensor, body_names, untracked_after, up_axis)
         self.frames = DeliveredFrames(self.converter, self.client.stats)
+        self.continuation_wait = continuation_wait
+        # monotonic time until which a frame whose rest the server is still sending is held
+        self._held_until: float | None = None
         self._next_attempt = 0.0
         self._lost_reported = False
         self.reconnects = 0
@@ -196,6 +204,7 @@ class VrpnAdapter(MocapAdapter):
         so the first frame published is a current one."""
         self.frames.clear()
         self.converter.flush()
+        self._held_until = None
         if self.client.connected:
             try:
                 dropped = self.client.drain()
@@ -217,15 +226,25 @@ class VrpnAdapter(MocapAdapter):
         if not client.connected:
             self._reconnect(timeout)
             return None
+        held = self._held_until
+        wait = timeout if held is None else min(timeout, max(held - time.monotonic(), 0.0))
         try:
-            delivered = client.read(timeout)
+            delivered = client.read(wait)
         except VrpnConnectionError as exc:
+            self._held_until = None
             self._lost(str(exc))
             return None
         if client.names.senders_changed:
             client.names.senders_changed = False
             self.converter.announce(client.trackers())
-        self.frames.add(delivered)
+        self.frames.add(delivered, end_of_read=False)
+        # the rest of a frame the server is still sending is waited for, a little
+        now = time.monotonic()
+        if not (client.continues and self.converter.pending) or (held is not None and now >= held):
+            self._held_until = None
+            self.frames.flush()
+        elif held is None:
+            self._held_until = now + self.continuation_wait
         self._lost_reported = False
         return self.frames.pop()
 

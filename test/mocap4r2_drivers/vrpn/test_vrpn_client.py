@@ -324,3 +324,77 @@ def test_activating_after_a_pause_drops_old_reports_and_keeps_the_connection(pro
     assert status["server_version"] == "07.38" and status["connected"] == "True"
     assert status["trackers_announced"] == "2" and "last_error" not in status
     adapter.disconnect()
+
+
+def _pose(sender: int, x: float, usec: int) -> bytes:
+    return vp.pack_pos_quat_message(sender, 2, 0, (x, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), 5, usec)
+
+
+def _cut_instant_server(rest_sent: threading.Event | None):
+    """A server (tcp://) with trackers drone and cart: one whole instant, then an instant
+    whose last report is cut in two; the rest follows when ``rest_sent`` is set (never
+    when None)."""
+    go = threading.Event()
+    cart_report = _pose(2, 2.5, 10_000)
+
+    def script(conn):
+        first = _pose(1, 1.0, 0) + _pose(2, 2.0, 0)
+        conn.sendall(vp.cookie() + describe(("VRPN Control", "drone", "cart")) + first)
+        go.wait(10)
+        conn.sendall(_pose(1, 1.5, 10_000) + cart_report[:40])
+        if rest_sent is not None:
+            rest_sent.wait(10)
+            conn.sendall(cart_report[40:])
+        time.sleep(3)
+
+    return HostileServer(script), go
+
+
+def _frames_until(adapter, stop, seconds: float = 5.0) -> list:
+    frames = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not stop(frames):
+        frame = adapter.read_frame(0.05)
+        if frame is not None:
+            frames.append(frame)
+    return frames
+
+
+def test_a_frame_whose_rest_is_on_its_way_waits_for_it():
+    from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
+
+    rest = threading.Event()
+    server, go = _cut_instant_server(rest)
+    adapter = VrpnAdapter(
+        "127.0.0.1", server.port, tcp_only=True, connect_timeout=3.0, continuation_wait=30.0
+    )
+    adapter.connect()
+    first = _frames_until(adapter, lambda f: f and f[-1].bodies.names == ("drone", "cart"))
+    assert first and first[-1].system_time == 5.0
+    split_before = adapter.converter.frames_split
+    go.set()
+    # drone's report and half of cart's are in: no frame, however often it is asked
+    assert _frames_until(adapter, lambda f: bool(f), seconds=0.5) == []
+    rest.set()
+    (frame,) = _frames_until(adapter, lambda f: bool(f))
+    assert frame.system_time == 5.01 and frame.bodies.positions[:, 0].tolist() == [1.5, 2.5]
+    assert adapter.converter.frames_split == split_before
+    adapter.disconnect()
+    server.close()
+
+
+def test_a_frame_whose_rest_never_comes_is_published_after_the_wait():
+    from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
+
+    server, go = _cut_instant_server(None)
+    adapter = VrpnAdapter("127.0.0.1", server.port, tcp_only=True, connect_timeout=3.0, continuation_wait=0.3)
+    adapter.connect()
+    assert _frames_until(adapter, lambda f: f and f[-1].bodies.names == ("drone", "cart"))
+    go.set()
+    frames = _frames_until(adapter, lambda f: bool(f))
+    assert len(frames) == 1, "the frame is not held for ever"
+    # drone's new pose; cart keeps its last one (and is still tracked: 10 ms old)
+    assert frames[0].system_time == 5.01 and frames[0].bodies.positions[:, 0].tolist() == [1.5, 2.0]
+    assert frames[0].bodies.valid.all()
+    adapter.disconnect()
+    server.close()
