@@ -10,12 +10,21 @@ Figures, over a window of SECONDS after a warm-up:
 * latency: receipt here minus the report's VRPN message time (the instant the stand-in
   measured it, on the same clock), p50 / p99 / max, against vrpn_mocap's reference:
   it polls its VRPN connection every 10 ms (update_freq 100 Hz), so its reports wait
-  up to 10 ms (5 ms on average) before they are even read.
+  up to 10 ms (5 ms on average) before they are even read;
+* of that latency, the stand-in's own part: how late after their instant it sent the
+  frames (it prints that when it stops);
+* the floor, measured in the same run: a plain rclpy publisher process sending the same
+  serialized message (one the node published, stamped with its send time) at the same
+  rate to the same kind of subscriber; what the driver and the node add is the rest.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
+import struct
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -23,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.stand_ins import StandIn, SystemProcess, generated_scene, missing_numbers, own_domain
+from bench.stand_ins import ROOT, StandIn, SystemProcess, generated_scene, missing_numbers, own_domain
 
 SECONDS = 3.0
 RATE = 1000.0
@@ -101,6 +110,71 @@ def start_stand_in(scene_path: Path, log: Path) -> tuple[StandIn, int, float]:
     return sim, int(sim.ready.group(1)), float(sim.ready.group(2))
 
 
+def stand_in_lateness(log: Path) -> str:
+    """What the stand-in printed at stop about how late it sent its frames."""
+    match = re.search(r"frames sent after their instant: (.*)", log.read_text())
+    return match.group(1) if match else "(not printed)"
+
+
+STAMP = struct.Struct("<iI")  # header.stamp right after the 4-byte CDR encapsulation (little endian)
+
+
+def reference_publisher(namespace: str, template_path: str, seconds: float) -> None:
+    """The floor's publisher (a process of its own, as the node is): the serialized
+    message in ``template_path``, stamped with its send time, at RATE for ``seconds``."""
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from mocap4r2_interfaces.msg import RigidBodies
+
+    message = bytearray(Path(template_path).read_bytes())
+    rclpy.init()
+    node = rclpy.create_node("bench_vrpn_reference")
+    qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    publisher = node.create_publisher(RigidBodies, f"{namespace}/rigid_bodies", qos)
+    start = time.monotonic()
+    k = 0
+    # stopped by SIGTERM, whose handler (rclpy's) shuts the context down under a publish
+    with contextlib.suppress(Exception, KeyboardInterrupt):
+        while (due := start + k / RATE) < start + seconds:
+            time.sleep(max(due - time.monotonic(), 0.0))
+            now = time.time()
+            STAMP.pack_into(message, 4, int(now), int(now % 1 * 1e9))
+            publisher.publish(bytes(message))
+            k += 1
+        node.destroy_node()
+    rclpy.try_shutdown()
+
+
+def reference_floor(template: bytes, tmp: Path) -> tuple[float, float]:
+    """p50 and p99 (ms) of send -> receipt of ``template`` from a plain publisher process."""
+    path = tmp / "reference_message.cdr"
+    path.write_bytes(template)
+    listener = RawListener("/bench_vrpn_reference")
+    publisher = subprocess.Popen(
+        [sys.executable, "-m", "bench.bench_vrpn", "reference", "/bench_vrpn_reference", str(path)],
+        cwd=ROOT,
+    )
+    try:
+        if not listener.wait_first(timeout=30):
+            return float("nan"), float("nan")
+        time.sleep(1.0)  # the same warm-up as the driver's run
+        samples = listener.record(SECONDS)
+    finally:
+        publisher.terminate()
+        publisher.wait(10)
+        listener.close()
+    latency = [
+        receipt - (sec + nsec * 1e-9)
+        for receipt, data in samples
+        for sec, nsec in [STAMP.unpack_from(data, 4)]
+    ]
+    if not latency:
+        return float("nan"), float("nan")
+    p50, p99 = np.percentile(np.asarray(latency) * 1e3, (50, 99))
+    return float(p50), float(p99)
+
+
 def adapter_cost(trackers: int, tmp: Path) -> None:
     """The driver's own reading path in this process (no DDS): frames per second and
     CPU per frame of read + decode + frame assembly."""
@@ -160,6 +234,8 @@ def end_to_end(trackers: int, tmp: Path) -> None:
         listener.close()
         skipped = sim.stop()
     messages = [(t, deserialize_message(data, RigidBodies)) for t, data in samples]
+    late = stand_in_lateness(sim_log)
+    floor_p50, floor_p99 = reference_floor(samples[0][1], tmp) if samples else (float("nan"),) * 2
 
     # each message: the scene instant of each fresh body (its position is the scene's at
     # that instant, looked up exactly: VRPN carries float64 end to end)
@@ -204,6 +280,14 @@ def end_to_end(trackers: int, tmp: Path) -> None:
         f"(p99 {REFERENCE_POLL_MS / p99:.1f}x ours)",
         flush=True,
     )
+    print(f"{'':3s}             of which the stand-in's own lateness: {late}", flush=True)
+    size = len(samples[0][1]) if samples else 0
+    print(
+        f"{'':3s}             floor, a plain rclpy publisher process of the same {size}-byte message at "
+        f"{RATE:.0f} Hz -> the same subscriber: p50 {floor_p50:.2f} ms, p99 {floor_p99:.2f} ms; "
+        f"ours p50 +{p50 - floor_p50:.2f} ms, p99 {p99 / floor_p99:.1f}x the floor",
+        flush=True,
+    )
 
 
 def run() -> None:
@@ -215,4 +299,7 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    run()
+    if sys.argv[1:2] == ["reference"]:  # the floor's publisher process (reference_floor)
+        reference_publisher(sys.argv[2], sys.argv[3], 60.0)  # until reference_floor stops it
+    else:
+        run()
