@@ -146,17 +146,19 @@ class Tracker:
         n_bodies = len(self.bodies)
         since = stamp - self.last_good
         dyn = cfg.dynamics
-        dt = np.where(self.acquired & (since <= lim.coast_time), since, 0.0)
-        gate = (
-            lim.marker_gate
-            + 0.5 * dyn.max_acceleration * dt**2
-            + np.minimum(dyn.max_angular_velocity * dt, np.pi) * self.radius
-            + np.where(self.velocity_known, 0.0, dyn.max_velocity * dt)
+        recent = self.acquired & (since <= lim.coast_time)
+        dt = np.where(recent, since, 0.0)
+        # how far from its prediction a body may be: noise and model error, the acceleration
+        # bound, and the speed bound while the velocity is not known yet
+        allowed = lim.marker_gate + 0.5 * dyn.max_acceleration * dt**2
+        allowed += np.where(self.velocity_known, 0.0, dyn.max_velocity * dt)
+        # each of its markers, also turned at most max_angular_velocity
+        gate = np.minimum(
+            allowed + np.minimum(dyn.max_angular_velocity * dt, np.pi) * self.radius, lim.init_radius
         )
-        gate = np.minimum(gate, lim.init_radius)
         frame_dt = stamp - self.previous_stamp if self.previous_stamp is not None else np.inf
         seen_last_frame = since <= 1.5 * frame_dt
-        tracked = self.acquired & (since <= lim.coast_time) & ((gate <= self.half_spacing) | seen_last_frame)
+        tracked = recent & ((gate <= self.half_spacing) | seen_last_frame)
         claimed = np.zeros(len(obs), dtype=bool)
         assigned = np.full((n_bodies, self.lmax), -1, dtype=np.intp)
 
@@ -168,8 +170,9 @@ class Tracker:
             predicted = self.offsets.reshape(-1, 3)[rows] + pred_p[body_of]
             tree = cKDTree(obs)
             self._assign(tree, len(obs), rows, predicted, gate[body_of], assigned)
+            coasted = tracked & ~seen_last_frame
             rms = self._fit_tracked(
-                obs, tree, assigned, tracked, tracked & ~seen_last_frame, pred_p, dt, gate, claimed, stamp
+                obs, tree, assigned, tracked, coasted, pred_p, dt, gate, allowed, claimed, stamp
             )
         else:
             rms = np.full(n_bodies, np.nan)
@@ -258,84 +261,101 @@ class Tracker:
         pred_p: FloatArray,
         dt: FloatArray,
         gate: FloatArray,
+        allowed: FloatArray,
         claimed: BoolArray,
         stamp: float,
     ) -> FloatArray:
         """Fit, refine and check the tracked bodies (``coasted``: not seen in the previous
-        frame); returns their RMS residuals."""
+        frame; ``allowed``: how far from the prediction a fit may be); returns their RMS
+        residuals."""
         lim, dyn = self.config.limits, self.config.dynamics
-        weights = (assigned >= 0).astype(np.float64)
+        seen = assigned >= 0
         observed = obs[np.maximum(assigned, 0)]
-        rot, trans, rms, count, fitted = fit_batch(weights, self.local, observed, self.rotation)
-        changed = np.zeros(len(count), dtype=bool)
+        rot, trans, rms, count, fitted, sq = fit_batch(
+            seen.astype(np.float64), self.local, observed, self.rotation
+        )
+        changed: BoolArray | None = None
         # refinement 1: markers far off the fit (a ghost that won the assignment) are dropped
-        off = np.linalg.norm(fitted - observed, axis=2)
-        outlier = (weights > 0) & (off > 2.0 * lim.max_residual) & (count[:, None] > 3)
-        if outlier.any():
-            worst = np.argmax(np.where(weights > 0, off, -1.0), axis=1)
-            drop = outlier[np.arange(len(worst)), worst]
+        far = sq > (2.0 * lim.max_residual) ** 2
+        if far.any():
+            worst = np.argmax(sq, axis=1)
+            drop = far[np.arange(len(worst)), worst] & (count > 3)
             assigned[np.flatnonzero(drop), worst[drop]] = -1
-            changed |= drop
+            changed = drop
         # refinement 2: free markers the fitted pose explains join the fit (the nearest
         # marker not taken among the k-d tree's neighbours of the fitted position)
-        missing = self.slot & (assigned < 0) & tracked[:, None] & (count[:, None] >= 3)
+        missing = ~seen & self.slot & (tracked & (count >= 3))[:, None]
         if missing.any():
             # a free marker within 2 max_residual of a fitted marker whose gate (around the
             # prediction) held that whole ball was offered to the assignment already, which
             # pairs every free marker inside a gate left empty: only the others are looked up
-            drift = np.linalg.norm(fitted - self.offsets - pred_p[:, None, :], axis=2)
-            missing &= drift + 2.0 * lim.max_residual > gate[:, None]
-        if missing.any():
-            taken = np.zeros(len(obs) + 1, dtype=bool)  # + the tree's "no neighbour" index
-            taken[assigned[assigned >= 0]] = True
-            taken[-1] = True
-            k = min(_NEIGHBOURS, len(obs))
-            hits = tree.query(fitted[missing], k=k, distance_upper_bound=2.0 * lim.max_residual)
-            j = np.asarray(hits[1], dtype=np.intp).reshape(-1, k)
-            free = ~taken[j]
-            has = free.any(axis=1)
-            if has.any():
-                cand = j[np.arange(len(j)), np.argmax(free, axis=1)][has]
-                _, first = np.unique(cand, return_index=True)
-                where = np.argwhere(missing)[has][first]
-                assigned[where[:, 0], where[:, 1]] = cand[first]
-                changed[where[:, 0]] = True
-        if changed.any():
+            body, slot = np.nonzero(missing)
+            drift = fitted[body, slot] - self.offsets[body, slot] - pred_p[body]
+            reach = gate[body] - 2.0 * lim.max_residual
+            look = (np.einsum("ki,ki->k", drift, drift) > reach**2) | (reach < 0)
+            if look.any():
+                changed = self._take_explained(obs, tree, assigned, fitted, body[look], slot[look], changed)
+        if changed is not None and changed.any():
             c = np.flatnonzero(changed)
             weights_c = (assigned[c] >= 0).astype(np.float64)
             refit = fit_batch(weights_c, self.local[c], obs[np.maximum(assigned[c], 0)], self.rotation[c])
-            rot[c], trans[c], rms[c], count[c], fitted[c] = refit
+            rot[c], trans[c], rms[c], count[c], fitted[c], _ = refit
         # checks: enough markers, residual, and the motion since the last good pose
-        step = np.linalg.norm(trans - pred_p, axis=1)
-        allowed = (
-            lim.marker_gate
-            + 0.5 * dyn.max_acceleration * dt**2
-            + np.where(self.velocity_known, 0.0, dyn.max_velocity * dt)
-        )
+        step_v = trans - pred_p
+        step_sq = np.einsum("bi,bi->b", step_v, step_v)
         # the angle turned since the last good pose: trace(R_last^T R) = sum of R_last * R
         cos_turn = (np.einsum("bij,bij->b", self.rotation, rot) - 1.0) / 2.0
         angle = np.arccos(np.clip(cos_turn, -1.0, 1.0))
         spin_ok = (angle <= dyn.max_angular_velocity * dt + self.noise_angle) | self.single
         enough = tracked & (count >= self.need)
-        good = enough & (rms <= lim.max_residual) & (step <= allowed) & spin_ok
+        good = enough & (rms <= lim.max_residual) & (step_sq <= allowed**2) & spin_ok
         self.counters.rejected_fits += int(enough.sum() - good.sum())
         if self.any_single:
-            self._confirm_singles(good, coasted, trans, step, stamp)
+            self._confirm_singles(good, coasted, trans, np.sqrt(step_sq), stamp)
         assigned[~good] = -1
         claimed[assigned[assigned >= 0]] = True
-        if good.any():
-            g = np.flatnonzero(good)
+        g = np.flatnonzero(good)
+        if len(g):
+            known = self.velocity_known[g]
             raw_v = (trans[g] - self.position[g]) / np.maximum(dt[g], 1e-9)[:, None]
-            blend = np.where(self.velocity_known[g], 0.5, 1.0)[:, None]
-            was_known = self.velocity_known[g] | (dt[g] > 0)
-            self.velocity[g] = blend * raw_v + (1.0 - blend) * self.velocity[g]
-            self.velocity_known[g] = was_known
+            # a known velocity is smoothed (half the new estimate), an unknown one taken
+            self.velocity[g] = np.where(known[:, None], 0.5 * (raw_v + self.velocity[g]), raw_v)
+            self.velocity_known[g] = known | (dt[g] > 0)
             self.position[g] = trans[g]
             self.rotation[g] = rot[g]  # a single marker's stays the identity: the fit keeps its prior
             # a single marker's layout is the origin: its offsets are 0 whatever rot is
             self.offsets[g] = fitted[g] - trans[g, None, :]
             self.last_good[g] = stamp
         return rms
+
+    def _take_explained(
+        self,
+        obs: FloatArray,
+        tree: cKDTree,
+        assigned: IntArray,
+        fitted: FloatArray,
+        body: IntArray,
+        slot: IntArray,
+        changed: BoolArray | None,
+    ) -> BoolArray:
+        """Layout markers (body, slot) not seen take the nearest free marker within
+        2 max_residual of where the fit puts them; returns the bodies changed."""
+        out = np.zeros(len(assigned), dtype=bool) if changed is None else changed
+        taken = np.zeros(len(obs) + 1, dtype=bool)  # + the tree's "no neighbour" index
+        taken[assigned[assigned >= 0]] = True
+        taken[-1] = True
+        k = min(_NEIGHBOURS, len(obs))
+        hits = tree.query(fitted[body, slot], k=k, distance_upper_bound=2.0 * self.config.limits.max_residual)
+        j = np.asarray(hits[1], dtype=np.intp).reshape(-1, k)
+        free = ~taken[j]
+        has = free.any(axis=1)
+        if has.any():
+            cand = j[np.arange(len(j)), np.argmax(free, axis=1)][has]
+            _, first = np.unique(cand, return_index=True)
+            b, s = body[has][first], slot[has][first]
+            assigned[b, s] = cand[first]
+            out[b] = True
+        return out
 
     def _confirm_singles(
         self, good: BoolArray, coasted: BoolArray, trans: FloatArray, step: FloatArray, stamp: float
