@@ -66,13 +66,21 @@ def truth(n: int, t: float, start: Rotation) -> tuple[np.ndarray, Rotation]:
     return position, spin * start
 
 
-def labeled_fit(local: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Kabsch of one body's visible markers with their true labels: the best a tracker can do."""
-    cl, cs = local.mean(axis=0), seen.mean(axis=0)
-    u, _, vt = np.linalg.svd((local - cl).T @ (seen - cs))
-    d = np.diag([1.0, 1.0, np.sign(np.linalg.det(vt.T @ u.T))])
-    rot = vt.T @ d @ u.T
-    return cs - rot @ cl, rot
+def labeled_fits(layout: np.ndarray, noisy: np.ndarray, visible: np.ndarray) -> np.ndarray:
+    """Positions from Kabsch of each body's visible markers with their true labels (the best
+    a tracker can do), all bodies at once; bodies with fewer than 3 visible markers get NaN."""
+    w = visible.astype(np.float64)[:, :, None]
+    count = w.sum(axis=1)
+    cl = (w * layout).sum(axis=1) / np.maximum(count, 1.0)
+    cs = (w * noisy).sum(axis=1) / np.maximum(count, 1.0)
+    h = np.einsum("bli,blj->bij", w * (layout - cl[:, None]), noisy - cs[:, None])
+    u, _, vt = np.linalg.svd(h)
+    d = np.ones((len(h), 3))
+    d[:, 2] = np.sign(np.linalg.det(np.einsum("bji,bkj->bik", vt, u)))
+    rot = np.einsum("bji,bj,bkj->bik", vt, d, u)
+    out = cs - np.einsum("bij,bj->bi", rot, cl)
+    out[count[:, 0] < 3] = np.nan
+    return out
 
 
 def run_case(kind: str, n: int, rate: int, seconds: float) -> dict[str, Any]:
@@ -134,16 +142,10 @@ def run_case(kind: str, n: int, rate: int, seconds: float) -> dict[str, Any]:
             swaps += int((swapped & ~was_swapped[ok]).sum())
             was_swapped[:] = False
             was_swapped[ok] = swapped
-            for j, b in enumerate(ok):
-                if not trackable[b]:
-                    continue
-                pts = noisy[b][visible[b]]
-                if markers_per == 1:
-                    floor_p = pts[0]
-                else:
-                    floor_p, _ = labeled_fit(layout[visible[b]], pts)
-                floor_err.append(float(np.sum((floor_p - position[b]) ** 2)))
-                pos_err.append(float(np.sum(err[j] ** 2)))
+            use = trackable[ok]
+            floor_p = noisy[ok, 0] if markers_per == 1 else labeled_fits(layout, noisy[ok], visible[ok])
+            floor_err += np.sum((floor_p[use] - position[ok][use]) ** 2, axis=1).tolist()
+            pos_err += np.sum(err[use] ** 2, axis=1).tolist()
             if markers_per > 1:
                 q = Rotation.from_quat(result.orientations[ok])
                 ang_err += np.degrees((q * rotation[ok].inv()).magnitude()).tolist()
