@@ -28,7 +28,7 @@ for (_r, _c), _terms in {
         _HORN[_k, 4 * _c + _r] = _v
 # (q q^T).ravel() @ _QUAT_TO_MATRIX: the rotation matrix of a unit quaternion (w, x, y, z)
 _QUAT_TO_MATRIX = np.zeros((16, 9))
-for _cell, _terms in enumerate(
+for _cell, _entries in enumerate(
     (
         ((0, 0, 1), (1, 1, 1), (2, 2, -1), (3, 3, -1)),
         ((1, 2, 2), (0, 3, -2)),
@@ -41,7 +41,7 @@ for _cell, _terms in enumerate(
         ((0, 0, 1), (1, 1, -1), (2, 2, -1), (3, 3, 1)),
     )
 ):
-    for _i, _j, _v in _terms:
+    for _i, _j, _v in _entries:
         _QUAT_TO_MATRIX[4 * _i + _j, _cell] = _v
 # (a b^T).ravel() @ _CROSS_DOT = (a x b, a . b); (v, c) @ _SKEW_DIAG = ([v]x + c I).ravel()
 _CROSS_DOT = np.zeros((9, 4))
