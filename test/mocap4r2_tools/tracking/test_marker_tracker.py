@@ -21,7 +21,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import serialize_message
 from support import wait_for, wait_subscribed
 
-from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC, ControlClient
+from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_QOS, SYSTEMS_TOPIC, ControlClient
 from mocap4r2_interfaces.msg import Marker, Markers, MocapSystemInfo, RigidBodies
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -317,7 +317,8 @@ TEACH_PLACE = [0.5, 0.5, 0.3]
 def test_the_teach_service_teaches_a_still_body_from_the_frames_the_tracker_reads(ros, procs, tmp_path):
     """~/teach (std_srvs/Trigger) over DDS: a simulated system sends only its cloud, with a
     still 4-marker body and strays elsewhere; the tracker's answer is the layout (distances
-    within 0.3 mm of the scene's) and the same layout and body are added to teach_file."""
+    within 0.3 mm of the scene's) and the same layout and body are added to teach_file.
+    The tracker is announced with the rate it measured from the cloud (100 Hz)."""
     from std_srvs.srv import Trigger
 
     scene = {
@@ -343,6 +344,7 @@ def test_the_teach_service_teaches_a_still_body_from_the_frames_the_tracker_read
         yaml.safe_dump({"layouts": {"dot": [[0, 0, 0]]}, "bodies": [{"name": "ball", "layout": "dot"}]})
     )
     out = tmp_path / "taught.yaml"
+    systems = ros.subscribe(SYSTEMS_TOPIC, MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     procs.start(
         TOOLS,
         "marker_tracker",
@@ -382,6 +384,9 @@ def test_the_teach_service_teaches_a_still_body_from_the_frames_the_tracker_read
 
     (body,) = load_config(out).bodies
     assert body.name == "cf9" and np.allclose(body.points, points)
+    # announced with 0 before its first frames, then with the rate measured from them
+    rated = systems.wait_for(lambda m: m.system == "/teachtrk/tracker" and m.frame_rate > 0.0, timeout=30)
+    assert rated.frame_rate == pytest.approx(100.0, rel=0.02) and rated.state.label == "active"
     # taught again under the same name: refused with the reason, the file left as it was
     again = ros.call(Trigger, "/teachtrk/tracker/teach", Trigger.Request(), timeout=60)
     assert not again.success and "already in" in again.message, again.message
