@@ -268,3 +268,53 @@ def test_single_marker_swarm_keeps_its_identities_through_occlusions_and_strays(
         ok = result.valid
         assert np.all(np.linalg.norm(result.positions[ok] - p[ok], axis=1) < 2e-3), frame
         assert ok[visible].mean() > 0.8, frame
+
+
+def test_the_assignment_per_connected_part_equals_one_matrix(monkeypatch):
+    """Overlapping gates are solved per connected part of the gate graph when there are
+    many: the same pairs as one matrix over all of them (a block never changes another's
+    optimum). 8 identical bodies through one point at 60 Hz, so gates overlap a lot."""
+    import mocap4r2_tools.tracking.tracker as tracker_module
+
+    n, rate = 8, 60.0
+    phase = 2 * np.pi * np.arange(n) / n
+    bodies = [
+        {
+            "name": f"cf{i}",
+            "layout": "cf",
+            "initial_position": [0.3 * np.cos(p), 0.3 * np.sin(p), 1.0 + 0.03 * i],
+        }
+        for i, p in enumerate(phase)
+    ]
+    config = parse_config({"layouts": {"cf": CF.tolist()}, "bodies": bodies})
+    start = Rotation.random(n, random_state=3)
+    rng = np.random.default_rng(3)
+    frames = []
+    for frame in range(int(0.6 * rate)):
+        t = frame / rate
+        radial = 0.3 - 1.0 * t
+        truth = np.stack([radial * np.cos(phase), radial * np.sin(phase), 1.0 + 0.03 * np.arange(n)], axis=1)
+        markers = np.vstack([place(CF, start[i], truth[i]) for i in range(n)]) + rng.normal(
+            0, 2e-4, (4 * n, 3)
+        )
+        frames.append(
+            (rng.permutation(np.vstack([markers, rng.uniform(-0.1, 0.1, (4, 3)) + [0, 0, 1.1]])), t)
+        )
+    real = tracker_module.connected_components
+    split_seen = []
+
+    def counted(*args, **kwargs):
+        split_seen.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tracker_module, "connected_components", counted)
+    results = {}
+    for label, rows in (("split", 0), ("one", 10**9)):
+        monkeypatch.setattr(tracker_module, "_ONE_MATRIX_ROWS", rows)
+        tracker = Tracker(config)
+        results[label] = [tracker.update(cloud, t) for cloud, t in frames]
+    assert split_seen  # the split path ran
+    assert sum(int(r.valid.sum()) for r in results["one"]) > 0.9 * n * len(frames)
+    for a, b in zip(results["split"], results["one"], strict=True):
+        assert np.array_equal(a.assigned, b.assigned) and np.array_equal(a.valid, b.valid)
+        assert np.allclose(a.positions, b.positions, atol=1e-12)
