@@ -46,6 +46,7 @@ LOG = logging.getLogger("mocap4r2.vrpn")
 
 REQUEST_RETRY = 0.5  # s between connection requests while waiting for the call back
 SETTLE = 0.2  # s without a new description after which connect() returns
+UDP_RECV_BUFFER = 4 * 1024 * 1024
 
 
 class VrpnConnectionError(ConnectionError):
@@ -147,6 +148,10 @@ class VrpnClient:
         out = self.keepalive.type_descriptions(now)
         if not self.tcp_only:
             udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            # room for bursts while the reader is kept from running (4.4 kB per instant of
+            # 50 trackers: the default 208 kB holds 50 ms of them); the system limit applies
+            with contextlib.suppress(OSError):
+                udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECV_BUFFER)
             own_ip = tcp.getsockname()[0]
             udp.bind((own_ip, 0))
             udp.setblocking(False)
