@@ -12,7 +12,9 @@ Figures, over a window of SECONDS after a warm-up:
   it polls its VRPN connection every 10 ms (update_freq 100 Hz), so its reports wait
   up to 10 ms (5 ms on average) before they are even read;
 * of that latency, the stand-in's own part: how late after their instant it sent the
-  frames (it prints that when it stops);
+  frames (it prints that when it stops), and the latency from that send instant, frame
+  by frame (it writes each frame's lateness to a file when it stops): what the driver,
+  the node and DDS take;
 * the floor, measured in the same run: a plain rclpy publisher process sending the same
   serialized message (one the node published, stamped with its send time) at the same
   rate to the same kind of subscriber; what the driver and the node add is the rest.
@@ -103,9 +105,12 @@ class RawListener:
         self.context.try_shutdown()
 
 
-def start_stand_in(scene_path: Path, log: Path) -> tuple[StandIn, int, float]:
-    """vrpn_simulator serving the scene: (it, its port, its time origin)."""
+def start_stand_in(scene_path: Path, log: Path, send_times: Path | None = None) -> tuple[StandIn, int, float]:
+    """vrpn_simulator serving the scene: (it, its port, its time origin); with ``send_times``
+    it writes there how late it sent each frame when it stops."""
     args = ["--scene", str(scene_path), "--port", "0"]
+    if send_times is not None:
+        args += ["--send-times", str(send_times)]
     sim = StandIn("vrpn_simulator", args, log, r"ready: [\d.]+:(\d+) .*time origin (\d+)")
     return sim, int(sim.ready.group(1)), float(sim.ready.group(2))
 
@@ -212,7 +217,8 @@ def end_to_end(trackers: int, tmp: Path) -> None:
     scene_path = _scene(tmp, trackers)
     scene = load_scene(str(scene_path), -1, 0.0)
     sim_log = tmp / f"sim_{trackers}.log"
-    sim, port, origin = start_stand_in(scene_path, sim_log)
+    send_path = tmp / f"send_times_{trackers}.npy"
+    sim, port, origin = start_stand_in(scene_path, sim_log, send_path)
     node_log = tmp / f"node_{trackers}.log"
     params = {
         "port": port,
@@ -235,12 +241,15 @@ def end_to_end(trackers: int, tmp: Path) -> None:
         skipped = sim.stop()
     messages = [(t, deserialize_message(data, RigidBodies)) for t, data in samples]
     late = stand_in_lateness(sim_log)
+    # frame number -> how late the stand-in sent it (s)
+    sent_late = dict(np.load(send_path).tolist()) if send_path.exists() else {}
     floor_p50, floor_p99 = reference_floor(samples[0][1], tmp) if samples else (float("nan"),) * 2
 
     # each message: the scene instant of each fresh body (its position is the scene's at
     # that instant, looked up exactly: VRPN carries float64 end to end)
     delivered: set[tuple[int, int]] = set()
     latencies: list[float] = []
+    from_send: list[float] = []  # receipt - the instant the stand-in sent the frame
     numbers = [m.frame_number for _, m in messages]
     if messages:
         first = int((messages[0][0] - origin - 5.0) * RATE)
@@ -260,6 +269,8 @@ def end_to_end(trackers: int, tmp: Path) -> None:
                     newest = max(newest, k)
             if newest >= 0:
                 latencies.append(receipt - (origin + newest / RATE))
+                if newest in sent_late:
+                    from_send.append(receipt - (origin + newest / RATE + sent_late[newest]))
     instants = {k for k, _ in delivered}
     span = (max(instants) - min(instants) + 1) if instants else 0
     expected = span * trackers
@@ -281,6 +292,13 @@ def end_to_end(trackers: int, tmp: Path) -> None:
         flush=True,
     )
     print(f"{'':3s}             of which the stand-in's own lateness: {late}", flush=True)
+    sent = np.asarray(from_send) * 1e3 if from_send else np.asarray([float("nan")])
+    s50, s99, s_worst = (float(np.percentile(sent, q)) for q in (50, 99, 100))
+    print(
+        f"{'':3s}             from the stand-in's send -> subscriber (the driver, the node, DDS): "
+        f"p50 {s50:.2f} ms, p99 {s99:.2f} ms, max {s_worst:.2f} ms",
+        flush=True,
+    )
     size = len(samples[0][1]) if samples else 0
     print(
         f"{'':3s}             floor, a plain rclpy publisher process of the same {size}-byte message at "

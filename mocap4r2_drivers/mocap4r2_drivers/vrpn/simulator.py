@@ -75,8 +75,11 @@ class _RequestProtocol(asyncio.DatagramProtocol):
 class VrpnSimulator:
     """The server: sessions, connection requests and the real-time report clock."""
 
-    def __init__(self, scene: Scene, multi_sensor: str = "", verbose: bool = False) -> None:
+    def __init__(
+        self, scene: Scene, multi_sensor: str = "", verbose: bool = False, send_times: str = ""
+    ) -> None:
         self.scene = scene
+        self.send_times = send_times
         self.verbose = verbose
         bodies = [b.name for b in scene.description.bodies]
         self.multi_sensor = multi_sensor
@@ -136,6 +139,11 @@ class VrpnSimulator:
         if self._clock_task is not None:
             self._clock_task.cancel()
         self.log(self.lateness.summary())
+        if self.send_times:
+            try:
+                self.lateness.save(self.send_times)
+            except OSError as exc:
+                self.log(f"cannot write {self.send_times}: {exc}")
 
     def log(self, text: str) -> None:
         print(f"vrpn_simulator: {text}", flush=True)
@@ -261,7 +269,7 @@ class VrpnSimulator:
             delay = due - (time.monotonic() - self._t0)
             await asyncio.sleep(max(delay, 0.0))
             self._send(messages)
-            self.lateness.add(time.monotonic() - self._t0 - due)
+            self.lateness.add(k, time.monotonic() - self._t0 - due)
 
     def frame_messages(self, k: int) -> list[bytes]:
         """The Pos_Quat messages of scene frame k (its tracked bodies)."""
@@ -317,12 +325,21 @@ class Lateness:
     figures printed at stop (what the stand-in adds to a latency measured from the message time)."""
 
     def __init__(self) -> None:
+        self._frames = np.zeros(LATENESS_KEPT, dtype=np.int64)
         self._values = np.zeros(LATENESS_KEPT)
         self._count = 0
 
-    def add(self, seconds: float) -> None:
-        self._values[self._count % LATENESS_KEPT] = seconds
+    def add(self, k: int, seconds: float) -> None:
+        """Frame k left ``seconds`` after its instant."""
+        at = self._count % LATENESS_KEPT
+        self._frames[at] = k
+        self._values[at] = seconds
         self._count += 1
+
+    def save(self, path: str) -> None:
+        """The kept frames as a .npy array of rows (frame number, lateness s)."""
+        kept = min(self._count, LATENESS_KEPT)
+        np.save(path, np.column_stack([self._frames[:kept].astype(np.float64), self._values[:kept]]))
 
     def summary(self) -> str:
         """``frames sent after their instant: p50 0.05 ms, p99 0.20 ms, max 1.00 ms``."""
@@ -366,11 +383,20 @@ def _parser() -> argparse.ArgumentParser:
         help="one tracker NAME with body i as sensor i (default: one tracker per body)",
     )
     parser.add_argument("--verbose", action="store_true", help="say more about each client")
+    parser.add_argument(
+        "--send-times",
+        default="",
+        metavar="FILE",
+        help="at stop, write the newest 65536 frames' numbers and how late each was sent (s) to "
+        "FILE (.npy): what a benchmark measuring latency from the message time can take out",
+    )
     return parser
 
 
 async def _run(args: argparse.Namespace, scene: Scene) -> int:
-    simulator = VrpnSimulator(scene, multi_sensor=args.multi_sensor, verbose=args.verbose)
+    simulator = VrpnSimulator(
+        scene, multi_sensor=args.multi_sensor, verbose=args.verbose, send_times=args.send_times
+    )
     try:
         port = await simulator.start(args.host, args.port)
     except OSError as exc:

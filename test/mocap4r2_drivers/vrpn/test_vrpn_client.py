@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 
+import numpy as np
 import pytest
 from vrpn_stand_in import start_vrpn  # test/fixtures
 
@@ -78,10 +79,11 @@ def test_datagrams_of_reports_come_as_blocks_with_the_scenes_numbers(procs, tmp_
 
 def test_the_stand_in_says_how_late_it_sent_its_frames(procs, tmp_path):
     # what a benchmark measuring from the message time needs to tell the stand-in's part
-    proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
+    send_times = tmp_path / "send_times.npy"
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE, extra=["--send-times", str(send_times)])
     client = VrpnClient("127.0.0.1", port, timeout=10.0)
     client.connect()
-    assert collect(client, 0.5)
+    got = collect(client, 0.5)
     client.close()
     proc.stop()
     match = re.search(
@@ -90,6 +92,13 @@ def test_the_stand_in_says_how_late_it_sent_its_frames(procs, tmp_path):
     assert match, proc.log()
     p50, p99, top = (float(v) for v in match.groups())
     assert 0.0 <= p50 <= p99 <= top  # sent at or after the instant, never before it
+    # frame by frame: every instant the client read was sent, and is in the file
+    rows = np.load(send_times)
+    frames, lateness = rows[:, 0].astype(int), rows[:, 1]
+    assert (np.diff(frames) > 0).all() and (lateness >= -1e-6).all()
+    read = {round((d.message.time - origin) * scene.rate) for d in got if d.type == vp.POS_QUAT}
+    assert read and read <= set(frames.tolist())
+    assert np.max(lateness) * 1e3 == pytest.approx(top, abs=1e-3)
 
 
 class HostileServer:
