@@ -4,10 +4,14 @@ markers are seen (pure numpy)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+_XYZW = [1, 2, 3, 0]  # Horn's (w, x, y, z) in the order the tracker reports
 # h.ravel() @ _HORN: Horn's symmetric matrix N (order w, x, y, z) of h = sum a b^T, whose
 # largest eigenvector is the quaternion turning the a onto the b
 _HORN = np.zeros((9, 16))
@@ -83,13 +87,24 @@ def kabsch(
 
     local/observed (B, L, 3), weights (B, L) 0/1. Bodies with fewer than 3 weighted,
     non-collinear markers keep their prior rotation and get only a translation."""
-    rot, trans, rms, count, _, _ = fit_batch(weights, local, observed, prior)
-    return rot, trans, rms, count
+    fit = fit_batch(weights, local, observed, prior)
+    return fit.rot, fit.trans, fit.rms, fit.markers
 
 
-def fit_batch(
-    weights: FloatArray, local: FloatArray, observed: FloatArray, prior: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+class BatchFit(NamedTuple):
+    """What :func:`fit_batch` gives per body (B rows)."""
+
+    rot: FloatArray  # (B, 3, 3)
+    trans: FloatArray  # (B, 3)
+    rms: FloatArray  # (B,) RMS residual of the weighted markers
+    markers: FloatArray  # (B,) weighted markers (the count)
+    fitted: FloatArray  # (B, L, 3) every layout marker where the fit puts it
+    sq: FloatArray  # (B, L) squared residual of each weighted marker, 0 where weighted out
+    quat: FloatArray  # (B, 4) x, y, z, w of rot where ``full`` (largest component positive)
+    full: BoolArray  # (B,) rotation fitted from 3+ non-collinear markers (else prior-based)
+
+
+def fit_batch(weights: FloatArray, local: FloatArray, observed: FloatArray, prior: FloatArray) -> BatchFit:
     """:func:`kabsch`, the fitted positions of every layout marker (B, L, 3) and each
     weighted marker's squared residual (B, L; 0 where weighted out), which the RMS needs
     anyway: the tracker's refinement and next prediction reuse them.
@@ -108,6 +123,9 @@ def fit_batch(
     # with the reflection corrected (a proper rotation by construction), in fewer operations.
     values, vectors = np.linalg.eigh((h.reshape(-1, 9) @ _HORN).reshape(-1, 4, 4))
     q = vectors[:, :, 3]  # (w, x, y, z), unit
+    # the quaternion as rotation.quat_from_matrix gives it: x, y, z, w, largest part positive
+    quat = q[:, _XYZW]
+    quat *= np.where(quat[np.arange(len(q)), np.argmax(np.abs(quat), axis=1)] < 0, -1.0, 1.0)[:, None]
     rot = ((q[:, :, None] * q[:, None, :]).reshape(-1, 16) @ _QUAT_TO_MATRIX).reshape(-1, 3, 3)
     # collinear (or fewer than 3) markers leave the turn about their line free: the two
     # largest eigenvalues meet (their gap is twice the second singular value of h)
@@ -130,4 +148,4 @@ def fit_batch(
     off = fitted - observed
     sq = np.einsum("bli,bli->bl", off, off) * weights
     rms = np.sqrt(sq.sum(axis=1) * inv)
-    return rot, trans, rms, count, fitted, sq
+    return BatchFit(rot, trans, rms, count, fitted, sq, quat, full)

@@ -115,6 +115,7 @@ class Tracker:
         self.slot_body = self.slot_rows // self.lmax
         self.position = np.zeros((n_bodies, 3))
         self.rotation = np.tile(np.eye(3), (n_bodies, 1, 1))
+        self.quat = np.tile([0.0, 0.0, 0.0, 1.0], (n_bodies, 1))  # of self.rotation, x y z w
         self.offsets = np.einsum("bij,blj->bli", self.rotation, self.local)  # rotation @ layout
         self.velocity = np.zeros((n_bodies, 3))
         self.velocity_known = np.zeros(n_bodies, dtype=bool)
@@ -190,7 +191,7 @@ class Tracker:
         else:
             strays = index_of[~claimed]
             out_assigned = np.append(index_of, -1)[assigned]  # -1 (no marker) picks the -1 appended
-        quats = quat_from_matrix(self.rotation)
+        quats = self.quat.copy()
         quats[self.single] = (0.0, 0.0, 0.0, 1.0)
         return FrameResult(
             self.position.copy(), quats, valid, error, out_assigned, strays, np.asarray(reacquired, np.intp)
@@ -271,9 +272,8 @@ class Tracker:
         lim, dyn = self.config.limits, self.config.dynamics
         seen = assigned >= 0
         observed = obs[np.maximum(assigned, 0)]
-        rot, trans, rms, count, fitted, sq = fit_batch(
-            seen.astype(np.float64), self.local, observed, self.rotation
-        )
+        fit = fit_batch(seen.astype(np.float64), self.local, observed, self.rotation)
+        rot, trans, rms, count, fitted, sq, quat, full = fit
         changed: BoolArray | None = None
         # refinement 1: markers far off the fit (a ghost that won the assignment) are dropped
         far = sq > (2.0 * lim.max_residual) ** 2
@@ -282,30 +282,28 @@ class Tracker:
             drop = far[np.arange(len(worst)), worst] & (count > 3)
             assigned[np.flatnonzero(drop), worst[drop]] = -1
             changed = drop
+        # how far the fit moved and turned from the prediction (also the checks below)
+        step_sq, angle = self._motion(rot, trans, pred_p)
         # refinement 2: free markers the fitted pose explains join the fit (the nearest
         # marker not taken among the k-d tree's neighbours of the fitted position)
         missing = ~seen & self.slot & (tracked & (count >= 3))[:, None]
         if missing.any():
             # a free marker within 2 max_residual of a fitted marker whose gate (around the
             # prediction) held that whole ball was offered to the assignment already, which
-            # pairs every free marker inside a gate left empty: only the others are looked up
-            body, slot = np.nonzero(missing)
-            drift = fitted[body, slot] - self.offsets[body, slot] - pred_p[body]
-            reach = gate[body] - 2.0 * lim.max_residual
-            look = (np.einsum("ki,ki->k", drift, drift) > reach**2) | (reach < 0)
-            if look.any():
-                changed = self._take_explained(obs, tree, assigned, fitted, body[look], slot[look], changed)
+            # pairs every free marker inside a gate left empty: only the others are looked
+            # up. A fitted marker is at most step + angle * radius from its prediction.
+            drift = np.sqrt(step_sq) + angle * self.radius + 2.0 * lim.max_residual
+            missing &= (drift > gate)[:, None]
+            if missing.any():
+                body, slot = np.nonzero(missing)
+                changed = self._take_explained(obs, tree, assigned, fitted, body, slot, changed)
         if changed is not None and changed.any():
             c = np.flatnonzero(changed)
             weights_c = (assigned[c] >= 0).astype(np.float64)
             refit = fit_batch(weights_c, self.local[c], obs[np.maximum(assigned[c], 0)], self.rotation[c])
-            rot[c], trans[c], rms[c], count[c], fitted[c], _ = refit
+            rot[c], trans[c], rms[c], count[c], fitted[c], _, quat[c], full[c] = refit
+            step_sq, angle = self._motion(rot, trans, pred_p)
         # checks: enough markers, residual, and the motion since the last good pose
-        step_v = trans - pred_p
-        step_sq = np.einsum("bi,bi->b", step_v, step_v)
-        # the angle turned since the last good pose: trace(R_last^T R) = sum of R_last * R
-        cos_turn = (np.einsum("bij,bij->b", self.rotation, rot) - 1.0) / 2.0
-        angle = np.arccos(np.clip(cos_turn, -1.0, 1.0))
         spin_ok = (angle <= dyn.max_angular_velocity * dt + self.noise_angle) | self.single
         enough = tracked & (count >= self.need)
         good = enough & (rms <= lim.max_residual) & (step_sq <= allowed**2) & spin_ok
@@ -323,10 +321,25 @@ class Tracker:
             self.velocity_known[g] = known | (dt[g] > 0)
             self.position[g] = trans[g]
             self.rotation[g] = rot[g]  # a single marker's stays the identity: the fit keeps its prior
+            # the quaternion: the fit's where it fitted the rotation, converted where the
+            # rotation came from the prior turned by 2 markers, kept where it is the prior
+            self.quat[g] = np.where(full[g, None], quat[g], self.quat[g])
+            turned = g[~full[g] & (count[g] == 2)]
+            if len(turned):
+                self.quat[turned] = quat_from_matrix(rot[turned])
             # a single marker's layout is the origin: its offsets are 0 whatever rot is
             self.offsets[g] = fitted[g] - trans[g, None, :]
             self.last_good[g] = stamp
         return rms
+
+    def _motion(
+        self, rot: FloatArray, trans: FloatArray, pred_p: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """Squared distance of the fits from the predicted positions, and the angle they
+        turned since the last good pose (trace(R_last^T R) = sum of R_last * R)."""
+        step_v = trans - pred_p
+        cos_turn = (np.einsum("bij,bij->b", self.rotation, rot) - 1.0) / 2.0
+        return np.einsum("bi,bi->b", step_v, step_v), np.arccos(np.clip(cos_turn, -1.0, 1.0))
 
     def _take_explained(
         self,
@@ -417,6 +430,7 @@ class Tracker:
             self.acquired[body] = True
             self.position[body] = pos
             self.rotation[body] = rot
+            self.quat[body] = quat_from_matrix(rot)
             self.offsets[body] = self.local[body] @ rot.T
             self.velocity[body] = 0.0
             self.velocity_known[body] = False
