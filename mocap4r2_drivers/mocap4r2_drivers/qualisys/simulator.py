@@ -11,8 +11,19 @@ default): the welcome string, ``Version``, ``QTMVersion``, ``ByteOrder``, ``GetS
 Frames come from :class:`~mocap4r2_drivers.simulated.scene.Scene` with real-time pacing: frame k
 is captured at ``start + k / rate`` and sent ``latency`` later; frames the scene drops
 are never sent (their numbers are skipped). Like QTM, the server keeps real time: a
-client that does not read fast enough loses frames (its socket buffer is bounded), and
+client that does not read fast enough loses frames (its send buffer is bounded), and
 if the server itself falls behind it skips ahead rather than sending a growing backlog.
+
+Connections and commands run on an asyncio loop; the frames have a thread of their own
+(:meth:`QtmSimulator._send_frames`), as QTM sends from its own machine whatever its
+command handling does. A frame leaves when it is due: ``latency`` after its capture, or,
+with a time impairment, when the network releases its burst (the due time of the burst's
+last frame plus the delay drawn for it). An asyncio timer cannot do that: the loop sleeps
+in epoll, whose timeout has 1 ms steps, so a frame would leave up to 1 ms late, a
+different amount each time. The thread computes and encodes each frame ahead of its due
+time (the server's work, which its latency covers), never in the last QUIET before a
+frame or burst is due, sleeps until SPIN before that and polls the clock for the rest,
+then writes to the clients' sockets itself (:class:`StreamSession`).
 """
 
 from __future__ import annotations
@@ -20,8 +31,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
+import math
+import os
 import sys
+import threading
 import time
+from collections import deque
+from dataclasses import dataclass, field
 
 from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
 from ..sim_server import FramePacer, add_scene_arguments, load_scene, peer_name, run_until_signalled
@@ -31,10 +48,123 @@ from .commands import QtmCommands, Session, StreamRequest
 from .protocol import Event, PacketType
 from .scene_stream import SceneStream, parameters_xml
 
-__all__ = ["QtmSimulator", "SceneStream", "Session", "StreamRequest", "load_scene", "main", "parameters_xml"]
+__all__ = [
+    "QtmSimulator",
+    "SceneStream",
+    "Session",
+    "StreamRequest",
+    "StreamSession",
+    "load_scene",
+    "main",
+    "parameters_xml",
+]
 
 WELCOME = "QTM RT Interface connected"
 MAX_SEND_BUFFER = 4 * 1024 * 1024  # a slower client loses frames beyond this backlog
+#: writes of the frame thread waiting for the loop to take them (a socket that was full);
+#: beyond this many a client loses frames, as beyond MAX_SEND_BUFFER
+MAX_HANDED_OVER = 256
+#: the last part of a wait for a frame spent polling the clock, s: a sleep ends some
+#: 0.05-0.1 ms late (more on a busy machine), polling does not
+SPIN = 0.0003
+#: no frame is computed when a frame or burst is due within this, s (computing a frame
+#: of the scene's next batch takes about 1 ms on a loaded machine)
+QUIET = 0.002
+#: frames are computed up to this long before they are due, s ...
+PREPARE_AHEAD = 0.010
+#: ... and at most this many
+MAX_PREPARED = 64
+#: the frame thread looks at the streaming flag at least this often, s
+IDLE_WAIT = 0.05
+#: timer slack of the frame thread, ns: Linux lets a sleep end up to this late (50 us by
+#: default) to group wake-ups
+TIMER_SLACK_NS = 1000
+_PR_SET_TIMERSLACK = 29
+
+
+@dataclass
+class StreamSession(Session):
+    """A connected client that two threads write to: the loop (command answers) and the
+    frame thread (frames, at their instant). Every write goes through one lock and the
+    bytes go out in the order they were written.
+
+    The frame thread writes to the socket itself when nothing is waiting to be written
+    before it; otherwise (the client's socket was full, the transport holds bytes) it
+    hands the packet to the loop, and everything written after it follows the same way
+    until the loop has taken it. A client that falls further behind loses frames."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _handed_over: int = 0  # writes handed to the loop and not yet taken by it
+
+    def send(self, data: bytes) -> None:
+        """(loop thread) Write ``data`` after everything written before."""
+        with self._lock:
+            if self.closed:
+                return
+            if self._handed_over and self.loop is not None:
+                self._handed_over += 1
+                self.loop.call_soon(self._write_handed_over, data)  # behind those handed over
+            else:
+                self.writer.write(data)
+
+    def backlog(self) -> int:
+        """Bytes the transport holds for the socket (the length of the loop's buffer, read whole)."""
+        return self.writer.transport.get_write_buffer_size()
+
+    def send_frames(self, data: bytes, frames: int) -> bool:
+        """(frame thread) Write the packets of ``frames`` frames now; False (counted as
+        skipped) when the client's backlog is full or the connection is gone."""
+        with self._lock:
+            transport = self.writer.transport
+            if self.closed or self.loop is None or transport.is_closing():
+                return False
+            buffered = transport.get_write_buffer_size()
+            if buffered > MAX_SEND_BUFFER or self._handed_over >= MAX_HANDED_OVER:
+                self.frames_skipped += frames
+                return False
+            if buffered or self._handed_over:
+                return self._hand_over(data)
+            fd = transport.get_extra_info("socket").fileno()  # -1 once closed
+            if fd < 0:
+                return False
+            try:
+                # the transport's own socket, non-blocking; the loop writes to it only
+                # through this lock, and only while the transport holds no bytes
+                written = os.write(fd, data)
+            except (BlockingIOError, InterruptedError):
+                written = 0
+            except OSError:
+                return False  # reset or closed: the loop's reader sees it and drops the session
+            if written < len(data):
+                return self._hand_over(data[written:])
+            return True
+
+    def _hand_over(self, data: bytes) -> bool:
+        assert self.loop is not None
+        try:
+            self.loop.call_soon_threadsafe(self._write_handed_over, data)
+        except RuntimeError:  # the loop is closed: the server is stopping
+            return False
+        self._handed_over += 1
+        return True
+
+    def _write_handed_over(self, data: bytes) -> None:
+        with self._lock:
+            self._handed_over -= 1
+            if not self.closed:
+                self.writer.write(data)
+
+
+@dataclass
+class PreparedFrame:
+    """A frame computed and encoded ahead of its due time."""
+
+    number: int
+    captured: float  # monotonic
+    due: float  # monotonic: capture + the server's latency
+    timestamp: int | None  # the server clock's, us (None: k periods)
+    packets: dict[tuple[str, ...], bytes]  # by the components a client streams
 
 
 class QtmSimulator:
@@ -50,7 +180,8 @@ class QtmSimulator:
     ):
         self.scene = scene
         self.max_clients = max_clients
-        self.encoder = SceneStream(scene)
+        self.encoder = SceneStream(scene)  # the loop's (GetCurrentFrame)
+        self._frames = SceneStream(scene)  # the frame thread's
         self.sessions: list[Session] = []
         self.commands = QtmCommands(
             scene,
@@ -66,14 +197,15 @@ class QtmSimulator:
         self.impairment = impairment or TimeImpairment()
         self.clock = ServerClock(self.impairment, self.start_time)
         self._own_clock = self.impairment.shifts_clock
-        self.delivery: Delivery[tuple[Session, bytes]] = Delivery(self.impairment)
-        self._delivery_wake = asyncio.Event()
-        self._delivery_task: asyncio.Task | None = None
+        # frames on the network: each item is one frame's packets to its clients
+        self.delivery: Delivery[list[tuple[StreamSession, bytes]]] = Delivery(self.impairment)
         self.truth = TruthLog(self.impairment.truth_log) if self.impairment.truth_log else None
         self._wall_offset = time.time() - time.monotonic()
-        self._streaming = asyncio.Event()
+        self._streaming = threading.Event()  # some client streams (cleared: the frame clock stops)
+        self._wake = threading.Event()  # the frame thread re-plans: streaming changed, or stop
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._clock_task: asyncio.Task | None = None
         self.port = 0
 
     @property
@@ -85,22 +217,22 @@ class QtmSimulator:
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
-        self._clock_task = asyncio.get_running_loop().create_task(self._clock())
-        self._delivery_task = asyncio.get_running_loop().create_task(self._deliver())
+        self._thread = threading.Thread(target=self._send_frames, name="qtm-frames", daemon=True)
+        self._thread.start()
         return self.port
 
     async def stop(self) -> None:
         """Tell every client QTM is shutting down, then close (as QTM does)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(2.0)  # it never waits for the loop: a short wait
         for session in list(self.sessions):
             session.send(qp.pack_event(Event.QTM_SHUTTING_DOWN))
             session.closed = True
             session.writer.close()
         if self._server is not None:
             self._server.close()
-        if self._clock_task is not None:
-            self._clock_task.cancel()
-        if self._delivery_task is not None:
-            self._delivery_task.cancel()
         if self.truth is not None:
             self.truth.close()
         for session in list(self.sessions):
@@ -113,7 +245,7 @@ class QtmSimulator:
     # ------------------------------------------------------------------ connections
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = peer_name(writer)
-        session = Session(writer=writer, peer=peer)
+        session = StreamSession(writer=writer, peer=peer, loop=asyncio.get_running_loop())
         if len(self.sessions) >= self.max_clients:
             session.send_text(PacketType.ERROR, "Connection refused. Max number of clients reached.")
             writer.close()
@@ -167,59 +299,136 @@ class QtmSimulator:
             self._streaming.set()
         else:
             self._streaming.clear()
+        self._wake.set()
 
-    async def _clock(self) -> None:
-        """Sends every frame to every streaming client at its real-time instant."""
-        scene = self.scene
-        rate = scene.rate
-        while True:
+    def _send_frames(self) -> None:
+        """(frame thread) Computes every frame ahead and sends it to every streaming
+        client at its instant, until stop."""
+        _lower_timer_slack()
+        held = self.impairment.delays
+        prepared: deque[PreparedFrame] = deque()  # computed, not due yet (without impairment)
+        ahead = -math.inf  # due time of the newest frame computed
+        streaming = False
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            self._release(now)
             if not self._streaming.is_set():
-                await self._streaming.wait()
-                self.pacer.restart()
-            # the newest frame already due: start there, or skip ahead when too late
-            k = self.pacer.take(time.monotonic())
-            if scene.is_dropped(k):
-                continue
-            frame = self.encoder.frame(k)
-            delay = k / rate + frame.latency - (time.monotonic() - self.start_time)
-            # a late frame is sent at once, but the loop still yields: behind real time
-            # (a rate the machine cannot keep up with) it would otherwise never let the
-            # event loop read a command or handle SIGTERM
-            await asyncio.sleep(max(delay, 0.0))
-            captured = self.start_time + k / rate
-            timestamp = int(round(self.clock.read(captured) * 1e6)) if self._own_clock else None
-            if self.truth is not None:
-                self.truth.write(k, self._wall_offset + captured)
-            self._send_frame(k, timestamp)
-
-    async def _deliver(self) -> None:
-        """Sends the frames the impairment held back, each at its time."""
-        while True:
+                prepared.clear()
+                streaming = False
+            elif not streaming:
+                streaming = True
+                self.pacer.restart()  # nobody was served: start at the newest frame
+                ahead = -math.inf
+            while prepared and prepared[0].due <= now:
+                self._write(self._hand_out(prepared.popleft()))
             release = self.delivery.next_time()
-            if release is None:
-                self._delivery_wake.clear()
-                await self._delivery_wake.wait()
+            # the next send: a frame due (without impairment) or a burst the network releases
+            wake = min(math.inf if release is None else release, prepared[0].due if prepared else math.inf)
+            compute = streaming and ahead < now + PREPARE_AHEAD
+            # compute the next frame now unless a send is due within QUIET: the work would
+            # make it late (the interpreter runs one thread at a time); with nothing
+            # computed and nothing on the network, there is no send to protect
+            if (
+                compute
+                and len(prepared) < MAX_PREPARED
+                and (wake - now > QUIET or (not prepared and release is None))
+            ):
+                frame = self._prepare(now)
+                ahead = frame.due
+                if held:
+                    # the network holds it from its due time, not from when it was computed
+                    self.delivery.put(self._hand_out(frame), frame.due)
+                else:
+                    prepared.append(frame)
                 continue
-            await asyncio.sleep(max(release - time.monotonic(), 0.0))
-            for session, packet in self.delivery.due(time.monotonic()):
-                session.send(packet)
+            later = now + IDLE_WAIT  # when to look again for work that is not a send
+            if streaming and not compute:
+                later = min(later, ahead - PREPARE_AHEAD)
+            if wake <= later:
+                self._wait_until(wake, spin=True)
+            else:
+                self._wait_until(later, spin=False)
 
-    def _send_frame(self, k: int, timestamp: int | None = None) -> None:
-        rate = self.scene.rate
-        for session in self.sessions:
+    def _prepare(self, now: float) -> PreparedFrame:
+        """The next frame to send, computed and encoded for the components clients stream."""
+        scene = self.scene
+        k = self.pacer.take(now)  # the frame after the previous one, or skip ahead when too late
+        while scene.is_dropped(k):
+            k = self.pacer.take(now)
+        frame = self._frames.frame(k)
+        captured = self.start_time + k / scene.rate
+        timestamp = int(round(self.clock.read(captured) * 1e6)) if self._own_clock else None
+        packets: dict[tuple[str, ...], bytes] = {}
+        for session in list(self.sessions):
             stream = session.stream
-            if session.closed or stream is None or not session.wants(k, rate):
+            if stream is not None and not session.closed:
+                key = tuple(stream.components)
+                if key not in packets:
+                    packets[key] = self._frames.packet(k, stream.components, timestamp)
+        return PreparedFrame(k, captured, captured + frame.latency, timestamp, packets)
+
+    def _hand_out(self, frame: PreparedFrame) -> list[tuple[StreamSession, bytes]]:
+        """Which client gets which packet of ``frame`` (each client's rate, its backlog)."""
+        k = frame.number
+        rate = self.scene.rate
+        if self.truth is not None:
+            self.truth.write(k, self._wall_offset + frame.captured)
+        out: list[tuple[StreamSession, bytes]] = []
+        for session in list(self.sessions):
+            stream = session.stream
+            if not isinstance(session, StreamSession) or session.closed or stream is None:
                 continue
-            if session.writer.transport.get_write_buffer_size() > MAX_SEND_BUFFER:
+            if not session.wants(k, rate):
+                continue
+            if session.backlog() > MAX_SEND_BUFFER:
                 session.frames_skipped += 1
                 continue
-            packet = self.encoder.packet(k, stream.components, timestamp)
-            if self.impairment.delays:
-                self.delivery.put((session, packet), time.monotonic())
-                self._delivery_wake.set()
-            else:
-                session.send(packet)
+            packet = frame.packets.get(tuple(stream.components))
+            if packet is None:  # the client changed its components since the frame was computed
+                packet = self._frames.packet(k, stream.components, frame.timestamp)
+            out.append((session, packet))
             session.frames_sent += 1
+        return out
+
+    def _release(self, now: float) -> None:
+        """Sends the frames the network releases by ``now``: a burst in one write per client."""
+        released = self.delivery.due(now)
+        if len(released) == 1:
+            self._write(released[0])
+        elif released:
+            self._write([pair for frame in released for pair in frame])
+
+    @staticmethod
+    def _write(packets: list[tuple[StreamSession, bytes]]) -> None:
+        by_client: dict[int, tuple[StreamSession, list[bytes]]] = {}
+        for session, packet in packets:
+            by_client.setdefault(id(session), (session, []))[1].append(packet)
+        for session, parts in by_client.values():
+            session.send_frames(parts[0] if len(parts) == 1 else b"".join(parts), len(parts))
+
+    def _wait_until(self, due: float, spin: bool) -> None:
+        """Sleeps until ``due``; with ``spin``, until SPIN before it, polling the clock for
+        the rest (a sleep ends when the scheduler wakes the thread, polling when the time
+        has come). Returns early when woken (streaming changed, stop)."""
+        margin = SPIN if spin else 0.0
+        while True:
+            now = time.monotonic()
+            if now >= due or self._stopping.is_set():
+                return
+            if due - now > margin:
+                if self._wake.wait(due - margin - now):
+                    self._wake.clear()
+                    return
+                continue
+            while time.monotonic() < due:
+                pass  # at most SPIN: the frame leaves when due, not when the thread was woken
+            return
+
+
+def _lower_timer_slack() -> None:
+    """TIMER_SLACK_NS for the calling thread (Linux only; elsewhere the default slack)."""
+    with contextlib.suppress(Exception):  # not Linux, or no libc
+        ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
 
 
 # ====================================================================== command line
