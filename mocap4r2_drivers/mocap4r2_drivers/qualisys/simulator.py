@@ -65,8 +65,11 @@ MAX_SEND_BUFFER = 4 * 1024 * 1024  # a slower client loses frames beyond this ba
 #: beyond this many a client loses frames, as beyond MAX_SEND_BUFFER
 MAX_HANDED_OVER = 256
 #: the last part of a wait for a frame spent polling the clock, s: a sleep ends some
-#: 0.05-0.1 ms late (more on a busy machine), polling does not
+#: 0.05-0.1 ms late (more on a busy machine), polling does not ...
 SPIN = 0.0003
+#: ... and at most this share of a frame period, so that polling takes at most about a
+#: tenth of a core whatever the rate (at 2 kHz, 0.05 ms a frame)
+SPIN_SHARE = 0.1
 #: no frame is computed when a frame or burst is due within this, s (computing a frame
 #: of the scene's next batch takes about 1 ms on a loaded machine)
 QUIET = 0.002
@@ -407,10 +410,11 @@ class QtmSimulator:
             session.send_frames(parts[0] if len(parts) == 1 else b"".join(parts), len(parts))
 
     def _wait_until(self, due: float, spin: bool) -> None:
-        """Sleeps until ``due``; with ``spin``, until SPIN before it, polling the clock for
-        the rest (a sleep ends when the scheduler wakes the thread, polling when the time
-        has come). Returns early when woken (streaming changed, stop)."""
-        margin = SPIN if spin else 0.0
+        """Sleeps until ``due``; with ``spin``, until SPIN (at most SPIN_SHARE of a frame
+        period) before it, polling the clock for the rest (a sleep ends when the scheduler
+        wakes the thread, polling when the time has come). Returns early when woken
+        (streaming changed, stop)."""
+        margin = min(SPIN, SPIN_SHARE / self.scene.rate) if spin else 0.0
         while True:
             now = time.monotonic()
             if now >= due or self._stopping.is_set():

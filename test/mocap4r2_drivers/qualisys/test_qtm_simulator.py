@@ -196,3 +196,63 @@ def test_each_frame_is_held_from_its_due_time_and_never_sent_before_it(in_proces
         assert len(numbers) == impairment.burst, f"a burst of {numbers} in one write"
         assert len({release[k] for k in numbers}) == 1, f"frames of different bursts in one write: {numbers}"
         assert at >= release[numbers[0]], f"burst {numbers} written {release[numbers[0]] - at:.6f} s early"
+
+
+def test_a_client_that_stops_reading_loses_whole_frames_in_order(in_process, monkeypatch):
+    """A client that stops reading (its socket and then the server's send buffer fill):
+    the frame thread hands its frames to the loop behind what the loop holds, and beyond
+    the send budget drops them whole; the command answers written meanwhile stay in their
+    place. Another client keeps getting every frame, and when the slow one reads again,
+    every packet is whole and in order."""
+    from mocap4r2_drivers.qualisys import simulator as simulator_module
+
+    monkeypatch.setattr(simulator_module, "MAX_SEND_BUFFER", 64 * 1024)  # reached in a second
+    simulator, port = in_process(TimeImpairment())
+    slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.settimeout(5.0)
+    try:
+        slow.connect(("127.0.0.1", port))
+        deadline = time.monotonic() + 5.0
+        while not simulator.sessions and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (session,) = simulator.sessions
+        # the server's kernel buffer small too, so that the transport holds bytes soon
+        session.writer.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        slow.sendall(qp.pack_text(qp.PacketType.COMMAND, "Version 1.25"))
+        slow.sendall(qp.pack_text(qp.PacketType.COMMAND, "StreamFrames AllFrames 3D 6D 3DNoLabels"))
+        questions = 20
+        for _ in range(questions // 2):
+            slow.sendall(qp.pack_text(qp.PacketType.COMMAND, "QTMVersion"))
+        fast = _stream(port, 2.0)  # meanwhile the slow client reads nothing
+        for _ in range(questions - questions // 2):
+            slow.sendall(qp.pack_text(qp.PacketType.COMMAND, "QTMVersion"))
+        assert session.frames_skipped > 0, "the slow client's backlog never reached the budget"
+        assert len(fast) > 0.5 * 2.0 * SCENE["rate"], f"the other client got {len(fast)} frames in 2 s"
+        numbers = [k for k, _ in fast]
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), "the other client lost frames"
+
+        reader = qp.PacketReader()
+        answers: list[str] = []
+        frames: list[int] = []
+        after_answers = 0  # frames read after the last answer: those sent once it reads again
+        deadline = time.monotonic() + 10.0
+        while (len(answers) < questions or after_answers < 20) and time.monotonic() < deadline:
+            data = slow.recv(65536)
+            assert data, "the stand-in closed the slow client's connection"
+            for packet_type, payload in reader.feed(data):  # raises on a torn packet
+                if packet_type == qp.PacketType.DATA:
+                    frames.append(qp.decode_frame(payload).frame_number)
+                    after_answers += len(answers) == questions
+                elif packet_type == qp.PacketType.COMMAND:
+                    text = qp.unpack_text(payload)
+                    if text.startswith("QTM Version"):
+                        answers.append(text)
+    finally:
+        slow.close()
+    assert len(answers) == questions, f"{len(answers)} of {questions} answers"
+    assert len(frames) > 10
+    assert all(b > a for a, b in zip(frames, frames[1:])), "frames out of order"
+    assert any(b - a > 1 for a, b in zip(frames, frames[1:])), "no frame was dropped for the slow client"
