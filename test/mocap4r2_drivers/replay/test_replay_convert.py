@@ -186,3 +186,31 @@ def test_a_batch_reaching_past_its_buffer_is_refused(scene):
     data = FrameEncoder("world").encode(scene.frame(0), 1, 2).markers
     with pytest.raises(ReplayDecodeError, match="past"):
         MessageDecoder("markers").decode_many(np.frombuffer(data, dtype=np.uint8), [4], [len(data)])
+
+
+def test_messages_without_elements_then_with_them(scene):
+    """Empty messages (most systems send no skeletons) share one empty collection per
+    layout, with each message's own stamp and frame number; messages with elements that
+    follow them in the same batch decode as they do alone."""
+    encoder = FrameEncoder("world")
+    kinds = {"markers": [], "rigid_bodies": [], "skeletons": []}
+    for k in range(12):
+        frame = scene.frame(k) if k >= 8 else MocapFrame(k)
+        encoded = encoder.encode(frame, 1_780_000_000 + k, 1000 * k)
+        for kind, messages in kinds.items():
+            messages.append(getattr(encoded, kind))
+    for kind, messages in kinds.items():
+        blob = b"".join(messages)
+        starts = np.cumsum([0] + [len(m) for m in messages[:-1]]).tolist()
+        got = MessageDecoder(kind).decode_many(
+            np.frombuffer(blob, dtype=np.uint8), starts, [len(m) for m in messages]
+        )
+        part = "bodies" if kind == "rigid_bodies" else kind
+        empty = [getattr(d, part) for d in got[:8]]
+        assert all(len(c) == 0 and c is empty[0] for c in empty), kind
+        assert [(d.sec, d.nanosec, d.frame_number) for d in got] == [
+            (1_780_000_000 + k, 1000 * k, k) for k in range(12)
+        ]
+        for decoded, data in zip(got[8:], messages[8:]):
+            _same(getattr(decoded, part), getattr(MessageDecoder(kind).decode(data), part))
+        assert len(getattr(got[-1], part)) > 0  # the scene has markers, bodies and a skeleton
