@@ -131,14 +131,15 @@ class Tracker:
         cfg, lim = self.config, self.config.limits
         self.counters.frames += 1
         raw = np.asarray(markers, dtype=np.float64).reshape(-1, 3)
-        finite: BoolArray = np.asarray(np.isfinite(raw).all(axis=1))
-        self.counters.nan_markers += int(raw.shape[0] - finite.sum())
-        if raw.shape[0] > lim.max_markers:
-            self.counters.refused_frames += 1
-            finite[:] = False
-        all_finite = bool(finite.all())
-        index_of = np.arange(len(raw)) if all_finite else np.flatnonzero(finite)
-        obs = raw if all_finite else raw[index_of]
+        all_finite = bool(np.isfinite(raw).all()) and raw.shape[0] <= lim.max_markers
+        if not all_finite:
+            finite: BoolArray = np.asarray(np.isfinite(raw).all(axis=1))
+            self.counters.nan_markers += int(raw.shape[0] - finite.sum())
+            if raw.shape[0] > lim.max_markers:
+                self.counters.refused_frames += 1
+                finite[:] = False
+        index_of = np.flatnonzero(finite) if not all_finite else None
+        obs = raw if index_of is None else raw[index_of]
         if self.last_stamp is not None and not stamp > self.last_stamp:
             self.counters.bad_stamps += 1
             stamp = self.last_stamp + 1e-6
@@ -181,18 +182,20 @@ class Tracker:
         error = np.where(valid, rms, np.nan)
         # a single marker has no signature: while its gate was offered in the assignment, any
         # other free marker near it is as likely a stray or another body's as its own
-        searchable = valid | ~(self.single & tracked)
-        settled = valid | ~searchable  # _acquire marks the bodies it acquires in here
-        reacquired = self._acquire(obs, claimed, assigned, settled, error, stamp)
-        valid = settled & searchable
+        if self.any_single:
+            searchable = valid | ~(self.single & tracked)
+            settled = valid | ~searchable  # _acquire marks the bodies it acquires in here
+            reacquired = self._acquire(obs, claimed, assigned, settled, error, stamp)
+            valid = settled & searchable
+        else:
+            reacquired = self._acquire(obs, claimed, assigned, valid, error, stamp)
         out_assigned: IntArray = assigned
-        if all_finite:
+        if index_of is None:
             strays = np.flatnonzero(~claimed)
         else:
             strays = index_of[~claimed]
             out_assigned = np.append(index_of, -1)[assigned]  # -1 (no marker) picks the -1 appended
-        quats = self.quat.copy()
-        quats[self.single] = (0.0, 0.0, 0.0, 1.0)
+        quats = self.quat.copy()  # a single-marker body's stays the identity (its rotation's)
         return FrameResult(
             self.position.copy(), quats, valid, error, out_assigned, strays, np.asarray(reacquired, np.intp)
         )
@@ -218,14 +221,14 @@ class Tracker:
         found = tree.query(predicted, k=k, distance_upper_bound=float(gate.max()))
         dist = np.asarray(found[0], dtype=np.float64).reshape(len(rows), k)
         near = np.asarray(found[1], dtype=np.intp).reshape(len(rows), k)
-        inside = dist <= gate[:, None]
-        n_inside = inside.sum(axis=1)
+        inside = dist <= gate[:, None]  # the neighbours come nearest first: a prefix per row
         uses = np.bincount(near[inside], minlength=n_obs)
         first = np.minimum(near[:, 0], n_obs - 1)  # out-of-range "no neighbour" made indexable
-        alone = (n_inside == 1) & (uses[first] == 1)
+        some = inside[:, 0]
+        alone = some & (uses[first] == 1) if k == 1 else some & ~inside[:, 1] & (uses[first] == 1)
         flat = assigned.reshape(-1)
         flat[rows[alone]] = first[alone]
-        shared = np.flatnonzero((n_inside > 0) & ~alone)
+        shared = np.flatnonzero(some & ~alone)
         if not len(shared):
             return
         in_shared = inside[shared]
