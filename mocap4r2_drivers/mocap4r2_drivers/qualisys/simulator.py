@@ -79,6 +79,9 @@ PREPARE_AHEAD = 0.010
 MAX_PREPARED = 64
 #: the frame thread looks at the streaming flag at least this often, s
 IDLE_WAIT = 0.05
+#: frames the scene drops one after the other that the frame thread looks through at once
+#: (a scene may drop every frame; the thread then waits for the last one's time)
+MAX_DROPPED_RUN = 256
 #: timer slack of the frame thread, ns: Linux lets a sleep end up to this late (50 us by
 #: default) to group wake-ups
 TIMER_SLACK_NS = 1000
@@ -307,6 +310,13 @@ class QtmSimulator:
     def _send_frames(self) -> None:
         """(frame thread) Computes every frame ahead and sends it to every streaming
         client at its instant, until stop."""
+        try:
+            self._frame_clock()
+        except Exception as exc:  # e.g. the truth log's disk is full: say why frames stopped
+            self.log(f"the frame clock stopped: {exc!r}; no frames are sent any more")
+            raise
+
+    def _frame_clock(self) -> None:
         _lower_timer_slack()
         held = self.impairment.delays
         prepared: deque[PreparedFrame] = deque()  # computed, not due yet (without impairment)
@@ -336,8 +346,9 @@ class QtmSimulator:
                 and len(prepared) < MAX_PREPARED
                 and (wake - now > QUIET or (not prepared and release is None))
             ):
-                frame = self._prepare(now)
-                ahead = frame.due
+                frame, ahead = self._prepare(now)
+                if frame is None:
+                    continue
                 if held:
                     # the network holds it from its due time, not from when it was computed
                     self.delivery.put(self._hand_out(frame), frame.due)
@@ -352,12 +363,17 @@ class QtmSimulator:
             else:
                 self._wait_until(later, spin=False)
 
-    def _prepare(self, now: float) -> PreparedFrame:
-        """The next frame to send, computed and encoded for the components clients stream."""
+    def _prepare(self, now: float) -> tuple[PreparedFrame | None, float]:
+        """The next frame to send, computed and encoded for the components clients
+        stream, and its due time; None (and the due time of the last frame looked at)
+        when the scene drops MAX_DROPPED_RUN frames on end."""
         scene = self.scene
-        k = self.pacer.take(now)  # the frame after the previous one, or skip ahead when too late
-        while scene.is_dropped(k):
-            k = self.pacer.take(now)
+        for _ in range(MAX_DROPPED_RUN):
+            k = self.pacer.take(now)  # the frame after the previous one, or skip ahead when too late
+            if not scene.is_dropped(k):
+                break
+        else:
+            return None, self.start_time + k / scene.rate + scene.latency
         frame = self._frames.frame(k)
         captured = self.start_time + k / scene.rate
         timestamp = int(round(self.clock.read(captured) * 1e6)) if self._own_clock else None
@@ -368,7 +384,8 @@ class QtmSimulator:
                 key = tuple(stream.components)
                 if key not in packets:
                     packets[key] = self._frames.packet(k, stream.components, timestamp)
-        return PreparedFrame(k, captured, captured + frame.latency, timestamp, packets)
+        due = captured + frame.latency
+        return PreparedFrame(k, captured, due, timestamp, packets), due
 
     def _hand_out(self, frame: PreparedFrame) -> list[tuple[StreamSession, bytes]]:
         """Which client gets which packet of ``frame`` (each client's rate, its backlog)."""

@@ -114,11 +114,11 @@ def in_process(tmp_path):
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    path = tmp_path / "scene.yaml"
-    path.write_text(yaml.safe_dump({**SCENE, "latency": 0.003, "latency_jitter": 0.001}))
     made: list[QtmSimulator] = []
 
-    def start(impairment: TimeImpairment) -> tuple[QtmSimulator, int]:
+    def start(impairment: TimeImpairment, **scene: object) -> tuple[QtmSimulator, int]:
+        path = tmp_path / f"scene{len(made)}.yaml"
+        path.write_text(yaml.safe_dump({**SCENE, "latency": 0.003, "latency_jitter": 0.001, **scene}))
         simulator = QtmSimulator(Scene.from_file(path), impairment=impairment)
         made.append(simulator)
         port = asyncio.run_coroutine_threadsafe(simulator.start("127.0.0.1", 0), loop).result(10)
@@ -256,3 +256,22 @@ def test_a_client_that_stops_reading_loses_whole_frames_in_order(in_process, mon
     assert len(frames) > 10
     assert all(b > a for a, b in zip(frames, frames[1:])), "frames out of order"
     assert any(b - a > 1 for a, b in zip(frames, frames[1:])), "no frame was dropped for the slow client"
+
+
+def test_a_scene_that_drops_every_frame_leaves_the_server_answering(in_process):
+    """Every frame dropped: the frame thread finds none to send (it looks through a
+    bounded run of frames, then waits for their time), and the server goes on answering
+    commands; nothing comes but the answers."""
+    simulator, port = in_process(TimeImpairment(), dropped_frames=1.0)
+    with socket.create_connection(("127.0.0.1", port), timeout=5.0) as sock:
+        sock.sendall(qp.pack_text(qp.PacketType.COMMAND, "StreamFrames AllFrames 6D"))
+        time.sleep(0.5)
+        sock.sendall(qp.pack_text(qp.PacketType.COMMAND, "QTMVersion"))
+        reader = qp.PacketReader()
+        packets: list[tuple[int, bytes]] = []
+        while not any(t == qp.PacketType.COMMAND and b"QTM Version" in p for t, p in packets):
+            data = sock.recv(65536)
+            assert data, "the stand-in closed the connection"
+            packets += reader.feed(data)
+    assert not [p for t, p in packets if t == qp.PacketType.DATA], "a dropped frame was sent"
+    assert simulator.pacer.skipped == 0
