@@ -22,8 +22,9 @@ last frame plus the delay drawn for it). An asyncio timer cannot do that: the lo
 in epoll, whose timeout has 1 ms steps, so a frame would leave up to 1 ms late, a
 different amount each time. The thread computes and encodes each frame ahead of its due
 time (the server's work, which its latency covers), never in the last QUIET before a
-frame or burst is due, sleeps until SPIN before that and polls the clock for the rest,
-then writes to the clients' sockets itself (:class:`StreamSession`).
+frame or burst is due unless no frame is ready, sleeps until SPIN before a send and polls
+the clock for the rest, then writes to the clients' sockets itself
+(:class:`StreamSession`).
 """
 
 from __future__ import annotations
