@@ -13,11 +13,13 @@ The service ``~/teach`` (std_srvs/Trigger) teaches a body from the frames the tr
 as `mocap4r2 teach` does from a topic (tracking/teach.py): the still cluster within
 ``teach_radius`` of ``teach_near`` over ``teach_seconds`` of source time, named
 ``teach_name``; it answers the layout and body as bodies-file YAML and adds them to
-``teach_file`` when set.
+``teach_file`` when set (marker_tracker_teach.py).
 
 Frames wait in a queue of ``queue_frames`` between the subscription and the node's reader
 thread: when tracking takes longer than frames come, the oldest frames waiting are dropped
-and counted (``frames_dropped_cpu`` in /diagnostics), never queued without bound.
+and counted (``frames_dropped_cpu`` in /diagnostics), never queued without bound. The queue
+and the source's measured rate are marker_tracker_source.py's; this module wires them, the
+tracking core and the teach service into one adapter.
 """
 
 from __future__ import annotations
@@ -25,12 +27,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,9 +38,10 @@ from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdap
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
+from mocap4r2_tools.marker_tracker_source import FrameQueue, SourceRate
+from mocap4r2_tools.marker_tracker_teach import TEACH_MARGIN_S, TeachService
 from mocap4r2_tools.tracking.bodies import ConfigError, TrackerConfig, load_config
 from mocap4r2_tools.tracking.markers_cdr import MarkersDecodeError, decode_markers
-from mocap4r2_tools.tracking.teach import Teacher, TeachError, TeachingWindow, taught_text, write_body
 from mocap4r2_tools.tracking.tracked_frame import CpuWindow, SwapWatch, TrackedFrameBuilder
 from mocap4r2_tools.tracking.tracker import Tracker
 
@@ -51,8 +51,16 @@ MAX_LOGGED_REASONS = 20  # distinct decode errors logged; later ones are only co
 # is held up (loaded machine), so frames are dropped by FrameQueue, where they are counted
 INPUT_DEPTH = 100
 
-
-TEACH_MARGIN_S = 5.0  # how long a teach request waits for frames beyond teach_seconds
+# FrameQueue and TEACH_MARGIN_S live with their concerns (marker_tracker_source.py,
+# marker_tracker_teach.py) and stay importable from here, where callers found them
+__all__ = [
+    "INPUT_DEPTH",
+    "MAX_LOGGED_REASONS",
+    "TEACH_MARGIN_S",
+    "FrameQueue",
+    "MarkerTrackerAdapter",
+    "main",
+]
 
 
 def _place(value: list[float]) -> str | None:
@@ -77,40 +85,6 @@ def _warm_up(config: TrackerConfig) -> None:
     ]
     with contextlib.suppress(Exception):  # only a warm-up: the real frames report their own errors
         Tracker(config).update(np.concatenate(points), 0.0)
-
-
-class FrameQueue:
-    """Raw messages between the subscription and the reader thread, at most ``size``: a
-    full queue drops its oldest message and counts it."""
-
-    def __init__(self, size: int) -> None:
-        self._items: deque[bytes] = deque()
-        self._size = size
-        self._ready = threading.Condition()
-        self.dropped = 0
-        self.open = False
-
-    def put(self, data: bytes) -> None:
-        with self._ready:
-            if not self.open:
-                return
-            if len(self._items) >= self._size:
-                self._items.popleft()
-                self.dropped += 1
-            self._items.append(data)
-            self._ready.notify()
-
-    def get(self, timeout: float) -> bytes | None:
-        with self._ready:
-            if not self._items:
-                self._ready.wait(max(timeout, 0.0))
-            return self._items.popleft() if self._items else None
-
-    def set_open(self, is_open: bool) -> None:
-        with self._ready:
-            self.open = is_open
-            self._items.clear()
-            self._ready.notify_all()
 
 
 class MarkerTrackerAdapter(MocapAdapter):
@@ -184,10 +158,8 @@ class MarkerTrackerAdapter(MocapAdapter):
         self.decode_errors = 0
         self.stray_markers = 0
         self._reasons_logged: set[str] = set()
-        self._last_source: tuple[int, float] | None = None
-        self._periods: deque[float] = deque(maxlen=256)
-        self._teach_service: Any = None
-        self._teaching: TeachingWindow | None = None
+        self.source_rate = SourceRate()
+        self.teaching = TeachService(markers_topic)
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> MarkerTrackerAdapter:
@@ -229,7 +201,7 @@ class MarkerTrackerAdapter(MocapAdapter):
         self.swaps = SwapWatch(config)
         self.cpu = CpuWindow()
         self._subscribe()
-        self._offer_teaching()
+        self.teaching.offer(self._node)
         return AssetNames(rigid_bodies=self.builder.body_names, markers=self.builder.marker_names)
 
     def _subscribe(self) -> None:
@@ -249,67 +221,10 @@ class MarkerTrackerAdapter(MocapAdapter):
             raw=True,
         )
 
-    def _offer_teaching(self) -> None:
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-        from std_srvs.srv import Trigger
-
-        if self._teach_service is None:
-            # a group of its own: the request waits for frames while the subscription
-            # (its own group, the executor's other thread) keeps taking them in
-            self._teach_service = self._node.create_service(
-                Trigger, "~/teach", self._on_teach, callback_group=MutuallyExclusiveCallbackGroup()
-            )
-
-    def _on_teach(self, request: Any, response: Any) -> Any:
-        try:
-            response.message = self.teach()
-            response.success = True
-        except (TeachError, AdapterError) as exc:
-            response.success, response.message = False, str(exc)
-        except Exception as exc:  # noqa: BLE001 - a request must never take the node down
-            _LOG.error("teach failed: %r", exc)
-            response.success, response.message = False, f"internal error: {exc!r}"
-        return response
-
     def teach(self) -> str:
-        """Teach the still cluster at ``teach_near`` from the next ``teach_seconds`` of the
-        frames this tracker reads (tracking/teach.py: the same averaging as `mocap4r2
-        teach`); the layout and body as bodies-file YAML, also added to ``teach_file``
-        when one is set. TeachError says why nothing was taught."""
-        node = self._node
-        if node is None:
-            raise AdapterError("not attached to a node")
-        name = str(node.value("teach_name"))
-        if not name or ":" in name:
-            raise TeachError("set the parameter teach_name to a name without ':' first")
-        seconds = float(node.value("teach_seconds"))
-        near = np.asarray(node.value("teach_near"), dtype=np.float64)
-        window = TeachingWindow(Teacher(near=near, radius=float(node.value("teach_radius"))), seconds)
-        self._teaching = window
-        try:
-            full = window.wait(seconds + TEACH_MARGIN_S)
-        finally:
-            self._teaching = None
-        if not full:
-            raise TeachError(
-                f"{window.frames} frames from {self.markers_topic} in {seconds + TEACH_MARGIN_S:g} s, "
-                f"not {seconds:g} s of them: is the tracker active and its source streaming?"
-            )
-        layout, position = window.teacher.layout(str(node.value("teach_axes")))
-        text = taught_text(name, layout, position)
-        target = str(node.value("teach_file"))
-        if target:
-            write_body(Path(target), name, layout, position)
-        skipped = ", ".join(f"{n} {r}" for r, n in window.teacher.skipped.items())
-        _LOG.info(
-            "taught %r: %d markers from %d frames%s%s",
-            name,
-            len(layout),
-            window.teacher.frames,
-            f" (skipped: {skipped})" if skipped else "",
-            f", added to {target}" if target else "",
-        )
-        return text
+        """Teach a body from the next frames this tracker reads (marker_tracker_teach.py);
+        the answer of ``~/teach``."""
+        return self.teaching.teach(self._node)
 
     def _unsubscribe(self) -> None:
         subscription, self._subscription = self._subscription, None
@@ -354,39 +269,25 @@ class MarkerTrackerAdapter(MocapAdapter):
                 _LOG.warning("a markers message was not read (logged once per reason, counted): %s", reason)
             return None
         points = source.positions[~source.occluded]  # a labeled system's occluded markers hold old positions
-        teaching = self._teaching
-        if teaching is not None:
-            teaching.add(points, source.stamp)
+        self.teaching.add(points, source.stamp)
         result = tracker.update(points, source.stamp)
         swaps.update(result)
         self.stray_markers += len(result.strays)
-        self._note_period(source.frame_number, source.stamp)
+        self.source_rate.note(source.frame_number, source.stamp)
         frame = builder.build(source.frame_number, source.stamp, points, result)
         self.cpu.add(time.thread_time() - started)
         return frame
 
-    def _note_period(self, frame_number: int, stamp: float) -> None:
-        # the source's frame period from its own numbers and stamps: frames the tracker
-        # dropped do not change it, so a rate below it in /diagnostics says it falls behind
-        last = self._last_source
-        self._last_source = (frame_number, stamp)
-        if last is not None and frame_number > last[0] and stamp > last[1]:
-            self._periods.append((stamp - last[1]) / (frame_number - last[0]))
-
     @property
     def nominal_rate(self) -> float:
-        """The source's frame rate, from the frames tracked so far; 0 before two."""
-        if not self._periods:
-            return 0.0
-        return float(1.0 / np.median(np.asarray(self._periods)))
+        """The source's frame rate, from the frames tracked so far; 0 before two. A rate
+        published below it on /diagnostics says the tracker falls behind its source."""
+        return self.source_rate.hz
 
     def disconnect(self) -> None:
         self.queue.set_open(False)
         self._unsubscribe()
-        service, self._teach_service = self._teach_service, None
-        if service is not None and self._node is not None:
-            with contextlib.suppress(Exception):  # the node is being destroyed already
-                self._node.destroy_service(service)
+        self.teaching.withdraw()
         self.tracker = None
 
     def status(self) -> dict[str, str]:
