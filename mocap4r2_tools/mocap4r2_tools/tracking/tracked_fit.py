@@ -1,0 +1,178 @@
+"""The fit of the tracked bodies to the markers the assignment gave them (pure numpy/scipy).
+
+Once per frame, for all tracked bodies at once (:meth:`TrackedFit.fit`): a weighted Kabsch
+fit over each body's assigned markers (with fewer than 3, the prior orientation and a
+translation); then refinement: a marker far off the fit (a ghost that won the assignment)
+is dropped, and free markers the fitted pose explains join; then the fit is accepted only
+if it has enough markers, its RMS residual is within ``max_residual`` and the motion since
+the last good pose is within the dynamics. Accepted fits update the bodies' motion state;
+the markers of a refused fit are left free for the re-acquisition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from scipy.spatial import cKDTree
+
+from mocap4r2_control.rotation import quat_from_matrix
+from mocap4r2_tools.tracking.bodies import TrackerConfig
+from mocap4r2_tools.tracking.kabsch import fit_batch
+from mocap4r2_tools.tracking.single_hold import SingleMarkerHold
+from mocap4r2_tools.tracking.track_state import BodyStates, Counters
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+BoolArray = npt.NDArray[np.bool_]
+
+NEIGHBOURS = 4  # observed markers considered per predicted or fitted marker
+
+
+class TrackedFit:
+    """Fit, refine, check and accept the tracked bodies of one configuration."""
+
+    def __init__(
+        self,
+        config: TrackerConfig,
+        local: FloatArray,
+        slot: BoolArray,
+        radius: FloatArray,
+        single: BoolArray,
+        state: BodyStates,
+        counters: Counters,
+        hold: SingleMarkerHold | None,
+    ) -> None:
+        """``local``/``slot``: the padded layouts and which of their markers exist;
+        ``radius``: each layout's farthest marker from its origin; ``single``: the
+        single-marker bodies; ``hold``: their hold, None when there are none."""
+        self.config = config
+        self.local = local
+        self.slot = slot
+        self.radius = radius
+        self.single = single
+        self.state = state
+        self.counters = counters
+        self.hold = hold
+        self.need = np.where(self.single, 1, 2)  # markers a fit needs to be accepted
+        # the angle a fit may turn beyond the dynamics: marker noise seen at the layout's radius
+        self.noise_angle = 2.0 * config.limits.marker_gate / np.maximum(self.radius, 1e-3)
+
+    def fit(
+        self,
+        obs: FloatArray,
+        tree: cKDTree,
+        assigned: IntArray,
+        tracked: BoolArray,
+        coasted: BoolArray,
+        pred_p: FloatArray,
+        dt: FloatArray,
+        gate: FloatArray,
+        allowed: FloatArray,
+        claimed: BoolArray,
+        stamp: float,
+        frame_dt: float,
+    ) -> FloatArray:
+        """Fit, refine and check the tracked bodies (``coasted``: not seen in the previous
+        frame; ``allowed``: how far from the prediction a fit may be); returns their RMS
+        residuals. Refused fits are cleared from ``assigned``; the markers of accepted ones
+        are set in ``claimed``."""
+        lim, dyn, state = self.config.limits, self.config.dynamics, self.state
+        seen = assigned >= 0
+        observed = obs[np.maximum(assigned, 0)]
+        fit = fit_batch(seen.astype(np.float64), self.local, observed, state.rotation)
+        rot, trans, rms, count, fitted, sq, quat, full = fit
+        changed: BoolArray | None = None
+        # refinement 1: markers far off the fit (a ghost that won the assignment) are dropped
+        far = sq > (2.0 * lim.max_residual) ** 2
+        if far.any():
+            worst = np.argmax(sq, axis=1)
+            drop = far[np.arange(len(worst)), worst] & (count > 3)
+            assigned[np.flatnonzero(drop), worst[drop]] = -1
+            changed = drop
+        # how far the fit moved and turned from the prediction (also the checks below)
+        step_sq, angle = self._motion(rot, trans, pred_p)
+        # refinement 2: free markers the fitted pose explains join the fit (the nearest
+        # marker not taken among the k-d tree's neighbours of the fitted position)
+        missing = ~seen & self.slot & (tracked & (count >= 3))[:, None]
+        if missing.any():
+            # a free marker within 2 max_residual of a fitted marker whose gate (around the
+            # prediction) held that whole ball was offered to the assignment already, which
+            # pairs every free marker inside a gate left empty: only the others are looked
+            # up. A fitted marker is at most step + angle * radius from its prediction.
+            drift = np.sqrt(step_sq) + angle * self.radius + 2.0 * lim.max_residual
+            missing &= (drift > gate)[:, None]
+            if missing.any():
+                body, slot = np.nonzero(missing)
+                changed = self._take_explained(obs, tree, assigned, fitted, body, slot, changed)
+        if changed is not None and changed.any():
+            c = np.flatnonzero(changed)
+            weights_c = (assigned[c] >= 0).astype(np.float64)
+            refit = fit_batch(weights_c, self.local[c], obs[np.maximum(assigned[c], 0)], state.rotation[c])
+            rot[c], trans[c], rms[c], count[c], fitted[c], _, quat[c], full[c] = refit
+            step_sq, angle = self._motion(rot, trans, pred_p)
+        # checks: enough markers, residual, and the motion since the last good pose
+        spin_ok = (angle <= dyn.max_angular_velocity * dt + self.noise_angle) | self.single
+        enough = tracked & (count >= self.need)
+        good = enough & (rms <= lim.max_residual) & (step_sq <= allowed**2) & spin_ok
+        self.counters.rejected_fits += int(enough.sum() - good.sum())
+        if self.hold is not None:
+            self.hold.confirm(good, coasted, trans, np.sqrt(step_sq), stamp, frame_dt)
+        assigned[~good] = -1
+        claimed[assigned[assigned >= 0]] = True
+        g = np.flatnonzero(good)
+        if len(g):
+            known = state.velocity_known[g]
+            raw_v = (trans[g] - state.position[g]) / np.maximum(dt[g], 1e-9)[:, None]
+            # a known velocity is smoothed (half the new estimate), an unknown one taken
+            state.velocity[g] = np.where(known[:, None], 0.5 * (raw_v + state.velocity[g]), raw_v)
+            state.velocity_known[g] = known | (dt[g] > 0)
+            state.position[g] = trans[g]
+            state.rotation[g] = rot[g]  # a single marker's stays the identity: the fit keeps its prior
+            # the quaternion: the fit's where it fitted the rotation, converted where the
+            # rotation came from the prior turned by 2 markers, kept where it is the prior
+            state.quat[g] = np.where(full[g, None], quat[g], state.quat[g])
+            turned = g[~full[g] & (count[g] == 2)]
+            if len(turned):
+                state.quat[turned] = quat_from_matrix(rot[turned])
+            # a single marker's layout is the origin: its offsets are 0 whatever rot is
+            state.offsets[g] = fitted[g] - trans[g, None, :]
+            state.last_good[g] = stamp
+        return rms
+
+    def _motion(
+        self, rot: FloatArray, trans: FloatArray, pred_p: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """Squared distance of the fits from the predicted positions, and the angle they
+        turned since the last good pose (trace(R_last^T R) = sum of R_last * R)."""
+        step_v = trans - pred_p
+        cos_turn = (np.einsum("bij,bij->b", self.state.rotation, rot) - 1.0) / 2.0
+        return np.einsum("bi,bi->b", step_v, step_v), np.arccos(np.clip(cos_turn, -1.0, 1.0))
+
+    def _take_explained(
+        self,
+        obs: FloatArray,
+        tree: cKDTree,
+        assigned: IntArray,
+        fitted: FloatArray,
+        body: IntArray,
+        slot: IntArray,
+        changed: BoolArray | None,
+    ) -> BoolArray:
+        """Layout markers (body, slot) not seen take the nearest free marker within
+        2 max_residual of where the fit puts them; returns the bodies changed."""
+        out = np.zeros(len(assigned), dtype=bool) if changed is None else changed
+        taken = np.zeros(len(obs) + 1, dtype=bool)  # + the tree's "no neighbour" index
+        taken[assigned[assigned >= 0]] = True
+        taken[-1] = True
+        k = min(NEIGHBOURS, len(obs))
+        hits = tree.query(fitted[body, slot], k=k, distance_upper_bound=2.0 * self.config.limits.max_residual)
+        j = np.asarray(hits[1], dtype=np.intp).reshape(-1, k)
+        free = ~taken[j]
+        has = free.any(axis=1)
+        if has.any():
+            cand = j[np.arange(len(j)), np.argmax(free, axis=1)][has]
+            _, first = np.unique(cand, return_index=True)
+            b, s = body[has][first], slot[has][first]
+            assigned[b, s] = cand[first]
+            out[b] = True
+        return out
