@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from .parameters import QtmConnectionError
+
 if TYPE_CHECKING:
     from .client import QtmClient
 
@@ -45,8 +47,6 @@ class QtmCapture:
         return self._run(self._stop_and_save(filename))
 
     def _run(self, coro) -> str:
-        from .client import QtmConnectionError  # here: client.py imports this module
-
         if not self.client.connected:
             coro.close()
             raise QtmConnectionError("not connected to QTM")

@@ -5,22 +5,21 @@ offers blocking calls (connect, start/stop streaming, close) plus a bounded queu
 streamed packets for the adapter's reader thread. When QTM goes away it reconnects by
 itself, reads the parameters again and resumes streaming.
 
-qtm-rt reads whatever the peer sends: a header announcing size 0 or a component table
-of 4 billion empty components makes it loop forever, a size of 2 GB is buffered, and
-an unknown component type or event raises inside its callback. So qtm-rt never sees
-the raw stream: :class:`GuardedStream` frames it with the project's bounded reader
-(:class:`~.protocol.PacketReader`), checks each packet (:func:`~.protocol.check_packet`)
-and hands qtm-rt only packets that are well formed. A malformed packet is dropped and
-counted; a broken header (the framing is lost, TCP has no way to find the next packet)
-closes the connection and reconnects, with the reason in diagnostics. A receive
-watchdog reconnects when a streaming QTM sends nothing for ``reconnect_after`` s.
+qtm-rt never reads the raw stream: it loops forever or buffers gigabytes on hostile
+headers, so every packet first passes :class:`~.guarded_stream.GuardedStream` (bounded
+framing, a check of each packet; a malformed packet is dropped and counted, a broken
+header closes the connection with the reason in diagnostics).
+:class:`~.connection_keeper.ConnectionKeeper` reconnects after a lost connection, and
+its receive watchdog when a streaming QTM sends nothing for ``reconnect_after`` s.
 
 Each packet is handed over with its arrival: the kernel's receive time of its bytes
 (:class:`StampedSocket`), not the time qtm-rt's callback got to it on a loop that may
 have been busy meanwhile.
 
-Also here: :func:`parse_parameters` (QTM's parameter XML, both the 1.20 and the
-1.21+/1.22+ layouts) and :class:`TimestampMapper` (QTM's measurement clock to Unix time).
+Also here: :class:`TimestampMapper` (QTM's measurement clock to Unix time). QTM's
+parameter XML is read by :mod:`.parameters`; its public names (:func:`parse_parameters`,
+:class:`QtmParameters`, :class:`QtmConnectionError`, ...) are re-exported here, with
+those of the guard and the keeper, so that callers need only this module.
 """
 
 from __future__ import annotations
@@ -32,157 +31,45 @@ import queue
 import socket
 import threading
 import time
-import xml.etree.ElementTree as ET
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
-
-from mocap4r2_control.frame import NO_PARENT
 
 from ..common import ClientStats, reject_input
 from ..optitrack.transport import SO_TIMESTAMPNS, receive_time
-from . import protocol as qp
 from .capture import QtmCapture
+from .connection_keeper import ConnectionKeeper
+from .guarded_stream import GuardedStream, connect_through_guard
+from .parameters import (
+    STREAMABLE,
+    BodySetup,
+    QtmConnectionError,
+    QtmParameters,
+    SkeletonSetup,
+    parameter_parts,
+    parse_parameters,
+)
+
+__all__ = [
+    "DISCONNECTED",
+    "SO_TIMESTAMPNS",
+    "STREAMABLE",
+    "TIMESTAMP_SPACE",
+    "BodySetup",
+    "ConnectionKeeper",
+    "GuardedStream",
+    "QtmClient",
+    "QtmConnectionError",
+    "QtmParameters",
+    "SkeletonSetup",
+    "StampedSocket",
+    "TimestampMapper",
+    "open_stamped_socket",
+    "parameter_parts",
+    "parse_parameters",
+]
 
 LOG = logging.getLogger("mocap4r2.qualisys")
-
-# what the adapter may stream, and the parameter parts each one needs
-STREAMABLE = ("6d", "6dres", "3d", "3dres", "3dnolabels", "3dnolabelsres", "skeleton:global")
-_PARAMETER_PART = {"6d": "6d", "6dres": "6d", "3d": "3d", "3dres": "3d", "skeleton:global": "skeleton:global"}
-
-
-class QtmConnectionError(ConnectionError):
-    """QTM cannot be reached or refused a request; the message says what to check."""
-
-
-# ====================================================================== parameters
-@dataclass(frozen=True)
-class BodySetup:
-    """A rigid body as QTM's 6D parameters describe it."""
-
-    name: str
-    point_names: tuple[str, ...]  # empty before protocol 1.21 (points had no names)
-    points_mm: np.ndarray  # (m, 3) marker layout in the body frame
-
-
-@dataclass(frozen=True)
-class SkeletonSetup:
-    """A skeleton as QTM's skeleton parameters describe it."""
-
-    name: str
-    segment_ids: np.ndarray  # (s,) int32
-    segment_names: tuple[str, ...]
-    parent_ids: np.ndarray  # (s,) int32, NO_PARENT for the root
-
-
-@dataclass(frozen=True)
-class QtmParameters:
-    """What a GetParameters answer says about the assets (missing parts stay empty)."""
-
-    frequency: float = 0.0
-    axis_upwards: str = "+Z"
-    labels: tuple[str, ...] = ()
-    bodies: tuple[BodySetup, ...] = ()
-    skeletons: tuple[SkeletonSetup, ...] = ()
-
-
-def _text(element: ET.Element | None, default: str = "") -> str:
-    return element.text.strip() if element is not None and element.text else default
-
-
-def _float_attr(element: ET.Element | None, name: str) -> float:
-    try:
-        return float(element.get(name, "nan")) if element is not None else float("nan")
-    except ValueError:
-        return float("nan")
-
-
-def parse_parameters(xml_text: str | bytes) -> QtmParameters:
-    """Parse QTM's parameter XML (any subset of General, The_3D, The_6D, Skeletons)."""
-    try:
-        root = ET.fromstring(xml_text)
-    except ET.ParseError as exc:
-        raise QtmConnectionError(f"QTM sent parameters that are not valid XML: {exc}") from exc
-    frequency = 0.0
-    general = root.find("General")
-    if general is not None:
-        try:
-            frequency = float(_text(general.find("Frequency"), "0"))
-        except ValueError:
-            frequency = 0.0
-    threed = root.find("The_3D")
-    labels: tuple[str, ...] = ()
-    axis = "+Z"
-    if threed is not None:
-        axis = _text(threed.find("AxisUpwards"), "+Z").upper()
-        labels = tuple(_text(label.find("Name")) for label in threed.findall("Label"))
-    bodies = tuple(_parse_body(body) for body in root.findall("The_6D/Body"))
-    skeletons = tuple(_parse_skeleton(s) for s in root.findall("Skeletons/Skeleton"))
-    return QtmParameters(
-        frequency=frequency, axis_upwards=axis, labels=labels, bodies=bodies, skeletons=skeletons
-    )
-
-
-def _parse_body(body: ET.Element) -> BodySetup:
-    names: list[str] = []
-    points: list[tuple[float, float, float]] = []
-    new_points = body.findall("Points/Point")
-    if new_points:  # 1.21+: attributes, with the point (trajectory) names
-        for point in new_points:
-            names.append(point.get("Name", ""))
-            points.append((_float_attr(point, "X"), _float_attr(point, "Y"), _float_attr(point, "Z")))
-    else:  # up to 1.20: child elements, no names
-        for point in body.findall("Point"):
-            try:
-                x, y, z = (float(_text(point.find(a), "nan")) for a in "XYZ")
-                points.append((x, y, z))
-            except ValueError:
-                points.append((float("nan"),) * 3)
-    return BodySetup(
-        name=_text(body.find("Name")),
-        point_names=tuple(names) if any(names) else (),
-        points_mm=np.asarray(points, dtype=float).reshape(-1, 3),
-    )
-
-
-def _parse_skeleton(skeleton: ET.Element) -> SkeletonSetup:
-    ids: list[int] = []
-    names: list[str] = []
-    parents: list[int] = []
-
-    def visit(element: ET.Element, parent: int) -> None:
-        for segment in element.findall("Segment"):
-            try:
-                sid = int(segment.get("ID", ""))
-            except ValueError:
-                sid = len(ids) + 1  # defensive: QTM always sends IDs
-            explicit = segment.get("Parent_ID")
-            ids.append(sid)
-            names.append(segment.get("Name", ""))
-            parents.append(int(explicit) if explicit not in (None, "") else parent)
-            visit(segment, sid)  # 1.22+: children nest inside their parent
-
-    container = skeleton.find("Segments")
-    visit(container if container is not None else skeleton, NO_PARENT)
-    return SkeletonSetup(
-        name=skeleton.get("Name", ""),
-        segment_ids=np.asarray(ids, dtype=np.int32),
-        segment_names=tuple(names),
-        parent_ids=np.asarray(parents, dtype=np.int32),
-    )
-
-
-def parameter_parts(components: list[str]) -> list[str]:
-    """The GetParameters parts that name the assets of the streamed ``components``."""
-    parts = ["general"]
-    for component in components:
-        part = _PARAMETER_PART.get(component)
-        if part and part not in parts:
-            parts.append(part)
-    return parts
 
 
 # ====================================================================== time
@@ -272,73 +159,6 @@ async def open_stamped_socket(loop: asyncio.AbstractEventLoop, host: str, port: 
             raise
         return sock
     raise error
-
-
-class GuardedStream:
-    """What stands between the socket and qtm-rt's reader: bounded framing, a check of
-    every packet, the time of the last byte received (for the watchdog) and the arrival
-    of the packets being handed to qtm-rt (:meth:`arrival`)."""
-
-    def __init__(self, client: QtmClient, sock: StampedSocket | None = None):
-        self.client = client
-        self.sock = sock
-        self.reader = qp.PacketReader(qp.MAX_PACKET_SIZE)
-        self.last_receive = time.monotonic()
-        # the arrival (Unix s) of the packets qtm-rt is handling now; None between reads
-        self.current_arrival: float | None = None
-
-    def arrival(self) -> float:
-        """When the bytes just received reached this host: the socket's stamp of its
-        last read, taken once (a read that did not go through it: now)."""
-        sock = self.sock
-        stamp = sock.received_at if sock is not None else None
-        if sock is not None:
-            sock.received_at = None
-        now = time.time()
-        # a kernel stamp is never later than now; one that is (a clock stepped between
-        # the read and here) is not trusted
-        return stamp if stamp is not None and stamp <= now else now
-
-    def packets(self, data: bytes) -> tuple[list[bytes], str | None]:
-        """The well-formed packets (re-framed, for qtm-rt), and why the stream must be
-        dropped (or None)."""
-        self.last_receive = time.monotonic()
-        framed, problem = self.reader.split(data)
-        out = []
-        for packet_type, payload in framed:
-            try:
-                qp.check_packet(packet_type, payload)
-            except qp.QtmProtocolError as exc:
-                self.client.bad_input("malformed_packet", f"a malformed packet ({exc})")
-                continue
-            out.append(qp.pack(packet_type, payload))
-        if problem is not None:
-            self.client.bad_input("broken_framing", f"a broken packet header ({problem})")
-            return out, f"QTM sent a broken packet header ({problem}): reconnecting"
-        return out, None
-
-
-def _guarded_protocol(guard: GuardedStream, **kwargs):
-    """qtm-rt's protocol object, reading through ``guard``."""
-    from qtm_rt.protocol import QTMProtocol
-
-    class GuardedProtocol(QTMProtocol):
-        def data_received(self, data):
-            # first, before any parsing: when these bytes reached this host
-            guard.current_arrival = guard.arrival()
-            packets, problem = guard.packets(data)
-            try:
-                for packet in packets:
-                    try:
-                        super().data_received(packet)
-                    except Exception as exc:  # noqa: BLE001 - qtm-rt must never take the connection down
-                        guard.client.bad_input("sdk_error", f"a packet qtm-rt could not handle ({exc!r})")
-            finally:
-                guard.current_arrival = None
-            if problem is not None and self.transport is not None:
-                guard.client.drop_connection(problem)
-
-    return GuardedProtocol(**kwargs)
 
 
 class QtmClient:
@@ -490,25 +310,7 @@ class QtmClient:
         except OSError as exc:
             self.stats.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
             return None
-        guard = GuardedStream(self, sock)
-        try:
-            _, protocol = await self._loop.create_connection(
-                lambda: _guarded_protocol(
-                    guard, loop=self._loop, on_event=self._on_event, on_disconnect=self._on_disconnect
-                ),
-                sock=sock,
-            )
-        except BaseException:
-            sock.close()
-            raise
-        try:
-            await protocol.set_version(self.version)
-        except qtm_rt.QRTCommandException as exc:
-            self.stats.last_error = f"QTM refused protocol {self.version}: {exc}"
-            protocol.transport.close()
-            return None
-        self._guard = guard
-        return qtm_rt.QRTConnection(protocol, timeout=self.timeout)
+        return await connect_through_guard(self, qtm_rt, sock)
 
     # ------------------------------------------------------------------ bad input, watchdog
     def bad_input(self, kind: str, what: str) -> None:
@@ -593,77 +395,3 @@ class QtmClient:
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(DISCONNECTED)
         self.keeper.lost()
-
-
-class ConnectionKeeper:
-    """Keeps a client's connection up: after a lost one, tries again every
-    ``reconnect_period`` s (0: never) until QTM is back, and resumes streaming; a
-    streaming connection QTM has sent nothing on for ``reconnect_after`` s is dropped
-    (a receive watchdog), and the reconnection follows as for a lost one."""
-
-    def __init__(self, client: QtmClient) -> None:
-        self.client = client
-        self.reconnects = 0  # connections the watchdog dropped
-        self._task: asyncio.Task | None = None
-        self._reconnect_task: asyncio.Task | None = None
-
-    def start(self) -> None:
-        """(loop thread) Start watching."""
-        self._task = self.client._loop.create_task(self._run())
-
-    async def stop(self) -> None:
-        """(loop thread) Stop watching and reconnecting."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._reconnect_task is not None:
-            self._reconnect_task.cancel()
-
-    def lost(self) -> None:
-        """(loop thread) The connection was lost: reconnect unless told not to."""
-        client = self.client
-        if client.reconnect_period <= 0 or client._closing:
-            return
-        if self._reconnect_task is None or self._reconnect_task.done():
-            self._reconnect_task = client._loop.create_task(self._reconnect())
-
-    async def _reconnect(self) -> None:
-        """Try again every reconnect_period until QTM is back (or the client closes)."""
-        client = self.client
-        while not client._closing:
-            await asyncio.sleep(client.reconnect_period)
-            try:
-                await client._open()
-                if client._streaming:
-                    await client._stream()
-                LOG.info("reconnected to QTM at %s:%s", client.host, client.port)
-                return
-            except Exception as exc:  # noqa: BLE001 - keep trying
-                client.stats.last_error = str(exc)
-
-    async def _run(self) -> None:
-        client = self.client
-        warned = False
-        while not client._closing:
-            await asyncio.sleep(
-                max(min(0.25, client.reconnect_after / 4), 0.02) if client.reconnect_after > 0 else 0.5
-            )
-            guard = client._guard
-            if not (
-                client.reconnect_after > 0 and client._streaming and guard is not None and client.connected
-            ):
-                continue
-            silent = time.monotonic() - guard.last_receive
-            if silent < client.reconnect_after:
-                warned = False
-                continue
-            reason = (
-                f"no data from QTM for {silent:.1f} s while streaming (reconnect_after "
-                f"{client.reconnect_after:g} s): reconnecting"
-            )
-            self.reconnects += 1
-            if not warned:
-                LOG.warning(reason)
-                warned = True
-            guard.last_receive = time.monotonic()
-            client.drop_connection(reason)

@@ -20,7 +20,7 @@ from mocap4r2_control.geometry import UP_AXIS_CONVENTIONS, AxisChange
 from mocap4r2_control.rotation import quat_from_matrix
 
 from . import protocol as qp
-from .client import QtmParameters
+from .parameters import QtmParameters
 
 
 def _residuals_m(residuals_mm: np.ndarray) -> np.ndarray:
