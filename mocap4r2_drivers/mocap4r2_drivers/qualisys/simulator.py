@@ -15,7 +15,7 @@ client that does not read fast enough loses frames (its send buffer is bounded),
 if the server itself falls behind it skips ahead rather than sending a growing backlog.
 
 Connections and commands run on an asyncio loop; the frames have a thread of their own
-(:meth:`QtmSimulator._send_frames`), as QTM sends from its own machine whatever its
+(:class:`FrameSender`), as QTM sends from its own machine whatever its
 command handling does. A frame leaves when it is due: ``latency`` after its capture, or,
 with a time impairment, when the network releases its burst (the due time of the burst's
 last frame plus the delay drawn for it). An asyncio timer cannot do that: the loop sleeps
@@ -50,6 +50,7 @@ from .protocol import Event, PacketType
 from .scene_stream import SceneStream, parameters_xml
 
 __all__ = [
+    "FrameSender",
     "QtmSimulator",
     "SceneStream",
     "Session",
@@ -175,7 +176,8 @@ class PreparedFrame:
 
 
 class QtmSimulator:
-    """The RT server: connections and the real-time frame clock; commands go to :class:`QtmCommands`."""
+    """The RT server: connections, the streaming state and the frame thread's lifecycle;
+    commands go to :class:`QtmCommands`, frames are computed and sent by :class:`FrameSender`."""
 
     def __init__(
         self,
@@ -188,7 +190,6 @@ class QtmSimulator:
         self.scene = scene
         self.max_clients = max_clients
         self.encoder = SceneStream(scene)  # the loop's (GetCurrentFrame)
-        self._frames = SceneStream(scene)  # the frame thread's
         self.sessions: list[Session] = []
         self.commands = QtmCommands(
             scene,
@@ -203,14 +204,13 @@ class QtmSimulator:
         # what a network and QTM's clock do to time (mocap4r2_drivers/impairment.py)
         self.impairment = impairment or TimeImpairment()
         self.clock = ServerClock(self.impairment, self.start_time)
-        self._own_clock = self.impairment.shifts_clock
         # frames on the network: each item is one frame's packets to its clients
         self.delivery: Delivery[list[tuple[StreamSession, bytes]]] = Delivery(self.impairment)
         self.truth = TruthLog(self.impairment.truth_log) if self.impairment.truth_log else None
-        self._wall_offset = time.time() - time.monotonic()
         self._streaming = threading.Event()  # some client streams (cleared: the frame clock stops)
         self._wake = threading.Event()  # the frame thread re-plans: streaming changed, or stop
         self._stopping = threading.Event()
+        self.frame_sender = FrameSender(self)
         self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
         self.port = 0
@@ -224,7 +224,7 @@ class QtmSimulator:
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
-        self._thread = threading.Thread(target=self._send_frames, name="qtm-frames", daemon=True)
+        self._thread = threading.Thread(target=self.frame_sender.run, name="qtm-frames", daemon=True)
         self._thread.start()
         return self.port
 
@@ -300,7 +300,7 @@ class QtmSimulator:
             k -= 1
         return k
 
-    # ------------------------------------------------------------------ the frame clock
+    # ------------------------------------------------------------------ streaming
     def _update_streaming(self) -> None:
         if any(s.stream is not None and not s.closed for s in self.sessions):
             self._streaming.set()
@@ -308,7 +308,37 @@ class QtmSimulator:
             self._streaming.clear()
         self._wake.set()
 
-    def _send_frames(self) -> None:
+
+class FrameSender:
+    """The frame thread of a :class:`QtmSimulator`: computes every frame ahead of its due
+    time and sends it to every streaming client at its instant.
+
+    It shares the simulator's sessions, pacer, server clock, network (``delivery``),
+    truth log and events (``_streaming``: some client streams; ``_wake``: re-plan now;
+    ``_stopping``); the loop side changes them, this thread follows. Its own are a frame
+    encoder (a SceneStream caches the last frame's encodings, so the loop, answering
+    GetCurrentFrame, has another) and the offset that turns a capture's monotonic time
+    into the wall time of the truth log.
+    """
+
+    def __init__(self, simulator: QtmSimulator) -> None:
+        self.scene = simulator.scene
+        self.sessions = simulator.sessions  # the simulator's list: clients come and go on the loop
+        self.pacer = simulator.pacer
+        self.impairment = simulator.impairment
+        self.clock = simulator.clock
+        self.delivery = simulator.delivery
+        self.truth = simulator.truth
+        self.start_time = simulator.start_time
+        self.log = simulator.log
+        self._streaming = simulator._streaming
+        self._wake = simulator._wake
+        self._stopping = simulator._stopping
+        self._frames = SceneStream(simulator.scene)
+        self._own_clock = self.impairment.shifts_clock
+        self._wall_offset = time.time() - time.monotonic()
+
+    def run(self) -> None:
         """(frame thread) Computes every frame ahead and sends it to every streaming
         client at its instant, until stop."""
         try:
