@@ -22,8 +22,9 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
@@ -176,6 +177,33 @@ class Delivery(Generic[T]):
 
     def next_time(self) -> float | None:
         return self._queue[0][0] if self._queue else None
+
+
+#: clock-pair reads :func:`wall_clock_offset` takes; the tightest one is kept
+OFFSET_READS = 7
+
+
+def wall_clock_offset(
+    monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time
+) -> float:
+    """Unix time minus monotonic time, for writing monotonic capture instants into a
+    truth log on the host's (Unix) clock.
+
+    ``time.time() - time.monotonic()`` read once is off by whatever passes between the two
+    calls: another thread of the process taking the GIL (5 ms switch interval) or the
+    scheduler on a loaded machine, often several milliseconds. That error would sit in
+    every line of the log as a constant, and every stamp compared with it would look that
+    much late. So the wall clock is read between two monotonic reads, a few times, and the
+    read with the least time around it is kept (its error is at most half that time).
+    """
+    best_span, best = math.inf, 0.0
+    for _ in range(OFFSET_READS):
+        before = monotonic()
+        unix = wall()
+        after = monotonic()
+        if after - before < best_span:
+            best_span, best = after - before, unix - (before + after) / 2.0
+    return best
 
 
 class TruthLog:

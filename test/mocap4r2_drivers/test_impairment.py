@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from mocap4r2_drivers.impairment import (
     add_arguments,
     from_arguments,
     read_truth_log,
+    wall_clock_offset,
 )
 
 
@@ -104,3 +106,36 @@ def test_flags_and_truth_log(tmp_path):
     lines = read_truth_log(path)
     assert [n for n, _ in lines] == [12, 13]
     assert lines[1][1] == pytest.approx(1700000000.127456789, abs=1e-6)
+
+
+class PausingClocks:
+    """Simulated clocks (Unix = monotonic + 1.7e9) whose first wall read is followed by a
+    pause before the thread runs again (the GIL taken by another thread, the scheduler)."""
+
+    TRUE_OFFSET = 1_700_000_000.0
+
+    def __init__(self, pause: float) -> None:
+        self.now = 100.0
+        self.pauses = [pause]
+
+    def monotonic(self) -> float:
+        self.now += 1e-6
+        return self.now
+
+    def wall(self) -> float:
+        unix = self.TRUE_OFFSET + self.now
+        self.now += self.pauses.pop() if self.pauses else 0.0
+        return unix
+
+
+def test_wall_clock_offset_ignores_a_pause_between_the_two_clocks():
+    """A truth log writes monotonic capture instants as Unix times through one offset.
+    Read once as time.time() - time.monotonic(), a pause between the two calls is in the
+    offset and so in every line of the log: 8 ms here, and every stamp compared with the
+    log then looks 8 ms late. The tightest of several bracketed reads is kept instead."""
+    naive = PausingClocks(0.008)
+    assert naive.wall() - naive.monotonic() - PausingClocks.TRUE_OFFSET < -7e-3
+    clocks = PausingClocks(0.008)
+    assert abs(wall_clock_offset(clocks.monotonic, clocks.wall) - PausingClocks.TRUE_OFFSET) < 2e-6
+    # on the real clocks it is the offset a quiet read gives
+    assert abs(wall_clock_offset() - (time.time() - time.monotonic())) < 0.05

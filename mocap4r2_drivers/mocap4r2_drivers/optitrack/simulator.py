@@ -37,7 +37,15 @@ from dataclasses import dataclass
 from mocap4r2_control.stop_signals import stop_noted
 
 from ..common import ClientStats, reject_input
-from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
+from ..impairment import (
+    Delivery,
+    ServerClock,
+    TimeImpairment,
+    TruthLog,
+    add_arguments,
+    from_arguments,
+    wall_clock_offset,
+)
 from ..sim_server import load_scene, seed_value
 from ..simulated import scene as scene_module
 from . import protocol as nn
@@ -112,7 +120,7 @@ class NatNetSimulator:
         self._impaired = self._own_clock or impairment.delays
         self.delivery: Delivery[bytes] = Delivery(impairment)
         self.truth = TruthLog(impairment.truth_log) if impairment.truth_log else None
-        self._wall_offset = time.time() - time.monotonic()
+        self._wall_offset = wall_clock_offset()
 
     @property
     def version(self) -> Version:

@@ -41,7 +41,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..impairment import Delivery, ServerClock, TimeImpairment, TruthLog, add_arguments, from_arguments
+from ..impairment import (
+    Delivery,
+    ServerClock,
+    TimeImpairment,
+    TruthLog,
+    add_arguments,
+    from_arguments,
+    wall_clock_offset,
+)
 from ..sim_server import FramePacer, add_scene_arguments, load_scene, peer_name, run_until_signalled
 from ..simulated.scene import Scene, SceneError
 from . import protocol as qp
@@ -336,7 +344,7 @@ class FrameSender:
         self._stopping = simulator._stopping
         self._frames = SceneStream(simulator.scene)
         self._own_clock = self.impairment.shifts_clock
-        self._wall_offset = time.time() - time.monotonic()
+        self._wall_offset = wall_clock_offset()
 
     def run(self) -> None:
         """(frame thread) Computes every frame ahead and sends it to every streaming
