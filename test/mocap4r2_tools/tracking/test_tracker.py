@@ -4,7 +4,7 @@ occlusion, a body lost and found, identical bodies crossing, and bad input."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
@@ -141,6 +141,8 @@ def test_a_lost_body_is_found_again_within_three_frames():
 
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 2**31 - 1))
+@example(261)  # two bodies with 2 markers in the first frame
+@example(4730)  # two bodies with 1 marker in frame 38 (the example CI's hypothesis drew)
 def test_identical_bodies_crossing_keep_their_identities(seed):
     rng = np.random.default_rng(seed)
     n = 6
@@ -171,7 +173,12 @@ def test_identical_bodies_crossing_keep_their_identities(seed):
         cloud = np.vstack([markers[visible], rng.uniform(-1, 1, (3, 3)) + [0, 0, 1]])
         result = tracker.update(cloud[rng.permutation(len(cloud))], t)
         ok = result.valid
-        assert ok.sum() >= n - 1, frame
+        # a body is found from 3 of its 4 markers and followed on 2: random occlusion now
+        # and then leaves two bodies with fewer in one frame (seeds 261 and 4730), and then
+        # no tracker can give them a pose; every other frame has all but one body valid
+        seen = visible.reshape(n, 4).sum(axis=1)
+        fittable = int((seen >= (3 if frame == 0 else 2)).sum())
+        assert ok.sum() >= min(n - 1, fittable), frame
         assert np.all(np.linalg.norm(result.positions[ok] - truth[ok], axis=1) < 3e-3), frame
 
 
