@@ -5,6 +5,8 @@ live in mocap4r2_control (:mod:`~mocap4r2_control.geometry`,
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import zlib
 from collections.abc import Callable, Mapping
@@ -95,3 +97,17 @@ def status_fields(
     if stats is not None and stats.last_error:
         out["last_error"] = stats.last_error
     return out
+
+
+#: timer slack of a thread that must wake on time, ns: Linux lets a sleep end up to this
+#: late (50 us by default) to group wake-ups
+TIMER_SLACK_NS = 1000
+_PR_SET_TIMERSLACK = 29
+
+
+def lower_timer_slack() -> None:
+    """TIMER_SLACK_NS for the calling thread (Linux only; elsewhere the default slack):
+    for the threads that sleep until shortly before a frame is due and poll the clock for
+    the rest (a stand-in's sender, replay's pacer)."""
+    with contextlib.suppress(Exception):  # not Linux, or no libc
+        ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)

@@ -80,3 +80,29 @@ def test_status_fields_have_one_shape_for_every_system():
     }
     assert list(fields)[-1] == "last_error", "what went wrong last closes the list"
     assert status_fields({"server": "x"}) == {"server": "x"}, "no client: the fixed fields only"
+
+
+def test_lower_timer_slack_applies_to_the_calling_thread_only():
+    """The pacing threads (qtm_simulator's sender, replay's pacer) ask Linux for 1 us of
+    timer slack so a sleep ends when asked; other threads keep theirs."""
+    import ctypes
+    import threading
+
+    from mocap4r2_drivers.common import TIMER_SLACK_NS, lower_timer_slack
+
+    libc = ctypes.CDLL(None)
+    set_slack, get_slack = 29, 30  # PR_SET_TIMERSLACK, PR_GET_TIMERSLACK
+    seen: dict[str, int] = {}
+
+    def pacer() -> None:
+        libc.prctl(set_slack, 50_000, 0, 0, 0)  # Linux's default, whatever was inherited
+        seen["before"] = libc.prctl(get_slack, 0, 0, 0, 0)
+        lower_timer_slack()
+        seen["after"] = libc.prctl(get_slack, 0, 0, 0, 0)
+
+    main_thread = libc.prctl(get_slack, 0, 0, 0, 0)
+    thread = threading.Thread(target=pacer)
+    thread.start()
+    thread.join()
+    assert (seen["before"], seen["after"]) == (50_000, TIMER_SLACK_NS)
+    assert libc.prctl(get_slack, 0, 0, 0, 0) == main_thread

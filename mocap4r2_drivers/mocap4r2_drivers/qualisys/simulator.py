@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import math
 import os
 import sys
@@ -41,6 +40,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..common import lower_timer_slack
 from ..impairment import (
     Delivery,
     ServerClock,
@@ -92,10 +92,6 @@ IDLE_WAIT = 0.05
 #: frames the scene drops one after the other that the frame thread looks through at once
 #: (a scene may drop every frame; the thread then waits for the last one's time)
 MAX_DROPPED_RUN = 256
-#: timer slack of the frame thread, ns: Linux lets a sleep end up to this late (50 us by
-#: default) to group wake-ups
-TIMER_SLACK_NS = 1000
-_PR_SET_TIMERSLACK = 29
 
 
 @dataclass
@@ -356,7 +352,7 @@ class FrameSender:
             raise
 
     def _frame_clock(self) -> None:
-        _lower_timer_slack()
+        lower_timer_slack()
         held = self.impairment.delays
         prepared: deque[PreparedFrame] = deque()  # computed, not due yet (without impairment)
         ahead = -math.inf  # due time of the newest frame computed
@@ -483,12 +479,6 @@ class FrameSender:
             while time.monotonic() < due:
                 pass  # at most SPIN: the frame leaves when due, not when the thread was woken
             return
-
-
-def _lower_timer_slack() -> None:
-    """TIMER_SLACK_NS for the calling thread (Linux only; elsewhere the default slack)."""
-    with contextlib.suppress(Exception):  # not Linux, or no libc
-        ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
 
 
 # ====================================================================== command line

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import queue
 import threading
 import time
@@ -25,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..common import lower_timer_slack
 from .readers import ReplayFileError, ReplaySource, TimedFrame, file_signature
 from .source import DECODE_BATCH, FAST_DECODE_BATCH
 
@@ -45,10 +45,6 @@ SPIN = 0.0003
 QUIET_BEFORE = 0.0015
 #: ... until this long after it (the frame is then being encoded and published)
 QUIET_AFTER = 0.0005
-#: timer slack of the waiting thread, ns: Linux lets a sleep end up to this late (50 us
-#: by default) to group wake-ups
-TIMER_SLACK_NS = 1000
-_PR_SET_TIMERSLACK = 29
 
 
 @dataclass(slots=True)
@@ -300,9 +296,8 @@ class Pacer:
             return True
 
     def _lower_timer_slack(self) -> None:
-        """TIMER_SLACK_NS for the calling thread (once; Linux only, elsewhere nothing)."""
+        """common.lower_timer_slack for the calling thread, once (this runs every frame)."""
         if getattr(self._slack_lowered, "done", False):
             return
         self._slack_lowered.done = True
-        with contextlib.suppress(Exception):  # not Linux, or no libc: the default slack
-            ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
+        lower_timer_slack()
