@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -111,3 +113,35 @@ def lower_timer_slack() -> None:
     the rest (a stand-in's sender, replay's pacer)."""
     with contextlib.suppress(Exception):  # not Linux, or no libc
         ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
+
+
+def wait_until(
+    due: float, spin: float, wake: threading.Event | None = None, limit: float = float("inf")
+) -> bool:
+    """Waits for the monotonic time ``due``, to the microsecond: True when it has come.
+
+    A sleep ends when the scheduler wakes the thread, often a few hundred microseconds
+    late on a busy machine; a stand-in that sends on such a wake-up, or a replay that
+    hands a frame over on one, puts that lateness into every stamp measured against it.
+    So this sleeps until ``spin`` seconds before ``due`` and polls the clock for the
+    rest (call lower_timer_slack once in the waiting thread, so the sleep itself ends
+    when asked). ``spin`` 0 only sleeps.
+
+    Returns False, early, when ``wake`` is set (it is left set: the caller decides what
+    the wake-up means) or when the monotonic time ``limit`` comes first."""
+    while True:
+        now = time.monotonic()
+        if now >= due:
+            return True
+        if now >= limit or (wake is not None and wake.is_set()):
+            return False
+        if due - now > spin:
+            pause = min(due - spin, limit) - now
+            if wake is None:
+                time.sleep(pause)
+            elif wake.wait(pause):
+                return False
+            continue
+        while time.monotonic() < due:
+            pass  # at most ``spin``: the caller goes on when due, not when woken
+        return True

@@ -106,3 +106,49 @@ def test_lower_timer_slack_applies_to_the_calling_thread_only():
     thread.join()
     assert (seen["before"], seen["after"]) == (50_000, TIMER_SLACK_NS)
     assert libc.prctl(get_slack, 0, 0, 0, 0) == main_thread
+
+
+def test_wait_until_returns_at_due_never_before():
+    """Stand-ins send and replay hands frames over when wait_until returns: never early,
+    with the poll (spin) or with a plain sleep."""
+    import time
+
+    from mocap4r2_drivers.common import wait_until
+
+    for spin in (0.0, 0.0003, 1.0):  # sleep only; sleep then poll; poll only
+        due = time.monotonic() + 0.02
+        assert wait_until(due, spin) is True
+        assert time.monotonic() >= due
+
+
+def test_wait_until_ends_early_on_wake_and_leaves_it_set():
+    """A stand-in's sender re-plans when streaming changes or it stops: the wake ends the
+    wait at once (not at the due time) and stays set for the caller to read."""
+    import threading
+    import time
+
+    from mocap4r2_drivers.common import wait_until
+
+    wake = threading.Event()
+    timer = threading.Timer(0.05, wake.set)
+    timer.start()
+    began = time.monotonic()
+    assert wait_until(began + 30.0, 0.0003, wake) is False
+    assert time.monotonic() - began < 15.0  # far from the 30 s due time
+    assert wake.is_set()
+    timer.join()
+    assert wait_until(time.monotonic() + 30.0, 0.0003, wake) is False  # already set: no wait
+
+
+def test_wait_until_gives_up_at_the_limit():
+    """Replay's pacer bounds each wait (so a pause request is seen); the limit before the
+    due time ends the wait with False, not after the due time."""
+    import time
+
+    from mocap4r2_drivers.common import wait_until
+
+    began = time.monotonic()
+    assert wait_until(began + 30.0, 0.0003, None, began + 0.05) is False
+    assert 0.05 <= time.monotonic() - began < 15.0
+    past = time.monotonic() - 1.0
+    assert wait_until(past, 0.0003, None, past) is True  # due already: True before the limit

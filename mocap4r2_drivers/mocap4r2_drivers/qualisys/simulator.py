@@ -40,7 +40,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..common import lower_timer_slack
+from ..common import lower_timer_slack, wait_until
 from ..impairment import (
     Delivery,
     ServerClock,
@@ -462,23 +462,12 @@ class FrameSender:
             session.send_frames(parts[0] if len(parts) == 1 else b"".join(parts), len(parts))
 
     def _wait_until(self, due: float, spin: bool) -> None:
-        """Sleeps until ``due``; with ``spin``, until SPIN (at most SPIN_SHARE of a frame
-        period) before it, polling the clock for the rest (a sleep ends when the scheduler
-        wakes the thread, polling when the time has come). Returns early when woken
+        """Sleeps until ``due``; with ``spin``, polls the clock for the last SPIN (at most
+        SPIN_SHARE of a frame period; common.wait_until). Returns early when woken
         (streaming changed, stop)."""
         margin = min(SPIN, SPIN_SHARE / self.scene.rate) if spin else 0.0
-        while True:
-            now = time.monotonic()
-            if now >= due or self._stopping.is_set():
-                return
-            if due - now > margin:
-                if self._wake.wait(due - margin - now):
-                    self._wake.clear()
-                    return
-                continue
-            while time.monotonic() < due:
-                pass  # at most SPIN: the frame leaves when due, not when the thread was woken
-            return
+        if not wait_until(due, margin, self._wake) and not self._stopping.is_set():
+            self._wake.clear()
 
 
 # ====================================================================== command line

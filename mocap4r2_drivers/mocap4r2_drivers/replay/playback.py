@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..common import lower_timer_slack
+from ..common import lower_timer_slack, wait_until
 from .readers import ReplayFileError, ReplaySource, TimedFrame, file_signature
 from .source import DECODE_BATCH, FAST_DECODE_BATCH
 
@@ -276,24 +276,13 @@ class Pacer:
         ``paused`` is set.
 
         Sleeps until SPIN before ``due`` (the thread's timer slack lowered, so the sleep
-        ends when asked), then polls the clock: the hand-over is then as late as the
-        clock reading, unless the scheduler takes the core away in that last part. The
-        read-ahead thread stays off the interpreter meanwhile (``hold_off``)."""
+        ends when asked), then polls the clock (common.wait_until): the hand-over is then
+        as late as the clock reading, unless the scheduler takes the core away in that
+        last part. The read-ahead thread stays off the interpreter meanwhile
+        (``hold_off``)."""
         self.next_due = due
         self._lower_timer_slack()
-        limit = time.monotonic() + timeout
-        while True:
-            now = time.monotonic()
-            if now >= due:
-                return True
-            if now >= limit or paused.is_set():
-                return False
-            if due - now > SPIN:
-                time.sleep(min(due - SPIN, limit) - now)
-                continue
-            while time.monotonic() < due:
-                pass  # at most SPIN: the frame is handed over when due, not when woken
-            return True
+        return wait_until(due, SPIN, paused, time.monotonic() + timeout)
 
     def _lower_timer_slack(self) -> None:
         """common.lower_timer_slack for the calling thread, once (this runs every frame)."""
