@@ -68,7 +68,8 @@ def vrpn_path():
 
     from mocap4r2_drivers.vrpn import protocol as vp
     from mocap4r2_drivers.vrpn.convert import FrameAssembler
-    from mocap4r2_drivers.vrpn.simulator import VrpnSimulator, _datagrams
+    from mocap4r2_drivers.vrpn.simulator import VrpnSimulator
+    from mocap4r2_drivers.vrpn.simulator_sender import datagrams
 
     _, scene = _scene(Path(tempfile.mkdtemp(prefix="mocap4r2-stress-")))
     server = VrpnSimulator(scene)
@@ -82,8 +83,8 @@ def vrpn_path():
         kinds.append("stream")
         bases.append(multi._descriptions() + b"".join(multi.frame_messages(k)))
         kinds.append("stream-multi")
-        bases += _datagrams(reports)
-        kinds += ["datagram"] * len(_datagrams(reports))
+        bases += datagrams(reports)
+        kinds += ["datagram"] * len(datagrams(reports))
     table = vp.NameTable("sender")
     types = vp.NameTable("type")
     for m in vp.MessageReader().feed(descriptions):

@@ -15,6 +15,10 @@ of its reports) and sent ``latency`` later; a body the scene does not track in f
 is not reported (a VRPN server has no way to say "untracked"). Like a real server it
 keeps real time: frames it cannot send in time are skipped, and a client whose TCP
 buffer holds more than 4 MiB loses reports.
+
+Connections, cookies, descriptions and pings run on an asyncio loop; the reports are
+sent by a thread of their own at each frame's instant, as a VRPN server's mainloop
+sends whatever else its machine does (:mod:`.simulator_sender`).
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import selectors
 import sys
+import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,6 +36,7 @@ import numpy as np
 from ..sim_server import FramePacer, add_scene_arguments, load_scene, peer_name, run_until_signalled
 from ..simulated.scene import Scene, SceneError
 from . import protocol as vp
+from .simulator_sender import FrameSender, Lateness, PreparedFrame, Session, datagrams
 
 SERVER_TYPES = (
     "VRPN_Connection_Got_First_Connection",
@@ -46,22 +50,6 @@ SERVER_TYPES = (
     vp.VELOCITY,
     vp.ACCELERATION,
 )
-MAX_SEND_BUFFER = 4 * 1024 * 1024
-LATENESS_KEPT = 1 << 16  # frames whose send lateness the summary at stop covers
-
-
-@dataclass
-class Session:
-    """One connected client: its own ids (it describes them) and where reports go."""
-
-    writer: asyncio.StreamWriter
-    peer: str
-    senders: vp.NameTable = field(default_factory=lambda: vp.NameTable("sender"))
-    types: vp.NameTable = field(default_factory=lambda: vp.NameTable("type"))
-    udp_target: tuple[str, int] | None = None
-    reports_sent: int = 0
-    reports_skipped: int = 0
-    closed: bool = False
 
 
 class _RequestProtocol(asyncio.DatagramProtocol):
@@ -73,7 +61,8 @@ class _RequestProtocol(asyncio.DatagramProtocol):
 
 
 class VrpnSimulator:
-    """The server: sessions, connection requests and the real-time report clock."""
+    """The server: sessions, connection requests and the lifecycle of the frame thread
+    (:class:`FrameSender`), which sends the reports."""
 
     def __init__(
         self, scene: Scene, multi_sensor: str = "", verbose: bool = False, send_times: str = ""
@@ -89,6 +78,8 @@ class VrpnSimulator:
         self.body_sender = [(1, i) if multi_sensor else (i + 1, 0) for i in range(len(bodies))]
         self.type_ids = {name: i for i, name in enumerate(SERVER_TYPES)}
         self.sessions: list[Session] = []
+        # what the frame thread reads: a new tuple whenever a client comes or goes, never changed
+        self.receivers: tuple[Session, ...] = ()
         self.origin = float(math.floor(time.time()))  # Unix time of frame 0's measurement
         self._t0 = time.monotonic() - (time.time() - self.origin)
         self.pacer = FramePacer(scene.rate, scene.latency, self._t0)
@@ -97,7 +88,9 @@ class VrpnSimulator:
         self.port = 0
         self._tcp_server: asyncio.base_events.Server | None = None
         self._udp: asyncio.DatagramTransport | None = None
-        self._clock_task: asyncio.Task[None] | None = None
+        self._wake = threading.Event()  # the frame thread looks again: clients came, or stop
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._calling: set[tuple[str, int]] = set()  # clients being called back or served
 
@@ -126,18 +119,21 @@ class VrpnSimulator:
             break
         else:
             raise OSError("no port free for both TCP and UDP")
-        self._clock_task = loop.create_task(self._clock())
+        self._thread = threading.Thread(target=FrameSender(self).run, name="vrpn-frames", daemon=True)
+        self._thread.start()
         return self.port
 
     async def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(2.0)  # it never waits for the loop: a short wait
         for session in list(self.sessions):
             self._drop(session)
         if self._tcp_server is not None:
             self._tcp_server.close()
         if self._udp is not None:
             self._udp.close()
-        if self._clock_task is not None:
-            self._clock_task.cancel()
         self.log(self.lateness.summary())
         if self.send_times:
             try:
@@ -190,7 +186,7 @@ class VrpnSimulator:
             import socket
 
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        session = Session(writer=writer, peer=peer)
+        session = Session(writer=writer, peer=peer, loop=asyncio.get_running_loop())
         writer.write(vp.cookie())
         try:
             vp.check_cookie(await asyncio.wait_for(reader.readexactly(vp.COOKIE_SIZE), 10.0))
@@ -200,6 +196,8 @@ class VrpnSimulator:
             return
         writer.write(self._descriptions())
         self.sessions.append(session)
+        self.receivers = tuple(self.sessions)
+        self._wake.set()
         self.log(f"client {peer} connected ({len(self.sessions)} connected)")
         stream = vp.MessageReader()
         try:
@@ -229,9 +227,9 @@ class VrpnSimulator:
     def _drop(self, session: Session) -> None:
         if session in self.sessions:
             self.sessions.remove(session)
+            self.receivers = tuple(self.sessions)
             self.log(f"client {session.peer} gone ({session.reports_sent} reports sent)")
-        session.closed = True
-        session.writer.close()
+        session.close()
 
     def _handle(self, session: Session, m: vp.Message) -> None:
         if m.type == vp.SENDER_DESCRIPTION:
@@ -240,7 +238,12 @@ class VrpnSimulator:
             session.types.describe(m.sender, vp.parse_description(m.payload))
         elif m.type == vp.UDP_DESCRIPTION:
             address, port = vp.parse_udp_description(m.sender, m.payload)
-            session.udp_target = (session.writer.get_extra_info("peername")[0], port)
+            # like vrpn_server: the client's address as the TCP connection has it, the port it names
+            try:
+                session.send_by_udp((session.writer.get_extra_info("peername")[0], port))
+            except OSError as exc:
+                self.log(f"client {session.peer}: cannot send to its UDP port {port}: {exc}; TCP it is")
+                return
             if self.verbose:
                 self.log(f"client {session.peer} takes reports by UDP at {address}:{port}")
         elif m.type >= 0 and session.types.name(m.type) == vp.PING:
@@ -250,27 +253,9 @@ class VrpnSimulator:
                 pong = vp.pack_message(
                     self.sender_names.index(device), self.type_ids[vp.PONG], b"", int(now), int(now % 1 * 1e6)
                 )
-                session.writer.write(pong)
+                session.send(pong)
 
-    # ------------------------------------------------------------------ the report clock
-    async def _clock(self) -> None:
-        scene = self.scene
-        rate = scene.rate
-        while True:
-            if not self.sessions:
-                await asyncio.sleep(0.05)
-                self.pacer.restart()
-                continue
-            k = self.pacer.take(time.monotonic())
-            # computed before it is due, so the frame leaves at its instant: the scene's
-            # latency models the server's processing, this process's own time is not part of it
-            messages = [] if scene.is_dropped(k) else self.frame_messages(k)
-            due = k / rate + scene.latency
-            delay = due - (time.monotonic() - self._t0)
-            await asyncio.sleep(max(delay, 0.0))
-            self._send(messages)
-            self.lateness.add(k, time.monotonic() - self._t0 - due)
-
+    # ------------------------------------------------------------------ the reports
     def frame_messages(self, k: int) -> list[bytes]:
         """The Pos_Quat messages of scene frame k (its tracked bodies)."""
         frame = self.scene.frame(k)
@@ -294,76 +279,11 @@ class VrpnSimulator:
             out.append(pack(sender, type_id, sensor, p, q, sec, usec))
         return out
 
-    def send_frame(self, k: int) -> None:
-        """Send scene frame k to every client now (nothing when the scene drops it)."""
-        if not self.scene.is_dropped(k):
-            self._send(self.frame_messages(k))
-
-    def _send(self, messages: list[bytes]) -> None:
-        if not messages:
-            return
-        datagrams: list[bytes] | None = None
-        stream = b"".join(messages)
-        for session in self.sessions:
-            if session.closed:
-                continue
-            if session.udp_target is not None and self._udp is not None:
-                if datagrams is None:
-                    datagrams = _datagrams(messages)
-                for datagram in datagrams:
-                    self._udp.sendto(datagram, session.udp_target)
-            elif session.writer.transport.get_write_buffer_size() > MAX_SEND_BUFFER:
-                session.reports_skipped += len(messages)
-                continue
-            else:
-                session.writer.write(stream)
-            session.reports_sent += len(messages)
-
-
-class Lateness:
-    """How late frames left after their due instant (s): the newest LATENESS_KEPT, for the
-    figures printed at stop (what the stand-in adds to a latency measured from the message time)."""
-
-    def __init__(self) -> None:
-        self._frames = np.zeros(LATENESS_KEPT, dtype=np.int64)
-        self._values = np.zeros(LATENESS_KEPT)
-        self._count = 0
-
-    def add(self, k: int, seconds: float) -> None:
-        """Frame k left ``seconds`` after its instant."""
-        at = self._count % LATENESS_KEPT
-        self._frames[at] = k
-        self._values[at] = seconds
-        self._count += 1
-
-    def save(self, path: str) -> None:
-        """The kept frames as a .npy array of rows (frame number, lateness s)."""
-        kept = min(self._count, LATENESS_KEPT)
-        np.save(path, np.column_stack([self._frames[:kept].astype(np.float64), self._values[:kept]]))
-
-    def summary(self) -> str:
-        """``frames sent after their instant: p50 0.05 ms, p99 0.20 ms, max 1.00 ms``."""
-        kept = self._values[: min(self._count, LATENESS_KEPT)] * 1e3
-        if not kept.size:
-            return "no frames sent"
-        p50, p99, top = np.percentile(kept, (50, 99, 100))
-        return f"frames sent after their instant: p50 {p50:.3f} ms, p99 {p99:.3f} ms, max {top:.3f} ms"
-
-
-def _datagrams(messages: list[bytes]) -> list[bytes]:
-    """Messages packed into datagrams of at most vp.UDP_PAYLOAD bytes, in order."""
-    out: list[bytes] = []
-    current: list[bytes] = []
-    size = 0
-    for m in messages:
-        if current and size + len(m) > vp.UDP_PAYLOAD:
-            out.append(b"".join(current))
-            current, size = [], 0
-        current.append(m)
-        size += len(m)
-    if current:
-        out.append(b"".join(current))
-    return out
+    def prepare(self, k: int) -> PreparedFrame:
+        """Scene frame k encoded for sending (no reports when the scene drops it)."""
+        messages = [] if self.scene.is_dropped(k) else self.frame_messages(k)
+        due = self._t0 + k / self.scene.rate + self.scene.latency
+        return PreparedFrame(k, due, len(messages), b"".join(messages), datagrams(messages))
 
 
 # ====================================================================== command line
@@ -428,9 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SceneError, ValueError) as exc:
         print(f"vrpn_simulator: {exc}", file=sys.stderr)
         return 2
-    # select() waits to the microsecond; epoll, asyncio's default, rounds every wait up to
-    # the next millisecond, which at 1 kHz sends each frame up to a period after its instant
-    with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(selectors.SelectSelector())) as runner:
+    with asyncio.Runner() as runner:
         return runner.run(_run(args, scene))
 
 
