@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mocap4r2_control.frame import BodyArrays, MarkerArrays, MocapFrame, SegmentArrays, SkeletonArrays
+from mocap4r2_control.frame import BodyArrays, MarkerArrays, SegmentArrays, SkeletonArrays
 
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
@@ -158,6 +158,18 @@ class Decoded:
     skeletons: SkeletonArrays | None = None
 
 
+@dataclass(slots=True)
+class DecodedColumns:
+    """Decoded messages as columns: message i has stamp ``(secs[i], nanosecs[i])``, frame
+    number ``numbers[i]`` and arrays ``parts[i]`` (MarkerArrays, BodyArrays or
+    SkeletonArrays, by the decoder's kind)."""
+
+    secs: list[int]
+    nanosecs: list[int]
+    numbers: list[int]
+    parts: list[Any]
+
+
 #: where a message starts in its row (see _Layout)
 _ROW_START = 4
 
@@ -190,12 +202,43 @@ class MessageDecoder:
     def decode_many(self, buf: np.ndarray, starts: Sequence[int], lengths: Sequence[int]) -> list[Decoded]:
         """The messages ``buf[starts[i]:starts[i] + lengths[i]]`` (uint8), in order. A run
         of messages with one structure is gathered by a single numpy indexing."""
+        out: list[Decoded] = []
+        field = {"markers": "markers", "rigid_bodies": "bodies", "skeletons": "skeletons"}[self.kind]
+        for layout, rows in self._runs(buf, starts, lengths):
+            secs, nanosecs, numbers = _stamps(layout, rows)
+            frame_id = layout.frame_id
+            for sec, ns, number, part in zip(secs, nanosecs, numbers, self._parts(layout, rows)):
+                out.append(Decoded(sec, ns, number, frame_id, **{field: part}))
+        return out
+
+    def decode_columns(
+        self, buf: np.ndarray, starts: Sequence[int], lengths: Sequence[int]
+    ) -> DecodedColumns:
+        """``decode_many`` without a Decoded object per message: the stamps, frame numbers
+        and arrays (MarkerArrays, BodyArrays or SkeletonArrays) of the messages as lists,
+        in order (what a reader groups into frames)."""
+        secs: list[int] = []
+        nanosecs: list[int] = []
+        numbers: list[int] = []
+        parts: list[Any] = []
+        for layout, rows in self._runs(buf, starts, lengths):
+            s, ns, n = _stamps(layout, rows)
+            secs += s
+            nanosecs += ns
+            numbers += n
+            parts += self._parts(layout, rows)
+        return DecodedColumns(secs, nanosecs, numbers, parts)
+
+    def _runs(
+        self, buf: np.ndarray, starts: Sequence[int], lengths: Sequence[int]
+    ) -> list[tuple[_Layout, np.ndarray]]:
+        """The messages as runs of one layout each, every run's messages copied into rows."""
         starts_a = np.asarray(starts, dtype=np.int64)
         lengths_a = np.asarray(lengths, dtype=np.int64)
         if starts_a.size and (starts_a.min() < 0 or int((starts_a + lengths_a).max()) > buf.size):
             raise ReplayDecodeError("a message runs past the bytes that hold it")
         starts_l = starts_a.tolist()
-        out: list[Decoded] = []
+        out: list[tuple[_Layout, np.ndarray]] = []
         n, i = len(starts_l), 0
         while i < n:
             layout = self._layout
@@ -211,30 +254,20 @@ class MessageDecoder:
                     self._build(bytes(buf[starts_l[i] : starts_l[i] + layout.length]))
                     continue
                 j, rows = i + first_other, rows[:first_other]
-            out.extend(self._messages(layout, rows))
+            out.append((layout, rows))
             i = j
         return out
 
-    def _messages(self, layout: _Layout, packed: np.ndarray) -> list[Decoded]:
+    def _parts(self, layout: _Layout, packed: np.ndarray) -> list[Any]:
+        """The arrays of every message of a run (rows of one layout). Each message's
+        arrays are views of the run's gathered fields, made by list() over their first
+        axis: one C loop per field, not one Python indexing per field and message."""
         f, x = layout.fields, layout.extra
-        # the stamp is the first field of every message: sec (int32) and nanosec (uint32)
-        secs = packed.view("<i4")[:, 2].tolist()
-        nanosecs = packed.view("<u4")[:, 3].tolist()
-        numbers = packed.view("<u8")[:, (_ROW_START + layout.number) // 8].tolist()
-        frame_id = layout.frame_id
         empty = x.get("empty")
         if empty is not None:  # no element at all: one collection serves every message
-            part = {"markers": "markers", "rigid_bodies": "bodies", "skeletons": "skeletons"}[self.kind]
-            return [
-                Decoded(sec, ns, number, frame_id, **{part: empty})
-                for sec, ns, number in zip(secs, nanosecs, numbers)
-            ]
+            return [empty] * packed.shape[0]
         if self.kind == "markers":
-            markers = _marker_rows(packed, f, x["m_names"])
-            return [
-                Decoded(sec, ns, number, frame_id, markers=m)
-                for sec, ns, number, m in zip(secs, nanosecs, numbers, markers)
-            ]
+            return _marker_rows(packed, f, x["m_names"])
         if self.kind == "rigid_bodies":
             poses = _columns(packed, f["pose"])
             ids, valid = _columns(packed, f["ids"]), _columns(packed, f["valid"]).view(bool)
@@ -242,23 +275,15 @@ class MessageDecoder:
             markers = _marker_rows(packed, f, x["m_names"])
             names, offsets = x["names"], x["offsets"]
             return [
-                Decoded(
-                    sec,
-                    ns,
-                    number,
-                    frame_id,
-                    bodies=BodyArrays(
-                        ids=ids[r],
-                        names=names,
-                        positions=poses[r, :, :3],
-                        orientations=poses[r, :, 3:],
-                        valid=valid[r],
-                        mean_errors=errors[r],
-                        marker_offsets=offsets,
-                        markers=markers[r],
-                    ),
+                BodyArrays(i, names, p, q, v, e, offsets, m)
+                for i, p, q, v, e, m in zip(
+                    list(ids),
+                    list(poses[:, :, :3]),
+                    list(poses[:, :, 3:]),
+                    list(valid),
+                    list(errors),
+                    markers,
                 )
-                for r, (sec, ns, number) in enumerate(zip(secs, nanosecs, numbers))
             ]
         poses = _columns(packed, f["pose"])
         ids, valid = _columns(packed, f["ids"]), _columns(packed, f["valid"]).view(bool)
@@ -266,27 +291,16 @@ class MessageDecoder:
         seg_valid = _columns(packed, f["seg_valid"]).view(bool)
         names, offsets, seg_names = x["names"], x["offsets"], x["seg_names"]
         return [
-            Decoded(
-                sec,
-                ns,
-                number,
-                frame_id,
-                skeletons=SkeletonArrays(
-                    ids=ids[r],
-                    names=names,
-                    valid=valid[r],
-                    segment_offsets=offsets,
-                    segments=SegmentArrays(
-                        ids=seg_ids[r],
-                        names=seg_names,
-                        parent_ids=parents[r],
-                        positions=poses[r, :, :3],
-                        orientations=poses[r, :, 3:],
-                        valid=seg_valid[r],
-                    ),
-                ),
+            SkeletonArrays(i, names, v, offsets, SegmentArrays(si, seg_names, pa, p, q, sv))
+            for i, v, si, pa, p, q, sv in zip(
+                list(ids),
+                list(valid),
+                list(seg_ids),
+                list(parents),
+                list(poses[:, :, :3]),
+                list(poses[:, :, 3:]),
+                list(seg_valid),
             )
-            for r, (sec, ns, number) in enumerate(zip(secs, nanosecs, numbers))
         ]
 
     def _build(self, data: bytes) -> _Layout:
@@ -373,7 +387,9 @@ def _rows(buf: np.ndarray, starts: np.ndarray, size: int, padded: int) -> np.nda
     in a session: every frame writes the same messages of the same sizes) are copied by
     one strided assignment instead of one per message."""
     count = starts.shape[0]
-    rows: np.ndarray = np.zeros((count, padded), dtype=np.uint8)
+    # not zeroed: the bytes around a message are neither compared (the mask leaves them
+    # out) nor read by any field
+    rows: np.ndarray = np.empty((count, padded), dtype=np.uint8)
     first = int(starts[0])
     step = int(starts[1] - first) if count > 1 else size
     if count > 1 and step >= size and bool((np.diff(starts) == step).all()):
@@ -397,11 +413,19 @@ def _marker_rows(packed: np.ndarray, f: dict[str, _Field], names: tuple[str, ...
     ids, positions = _columns(packed, f["m_ids"]), _columns(packed, f["m_positions"])
     occluded, residuals = _columns(packed, f["m_occluded"]).view(bool), _columns(packed, f["m_residuals"])
     return [
-        MarkerArrays(
-            ids=ids[r], names=names, positions=positions[r], occluded=occluded[r], residuals=residuals[r]
-        )
-        for r in range(packed.shape[0])
+        MarkerArrays(i, names, p, o, r)
+        for i, p, o, r in zip(list(ids), list(positions), list(occluded), list(residuals))
     ]
+
+
+def _stamps(layout: _Layout, packed: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+    """sec, nanosec and frame number of every message of a run: the stamp is the first
+    field of every message (int32 sec, uint32 nanosec)."""
+    return (
+        packed.view("<i4")[:, 2].tolist(),
+        packed.view("<u4")[:, 3].tolist(),
+        packed.view("<u8")[:, (_ROW_START + layout.number) // 8].tolist(),
+    )
 
 
 def seconds_for_stamp(sec: int, nanosec: int) -> float:
@@ -422,22 +446,3 @@ def seconds_for_stamp(sec: int, nanosec: int) -> float:
         if int((down - sec) * 1e9) == nanosec:
             return down
     return value
-
-
-def frame_from_messages(
-    number: int,
-    markers: Decoded | None,
-    bodies: Decoded | None,
-    skeletons: Decoded | None,
-) -> MocapFrame:
-    """One frame from the decoded messages of one frame number (any may be missing)."""
-    # the arrays given to the constructor: a default made and then replaced costs the
-    # empty arrays of every field (this runs for every frame of a replay)
-    parts: dict[str, Any] = {}
-    if markers is not None and markers.markers is not None:
-        parts["markers"] = markers.markers
-    if bodies is not None and bodies.bodies is not None:
-        parts["bodies"] = bodies.bodies
-    if skeletons is not None and skeletons.skeletons is not None:
-        parts["skeletons"] = skeletons.skeletons
-    return MocapFrame(number, **parts)

@@ -65,19 +65,6 @@ def _string(buf: bytes | memoryview, pos: int, end: int) -> tuple[str, int]:
     return bytes(buf[pos : pos + length]).decode("utf-8", "replace"), pos + length
 
 
-def _records(blob: bytes | memoryview, pos: int, end: int) -> Iterator[tuple[int, int, int]]:
-    """(opcode, content start, content end) of the records in ``blob[pos:end]``."""
-    while pos < end:
-        if pos + _RECORD.size > end:
-            raise McapFormatError(f"a record header cut short at byte {pos}")
-        opcode, length = _RECORD.unpack_from(blob, pos)
-        start = pos + _RECORD.size
-        if length > end - start:
-            raise McapFormatError(f"a record of {length} bytes runs past the end at byte {pos}")
-        yield opcode, start, start + length
-        pos = start + length
-
-
 class McapChunks:
     """An uncompressed MCAP file read as chunks of messages (see the module's text)."""
 
@@ -147,17 +134,29 @@ class McapChunks:
         starts: list[int] = []
         lengths: list[int] = []
         view = memoryview(content)
-        for opcode, start, end in _records(view, pos, pos + size):
+        # the records (1-byte opcode, u64 length, content) walked in one loop: a chunk
+        # holds thousands of messages, and a generator step per record costs more than
+        # reading it
+        record, u16, wanted = _RECORD.unpack_from, _U16.unpack_from, self._wanted
+        end_of_records = pos + size
+        while pos < end_of_records:
+            if pos + _RECORD.size > end_of_records:
+                raise McapFormatError(f"a record header cut short at byte {pos}")
+            opcode, length = record(content, pos)
+            start = pos + _RECORD.size
+            if length > end_of_records - start:
+                raise McapFormatError(f"a record of {length} bytes runs past the end at byte {pos}")
+            pos = start + length
             if opcode == OP_MESSAGE:
-                if end - start < _MESSAGE_HEAD:
+                if length < _MESSAGE_HEAD:
                     raise McapFormatError("a Message record cut short")
-                (channel_id,) = _U16.unpack_from(content, start)
-                if channel_id in self._wanted:
+                channel_id = u16(content, start)[0]
+                if channel_id in wanted:
                     chans.append(channel_id)
                     starts.append(start + _MESSAGE_HEAD)
-                    lengths.append(end - start - _MESSAGE_HEAD)
+                    lengths.append(length - _MESSAGE_HEAD)
             elif opcode == OP_CHANNEL:
-                self._channel(view, start, end)
+                self._channel(view, start, pos)
         return ChunkMessages(np.frombuffer(content, dtype=np.uint8), chans, starts, lengths)
 
 

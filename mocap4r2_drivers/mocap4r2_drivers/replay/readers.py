@@ -20,6 +20,7 @@ nodes or wall time; the replay system paces what it gets.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,8 +33,8 @@ from mocap4r2_control.frame import AssetNames, BodyArrays, MocapFrame
 
 from ..common import stable_id
 from .c3d_source import C3DSource
-from .convert import Decoded, MessageDecoder, ReplayDecodeError, frame_from_messages
-from .mcap_chunks import ChunkMessages, McapChunks, McapFormatError, fast_readable
+from .convert import MessageDecoder, ReplayDecodeError
+from .mcap_chunks import McapChunks, McapFormatError, fast_readable
 from .source import ReplayFileError, ReplaySource, SourceInfo, TimedFrame, file_signature
 
 __all__ = [
@@ -210,72 +211,57 @@ class BagSource(ReplaySource):
             yield from self._pose_frames(start, end)
 
     def _mocap_frames(self, start: float, end: float) -> Iterator[TimedFrame]:
-        decoders = {c.topic: MessageDecoder(MOCAP_TYPES[c.msgtype]) for c in self.connections}
-        kinds = {c.topic: MOCAP_TYPES[c.msgtype] for c in self.connections}
-        origin: int | None = None
-        for item in self._grouped(decoders, kinds):
-            # in integer ns: a float of today's Unix time is only good to 240 ns
-            ns = item.sec * 1_000_000_000 + item.nanosec
-            if origin is None:
-                origin = ns
-            item.offset = (ns - origin) * 1e-9
-            if item.offset > end:
-                return
-            if item.offset >= start:
-                yield item
+        """The messages of one frame number together (they are written one after
+        another), as frames between ``start`` and ``end`` seconds after the first.
 
-    def _grouped(self, decoders: dict[str, MessageDecoder], kinds: dict[str, str]) -> Iterator[TimedFrame]:
-        """The messages of one frame number together (they are written one after another)."""
+        One loop over the messages of a window (lists, not a generator per message and
+        per step: this runs for every message of a replay)."""
         group: dict[str, Any] = {}
-        number: int | None = None
-        for topic, decoded in self._decoded(decoders):
-            kind = kinds[topic]
-            if number is not None and (decoded.frame_number != number or kind in group):
-                yield self._emit(number, group)
-                group = {}
-            number = decoded.frame_number
-            group[kind] = decoded
-        if number is not None:
-            yield self._emit(number, group)
+        number = -1
+        first = (0, 0)  # the stamp of the group's first message
+        origin: int | None = None
+        for window in self._windows():
+            for kind, sec, nanosec, frame_number, part in window:
+                if group and (frame_number != number or kind in group):
+                    # in integer ns: a float of today's Unix time is only good to 240 ns
+                    ns = first[0] * 1_000_000_000 + first[1]
+                    if origin is None:
+                        origin = ns
+                    offset = (ns - origin) * 1e-9
+                    if offset > end:
+                        return
+                    if offset >= start:
+                        yield TimedFrame(offset, first[0], first[1], _frame(number, group))
+                    group = {}
+                if not group:
+                    first = (sec, nanosec)
+                number = frame_number
+                group[kind] = part
+        if group:
+            ns = first[0] * 1_000_000_000 + first[1]
+            offset = (ns - (ns if origin is None else origin)) * 1e-9
+            if start <= offset <= end:
+                yield TimedFrame(offset, first[0], first[1], _frame(number, group))
 
-    def _decoded(self, decoders: dict[str, MessageDecoder]) -> Iterator[tuple[str, Decoded]]:
-        """(topic, decoded message) in file order: a chunk at a time straight from an
-        uncompressed MCAP file (what the recorder writes), else through rosbags."""
+    def _windows(self) -> Iterator[list[tuple[str, int, int, int, Any]]]:
+        """(kind, sec, nanosec, frame number, arrays) of the messages in file order, in
+        lists: a window of a chunk at a time straight from an uncompressed MCAP file
+        (what the recorder writes), else one message at a time through rosbags."""
+        decoders = {c.topic: MessageDecoder(MOCAP_TYPES[c.msgtype]) for c in self.connections}
         if self.mcap_file is not None:
             try:
-                yield from self._decoded_chunks(self.mcap_file, decoders, self.decode_batch)
+                yield from _chunk_windows(self.mcap_file, decoders, self.decode_batch)
             except McapFormatError as exc:
                 raise ReplayFileError(f"{self.mcap_file}: {exc}") from None
             return
         for conn, _, raw in self._reader.messages(connections=self.connections):
+            decoder = decoders[conn.topic]
             try:
-                yield conn.topic, decoders[conn.topic].decode(bytes(raw))
+                d = decoder.decode(bytes(raw))
             except ReplayDecodeError as exc:
                 raise ReplayFileError(f"{conn.topic}: {exc}") from None
-
-    @staticmethod
-    def _decoded_chunks(
-        path: Path, decoders: dict[str, MessageDecoder], batch: int
-    ) -> Iterator[tuple[str, Decoded]]:
-        reader = McapChunks(path, set(decoders))
-        for chunk in reader.chunks():
-            topics = [reader.topics[c] for c in chunk.channels]
-            # each topic's messages decoded ``batch`` at a time, when the first is
-            # needed: a frame waits for one batch, never for the whole chunk
-            batches = {}
-            for topic in set(topics):
-                rows = [k for k, t in enumerate(topics) if t == topic]
-                batches[topic] = _batches(decoders[topic], chunk, rows, topic, batch)
-            for topic in topics:
-                yield topic, next(batches[topic])
-
-    @staticmethod
-    def _emit(number: int, group: dict[str, Any]) -> TimedFrame:
-        first = next(iter(group.values()))
-        frame = frame_from_messages(
-            number, group.get("markers"), group.get("rigid_bodies"), group.get("skeletons")
-        )
-        return TimedFrame(0.0, first.sec, first.nanosec, frame)
+            part = d.markers if d.markers is not None else d.bodies if d.bodies is not None else d.skeletons
+            yield [(decoder.kind, d.sec, d.nanosec, d.frame_number, part)]
 
     def _pose_frames(self, start: float, end: float) -> Iterator[TimedFrame]:
         """PoseStamped or TF messages grouped by stamp: one frame per capture time."""
@@ -329,19 +315,42 @@ class BagSource(ReplaySource):
                 reader.close()
 
 
-def _batches(
-    decoder: MessageDecoder, chunk: ChunkMessages, rows: list[int], topic: str, batch: int
-) -> Iterator[Decoded]:
-    """The messages ``rows`` of ``chunk``, decoded ``batch`` at a time."""
-    for lo in range(0, len(rows), batch):
-        part = rows[lo : lo + batch]
-        try:
-            decoded = decoder.decode_many(
-                chunk.data, [chunk.starts[k] for k in part], [chunk.lengths[k] for k in part]
-            )
-        except ReplayDecodeError as exc:
-            raise ReplayFileError(f"{topic}: {exc}") from None
-        yield from decoded
+def _chunk_windows(
+    path: Path, decoders: dict[str, MessageDecoder], batch: int
+) -> Iterator[list[tuple[str, int, int, int, Any]]]:
+    """The messages of an uncompressed MCAP file, ``batch`` frames' worth at a time (of
+    each topic about ``batch`` messages, decoded by one decode_columns): a frame waits
+    for one window, never for a whole chunk."""
+    reader = McapChunks(path, set(decoders))
+    for chunk in reader.chunks():
+        topics = [reader.topics[c] for c in chunk.channels]
+        size = batch * max(1, len(set(topics)))
+        for lo in range(0, len(topics), size):
+            in_window = topics[lo : lo + size]
+            columns = {}
+            for topic in set(in_window):
+                rows = [lo + k for k, t in enumerate(in_window) if t == topic]
+                decoder = decoders[topic]
+                try:
+                    got = decoder.decode_columns(
+                        chunk.data, [chunk.starts[k] for k in rows], [chunk.lengths[k] for k in rows]
+                    )
+                except ReplayDecodeError as exc:
+                    raise ReplayFileError(f"{topic}: {exc}") from None
+                columns[topic] = zip(
+                    itertools.repeat(decoder.kind), got.secs, got.nanosecs, got.numbers, got.parts
+                )
+            yield [next(columns[topic]) for topic in in_window]
+
+
+def _frame(number: int, parts: dict[str, Any]) -> MocapFrame:
+    """One frame of the arrays of its messages, by kind (any may be missing)."""
+    markers, bodies, skeletons = parts.get("markers"), parts.get("rigid_bodies"), parts.get("skeletons")
+    if markers is not None and bodies is not None and skeletons is not None:
+        return MocapFrame(number, markers, bodies, skeletons)
+    # a default made and then replaced would cost the empty arrays of every field
+    given = {"markers": markers, "bodies": bodies, "skeletons": skeletons}
+    return MocapFrame(number, **{k: v for k, v in given.items() if v is not None})
 
 
 def _pose_body_name(topic: str) -> str:
