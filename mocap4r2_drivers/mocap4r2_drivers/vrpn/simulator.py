@@ -76,6 +76,8 @@ class VrpnSimulator:
         self.sender_names = [vp.CONTROL_SENDER, *self.trackers]
         # body row -> (sender id, sensor)
         self.body_sender = [(1, i) if multi_sensor else (i + 1, 0) for i in range(len(bodies))]
+        self._body_senders = np.array([sender for sender, _ in self.body_sender], dtype=np.int32)
+        self._body_sensors = np.array([sensor for _, sensor in self.body_sender], dtype=np.int32)
         self.type_ids = {name: i for i, name in enumerate(SERVER_TYPES)}
         self.sessions: list[Session] = []
         # what the frame thread reads: a new tuple whenever a client comes or goes, never changed
@@ -256,28 +258,37 @@ class VrpnSimulator:
                 session.send(pong)
 
     # ------------------------------------------------------------------ the reports
-    def frame_messages(self, k: int) -> list[bytes]:
-        """The Pos_Quat messages of scene frame k (its tracked bodies)."""
-        frame = self.scene.frame(k)
-        bodies = frame.bodies
+    def frame_records(self, k: int) -> np.ndarray[Any, np.dtype[np.void]]:
+        """The Pos_Quat messages of scene frame k (its tracked bodies, in body order) as
+        :data:`~.protocol.POS_QUAT_RECORD` records: the bytes :func:`~.protocol.pack_pos_quat_message`
+        makes, for all bodies in a few array operations (at 1 kHz with 50 bodies, packing
+        them one by one took a tenth of a core)."""
+        bodies = self.scene.frame(k).bodies
         stamp = self.origin + k / self.scene.rate
         sec = int(math.floor(stamp))
         usec = min(int(round((stamp - sec) * 1e6)), 999_999)
-        type_id = self.type_ids[vp.POS_QUAT]
         good = (
             bodies.valid
             & np.isfinite(bodies.positions).all(axis=1)
             & np.isfinite(bodies.orientations).all(axis=1)
         )
-        rows = np.flatnonzero(good).tolist()
-        positions = bodies.positions[rows].tolist()
-        orientations = bodies.orientations[rows].tolist()
-        pack = vp.pack_pos_quat_message
-        out = []
-        for row, p, q in zip(rows, positions, orientations):
-            sender, sensor = self.body_sender[row]
-            out.append(pack(sender, type_id, sensor, p, q, sec, usec))
-        return out
+        rows = np.flatnonzero(good)
+        records = np.zeros(rows.size, dtype=vp.POS_QUAT_RECORD)
+        records["length"] = vp.HEADER_SIZE + vp.POS_QUAT_SIZE
+        records["seconds"] = sec
+        records["microseconds"] = usec
+        records["sender"] = self._body_senders[rows]
+        records["type"] = self.type_ids[vp.POS_QUAT]
+        records["sensor"] = records["padding"] = self._body_sensors[rows]  # vrpn_Tracker repeats the sensor
+        records["position"] = bodies.positions[rows]
+        records["orientation"] = bodies.orientations[rows]
+        return records
+
+    def frame_messages(self, k: int) -> list[bytes]:
+        """The Pos_Quat messages of scene frame k (its tracked bodies), one bytes each."""
+        data = self.frame_records(k).tobytes()
+        size = vp.POS_QUAT_RECORD.itemsize
+        return [data[at : at + size] for at in range(0, len(data), size)]
 
     def prepare(self, k: int) -> PreparedFrame:
         """Scene frame k encoded for sending (no reports when the scene drops it)."""

@@ -11,14 +11,19 @@ wake-up, and `python -m bench vrpn` gives the figures."""
 
 from __future__ import annotations
 
+import math
 import socket
 import time
 
 import numpy as np
+import pytest
+import yaml
 from vrpn_stand_in import start_vrpn  # test/fixtures
 
 from mocap4r2_drivers.optitrack.transport import SO_TIMESTAMPNS, receive_time
+from mocap4r2_drivers.simulated.scene import Scene
 from mocap4r2_drivers.vrpn import protocol as vp
+from mocap4r2_drivers.vrpn.simulator import VrpnSimulator
 
 SCENE = {
     "seed": 1,
@@ -82,3 +87,37 @@ def test_frames_leave_at_their_instant_not_on_a_loop_wake_up(procs, tmp_path):
     )
     assert np.min(delays) > -0.2e-3, f"a frame arrived {-np.min(delays) * 1e3:.3f} ms before its instant"
     assert np.mean(delays < 0.05e-3) > 0.2, figures
+
+
+@pytest.mark.parametrize("multi_sensor", ["", "rig"], ids=["tracker-per-body", "multi-sensor"])
+def test_a_frames_records_are_the_messages_packed_one_by_one(tmp_path, multi_sensor):
+    """The stand-in packs a frame's reports as one array; each must be the message
+    pack_pos_quat_message makes for that body (sender, sensor twice, the scene's pose,
+    the frame's time), untracked bodies left out."""
+    path = tmp_path / "scene.yaml"
+    path.write_text(yaml.safe_dump({**SCENE, "occlusion": 0.3, "seed": 5}))
+    scene = Scene.from_file(path)
+    simulator = VrpnSimulator(scene, multi_sensor=multi_sensor)
+    type_id = simulator.type_ids[vp.POS_QUAT]
+    some_untracked = False
+    for k in (0, 1, 37, 999, 1000, 123457):
+        bodies = scene.frame(k).bodies
+        stamp = simulator.origin + k / scene.rate
+        sec = int(math.floor(stamp))
+        usec = min(int(round((stamp - sec) * 1e6)), 999_999)
+        expected = [
+            vp.pack_pos_quat_message(
+                simulator.body_sender[row][0],  # tracker i + 1 or the one multi-sensor tracker
+                type_id,
+                simulator.body_sender[row][1],  # sensor 0 or i
+                bodies.positions[row].tolist(),
+                bodies.orientations[row].tolist(),
+                sec,
+                usec,
+            )
+            for row in range(len(bodies.valid))
+            if bodies.valid[row]
+        ]
+        some_untracked |= len(expected) < len(bodies.valid)
+        assert simulator.frame_messages(k) == expected
+    assert some_untracked, "the scene should leave some body untracked in these frames"
