@@ -18,7 +18,9 @@ unlabeled markers (model id 0, "unlabeled" bit), skeleton bones (id = skeleton i
 | bone id) in world or parent coordinates, a body that loses tracking (valid bit off,
 zero pose, as Motive does), and the server clock stamps of each frame.
 
-One process, one thread: a select() loop that answers commands between frames.
+Commands are answered on a select() loop; the frames have a thread of their own
+(:class:`~.frame_sender.FrameSender`), which computes each frame ahead and sends it at
+its instant, as Motive sends from its own machine whatever its command handling does.
 """
 
 from __future__ import annotations
@@ -49,14 +51,24 @@ from ..impairment import (
 from ..sim_server import load_scene, seed_value
 from ..simulated import scene as scene_module
 from . import protocol as nn
+from .frame_sender import CLOCK_FREQUENCY, FrameSender, PreparedFrame
 from .protocol import MessageId, NatNetProtocolError, Version
 from .scene_stream import SceneStream
 from .server_commands import MotiveCommands
 
-__all__ = ["CLOCK_FREQUENCY", "NatNetSimulator", "SceneStream", "ServerOptions", "build_parser", "main"]
+__all__ = [
+    "CLOCK_FREQUENCY",
+    "FrameSender",
+    "NatNetSimulator",
+    "SceneStream",
+    "ServerOptions",
+    "build_parser",
+    "main",
+]
 
-CLOCK_FREQUENCY = 10_000_000  # server clock ticks per second (Motive's is QueryPerformanceCounter)
 UNICAST_TARGETS = ("command-socket", "data-port", "both")
+#: the command loop looks at the stop event and the frame thread at least this often, s
+COMMAND_POLL = 0.05
 log = logging.getLogger("natnet_simulator")
 
 
@@ -64,10 +76,6 @@ def _free_udp_port(address: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.bind((address, 0))
         return probe.getsockname()[1]
-
-
-def _server_ticks() -> int:
-    return time.monotonic_ns() // (1_000_000_000 // CLOCK_FREQUENCY)
 
 
 @dataclass
@@ -95,7 +103,8 @@ class ServerOptions:
 
 
 class NatNetSimulator:
-    """The stand-in server: sockets, command handling and the frame clock."""
+    """The stand-in server: sockets, clients and command handling; the frames are sent
+    by a :class:`FrameSender` thread while :meth:`serve` runs."""
 
     def __init__(self, options: ServerOptions):
         self.options = options
@@ -108,19 +117,19 @@ class NatNetSimulator:
         self.data: socket.socket | None = None
         self.data_port = options.data_port
         self.clients: dict[tuple[str, int], float] = {}  # unicast client -> last heard (monotonic)
+        # held by the two threads around the clients and the commands' version and params bits
+        self.lock = threading.Lock()
         self.frames_sent = 0
         self.bad_packets = 0
         self.rejected = ClientStats()  # malformed command packets, logged once
-        self._last_frame: bytes | None = None
+        self.last_frame: bytes | None = None  # the newest frame sent (NAT_REQUEST_FRAMEOFDATA)
         impairment = options.impairment
         self.impairment = impairment
-        self.clock = ServerClock(impairment, time.monotonic())
         # the server clock is the monotonic one unless an offset, drift or reset is asked for
-        self._own_clock = impairment.shifts_clock
-        self._impaired = self._own_clock or impairment.delays
-        self.delivery: Delivery[bytes] = Delivery(impairment)
+        self.clock = ServerClock(impairment, time.monotonic())
+        self.delivery: Delivery[PreparedFrame] = Delivery(impairment)
         self.truth = TruthLog(impairment.truth_log) if impairment.truth_log else None
-        self._wall_offset = wall_clock_offset()
+        self.wall_offset = wall_clock_offset()  # Unix - monotonic, for the truth log
 
     @property
     def version(self) -> Version:
@@ -204,24 +213,27 @@ class NatNetSimulator:
                     log.info(
                         f"unicast client {source[0]}:{source[1]} connected ({request.client_name or '?'})"
                     )
-                self.clients[source] = now
+                with self.lock:
+                    self.clients[source] = now
             reply = nn.encode_server_info(self.server_info())
-        elif message_id == MessageId.KEEPALIVE:
-            if source in self.clients:
-                self.clients[source] = now
         elif message_id == MessageId.REQUEST_MODELDEF:
             reply = self.commands.models_packet()
         elif message_id == MessageId.REQUEST_FRAMEOFDATA:
-            reply = self._last_frame
+            reply = self.last_frame
         elif message_id == MessageId.REQUEST:
-            reply = self.commands.reply(nn.decode_string(payload))
+            text = nn.decode_string(payload)
+            with self.lock:  # the frame thread takes the version and params bits together
+                reply = self.commands.reply(text)
         elif message_id == MessageId.DISCONNECT:
-            if self.clients.pop(source, None) is not None:
+            with self.lock:
+                gone = self.clients.pop(source, None) is not None
+            if gone:
                 log.info(f"unicast client {source[0]}:{source[1]} disconnected")
-        else:
+        elif message_id != MessageId.KEEPALIVE:
             reply = nn.pack(MessageId.UNRECOGNIZED_REQUEST)
-        if source in self.clients:
-            self.clients[source] = now
+        with self.lock:
+            if source in self.clients:  # any packet of a client's keeps it alive
+                self.clients[source] = now
         if reply is not None:
             self._send(self.command, reply, source)
 
@@ -238,84 +250,42 @@ class NatNetSimulator:
             log.debug(f"send to {target} failed: {exc}")
 
     # ------------------------------------------------------------------ frames
-    def send_frame(self, k: int, due: float | None = None) -> None:
-        frame = self.stream.frame_of_data(k)
-        now = time.monotonic()
-        latency = self.stream.scene.latency
-        latency_ticks = int(latency * CLOCK_FREQUENCY)
-        # impaired, the cameras expose evenly (``latency`` before each frame is due) and a
-        # late send shows in the latency, as Motive's would; otherwise ``latency`` before now
-        exposed = (due if due is not None and self._impaired else now) - latency
-        if self._own_clock:
-            transmit = int(self.clock.read(now) * CLOCK_FREQUENCY)
-            exposure = int(self.clock.read(exposed) * CLOCK_FREQUENCY)
-        else:
-            transmit = _server_ticks()
-            # the monotonic clock, as _server_ticks
-            exposure = int(exposed * CLOCK_FREQUENCY) if self._impaired else transmit - latency_ticks
-        frame.stamp_transmit = transmit
-        frame.stamp_camera_mid_exposure = exposure
-        frame.stamp_data_received = transmit - latency_ticks // 2
-        frame.params = self.commands.take_params()
-        packet = nn.encode_frame(frame, self.version)
-        self._last_frame = packet
-        if self.truth is not None:
-            self.truth.write(k, self._wall_offset + exposed)
-        if self.impairment.delays:
-            self.delivery.put(packet, now)
-            self._deliver(now)
-        else:
-            self._transmit(packet)
-        self.frames_sent += 1
-
-    def _deliver(self, now: float) -> None:
-        """Send the held-back frames whose time has come."""
-        for packet in self.delivery.due(now):
-            self._transmit(packet)
-
-    def _transmit(self, packet: bytes) -> None:
+    def transmit(self, packet: bytes) -> None:
+        """(frame thread) Send a frame: to the multicast group, or to every unicast
+        client not timed out (``--unicast-to``)."""
         o = self.options
         if o.multicast:
             self._send(self.data, packet, (o.multicast_address, self.data_port))
-        else:
-            now = time.monotonic()
-            for client, heard in list(self.clients.items()):
-                if now - heard > o.client_timeout:
-                    del self.clients[client]
+            return
+        now = time.monotonic()
+        with self.lock:
+            clients = list(self.clients.items())
+        for client, heard in clients:
+            if now - heard > o.client_timeout:
+                with self.lock:
+                    gone = self.clients.get(client) == heard and self.clients.pop(client, None) is not None
+                if gone:
                     log.info(f"unicast client {client[0]}:{client[1]} timed out (no keep-alive)")
-                else:
-                    if o.unicast_to in ("command-socket", "both"):
-                        self._send(self.command, packet, client)
-                    if o.unicast_to in ("data-port", "both"):
-                        self._send(self.data, packet, (client[0], self.data_port))
+                continue
+            if o.unicast_to in ("command-socket", "both"):
+                self._send(self.command, packet, client)
+            if o.unicast_to in ("data-port", "both"):
+                self._send(self.data, packet, (client[0], self.data_port))
 
     def serve(self, stop: threading.Event) -> None:
-        """Stream frames on the scene's clock and answer commands until ``stop``."""
-        period = 1.0 / self.rate
-        start = time.monotonic()
-        k = 0
-        scene = self.stream.scene
-        while not stop.is_set():
-            due = start + k * period
-            now = time.monotonic()
-            self._deliver(now)
-            release = self.delivery.next_time()
-            if now >= due:
-                if now - due > 0.25:
-                    # far behind (a stalled machine): skip ahead instead of bursting
-                    k = int((now - start) / period)
-                if not scene.is_dropped(k):
-                    self.send_frame(k, start + k * period)
-                k += 1
-                if self.options.frames and k >= self.options.frames:
+        """Answer commands, while a frame thread streams the scene, until ``stop`` (or,
+        with ``--frames``, until the frame thread has sent them)."""
+        sender = FrameSender(self, time.monotonic())
+        halt = threading.Event()
+        thread = threading.Thread(target=sender.run, args=(halt,), name="natnet-frames", daemon=True)
+        thread.start()
+        try:
+            while not stop.is_set() and thread.is_alive():
+                if not self._poll_commands(COMMAND_POLL):
                     return
-                # commands are answered between frames too: a stand-in that runs behind
-                # its clock (a loaded machine) must still let clients connect
-                if not self._poll_commands(0.0):
-                    return
-                continue
-            if not self._poll_commands((due if release is None else min(due, release)) - now):
-                return
+        finally:
+            halt.set()
+            thread.join(2.0)  # it never waits for this thread: a short wait
 
     def _poll_commands(self, timeout: float) -> bool:
         """Answer the commands that arrive within ``timeout`` s; False once the command
