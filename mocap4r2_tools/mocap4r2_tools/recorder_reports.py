@@ -64,6 +64,8 @@ class SystemReports:
 
     def close(self) -> None:
         self._executor.shutdown(timeout_sec=1.0)
+        # out of rclpy first: a thread still in the wait when the interpreter exits aborts it
+        self._thread.join(timeout=2.0)
         self._node.destroy_node()
 
     def _spin(self) -> None:
