@@ -54,6 +54,7 @@ _INT32 = (-(2**31), 2**31 - 1)
 _UINT32 = (0, 2**32 - 1)
 _UINT64 = (0, 2**64 - 1)
 _INT32_DTYPE = np.dtype("<i4")
+_UINT8_DTYPE = np.dtype(np.uint8)  # a view to a dtype object costs less than to a type
 _DEFAULT_CACHE = 32  # layouts kept per encoder (names sets or counts that alternate)
 # a list whose element i owns the items offsets[i]:offsets[i + 1] (a body's markers, a
 # skeleton's segments)
@@ -106,7 +107,7 @@ def _floats(values: npt.ArrayLike, what: str, shape: tuple[int, ...]) -> Array:
 def _flags(values: npt.ArrayLike, what: str, count: int) -> Array:
     array = _shaped(values, what, (count,), "biu")
     # as bytes 0/1: a same-type copy into the buffer, no cast
-    return (array if array.dtype.kind == "b" else array != 0).view(np.uint8)
+    return (array if array.dtype.kind == "b" else array != 0).view(_UINT8_DTYPE)
 
 
 def _frame_id(frame_id: str) -> str:
@@ -147,7 +148,7 @@ def _repeated_flags(values: Array) -> Array:
     # a bool array goes into the bytes as its 0/1 bytes (viewed as uint8: a plain copy,
     # where assigning bools to uint8 would run numpy's casting loop); anything else as
     # its truth
-    return (values if values.dtype.kind == "b" else values != 0).view(np.uint8)
+    return (values if values.dtype.kind == "b" else values != 0).view(_UINT8_DTYPE)
 
 
 def _put_header_numbers(buf: Buffer, header: Header, sec: int, nanosec: int, frame_number: int) -> None:

@@ -41,6 +41,21 @@ class _Window:
     body_valid: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     body_frames: int = 0
     started: float = field(default_factory=time.monotonic)
+    # validity of the frames recorded since the last flush, as bytes (0/1 per body):
+    # one bytes copy per frame, summed every PENDING_VALID frames or at a report,
+    # instead of a float64 += bool per frame
+    pending_valid: list[bytes] = field(default_factory=list)
+
+    def flush_valid(self) -> None:
+        pending = self.pending_valid
+        if pending:
+            rows = np.frombuffer(b"".join(pending), dtype=np.bool_).reshape(len(pending), -1)
+            self.body_valid += np.count_nonzero(rows, axis=0)
+            pending.clear()
+
+
+#: frames whose body validity is kept as bytes before it is added up (a budget)
+PENDING_VALID = 256
 
 
 class FrameStatistics:
@@ -93,16 +108,31 @@ class FrameStatistics:
             if latency > w.latency_max:
                 w.latency_max = latency
             # the ids as bytes, compared with the window's: a microsecond where
-            # np.array_equal takes several (this runs once per frame, at up to kHz)
-            ids_key = body_ids.dtype.str.encode() + body_ids.tobytes()
-            if w.body_ids is None or ids_key != w.body_ids_key:
+            # np.array_equal takes several (this runs once per frame, at up to kHz); the
+            # dtype is part of the value (equal bytes of another type are other ids)
+            ids_key = body_ids.tobytes()
+            known = w.body_ids
+            if (
+                known is None
+                or ids_key != w.body_ids_key
+                or (body_ids.dtype is not known.dtype and body_ids.dtype != known.dtype)
+            ):
                 # the set of bodies changed: start their ratios afresh
                 w.body_ids = body_ids.copy()
                 w.body_ids_key = ids_key
                 w.body_names = body_names
                 w.body_valid = np.zeros(body_ids.shape[0])
                 w.body_frames = 0
-            w.body_valid += body_valid
+                w.pending_valid.clear()
+            if body_valid.shape != w.body_valid.shape:
+                raise ValueError(
+                    f"body_valid has shape {body_valid.shape}, expected {w.body_valid.shape} (one per body)"
+                )
+            if body_valid.shape[0]:  # (no bodies: nothing to count)
+                valid = body_valid if body_valid.dtype.kind == "b" else body_valid != 0
+                w.pending_valid.append(valid.tobytes())
+                if len(w.pending_valid) >= PENDING_VALID:
+                    w.flush_valid()
             w.body_frames += 1
 
     def error(self, message: str, bad_frame: bool = False) -> None:
@@ -126,6 +156,7 @@ class FrameStatistics:
         th = self.thresholds
         with self._lock:
             w = self._window
+            w.flush_valid()
             self._window = _Window(
                 body_ids=w.body_ids,
                 body_ids_key=w.body_ids_key,

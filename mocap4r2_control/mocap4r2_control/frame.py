@@ -296,6 +296,48 @@ class MocapFrame:
 
     def check(self) -> None:
         """Raise ValueError when the arrays are inconsistent (an adapter bug)."""
+        # every condition of the collections' checks in one expression (this runs for
+        # every frame, and a call per collection costs more than the comparisons); the
+        # checks below only run to say what is wrong
+        m, b, s = self.markers, self.bodies, self.skeletons
+        bm, seg = b.markers, s.segments
+        nm, nb, nbm, ns, nseg = (
+            m.ids.shape[0],
+            b.ids.shape[0],
+            bm.ids.shape[0],
+            s.ids.shape[0],
+            seg.ids.shape[0],
+        )
+        if (
+            self.frame_number >= 0
+            and len(m.names) == nm
+            and m.positions.shape == (nm, 3)
+            and m.occluded.shape == (nm,)
+            and m.residuals.shape == (nm,)
+            and len(b.names) == nb
+            and b.positions.shape == (nb, 3)
+            and b.orientations.shape == (nb, 4)
+            and b.valid.shape == (nb,)
+            and b.mean_errors.shape == (nb,)
+            and b.marker_offsets.shape == (nb + 1,)
+            and len(bm.names) == nbm
+            and bm.positions.shape == (nbm, 3)
+            and bm.occluded.shape == (nbm,)
+            and bm.residuals.shape == (nbm,)
+            and b.marker_offsets[0] == 0
+            and b.marker_offsets[-1] == nbm
+            and len(s.names) == ns
+            and s.valid.shape == (ns,)
+            and s.segment_offsets.shape == (ns + 1,)
+            and len(seg.names) == nseg
+            and seg.parent_ids.shape == (nseg,)
+            and seg.positions.shape == (nseg, 3)
+            and seg.orientations.shape == (nseg, 4)
+            and seg.valid.shape == (nseg,)
+            and s.segment_offsets[0] == 0
+            and s.segment_offsets[-1] == nseg
+        ):
+            return
         if self.frame_number < 0:
             raise ValueError(f"negative frame number {self.frame_number}")
         self.markers.check()

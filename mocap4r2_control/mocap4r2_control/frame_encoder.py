@@ -28,6 +28,7 @@ from .frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
 _ONES3 = np.ones(3)
+_NO_ERROR = np.float32(-1.0)  # the mean_error of a body not tracked
 _NO_SEGMENTS = (np.zeros(0, dtype=bool), np.zeros((0, 7)))
 
 
@@ -138,7 +139,7 @@ class MarkerRule:
             out = np.where(labeled[:, None], self.last.hold(positions, measured & labeled), positions)
         residuals = arrays.residuals.copy()
         residuals[occluded] = -1.0  # half the cost of np.where on a few hundred rows
-        return MarkerValues(positions=out, occluded=occluded, residuals=residuals)
+        return MarkerValues(out, occluded, residuals)
 
 
 class _Unchanged:
@@ -165,7 +166,13 @@ class _Unchanged:
     def same(self, frame_id: str, names: tuple[Sequence[str], ...], arrays: tuple[Array, ...]) -> bool:
         # tuple equality compares identical elements by identity first: no string is
         # compared while the adapter passes the same names tuples
-        return names == self._names and frame_id == self._frame_id and self._key(arrays) == self._arrays
+        if names != self._names or frame_id != self._frame_id:
+            return False
+        # array by array, stopping at the first that differs (no key built per frame)
+        for array, (char, data) in zip(arrays, self._arrays):
+            if array.dtype.char != char or array.tobytes() != data:
+                return False
+        return len(arrays) == len(self._arrays)
 
     def remember(self, frame_id: str, names: tuple[Sequence[str], ...], arrays: tuple[Array, ...]) -> None:
         # a copy of any names list: one changed in place must not look the same
@@ -178,7 +185,7 @@ class _Unchanged:
         self._arrays = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class EncodedFrame:
     """One frame's serialized messages (None: topic off, or no tracked body for /tf) and
     what was published for each body, for the node's statistics."""
@@ -293,7 +300,12 @@ class FrameEncoder:
         with_markers = self.body_markers and len(bodies.markers) > 0
         names = (bodies.names, bodies.markers.names)
         structure = (bodies.ids, bodies.marker_offsets, bodies.markers.ids)
-        mean_errors = np.where(good, bodies.mean_errors, np.float32(-1.0))
+        # every body good (the usual frame): the errors as they are, written into the
+        # message right away; counting the good ones costs a fraction of np.where
+        if np.count_nonzero(good) == good.shape[0]:
+            mean_errors = bodies.mean_errors
+        else:
+            mean_errors = np.where(good, bodies.mean_errors, _NO_ERROR)
         if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
             marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKER_VALUES
             if marker_values is not None:

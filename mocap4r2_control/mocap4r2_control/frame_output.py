@@ -89,13 +89,13 @@ class FrameOutput:
             raise RuntimeError("no frame encoder: the system is not configured")
         encoded = encoder.encode(frame, *split_seconds(capture))
         pubs = self._publishers
-        for topic, data in (
-            ("markers", encoded.markers),
-            ("rigid_bodies", encoded.rigid_bodies),
-            ("skeletons", encoded.skeletons),
-        ):
-            if data is not None:
-                pubs[topic].publish(data)  # serialized CDR, published as is
+        # serialized CDR, published as is (None: the topic is off)
+        if encoded.markers is not None:
+            pubs["markers"].publish(encoded.markers)
+        if encoded.rigid_bodies is not None:
+            pubs["rigid_bodies"].publish(encoded.rigid_bodies)
+        if encoded.skeletons is not None:
+            pubs["skeletons"].publish(encoded.skeletons)
         if encoded.tf is not None and self._tf is not None:
             self._tf.send_serialized(encoded.tf)
         self.stats.record(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from mocap4r2_control.diagnostics import ERROR, OK, WARN, FrameStatistics, Thresholds
 
@@ -53,3 +54,33 @@ def test_silence_while_active_is_an_error_and_inactive_is_ok():
     status = stats.report("sys", "hw", True, "active", 100.0)
     assert status.level == ERROR and "no frame for" in status.message
     assert stats.report("sys", "hw", False, "inactive", 100.0).level == OK
+
+
+def test_tracking_ratios_count_every_frame_across_the_pending_budget_and_an_asset_change():
+    """Validity is added up in blocks (PENDING_VALID frames) and at each report: every
+    frame counts once, in its window, and a change of the bodies starts afresh."""
+    from mocap4r2_control.diagnostics import PENDING_VALID
+
+    stats = FrameStatistics()
+    stats.activated()
+    frames = 2 * PENDING_VALID + 7  # two full blocks and a partial one
+    for k in range(frames):
+        stats.record(k, 0.0, IDS, NAMES, np.array([True, k % 4 == 0]))
+    got = values(stats.report("sys", "hw", True, "active", 0.0))
+    assert got["tracking_ratio/drone1"] == "1.000"
+    assert got["tracking_ratio/robot1"] == f"{len(range(0, frames, 4)) / frames:.3f}"
+    # the next window starts empty; a new set of bodies mid-window drops what came before
+    for k in range(frames, frames + 10):
+        stats.record(k, 0.0, IDS, NAMES, np.array([False, False]))
+    other = np.array([7], dtype=np.int32)
+    for k in range(frames + 10, frames + 15):
+        stats.record(k, 0.0, other, ("wand",), np.array([True]))
+    got = values(stats.report("sys", "hw", True, "active", 0.0))
+    assert got["tracking_ratio/wand"] == "1.000" and "tracking_ratio/robot1" not in got
+
+
+def test_a_validity_array_not_one_per_body_is_refused():
+    stats = FrameStatistics()
+    stats.activated()
+    with pytest.raises(ValueError, match="one per body"):
+        stats.record(0, 0.0, IDS, NAMES, np.array([True]))

@@ -116,7 +116,7 @@ class _Field:
     """One field of a message: the indices of its values in a message's row viewed as
     ``dtype`` (see :class:`_Layout`), ``width`` values per element."""
 
-    dtype: str
+    dtype: np.dtype
     index: np.ndarray
     width: int
 
@@ -169,6 +169,9 @@ class DecodedColumns:
     numbers: list[int]
     parts: list[Any]
 
+
+#: dtype objects for views: a view to a dtype object costs less than to its string
+_I4, _U4, _U8 = np.dtype("<i4"), np.dtype("<u4"), np.dtype("<u8")
 
 #: where a message starts in its row (see _Layout)
 _ROW_START = 4
@@ -247,8 +250,8 @@ class MessageDecoder:
             other = np.flatnonzero(lengths_a[i:] != layout.length)
             j = i + (int(other[0]) if other.size else n - i)
             rows = _rows(buf, starts_a[i:j], layout.length, layout.padded)
-            differs = ((rows.view("<u8")[:, layout.words] ^ layout.template) & layout.mask).any(axis=1)
-            if differs.any():
+            differs = ((rows.view(_U8)[:, layout.words] ^ layout.template) & layout.mask).any(axis=1)
+            if np.count_nonzero(differs):  # (count_nonzero: a fraction of any()'s call cost)
                 first_other = int(np.argmax(differs))
                 if first_other == 0:  # this message has another structure: walk it
                     self._build(bytes(buf[starts_l[i] : starts_l[i] + layout.length]))
@@ -372,7 +375,7 @@ class MessageDecoder:
         for name, offsets, dtype, width in values:
             item = np.dtype(dtype).itemsize
             first = (_ROW_START + np.asarray(offsets, dtype=np.int64)) // item
-            fields[name] = _Field(dtype, (first[:, None] + np.arange(width)).reshape(-1), width)
+            fields[name] = _Field(np.dtype(dtype), (first[:, None] + np.arange(width)).reshape(-1), width)
         layout = _Layout(
             len(data), padded, words, row.view("<u8")[words], mask64[words], number, frame_id, fields, extra
         )
@@ -422,9 +425,9 @@ def _stamps(layout: _Layout, packed: np.ndarray) -> tuple[list[int], list[int], 
     """sec, nanosec and frame number of every message of a run: the stamp is the first
     field of every message (int32 sec, uint32 nanosec)."""
     return (
-        packed.view("<i4")[:, 2].tolist(),
-        packed.view("<u4")[:, 3].tolist(),
-        packed.view("<u8")[:, (_ROW_START + layout.number) // 8].tolist(),
+        packed.view(_I4)[:, 2].tolist(),
+        packed.view(_U4)[:, 3].tolist(),
+        packed.view(_U8)[:, (_ROW_START + layout.number) // 8].tolist(),
     )
 
 
