@@ -407,3 +407,30 @@ def test_a_frame_whose_rest_never_comes_is_published_after_the_wait():
     assert frames[0].bodies.valid.all()
     adapter.disconnect()
     server.close()
+
+
+def test_an_instant_whose_datagram_ends_it_is_published_without_waiting(procs, tmp_path):
+    """The stand-in sends each instant in one datagram with room to spare, so the server
+    had finished that instant: its frame is published at once, even with bodies missing
+    (occluded), never held for the continuation wait (30 s here) nor until the next
+    instant's reports come."""
+    from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
+
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, {**SCENE, "occlusion": 0.4})
+    adapter = VrpnAdapter("127.0.0.1", port, connect_timeout=10.0, continuation_wait=30.0)
+    adapter.connect()
+    frames, held, incomplete = 0, 0, 0
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        frame = adapter.read_frame(0.05)
+        if frame is None:
+            continue
+        frames += 1
+        k = round((frame.system_time - origin) * scene.rate)
+        incomplete += int(not scene.frame(k).bodies.valid.all())  # a body did not report
+        # a frame handed over while another instant's reports wait behind it was held
+        held += int(adapter.converter.pending or adapter._held_until is not None)
+    adapter.disconnect()
+    assert frames > 100, proc.log()
+    assert incomplete > 10, "the scene should occlude some body in some instants"
+    assert held <= 2, f"{held} of {frames} frames were handed over with an instant held back"
