@@ -210,7 +210,10 @@ def _record_natnet(impairment: dict[str, Any], seconds: float, directory: Path, 
     truth = directory / "natnet_truth.csv"
     command = [str(INSTALL / "natnet_simulator"), "--scene", str(_scene(directory)), "--rate", str(RATE)]
     command += ["--command-port", "0", "--data-port", "0"]
-    command += ["--multicast"] if multicast else ["--unicast"]
+    # unicast: Motive sends each frame once, to the address the client connected from;
+    # the stand-in's default (both that and the data port, for clients that wait on
+    # either) would send every datagram twice, the repeats delaying each burst's last frame
+    command += ["--multicast"] if multicast else ["--unicast", "--unicast-to", "command-socket"]
     stand_in = StandIn(
         command + _flags(impairment, truth),
         directory / "natnet.log",
