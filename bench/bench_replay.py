@@ -351,6 +351,13 @@ def run() -> None:
             f"{played / node_s / RATE:5.1f}x real time, {node_cpu / node_s * 100:.0f} % CPU "
             f"(of the read-ahead's time: {node_s / raw_s:.2f}x the raw read's)  target >= 20x"
         )
+        # on a shared machine the node may not get a core for itself: the CPU it took per
+        # frame says what it would reach with one (the process's CPU, all its threads)
+        cpu_per_frame = node_cpu / played
+        print(
+            f"  the node's CPU per frame:           {cpu_per_frame * 1e6:8.1f} us = "
+            f"{1 / (cpu_per_frame * RATE):5.1f}x real time with a core of its own"
+        )
         print(f"load average {os.getloadavg()[0]:.1f}; per frame, each step alone (CPU time):")
         for label, per_frame in stages(directory).items():
             print(f"  {label:40s} {per_frame * 1e6:7.1f} us")

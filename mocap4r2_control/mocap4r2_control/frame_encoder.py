@@ -32,6 +32,16 @@ _NO_ERROR = np.float32(-1.0)  # the mean_error of a body not tracked
 _NO_SEGMENTS = (np.zeros(0, dtype=bool), np.zeros((0, 7)))
 
 
+def _hold(last: LastGoodValues, values: Array, good: Array) -> Array:
+    """``last.hold(values, good)``. In the usual frame every row is good and every key has
+    been seen: holding is then a plain copy of the rows, where hold's masked copy costs
+    several times more (3-9 us for 50 x 7 or 200 x 3 values on the development machine)."""
+    if last.all_seen and np.count_nonzero(good) == good.shape[0]:
+        np.copyto(last.values, values)
+        return last.values
+    return last.hold(values, good)
+
+
 def _same_names(names: Sequence[str], cached: tuple[str, ...] | None) -> bool:
     # identity first: adapters hand over the same tuple frame after frame
     return names is cached or (cached is not None and tuple(names) == cached)
@@ -134,7 +144,7 @@ class MarkerRule:
         measured = finite > arrays.occluded
         occluded = ~measured
         if self._all_labeled:
-            out = self.last.hold(positions, measured)
+            out = _hold(self.last, positions, measured)
         else:  # unlabeled markers are published as measured, never held
             out = np.where(labeled[:, None], self.last.hold(positions, measured & labeled), positions)
         residuals = arrays.residuals.copy()
@@ -309,7 +319,7 @@ class FrameEncoder:
         if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
             marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKER_VALUES
             if marker_values is not None:
-                held = self._body_last.hold(poses, good)
+                held = _hold(self._body_last, poses, good)
                 data = self._bodies.repeat(
                     sec=sec,
                     nanosec=nanosec,
@@ -368,7 +378,7 @@ class FrameEncoder:
         structure = (sk.ids, sk.segment_offsets, seg.ids, seg.parent_ids)
         if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
             good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
-            held = self._segment_last.hold(poses, good)
+            held = _hold(self._segment_last, poses, good)
             return self._skeletons.repeat(
                 sec=sec,
                 nanosec=nanosec,
