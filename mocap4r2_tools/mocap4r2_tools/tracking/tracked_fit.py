@@ -1,10 +1,11 @@
 """The fit of the tracked bodies to the markers the assignment gave them (pure numpy/scipy).
 
 Once per frame, for all tracked bodies at once (:meth:`TrackedFit.fit`): a weighted Kabsch
-fit over each body's assigned markers (with fewer than 3, the prior orientation and a
-translation); then refinement: a marker far off the fit (a ghost that won the assignment)
-is dropped, and free markers the fitted pose explains join; then the fit is accepted only
-if it has enough markers, its RMS residual is within ``max_residual`` and the motion since
+fit over each body's assigned markers, reached by Newton steps from its last good pose
+(:func:`~mocap4r2_tools.tracking.kabsch.fit_near`; with fewer than 3 markers, the prior
+orientation and a translation); then refinement: a marker far off the fit (a ghost that
+won the assignment) is dropped, and free markers the fitted pose explains join; then the
+fit is accepted only if it has enough markers, its RMS residual is within ``max_residual`` and the motion since
 the last good pose is within the dynamics. Accepted fits update the bodies' motion state;
 the markers of a refused fit are left free for the re-acquisition.
 """
@@ -15,9 +16,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial import cKDTree
 
-from mocap4r2_control.rotation import quat_from_matrix
 from mocap4r2_tools.tracking.bodies import TrackerConfig
-from mocap4r2_tools.tracking.kabsch import fit_batch
+from mocap4r2_tools.tracking.kabsch import fit_near
 from mocap4r2_tools.tracking.single_hold import SingleMarkerHold
 from mocap4r2_tools.tracking.track_state import BodyStates, Counters
 
@@ -79,7 +79,7 @@ class TrackedFit:
         lim, dyn, state = self.config.limits, self.config.dynamics, self.state
         seen = assigned >= 0
         observed = obs[np.maximum(assigned, 0)]
-        fit = fit_batch(seen.astype(np.float64), self.local, observed, state.rotation)
+        fit = fit_near(seen.astype(np.float64), self.local, observed, state.rotation, state.quat)
         rot, trans, rms, count, fitted, sq, quat, full = fit
         changed: BoolArray | None = None
         # refinement 1: markers far off the fit (a ghost that won the assignment) are dropped
@@ -90,7 +90,7 @@ class TrackedFit:
             assigned[np.flatnonzero(drop), worst[drop]] = -1
             changed = drop
         # how far the fit moved and turned from the prediction (also the checks below)
-        step_sq, angle = self._motion(rot, trans, pred_p)
+        step_sq, angle = self._motion(quat, trans, pred_p)
         # refinement 2: free markers the fitted pose explains join the fit (the nearest
         # marker not taken among the k-d tree's neighbours of the fitted position)
         missing = ~seen & self.slot & (tracked & (count >= 3))[:, None]
@@ -107,9 +107,10 @@ class TrackedFit:
         if changed is not None and changed.any():
             c = np.flatnonzero(changed)
             weights_c = (assigned[c] >= 0).astype(np.float64)
-            refit = fit_batch(weights_c, self.local[c], obs[np.maximum(assigned[c], 0)], state.rotation[c])
+            observed_c = obs[np.maximum(assigned[c], 0)]
+            refit = fit_near(weights_c, self.local[c], observed_c, state.rotation[c], state.quat[c])
             rot[c], trans[c], rms[c], count[c], fitted[c], _, quat[c], full[c] = refit
-            step_sq, angle = self._motion(rot, trans, pred_p)
+            step_sq, angle = self._motion(quat, trans, pred_p)
         # checks: enough markers, residual, and the motion since the last good pose
         spin_ok = (angle <= dyn.max_angular_velocity * dt + self.noise_angle) | self.single
         enough = tracked & (count >= self.need)
@@ -119,8 +120,9 @@ class TrackedFit:
             self.hold.confirm(good, coasted, trans, np.sqrt(step_sq), stamp, frame_dt)
         assigned[~good] = -1
         claimed[assigned[assigned >= 0]] = True
-        g = np.flatnonzero(good)
-        if len(g):
+        # every body in the usual frame: a slice, no gathered copies
+        g: IntArray | slice = slice(None) if good.all() else np.flatnonzero(good)
+        if good.any():
             known = state.velocity_known[g]
             raw_v = (trans[g] - state.position[g]) / np.maximum(dt[g], 1e-9)[:, None]
             # a known velocity is smoothed (half the new estimate), an unknown one taken
@@ -128,25 +130,20 @@ class TrackedFit:
             state.velocity_known[g] = known | (dt[g] > 0)
             state.position[g] = trans[g]
             state.rotation[g] = rot[g]  # a single marker's stays the identity: the fit keeps its prior
-            # the quaternion: the fit's where it fitted the rotation, converted where the
-            # rotation came from the prior turned by 2 markers, kept where it is the prior
-            state.quat[g] = np.where(full[g, None], quat[g], state.quat[g])
-            turned = g[~full[g] & (count[g] == 2)]
-            if len(turned):
-                state.quat[turned] = quat_from_matrix(rot[turned])
+            state.quat[g] = quat[g]
             # a single marker's layout is the origin: its offsets are 0 whatever rot is
             state.offsets[g] = fitted[g] - trans[g, None, :]
             state.last_good[g] = stamp
         return rms
 
     def _motion(
-        self, rot: FloatArray, trans: FloatArray, pred_p: FloatArray
+        self, quat: FloatArray, trans: FloatArray, pred_p: FloatArray
     ) -> tuple[FloatArray, FloatArray]:
         """Squared distance of the fits from the predicted positions, and the angle they
-        turned since the last good pose (trace(R_last^T R) = sum of R_last * R)."""
+        turned since the last good pose (the cosine of half of it is |q_last . q|)."""
         step_v = trans - pred_p
-        cos_turn = (np.einsum("bij,bij->b", self.state.rotation, rot) - 1.0) / 2.0
-        return np.einsum("bi,bi->b", step_v, step_v), np.arccos(np.clip(cos_turn, -1.0, 1.0))
+        cos_half = np.abs(np.einsum("bi,bi->b", self.state.quat, quat))
+        return np.einsum("bi,bi->b", step_v, step_v), 2.0 * np.arccos(np.minimum(cos_half, 1.0))
 
     def _take_explained(
         self,
