@@ -144,7 +144,13 @@ class MarkerRule:
         measured = finite > arrays.occluded
         occluded = ~measured
         if self._all_labeled:
-            out = _hold(self.last, positions, measured)
+            last = self.last
+            if last.all_seen and np.count_nonzero(measured) == measured.shape[0]:
+                # every marker measured (a frame without occlusion): the positions are
+                # held as they came (a plain copy) and no residual is replaced
+                np.copyto(last.values, positions)
+                return MarkerValues(last.values, occluded, arrays.residuals)
+            out = last.hold(positions, measured)
         else:  # unlabeled markers are published as measured, never held
             out = np.where(labeled[:, None], self.last.hold(positions, measured & labeled), positions)
         residuals = arrays.residuals.copy()
