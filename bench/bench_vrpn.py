@@ -101,6 +101,7 @@ class RawListener:
 
     def close(self) -> None:
         self.executor.shutdown(1.0)
+        self._thread.join(2.0)  # out of rclpy first: a thread still waiting at exit aborts the process
         self.node.destroy_node()
         self.context.try_shutdown()
 
