@@ -16,6 +16,14 @@ is not reported (a VRPN server has no way to say "untracked"). Like a real serve
 keeps real time: frames it cannot send in time are skipped, and a client whose TCP
 buffer holds more than 4 MiB loses reports.
 
+With the time impairment flags (``--jitter-ms``, ``--burst``, ``--clock-drift-ppm``,
+``--clock-offset-s``, ``--clock-reset-at``, ``--truth-log``; mocap4r2_drivers/impairment.py)
+it serves time as a network and a server clock do: the message time of frame k is the
+server clock's reading of its measurement instant (with any clock flag that clock reads
+``--clock-offset-s`` at frame 0, not Unix time), the reports of a frame leave when the
+network releases its burst, and the truth log has the true measurement instant (host
+clock, Unix s) of every frame sent.
+
 Connections, cookies, descriptions and pings run on an asyncio loop; the reports are
 sent by a thread of their own at each frame's instant, as a VRPN server's mainloop
 sends whatever else its machine does (:mod:`.simulator_sender`).
@@ -33,10 +41,23 @@ from typing import Any
 
 import numpy as np
 
+from ..impairment import (
+    Delivery,
+    ServerClock,
+    TimeImpairment,
+    TruthLog,
+    add_arguments,
+    from_arguments,
+    wall_clock_offset,
+)
 from ..sim_server import FramePacer, add_scene_arguments, load_scene, peer_name, run_until_signalled
 from ..simulated.scene import Scene, SceneError
 from . import protocol as vp
 from .simulator_sender import FrameSender, Lateness, PreparedFrame, Session, datagrams
+
+#: highest --clock-offset-s: VRPN's message time has 32-bit signed seconds, and a clock
+#: started there still has more than 4 years before it overflows
+MAX_CLOCK_OFFSET = 2.0e9
 
 SERVER_TYPES = (
     "VRPN_Connection_Got_First_Connection",
@@ -65,7 +86,12 @@ class VrpnSimulator:
     (:class:`FrameSender`), which sends the reports."""
 
     def __init__(
-        self, scene: Scene, multi_sensor: str = "", verbose: bool = False, send_times: str = ""
+        self,
+        scene: Scene,
+        multi_sensor: str = "",
+        verbose: bool = False,
+        send_times: str = "",
+        impairment: TimeImpairment | None = None,
     ) -> None:
         self.scene = scene
         self.send_times = send_times
@@ -85,6 +111,12 @@ class VrpnSimulator:
         self.origin = float(math.floor(time.time()))  # Unix time of frame 0's measurement
         self._t0 = time.monotonic() - (time.time() - self.origin)
         self.pacer = FramePacer(scene.rate, scene.latency, self._t0)
+        # what a network and the server's clock do to time (mocap4r2_drivers/impairment.py)
+        self.impairment = impairment or TimeImpairment()
+        self.clock = ServerClock(self.impairment, self._t0)  # reads clock_offset_s at frame 0's measurement
+        self.delivery: Delivery[PreparedFrame] = Delivery(self.impairment)
+        self.truth = TruthLog(self.impairment.truth_log) if self.impairment.truth_log else None
+        self.wall_offset = wall_clock_offset()  # Unix - monotonic, for the truth log
         self.rejected_requests = 0
         self.lateness = Lateness()
         self.port = 0
@@ -136,6 +168,8 @@ class VrpnSimulator:
             self._tcp_server.close()
         if self._udp is not None:
             self._udp.close()
+        if self.truth is not None:
+            self.truth.close()
         self.log(self.lateness.summary())
         if self.send_times:
             try:
@@ -264,7 +298,11 @@ class VrpnSimulator:
         makes, for all bodies in a few array operations (at 1 kHz with 50 bodies, packing
         them one by one took a tenth of a core)."""
         bodies = self.scene.frame(k).bodies
-        stamp = self.origin + k / self.scene.rate
+        if self.impairment.shifts_clock:
+            # a VRPN server stamps a report with the time of its measurement on its own clock
+            stamp = self.clock.read(self.captured(k))
+        else:
+            stamp = self.origin + k / self.scene.rate
         sec = int(math.floor(stamp))
         usec = min(int(round((stamp - sec) * 1e6)), 999_999)
         good = (
@@ -290,6 +328,16 @@ class VrpnSimulator:
         size = vp.POS_QUAT_RECORD.itemsize
         return [data[at : at + size] for at in range(0, len(data), size)]
 
+    def captured(self, k: int) -> float:
+        """Monotonic instant of scene frame k's measurement."""
+        return self._t0 + k / self.scene.rate
+
+    def hand_out(self, frame: PreparedFrame) -> None:
+        """(frame thread) ``frame`` leaves the server (to the network, or straight to the
+        clients): its truth line."""
+        if self.truth is not None and frame.reports:
+            self.truth.write(frame.number, self.wall_offset + self.captured(frame.number))
+
     def prepare(self, k: int) -> PreparedFrame:
         """Scene frame k encoded for sending (no reports when the scene drops it)."""
         messages = [] if self.scene.is_dropped(k) else self.frame_messages(k)
@@ -314,6 +362,7 @@ def _parser() -> argparse.ArgumentParser:
         help="one tracker NAME with body i as sensor i (default: one tracker per body)",
     )
     parser.add_argument("--verbose", action="store_true", help="say more about each client")
+    add_arguments(parser)
     parser.add_argument(
         "--send-times",
         default="",
@@ -326,7 +375,11 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run(args: argparse.Namespace, scene: Scene) -> int:
     simulator = VrpnSimulator(
-        scene, multi_sensor=args.multi_sensor, verbose=args.verbose, send_times=args.send_times
+        scene,
+        multi_sensor=args.multi_sensor,
+        verbose=args.verbose,
+        send_times=args.send_times,
+        impairment=args.impairment,
     )
     try:
         port = await simulator.start(args.host, args.port)
@@ -356,8 +409,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         scene = load_scene(args.scene, args.seed, args.rate)
+        args.impairment = from_arguments(args, seed=max(args.seed or 0, 0))
     except (SceneError, ValueError) as exc:
         print(f"vrpn_simulator: {exc}", file=sys.stderr)
+        return 2
+    if not 0.0 <= args.impairment.clock_offset_s <= MAX_CLOCK_OFFSET:
+        # the message time's seconds are a signed 32-bit field, and a drifting clock must stay in it
+        print(f"vrpn_simulator: --clock-offset-s must be in [0, {MAX_CLOCK_OFFSET:.0f}]", file=sys.stderr)
         return 2
     with asyncio.Runner() as runner:
         return runner.run(_run(args, scene))

@@ -12,6 +12,11 @@ a send, sleeps until shortly before the instant and polls the clock for the rest
 (:func:`~mocap4r2_drivers.common.wait_until`), then writes to the clients' sockets
 itself: an instant's reports in as few datagrams as fit (vrpn_Connection packs a
 mainloop's messages and sends them once per mainloop), or in one TCP write.
+
+With a time impairment that delays (``--jitter-ms``, ``--burst``) the network takes each
+frame at its due time and releases it with its burst (the due time of the burst's last
+frame plus the delay drawn for it); the frame's message time still says when it was
+measured.
 """
 
 from __future__ import annotations
@@ -218,11 +223,14 @@ class FrameSender:
 
     def _frame_clock(self) -> None:
         lower_timer_slack()
-        prepared: deque[PreparedFrame] = deque()  # computed, not due yet
+        simulator = self.simulator
+        delivery = simulator.delivery
+        held = simulator.impairment.delays
+        prepared: deque[PreparedFrame] = deque()  # computed, not due yet (without impairment)
         ahead = -math.inf  # due time of the newest frame computed
         serving = False
         while not self._stopping.is_set():
-            receivers = self.simulator.receivers
+            receivers = simulator.receivers
             if not receivers:
                 prepared.clear()
                 serving = False
@@ -233,25 +241,37 @@ class FrameSender:
                 self.pacer.restart()  # nobody was served: start at the newest frame
                 ahead = -math.inf
             now = time.monotonic()
+            for frame in delivery.due(now):  # what the network releases, a burst in order
+                for session in receivers:
+                    session.send_reports(frame)
             while prepared and prepared[0].due <= now:
                 frame = prepared.popleft()
                 # when its first byte leaves (a loopback send also runs the receiver's side)
                 self.lateness.add(frame.number, time.monotonic() - frame.due)
+                simulator.hand_out(frame)
                 for session in receivers:
                     session.send_reports(frame)
-            # compute the next frame now unless one is due within the quiet time
-            if (
-                ahead < now + PREPARE_AHEAD
-                and len(prepared) < MAX_PREPARED
-                and (not prepared or prepared[0].due - now > self.quiet)
-            ):
+            release = delivery.next_time()
+            # the next send: a frame due (without impairment) or a burst the network releases
+            wake = min(math.inf if release is None else release, prepared[0].due if prepared else math.inf)
+            compute = ahead < now + PREPARE_AHEAD and len(prepared) < MAX_PREPARED
+            # compute the next frame now unless a send is due within the quiet time
+            if compute and (wake - now > self.quiet or (not prepared and release is None)):
                 frame, ahead = self._prepare(now)
-                prepared.append(frame)
+                if held:
+                    # the network takes it at its due time, not when it was computed
+                    simulator.hand_out(frame)
+                    delivery.put(frame, frame.due)
+                else:
+                    prepared.append(frame)
                 continue
-            if prepared:
-                self._wait(prepared[0].due, self.spin)
+            later = min(ahead - PREPARE_AHEAD, now + IDLE_WAIT)  # the next frame to compute
+            # a send first when one is waiting: a computed frame, or a release sooner than the
+            # next computation or holding it back (it is within the quiet time)
+            if prepared or (release is not None and (release <= later or compute)):
+                self._wait(wake, self.spin)
             else:
-                self._wait(min(ahead - PREPARE_AHEAD, now + IDLE_WAIT), 0.0)
+                self._wait(later, 0.0)
 
     def _prepare(self, now: float) -> tuple[PreparedFrame, float]:
         """The next frame to send (one the scene drops has no reports, but keeps its

@@ -20,8 +20,9 @@ import time
 import numpy as np
 import pytest
 import yaml
-from vrpn_stand_in import start_vrpn  # test/fixtures
+from vrpn_stand_in import frame_of, start_vrpn  # test/fixtures
 
+from mocap4r2_drivers.impairment import read_truth_log
 from mocap4r2_drivers.optitrack.transport import SO_TIMESTAMPNS, receive_time
 from mocap4r2_drivers.simulated.scene import Scene
 from mocap4r2_drivers.vrpn import protocol as vp
@@ -198,3 +199,109 @@ def test_a_tcp_client_that_stops_reading_loses_whole_frames_in_order(in_process,
     whole = list(per_instant.values())
     # every instant read whole, but perhaps the one the read window ended inside
     assert whole[:-1] == [bodies] * (len(whole) - 1), f"instants cut: {sorted(set(whole))}"
+
+
+# ====================================================================== time impairment
+IMPAIRED_SCENE = {**SCENE, "rate": 250.0, "generated_bodies": {"count": 2, "markers_per_body": 4}}
+
+
+def _reports(port: int, seconds: float) -> list[tuple[float, float, tuple[float, float, float]]]:
+    """(message time, kernel receive time, body 0's position) of every datagram of reports
+    read for ``seconds`` by a plain VRPN client taking reports by UDP."""
+    assert SO_TIMESTAMPNS is not None, "this test needs the kernel's receive stamps (Linux)"
+    out: list[tuple[float, float, tuple[float, float, float]]] = []
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
+        socket.create_connection(("127.0.0.1", port), timeout=5.0) as tcp,
+    ):
+        udp.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        udp.bind(("127.0.0.1", 0))
+        udp.settimeout(5.0)
+        tcp.sendall(vp.cookie())
+        vp.check_cookie(_read_exactly(tcp, vp.COOKIE_SIZE))
+        udp_port, payload = vp.pack_udp_description("127.0.0.1", udp.getsockname()[1])
+        tcp.sendall(vp.pack_message(udp_port, vp.UDP_DESCRIPTION, payload, 0, 0))
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            data, ancillary, _, _ = udp.recvmsg(vp.MAX_DATAGRAM, socket.CMSG_SPACE(16))
+            messages = vp.split_datagram(data)
+            assert messages and len({m.time for m in messages}) == 1, "one instant per datagram"
+            first = [m for m in messages if m.sender == 1]  # tracker 1 is body 0 (sender 0: VRPN Control)
+            if first:
+                position = tuple(vp.unpack_pos_quat(first[0].payload).position)
+                out.append((messages[0].time, receive_time(ancillary), position))  # type: ignore[arg-type]
+    return out
+
+
+def test_clock_flags_offset_and_drift_the_message_time_against_the_truth_log(procs, tmp_path):
+    """--clock-offset-s 1000 --clock-drift-ppm 500: frame k (found by its pose, not by its
+    time) carries the message time 1000 + k / rate * (1 + 500e-6), the server clock's
+    reading of its measurement; the truth log has a line for it, its true measurement
+    instant on the host clock (Unix s), k / rate after frame 0's."""
+    truth_path = tmp_path / "truth.csv"
+    flags = ["--clock-offset-s", "1000", "--clock-drift-ppm", "500", "--truth-log", str(truth_path)]
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, IMPAIRED_SCENE, extra=flags)
+    received = _reports(port, 3.0)
+    proc.stop()
+    truth = dict(read_truth_log(truth_path))
+    assert truth_path.read_text().startswith("frame_number,capture_time\n")
+    name = scene.description.bodies[0].name
+    checked = 0
+    rate = scene.rate
+    for stamp, arrival, position in received[::25]:
+        k = frame_of(scene, origin, {name: position}, near=arrival)
+        assert k is not None, f"no scene frame near {arrival} has body 0 at {position}"
+        assert stamp == pytest.approx(1000.0 + k / rate * (1 + 500e-6), abs=2e-6)
+        assert k in truth, f"frame {k} sent but not in the truth log"
+        # the true instant: Unix time of frame 0's measurement + k / rate (the mapping of
+        # the stand-in's monotonic clock to Unix time is good to a millisecond)
+        assert truth[k] == pytest.approx(origin + k / rate, abs=5e-3)
+        assert 0.0 < arrival - truth[k] < 0.5, "a frame arrived before its measurement, or very late"
+        checked += 1
+    assert checked > 10
+    # the drift: message time against true time over the run, 500 ppm (both exact but the
+    # 1 us of the message time's resolution)
+    (s0, a0, p0), (s1, a1, p1) = received[0], received[-1]
+    k0 = frame_of(scene, origin, {name: p0}, near=a0)
+    k1 = frame_of(scene, origin, {name: p1}, near=a1)
+    assert k0 is not None and k1 is not None and k1 - k0 > 2 * rate
+    drift = (s1 - s0) / (truth[k1] - truth[k0]) - 1.0
+    assert drift == pytest.approx(500e-6, abs=20e-6)
+
+
+def test_burst_4_delivers_frames_four_at_a_time_and_every_frame_sent_is_logged(procs, tmp_path):
+    """--burst 4 at 250 Hz: the network holds frames until four are ready and releases
+    them together, so datagrams come in groups of four consecutive frames (microseconds
+    apart) some 16 ms apart; without a clock flag the message time stays Unix time. The
+    truth log has one line per frame sent, in order, with the header."""
+    truth_path = tmp_path / "truth.csv"
+    proc, port, scene, origin = start_vrpn(
+        procs, tmp_path, IMPAIRED_SCENE, extra=["--burst", "4", "--truth-log", str(truth_path)]
+    )
+    received = _reports(port, 3.0)
+    proc.stop()
+    lines = truth_path.read_text().splitlines()
+    assert lines[0] == "frame_number,capture_time"
+    truth = read_truth_log(truth_path)
+    numbers = [k for k, _ in truth]
+    assert numbers == sorted(set(numbers)), "one line per frame, in order"
+    assert len(truth) >= len(received), "a frame received that the truth log does not have"
+    period = 1.0 / scene.rate
+    times = [stamp for stamp, _, _ in received]
+    arrivals = np.array([arrival for _, arrival, _ in received])
+    # groups: datagrams less than a quarter period apart came in one release
+    groups: list[list[int]] = [[0]]
+    for i in range(1, len(received)):
+        if arrivals[i] - arrivals[i - 1] < 0.25 * period:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    sizes = [len(g) for g in groups[1:-1]]  # the first and last may be cut by the read window
+    assert len(sizes) > 50
+    assert np.mean(np.array(sizes) == 4) > 0.8, f"group sizes {np.bincount(sizes)}"
+    for group in groups[1:-1]:
+        steps = np.diff([times[i] for i in group])
+        assert np.allclose(steps, period, atol=2e-6), "a group is not consecutive frames"
+    k = frame_of(scene, origin, {scene.description.bodies[0].name: received[5][2]}, near=received[5][1])
+    assert k is not None and times[5] == pytest.approx(origin + k / scene.rate, abs=2e-6)
