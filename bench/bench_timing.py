@@ -15,7 +15,8 @@ reader thread does. Three ways of stamping then run on the same frames, in the s
 
 Paths: natnet_unicast, natnet_multicast (natnet_simulator, a process), qtm
 (qtm_simulator, a process), vicon (the SDK double of test/fixtures in this process), sim
-(the simulated system's adapter). Scenarios: clean; impaired (2 ms exponential jitter,
+(the simulated system's adapter), vrpn (vrpn_simulator, a process, read by vrpn_system's
+adapter over VRPN's default UDP connection). Scenarios: clean; impaired (2 ms exponential jitter,
 bursts of 4, +100 ppm drift, 3 s offset); reset (impaired, and the server clock restarts
 RESET_AT s in). Figures over the frames after WARMUP s (the model fits the drift on 4 s
 of points): p50 / p99 / max |error| in ms, interval jitter in us (std of consecutive
@@ -58,10 +59,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "impaired": IMPAIRED,
     "reset": {**IMPAIRED, "clock_reset_at": RESET_AT},
 }
-PATHS = ("natnet_unicast", "natnet_multicast", "qtm", "vicon", "sim")
+PATHS = ("natnet_unicast", "natnet_multicast", "qtm", "vicon", "sim", "vrpn")
 RECOVERED_BELOW = 0.5e-3
 # offset steps count from here on: the model stamps from 0.3 s (test_qualisys_system's 0.5 s)
 OFFSET_STEPS_FROM = 0.5
+# how many frames before the one an arrival could at most be (burst, jitter) a VRPN frame's pose is looked for
+SCENE_SEARCH = 100
 JSON_ENV = "MOCAP4R2_BENCH_JSON"  # set by `python -m bench timing --json FILE` (bench/__main__.py)
 
 
@@ -75,6 +78,8 @@ class Recording:
     system_times: list[float | None] = field(default_factory=list)
     capture_times: list[float | None] = field(default_factory=list)
     truth: list[tuple[int, float]] = field(default_factory=list)
+    # the stand-in's number of each frame, where the adapter counts frames of its own (VRPN)
+    truth_numbers: list[int] | None = None
 
     def add(self, frame: Any, arrival: float) -> None:
         self.numbers.append(frame.frame_number)
@@ -180,9 +185,9 @@ class StandIn:
         self.log.close()
 
 
-def _stream(adapter: Any, seconds: float) -> Recording:
+def _stream(adapter: Any, seconds: float, recording: Recording | None = None) -> Recording:
     """``seconds`` of the adapter's frames, connected and disconnected around them."""
-    recording = Recording()
+    recording = recording or Recording()
     try:
         adapter.connect()
         adapter.start_streaming()
@@ -265,12 +270,84 @@ def record_sim(impairment: dict[str, Any], seconds: float, directory: Path) -> R
     return recording
 
 
+@dataclass
+class PoseRecording(Recording):
+    """A :class:`Recording` that also keeps one body's position of every frame: VRPN has no
+    frame numbers, so the bench finds each frame's scene frame (and its truth line) by pose."""
+
+    body: str = "drone"
+    positions: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, frame: Any, arrival: float) -> None:
+        super().add(frame, arrival)
+        names = list(frame.bodies.names)
+        row = names.index(self.body) if self.body in names else -1
+        self.positions.append(frame.bodies.positions[row].copy() if row >= 0 else np.full(3, np.nan))
+
+
+def scene_numbers(recording: PoseRecording, scene: Any, origin: float, rate: float) -> list[int]:
+    """The scene frame of every recorded frame (-1: none found): the frame whose body
+    ``recording.body`` is where the recorded one is, searched among those measured up to
+    SCENE_SEARCH frames before the arrival (an arrival is after its measurement)."""
+    row = [b.name for b in scene.description.bodies].index(recording.body)
+    cache: dict[int, np.ndarray] = {}
+
+    def position(k: int) -> np.ndarray:
+        if k not in cache:
+            cache[k] = scene.frame(k).bodies.positions[row]
+        return cache[k]
+
+    out = []
+    previous = -1
+    for arrival, seen in zip(recording.arrivals, recording.positions):
+        latest = int(math.floor((arrival - origin) * rate)) + 2
+        # the frame after the previous one first: that is what the stand-in sent next
+        candidates = [previous + 1] if previous >= 0 else []
+        candidates += range(latest, max(latest - SCENE_SEARCH, 0), -1)
+        found = next(
+            (k for k in candidates if k >= 0 and np.allclose(position(k), seen, rtol=0.0, atol=1e-9)), -1
+        )
+        out.append(found)
+        previous = found if found >= 0 else previous
+    return out
+
+
+def record_vrpn(impairment: dict[str, Any], seconds: float, directory: Path) -> Recording:
+    from mocap4r2_drivers.impairment import read_truth_log
+    from mocap4r2_drivers.simulated.scene import Scene
+    from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
+
+    truth = directory / "vrpn_truth.csv"
+    # VRPN sends no latency: as for QTM, the stand-in's reports leave at the measurement
+    scene_path = _scene(directory, latency=0.0)
+    command = [str(INSTALL / "vrpn_simulator"), "--scene", str(scene_path), "--rate", str(RATE)]
+    command += ["--port", "0"]
+    stand_in = StandIn(
+        command + _flags(impairment, truth),
+        directory / "vrpn.log",
+        r"ready: [\d.]+:(\d+) .*time origin (\d+)",
+    )
+    port, origin = stand_in.ports
+    values = {spec.name: spec.default for spec in VrpnAdapter.parameters}
+    values.update(port=port)
+    adapter = VrpnAdapter.from_parameters(values)
+    recording = PoseRecording()
+    try:
+        _stream(adapter, seconds, recording)
+    finally:
+        stand_in.stop()
+    recording.truth = read_truth_log(truth)
+    recording.truth_numbers = scene_numbers(recording, Scene.from_file(scene_path), float(origin), RATE)
+    return recording
+
+
 RECORDERS: dict[str, Callable[[dict[str, Any], float, Path], Recording]] = {
     "natnet_unicast": record_natnet_unicast,
     "natnet_multicast": record_natnet_multicast,
     "qtm": record_qtm,
     "vicon": record_vicon,
     "sim": record_sim,
+    "vrpn": record_vrpn,
 }
 
 
@@ -279,9 +356,10 @@ def match_truth(recording: Recording) -> np.ndarray:
     """The true capture time of every recorded frame (NaN where the truth log has none):
     the next truth line with the frame's number, so restarted numbers match in order."""
     truth = recording.truth
-    out = np.full(len(recording.numbers), np.nan)
+    numbers = recording.numbers if recording.truth_numbers is None else recording.truth_numbers
+    out = np.full(len(numbers), np.nan)
     pointer = 0
-    for i, number in enumerate(recording.numbers):
+    for i, number in enumerate(numbers):
         for j in range(pointer, min(pointer + 20000, len(truth))):
             if truth[j][0] == number:
                 out[i] = truth[j][1]
