@@ -28,6 +28,7 @@ from mocap4r2_drivers.simulated.scene import Scene
 from mocap4r2_drivers.vrpn import protocol as vp
 from mocap4r2_drivers.vrpn import simulator_sender
 from mocap4r2_drivers.vrpn.simulator import VrpnSimulator
+from mocap4r2_drivers.vrpn.simulator import main as vrpn_simulator_main
 
 SCENE = {
     "seed": 1,
@@ -305,3 +306,19 @@ def test_burst_4_delivers_frames_four_at_a_time_and_every_frame_sent_is_logged(p
         assert np.allclose(steps, period, atol=2e-6), "a group is not consecutive frames"
     k = frame_of(scene, origin, {scene.description.bodies[0].name: received[5][2]}, near=received[5][1])
     assert k is not None and times[5] == pytest.approx(origin + k / scene.rate, abs=2e-6)
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (["--clock-offset-s", "-1"], "--clock-offset-s must be in [0, 2000000000]"),
+        (["--clock-offset-s", "3e9"], "--clock-offset-s must be in [0, 2000000000]"),
+        (["--jitter-ms", "nan"], "jitter_ms must be a finite number"),
+        (["--burst", "0"], "burst must be in [1, 10000]"),
+    ],
+)
+def test_impairment_flags_out_of_range_are_refused_with_the_reason(flags, reason, capsys):
+    """A message time before 0 or past VRPN's 32-bit seconds, a NaN, an empty burst: exit
+    status 2 and the reason, before any socket is opened."""
+    assert vrpn_simulator_main(["--port", "0", *flags]) == 2
+    assert reason in capsys.readouterr().err
