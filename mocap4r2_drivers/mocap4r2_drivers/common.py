@@ -8,6 +8,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import socket
+import struct
+import sys
 import threading
 import time
 import zlib
@@ -113,6 +116,33 @@ def lower_timer_slack() -> None:
     the rest (a stand-in's sender, replay's pacer)."""
     with contextlib.suppress(Exception):  # not Linux, or no libc
         ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
+
+
+# the kernel's receive time of each datagram (SO_TIMESTAMPNS, Linux; Python names no
+# constant for it): a frame's arrival whatever the reader was doing, so that decoding or
+# publishing the frames of a burst one after the other does not make the last ones look
+# later than they came
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+#: the ancillary buffer recvmsg needs for that time
+TIMESTAMP_SPACE = socket.CMSG_SPACE(16) if SO_TIMESTAMPNS is not None else 0
+_TIMESPEC = struct.Struct("qq")
+
+
+def ask_receive_times(sock: socket.socket) -> None:
+    """Ask the kernel for each datagram's receive time on ``sock`` (see receive_time)."""
+    if SO_TIMESTAMPNS is not None:
+        with contextlib.suppress(OSError):  # without it the time of reading stands in
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def receive_time(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """The kernel's receive time of a datagram (Unix s) from recvmsg's ancillary data,
+    else now."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+            return seconds + nanoseconds * 1e-9
+    return time.time()
 
 
 def wait_until(

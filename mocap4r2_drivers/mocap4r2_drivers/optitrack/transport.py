@@ -18,12 +18,10 @@ import contextlib
 import errno
 import logging
 import socket
-import struct
 import sys
-import time
 from dataclasses import dataclass
 
-from ..common import ClientStats, ipv4_problem, reject_input
+from ..common import TIMESTAMP_SPACE, ClientStats, ask_receive_times, ipv4_problem, receive_time, reject_input
 from . import protocol as nn
 from .protocol import MessageId, ServerInfo
 
@@ -112,29 +110,10 @@ def _interfaces_hint() -> str:
         return ""
 
 
-# the kernel's receive time of each datagram (SO_TIMESTAMPNS, Linux; Python names no
-# constant for it): the frame's arrival whatever the reader was doing, so that decoding
-# the frames of a burst one after the other does not make the last ones look later
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
-_TIMESTAMP_SPACE = socket.CMSG_SPACE(16) if SO_TIMESTAMPNS is not None else 0
-_TIMESPEC = struct.Struct("qq")
-
-
 def _set_recv_buffer(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):  # the system limit applies; bursts may then drop sooner
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
-    if SO_TIMESTAMPNS is not None:
-        with contextlib.suppress(OSError):  # without it the time of reading stands in
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-
-
-def receive_time(ancillary: list[tuple[int, int, bytes]]) -> float:
-    """The kernel's receive time of a datagram (Unix s), else now."""
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
-            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
-            return seconds + nanoseconds * 1e-9
-    return time.time()
+    ask_receive_times(sock)
 
 
 class NatNetTransport:
@@ -310,7 +289,7 @@ class NatNetTransport:
         server = self.server[0]
         for _ in range(PACKETS_PER_DRAIN):
             try:
-                packet, ancillary, _, source = sock.recvmsg(MAX_DATAGRAM, _TIMESTAMP_SPACE)
+                packet, ancillary, _, source = sock.recvmsg(MAX_DATAGRAM, TIMESTAMP_SPACE)
             except (BlockingIOError, InterruptedError):
                 return None
             except ConnectionRefusedError:

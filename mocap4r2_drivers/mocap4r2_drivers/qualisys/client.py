@@ -35,8 +35,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..common import ClientStats, reject_input
-from ..optitrack.transport import SO_TIMESTAMPNS, receive_time
+from ..common import (
+    SO_TIMESTAMPNS,
+    TIMESTAMP_SPACE,
+    ClientStats,
+    ask_receive_times,
+    receive_time,
+    reject_input,
+)
 from .capture import QtmCapture
 from .connection_keeper import ConnectionKeeper
 from .guarded_stream import GuardedStream, connect_through_guard
@@ -106,10 +112,6 @@ class TimestampMapper:
 DISCONNECTED = object()  # queued when the connection drops, to wake the reader
 
 
-# room for the kernel's receive time (a struct timespec) next to the bytes read
-TIMESTAMP_SPACE = socket.CMSG_SPACE(16) if SO_TIMESTAMPNS is not None else 0
-
-
 class StampedSocket(socket.socket):
     """A TCP socket whose ``recv`` also reads when the bytes reached this host.
 
@@ -146,9 +148,7 @@ async def open_stamped_socket(loop: asyncio.AbstractEventLoop, host: str, port: 
         sock = StampedSocket(family, kind, proto)
         try:
             sock.setblocking(False)
-            if SO_TIMESTAMPNS is not None:
-                with contextlib.suppress(OSError):  # without it the time of the read stands in
-                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            ask_receive_times(sock)  # TCP too: the time the newest bytes read came
             await loop.sock_connect(sock, address)
         except OSError as exc:
             sock.close()

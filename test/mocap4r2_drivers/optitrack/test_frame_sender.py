@@ -23,10 +23,10 @@ import pytest
 import yaml
 from optitrack_stand_in import StandIn  # test/fixtures
 
+from mocap4r2_drivers.common import SO_TIMESTAMPNS, receive_time
 from mocap4r2_drivers.impairment import TimeImpairment, read_truth_log
 from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, ServerOptions
-from mocap4r2_drivers.optitrack.transport import SO_TIMESTAMPNS, receive_time
 
 RATE = 250.0
 SCENE = {

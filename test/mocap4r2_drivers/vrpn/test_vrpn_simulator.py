@@ -22,8 +22,8 @@ import pytest
 import yaml
 from vrpn_stand_in import frame_of, start_vrpn  # test/fixtures
 
+from mocap4r2_drivers.common import SO_TIMESTAMPNS, receive_time
 from mocap4r2_drivers.impairment import read_truth_log
-from mocap4r2_drivers.optitrack.transport import SO_TIMESTAMPNS, receive_time
 from mocap4r2_drivers.simulated.scene import Scene
 from mocap4r2_drivers.vrpn import protocol as vp
 from mocap4r2_drivers.vrpn import simulator_sender
