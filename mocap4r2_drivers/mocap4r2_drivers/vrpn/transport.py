@@ -21,7 +21,7 @@ import socket
 import time
 from typing import NoReturn
 
-from ..common import ClientStats
+from ..common import TIMESTAMP_SPACE, ClientStats, ask_receive_times, receive_time
 from . import protocol as vp
 from .dialog import Delivered, KeepAlive, PoseBlock, ServerNames
 
@@ -73,6 +73,9 @@ class VrpnTransport:
         self._server_udp_port: int | None = None
         self._reader = vp.MessageReader()
         self._udp_full = False  # whether the newest datagram was sent full
+        # when the newest bytes read reached this host (Unix s): the kernel's receive time
+        # of a datagram, the time of the read on TCP
+        self.received_at = 0.0
 
     def restart(self, server_ip: str) -> None:
         """A new connection to the server at ``server_ip``: nothing of the last one counts."""
@@ -88,6 +91,7 @@ class VrpnTransport:
         # 50 trackers: the default 208 kB holds 50 ms of them); the system limit applies
         with contextlib.suppress(OSError):
             udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECV_BUFFER)
+        ask_receive_times(udp)
         udp.bind((own_ip, 0))
         udp.setblocking(False)
         self.udp = udp
@@ -145,6 +149,7 @@ class VrpnTransport:
                 self.fail(f"connection lost: {exc}")
             if not data:
                 self.fail("the server closed the connection")
+            self.received_at = time.time()  # TCP: the time of the read stands in
             taken += len(data)
             self.keepalive.heard(time.monotonic())
             try:
@@ -158,7 +163,7 @@ class VrpnTransport:
         pos_quat = self.names.types.id(vp.POS_QUAT) if self.pose_blocks else None
         for _ in range(self.max_datagrams):
             try:
-                data, source = udp.recvfrom(vp.MAX_DATAGRAM)
+                data, ancillary, _, source = udp.recvmsg(vp.MAX_DATAGRAM, TIMESTAMP_SPACE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # an ICMP error of an earlier send; nothing lost
@@ -170,6 +175,7 @@ class VrpnTransport:
                     "foreign_datagram", f"a datagram from {source[0]}:{source[1]}, not the server"
                 )
                 continue
+            self.received_at = receive_time(ancillary)
             self._udp_full = len(data) > vp.UDP_PAYLOAD - vp.POS_QUAT_MESSAGE.size
             if pos_quat is not None and self._server_udp_port is not None:
                 records = vp.pos_quat_records(data, pos_quat)

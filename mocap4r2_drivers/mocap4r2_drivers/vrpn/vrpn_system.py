@@ -221,7 +221,7 @@ class VrpnAdapter(MocapAdapter):
     # ------------------------------------------------------------------ reading
     def read_frame(self, timeout: float) -> MocapFrame | None:
         if self.frames.queue:
-            return self.frames.pop()
+            return self._handed_over(self.frames.pop())
         client = self.client
         if not client.connected:
             self._reconnect(timeout)
@@ -246,7 +246,16 @@ class VrpnAdapter(MocapAdapter):
         elif held is None:
             self._held_until = now + self.continuation_wait
         self._lost_reported = False
-        return self.frames.pop()
+        return self._handed_over(self.frames.pop())
+
+    def _handed_over(self, frame: MocapFrame | None) -> MocapFrame | None:
+        """``frame`` with the time since its bytes reached this host in its latency: the
+        node stamps a frame at its hand-over minus its latency, and the frames of one read
+        (a burst) are handed over one publish apart. They came with the newest bytes read,
+        or the datagrams just before them (microseconds apart in a burst)."""
+        if frame is not None:
+            frame.latency += max(time.time() - self.client.transport.received_at, 0.0)
+        return frame
 
     def _lost(self, reason: str) -> None:
         if self.reconnect_period <= 0:

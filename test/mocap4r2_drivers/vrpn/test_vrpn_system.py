@@ -117,3 +117,41 @@ def test_a_server_killed_and_started_again(ros, procs, tmp_path):
     names = ["drone", "cart", "table"]
     assert check_against_scene(steady, scene, origin, names, [0, 1, 2]) >= 0.9 * len(steady)
     assert np.isfinite([stamp(m) for m in bodies.snapshot()]).all()
+
+
+def test_frames_of_a_burst_keep_their_receive_time_however_late_they_are_handed_over(procs, tmp_path):
+    """With --burst 4 the four frames of a release come within microseconds, and the node
+    takes them from the adapter one at a time, each after publishing the one before
+    (0.2 ms each on this machine, more when it is busy). The node stamps a frame at its
+    hand-over minus its latency, so the latency must include the time since its datagram
+    reached the host: otherwise every frame of a burst looks a publish later than the one
+    before (the clock model's floor then sits that far above the truth). Here each
+    hand-over is delayed 3 ms: hand-over - latency must stay within 1 ms across a burst."""
+    import time
+
+    from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
+
+    scene = {**SCENE, "rate": 250.0}
+    proc, port, _, _ = start_vrpn(procs, tmp_path, scene, extra=["--burst", "4"])
+    values = {spec.name: spec.default for spec in VrpnAdapter.parameters}
+    values.update(port=port)
+    adapter = VrpnAdapter.from_parameters(values)
+    handed: list[float] = []  # hand-over - latency, one per frame
+    try:
+        adapter.connect()
+        adapter.start_streaming()
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            frame = adapter.read_frame(0.1)
+            if frame is None:
+                continue
+            handed.append(time.time() - frame.latency)
+            time.sleep(0.003)  # the publishing of a slow node
+    finally:
+        adapter.stop_streaming()
+        adapter.disconnect()
+        proc.stop()
+    # a burst every 16 ms: consecutive frames of one burst are those handed over back to back
+    spreads = [b - a for a, b in zip(handed, handed[1:]) if b - a < 0.008]
+    assert len(spreads) > 60, f"{len(spreads)} frames handed over within a burst"
+    assert np.median(spreads) < 0.001, f"median {np.median(spreads) * 1e3:.2f} ms between frames of a burst"
