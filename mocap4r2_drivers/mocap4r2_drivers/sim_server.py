@@ -1,24 +1,38 @@
-"""What the asyncio stand-in servers (qtm_simulator, vrpn_simulator) share.
+"""What the stand-in servers (qtm_simulator, vrpn_simulator, natnet_simulator) share.
 
 The scene their command lines name, the real-time pacing of its frames (a server that
 falls behind skips ahead instead of sending a growing backlog, as the real servers do),
-a connected peer's name, and running until SIGINT/SIGTERM.
+a connected peer's name, running until SIGINT/SIGTERM, and the schedule of their frame
+threads (:class:`FrameThread`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import signal
-from typing import Protocol
+import threading
+import time
+from collections import deque
+from typing import Generic, Protocol, TypeVar
 
 from mocap4r2_control.stop_signals import stop_noted
 
+from .common import lower_timer_slack, wait_until
+from .impairment import Delivery
 from .simulated.scene import Scene, default_scene_path
 
 __all__ = [
+    "IDLE_WAIT",
     "MAX_LATENESS",
+    "MAX_PREPARED",
+    "PREPARE_AHEAD",
+    "QUIET",
+    "SPIN",
+    "SPIN_SHARE",
     "FramePacer",
+    "FrameThread",
     "add_scene_arguments",
     "load_scene",
     "seed_value",
@@ -27,6 +41,22 @@ __all__ = [
 ]
 
 MAX_LATENESS = 0.25  # s behind real time before a server skips ahead
+#: the last part of a wait for a send spent polling the clock, s: a sleep ends some
+#: 0.05-0.1 ms late (more on a busy machine), polling does not ...
+SPIN = 0.0003
+#: ... and at most this share of a frame period, so that polling takes at most about a
+#: tenth of a core whatever the rate (at 2 kHz, 0.05 ms a frame)
+SPIN_SHARE = 0.1
+#: no frame is computed when a send is due within this, s (computing and encoding a frame
+#: takes up to a millisecond or so on a loaded machine, and the interpreter runs one
+#: thread at a time: the work would make that send late)
+QUIET = 0.002
+#: frames are computed up to this long before they are due, s ...
+PREPARE_AHEAD = 0.010
+#: ... and at most this many
+MAX_PREPARED = 64
+#: a frame thread looks for work (clients, the streaming state) at least this often, s
+IDLE_WAIT = 0.05
 
 
 def add_scene_arguments(parser: argparse.ArgumentParser, rate_help: str) -> None:
@@ -119,3 +149,152 @@ async def run_until_signalled(server: StoppableServer, ready: str) -> int:
     await server.stop()
     server.log(f"stopped ({server.frames_late_skipped} frames skipped to keep real time)")
     return 0
+
+
+class DueFrame(Protocol):
+    """A frame computed ahead: it leaves the server at ``due`` (monotonic)."""
+
+    @property
+    def due(self) -> float: ...
+
+
+FrameT = TypeVar("FrameT", bound=DueFrame)
+ItemT = TypeVar("ItemT")
+
+
+class FrameThread(Generic[FrameT, ItemT]):
+    """The schedule of a stand-in's frame thread: every frame computed ahead of its due
+    time and sent at that instant.
+
+    A real server sends from its own machine whatever its command handling does, each frame
+    as soon as it is processed. A stand-in that computes and encodes a frame when it wakes
+    up sends it that much late, a different amount each time, and every stamp measured
+    against the frame's capture carries that lateness. So :meth:`frame_loop` computes each
+    frame up to PREPARE_AHEAD before its due time (at most MAX_PREPARED of them), never
+    within ``quiet`` of a send unless nothing is computed and nothing is on the network,
+    sleeps until shortly before a send and polls the clock for the rest
+    (:func:`~mocap4r2_drivers.common.wait_until`), then sends.
+
+    With a time impairment that delays (``held``) each frame goes to the network
+    (``delivery``, an :class:`~mocap4r2_drivers.impairment.Delivery` of ItemT) at its due
+    time instead, and is sent when the network releases it.
+
+    A stand-in subclasses this and says what differs: :meth:`prepare`, :meth:`hand_out`
+    (the frame leaves the server: what the network carries of it), :meth:`send_released`,
+    and where it has them :meth:`serving` (anyone to send to at all), :meth:`streaming`
+    (frames wanted now; a pause drops what was computed), :meth:`finished` (no more frames
+    will be computed: the thread ends once the last is sent), :meth:`restart` and
+    :meth:`send_due`.
+    """
+
+    #: with a computed frame waiting, wait for its send rather than for the next frame
+    #: to compute (the thread then computes only between sends)
+    send_before_computing = False
+
+    def __init__(self, rate: float, delivery: Delivery[ItemT], held: bool, quiet: float = QUIET) -> None:
+        self.delivery = delivery
+        self.held = held  # the network delays frames: they go to it at their due time
+        self.quiet = quiet
+        self.spin = min(SPIN, SPIN_SHARE / rate)
+
+    # ------------------------------------------------------------------ what a stand-in says
+    def prepare(self, now: float) -> tuple[FrameT | None, float]:
+        """The next frame, computed, and the due time of the newest frame looked at
+        (None: no frame to send this time, e.g. a run of frames the scene drops)."""
+        raise NotImplementedError
+
+    def hand_out(self, frame: FrameT) -> ItemT:
+        """``frame`` leaves the server (its truth line, its counts): what is sent of it."""
+        raise NotImplementedError
+
+    def send_released(self, items: list[ItemT]) -> None:
+        """Sends ``items`` now, in order (what the network releases, a burst at once)."""
+        raise NotImplementedError
+
+    def send_due(self, frame: FrameT) -> None:
+        """A computed frame is due (without impairment): it leaves now."""
+        self.send_released([self.hand_out(frame)])
+
+    def serving(self) -> bool:
+        """Someone to send to; False: nothing is computed, sent or released (the network
+        keeps what it holds), and computed frames are dropped. Asked first in each pass."""
+        return True
+
+    def streaming(self) -> bool:
+        """Frames are wanted; False: none is computed and computed ones are dropped (what
+        the network holds is still sent)."""
+        return True
+
+    def finished(self) -> bool:
+        """No more frames will be computed: the thread ends once the last is sent."""
+        return False
+
+    def restart(self) -> None:
+        """Frames are wanted again after a pause (or for the first time)."""
+
+    # ------------------------------------------------------------------ the schedule
+    def frame_loop(self, stop: threading.Event, wake: threading.Event) -> None:
+        """(frame thread) Computes and sends frames until ``stop`` (or :meth:`finished`);
+        ``wake`` set: look again now (it is cleared, unless stopping)."""
+        lower_timer_slack()
+        prepared: deque[FrameT] = deque()  # computed, not due yet (without impairment)
+        ahead = -math.inf  # due time of the newest frame computed (or looked at)
+        active = False  # frames have been wanted since the last restart
+        while not stop.is_set():
+            if not self.serving():
+                prepared.clear()
+                active = False
+                self._wait(time.monotonic() + IDLE_WAIT, 0.0, stop, wake)
+                continue
+            now = time.monotonic()
+            released = self.delivery.due(now)
+            if released:
+                self.send_released(released)
+            streaming = self.streaming()
+            if not streaming:
+                prepared.clear()
+                active = False
+            elif not active:
+                active = True
+                self.restart()
+                ahead = -math.inf
+            while prepared and prepared[0].due <= now:
+                self.send_due(prepared.popleft())
+            release = self.delivery.next_time()
+            # the next send: a frame due (without impairment) or a burst the network releases
+            wake_at = min(math.inf if release is None else release, prepared[0].due if prepared else math.inf)
+            finished = self.finished()
+            more = streaming and not finished
+            compute = more and ahead < now + PREPARE_AHEAD
+            # compute the next frame now unless a send is due within the quiet time: the
+            # work would make it late; with nothing computed and nothing on the network,
+            # there is no send to protect
+            if (
+                compute
+                and len(prepared) < MAX_PREPARED
+                and (wake_at - now > self.quiet or (not prepared and release is None))
+            ):
+                frame, ahead = self.prepare(now)
+                if frame is None:
+                    continue
+                if self.held:
+                    # the network takes it at its due time, not when it was computed
+                    self.delivery.put(self.hand_out(frame), frame.due)
+                else:
+                    prepared.append(frame)
+                continue
+            if finished and not prepared and release is None:
+                return  # every frame sent (a burst still held never completes)
+            later = now + IDLE_WAIT  # when to look again for work that is not a send
+            if more and not compute:
+                later = min(later, ahead - PREPARE_AHEAD)
+            if wake_at <= later or (self.send_before_computing and prepared):
+                self._wait(wake_at, self.spin, stop, wake)
+            else:
+                self._wait(later, 0.0, stop, wake)
+
+    @staticmethod
+    def _wait(due: float, spin: float, stop: threading.Event, wake: threading.Event) -> None:
+        """Until ``due`` (polling the clock for the last ``spin`` s), or until woken."""
+        if not wait_until(due, spin, wake) and not stop.is_set():
+            wake.clear()

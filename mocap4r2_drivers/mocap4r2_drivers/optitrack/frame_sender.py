@@ -6,11 +6,11 @@ exposing on their sync clock, evenly. The stand-in's command channel stays on it
 select() loop (:class:`~.simulator.NatNetSimulator`); the frames have this thread. A
 frame sent when a loop wakes up and has computed and encoded it leaves that much late, a
 different amount each time, and every stamp measured against the frame's capture
-carries that lateness. So the thread computes and encodes each frame up to
-PREPARE_AHEAD before its due time (the server's work, which its latency covers), never
-in the last QUIET before a send unless no frame is ready, sleeps until SPIN before a
-send and polls the clock for the rest (``common.wait_until``), then sends: multicast to
-the group, or unicast to every client (``--unicast-to``).
+carries that lateness. So the thread (scheduled by
+:class:`~mocap4r2_drivers.sim_server.FrameThread`) computes and encodes each frame ahead
+of its due time (the server's work, which its latency covers), never just before a send
+unless no frame is ready, sleeps until shortly before a send and polls the clock for the
+rest, then sends: multicast to the group, or unicast to every client (``--unicast-to``).
 
 With a time impairment the network takes each frame at its due time and releases it with
 its burst (the due time of the burst's last frame plus the delay drawn for it); the
@@ -20,14 +20,11 @@ frame's stamps say it left the server when due. Pure sockets and threads, no ROS
 from __future__ import annotations
 
 import logging
-import math
 import threading
-import time
-from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..common import lower_timer_slack, wait_until
+from ..sim_server import FrameThread
 from . import protocol as nn
 from .protocol import FrameOfData, Version
 
@@ -37,24 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["CLOCK_FREQUENCY", "FrameSender", "PreparedFrame"]
 
 CLOCK_FREQUENCY = 10_000_000  # server clock ticks per second (Motive's is QueryPerformanceCounter)
-#: the last part of a wait for a send spent polling the clock, s: a sleep ends some
-#: 0.05-0.1 ms late (more on a busy machine), polling does not ...
-SPIN = 0.0003
-#: ... and at most this share of a frame period, so that polling takes at most about a
-#: tenth of a core whatever the rate
-SPIN_SHARE = 0.1
-#: no frame is computed when a send is due within this, s (computing and encoding a
-#: frame takes up to a millisecond or so on a loaded machine)
-QUIET = 0.002
-#: frames are computed up to this long before they are due, s ...
-PREPARE_AHEAD = 0.010
-#: ... and at most this many
-MAX_PREPARED = 64
 #: frames the scene drops one after the other that are looked through at once (a scene
 #: may drop every frame; the thread then waits for the last one's time)
 MAX_DROPPED_RUN = 256
-#: the thread looks for work at least this often, s
-IDLE_WAIT = 0.05
 #: a sender this far behind its clock (a stalled machine) skips ahead instead of bursting, s
 FAR_BEHIND = 0.25
 
@@ -73,8 +55,9 @@ class PreparedFrame:
     packet: bytes
 
 
-class FrameSender:
-    """The frame thread of a :class:`~.simulator.NatNetSimulator`.
+class FrameSender(FrameThread[PreparedFrame, PreparedFrame]):
+    """The frame thread of a :class:`~.simulator.NatNetSimulator` (the schedule is
+    :class:`FrameThread`'s; it ends once the last frame of ``--frames`` is sent).
 
     It shares the server's scene stream, commands (the bitstream version and the params
     bits of the next frame, read under the server's lock), server clock, network
@@ -83,69 +66,27 @@ class FrameSender:
     """
 
     def __init__(self, server: NatNetSimulator, start: float) -> None:
+        super().__init__(server.rate, server.delivery, server.impairment.delays)
         self.server = server
         self.start = start  # monotonic: frame k is due at start + k / rate
         self.period = 1.0 / server.rate
         self.latency = server.stream.scene.latency
         self.next_number = 0
-        self.finished = False  # every frame asked for (``--frames``) has been sent
+        self._finished = False  # every frame asked for (``--frames``) has been computed
 
     def run(self, halt: threading.Event) -> None:
         """(frame thread) Sends every frame at its instant until ``halt``."""
         try:
-            self._frame_clock(halt)
+            self.frame_loop(halt, halt)
         except Exception as exc:  # e.g. the truth log's disk is full: say why frames stopped
             log.error(f"the frame clock stopped: {exc!r}; no frames are sent any more")
             raise
 
-    def _frame_clock(self, halt: threading.Event) -> None:
-        lower_timer_slack()
-        delivery = self.server.delivery
-        held = self.server.impairment.delays
-        prepared: deque[PreparedFrame] = deque()  # computed, not due yet (without impairment)
-        ahead = -math.inf  # due time of the newest frame computed (or looked at)
-        spin = min(SPIN, SPIN_SHARE * self.period)
-        while not halt.is_set():
-            now = time.monotonic()
-            for frame in delivery.due(now):
-                self._send(frame)
-            while prepared and prepared[0].due <= now:
-                frame = prepared.popleft()
-                self._hand_out(frame)
-                self._send(frame)
-            release = delivery.next_time()
-            wake = min(math.inf if release is None else release, prepared[0].due if prepared else math.inf)
-            more = not self.finished
-            compute = more and ahead < now + PREPARE_AHEAD
-            # compute the next frame now unless a send is due within QUIET: the work would
-            # make it late (the interpreter runs one thread at a time); with nothing
-            # computed and nothing on the network, there is no send to protect
-            if (
-                compute
-                and len(prepared) < MAX_PREPARED
-                and (wake - now > QUIET or (not prepared and release is None))
-            ):
-                made, ahead = self._prepare(now)
-                if made is None:
-                    continue
-                if held:
-                    # the network takes it at its due time, not when it was computed
-                    self._hand_out(made)
-                    delivery.put(made, made.due)
-                else:
-                    prepared.append(made)
-                continue
-            if not more and not prepared and release is None:
-                return  # every frame of ``--frames`` sent (a burst still held never completes)
-            later = now + IDLE_WAIT  # when to look again for work that is not a send
-            if more and not compute:
-                later = min(later, ahead - PREPARE_AHEAD)
-            if wake <= later:
-                wait_until(wake, spin, halt)
-            else:
-                wait_until(later, 0.0, halt)
+    def finished(self) -> bool:
+        """Every frame asked for (``--frames``) has been computed."""
+        return self._finished
 
-    def _prepare(self, now: float) -> tuple[PreparedFrame | None, float]:
+    def prepare(self, now: float) -> tuple[PreparedFrame | None, float]:
         """The next frame, computed, stamped and encoded, and its due time; None (and
         the due time of the last frame looked at) when the scene drops MAX_DROPPED_RUN
         frames on end or every frame asked for has been computed."""
@@ -159,7 +100,7 @@ class FrameSender:
         for _ in range(MAX_DROPPED_RUN):
             due = self.start + k * self.period
             if limit and k >= limit:
-                self.finished = True
+                self._finished = True
                 return None, due
             if not scene.is_dropped(k):
                 break
@@ -186,12 +127,18 @@ class FrameSender:
         packet = nn.encode_frame(frame, version)
         return PreparedFrame(k, captured, due, frame, version, packet), due
 
-    def _hand_out(self, frame: PreparedFrame) -> None:
+    def hand_out(self, frame: PreparedFrame) -> PreparedFrame:
         """The frame leaves the server (to the network, or straight to the clients)."""
         server = self.server
         if server.truth is not None:
             server.truth.write(frame.number, server.wall_offset + frame.captured)
         server.frames_sent += 1
+        return frame
+
+    def send_released(self, items: list[PreparedFrame]) -> None:
+        """Sends frames now, one after the other."""
+        for frame in items:
+            self._send(frame)
 
     def _send(self, frame: PreparedFrame) -> None:
         server = self.server

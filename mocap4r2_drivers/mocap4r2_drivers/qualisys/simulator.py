@@ -20,11 +20,11 @@ command handling does. A frame leaves when it is due: ``latency`` after its capt
 with a time impairment, when the network releases its burst (the due time of the burst's
 last frame plus the delay drawn for it). An asyncio timer cannot do that: the loop sleeps
 in epoll, whose timeout has 1 ms steps, so a frame would leave up to 1 ms late, a
-different amount each time. The thread computes and encodes each frame ahead of its due
-time (the server's work, which its latency covers), never in the last QUIET before a
-frame or burst is due unless no frame is ready, sleeps until SPIN before a send and polls
-the clock for the rest, then writes to the clients' sockets itself
-(:class:`StreamSession`).
+different amount each time. The thread (scheduled by
+:class:`~mocap4r2_drivers.sim_server.FrameThread`) computes and encodes each frame ahead
+of its due time (the server's work, which its latency covers), never just before a frame
+or burst is due unless no frame is ready, sleeps until shortly before a send and polls the
+clock for the rest, then writes to the clients' sockets itself (:class:`StreamSession`).
 """
 
 from __future__ import annotations
@@ -32,15 +32,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 import sys
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 
-from ..common import lower_timer_slack, wait_until
 from ..impairment import (
     Delivery,
     ServerClock,
@@ -50,7 +47,14 @@ from ..impairment import (
     from_arguments,
     wall_clock_offset,
 )
-from ..sim_server import FramePacer, add_scene_arguments, load_scene, peer_name, run_until_signalled
+from ..sim_server import (
+    FramePacer,
+    FrameThread,
+    add_scene_arguments,
+    load_scene,
+    peer_name,
+    run_until_signalled,
+)
 from ..simulated.scene import Scene, SceneError
 from . import protocol as qp
 from .commands import QtmCommands, Session, StreamRequest
@@ -74,21 +78,6 @@ MAX_SEND_BUFFER = 4 * 1024 * 1024  # a slower client loses frames beyond this ba
 #: writes of the frame thread waiting for the loop to take them (a socket that was full);
 #: beyond this many a client loses frames, as beyond MAX_SEND_BUFFER
 MAX_HANDED_OVER = 256
-#: the last part of a wait for a frame spent polling the clock, s: a sleep ends some
-#: 0.05-0.1 ms late (more on a busy machine), polling does not ...
-SPIN = 0.0003
-#: ... and at most this share of a frame period, so that polling takes at most about a
-#: tenth of a core whatever the rate (at 2 kHz, 0.05 ms a frame)
-SPIN_SHARE = 0.1
-#: no frame is computed when a frame or burst is due within this, s (computing a frame
-#: of the scene's next batch takes about 1 ms on a loaded machine)
-QUIET = 0.002
-#: frames are computed up to this long before they are due, s ...
-PREPARE_AHEAD = 0.010
-#: ... and at most this many
-MAX_PREPARED = 64
-#: the frame thread looks at the streaming flag at least this often, s
-IDLE_WAIT = 0.05
 #: frames the scene drops one after the other that the frame thread looks through at once
 #: (a scene may drop every frame; the thread then waits for the last one's time)
 MAX_DROPPED_RUN = 256
@@ -313,9 +302,10 @@ class QtmSimulator:
         self._wake.set()
 
 
-class FrameSender:
+class FrameSender(FrameThread[PreparedFrame, list[tuple[StreamSession, bytes]]]):
     """The frame thread of a :class:`QtmSimulator`: computes every frame ahead of its due
-    time and sends it to every streaming client at its instant.
+    time and sends it to every streaming client at its instant (the schedule is
+    :class:`FrameThread`'s; the network carries a frame's packets to its clients).
 
     It shares the simulator's sessions, pacer, server clock, network (``delivery``),
     truth log and events (``_streaming``: some client streams; ``_wake``: re-plan now;
@@ -326,12 +316,12 @@ class FrameSender:
     """
 
     def __init__(self, simulator: QtmSimulator) -> None:
+        super().__init__(simulator.scene.rate, simulator.delivery, simulator.impairment.delays)
         self.scene = simulator.scene
         self.sessions = simulator.sessions  # the simulator's list: clients come and go on the loop
         self.pacer = simulator.pacer
         self.impairment = simulator.impairment
         self.clock = simulator.clock
-        self.delivery = simulator.delivery
         self.truth = simulator.truth
         self.start_time = simulator.start_time
         self.log = simulator.log
@@ -346,59 +336,21 @@ class FrameSender:
         """(frame thread) Computes every frame ahead and sends it to every streaming
         client at its instant, until stop."""
         try:
-            self._frame_clock()
+            self.frame_loop(self._stopping, self._wake)
         except Exception as exc:  # e.g. the truth log's disk is full: say why frames stopped
             self.log(f"the frame clock stopped: {exc!r}; no frames are sent any more")
             raise
 
-    def _frame_clock(self) -> None:
-        lower_timer_slack()
-        held = self.impairment.delays
-        prepared: deque[PreparedFrame] = deque()  # computed, not due yet (without impairment)
-        ahead = -math.inf  # due time of the newest frame computed
-        streaming = False
-        while not self._stopping.is_set():
-            now = time.monotonic()
-            self._release(now)
-            if not self._streaming.is_set():
-                prepared.clear()
-                streaming = False
-            elif not streaming:
-                streaming = True
-                self.pacer.restart()  # nobody was served: start at the newest frame
-                ahead = -math.inf
-            while prepared and prepared[0].due <= now:
-                self._write(self._hand_out(prepared.popleft()))
-            release = self.delivery.next_time()
-            # the next send: a frame due (without impairment) or a burst the network releases
-            wake = min(math.inf if release is None else release, prepared[0].due if prepared else math.inf)
-            compute = streaming and ahead < now + PREPARE_AHEAD
-            # compute the next frame now unless a send is due within QUIET: the work would
-            # make it late (the interpreter runs one thread at a time); with nothing
-            # computed and nothing on the network, there is no send to protect
-            if (
-                compute
-                and len(prepared) < MAX_PREPARED
-                and (wake - now > QUIET or (not prepared and release is None))
-            ):
-                frame, ahead = self._prepare(now)
-                if frame is None:
-                    continue
-                if held:
-                    # the network holds it from its due time, not from when it was computed
-                    self.delivery.put(self._hand_out(frame), frame.due)
-                else:
-                    prepared.append(frame)
-                continue
-            later = now + IDLE_WAIT  # when to look again for work that is not a send
-            if streaming and not compute:
-                later = min(later, ahead - PREPARE_AHEAD)
-            if wake <= later:
-                self._wait_until(wake, spin=True)
-            else:
-                self._wait_until(later, spin=False)
+    # ------------------------------------------------------------------ FrameThread's hooks
+    def streaming(self) -> bool:
+        """Some client streams (the loop sets and clears it)."""
+        return self._streaming.is_set()
 
-    def _prepare(self, now: float) -> tuple[PreparedFrame | None, float]:
+    def restart(self) -> None:
+        """Nobody was served: start at the newest frame."""
+        self.pacer.restart()
+
+    def prepare(self, now: float) -> tuple[PreparedFrame | None, float]:
         """The next frame to send, computed and encoded for the components clients
         stream, and its due time; None (and the due time of the last frame looked at)
         when the scene drops MAX_DROPPED_RUN frames on end."""
@@ -422,7 +374,7 @@ class FrameSender:
         due = captured + frame.latency
         return PreparedFrame(k, captured, due, timestamp, packets), due
 
-    def _hand_out(self, frame: PreparedFrame) -> list[tuple[StreamSession, bytes]]:
+    def hand_out(self, frame: PreparedFrame) -> list[tuple[StreamSession, bytes]]:
         """Which client gets which packet of ``frame`` (each client's rate, its backlog)."""
         k = frame.number
         rate = self.scene.rate
@@ -445,13 +397,12 @@ class FrameSender:
             session.frames_sent += 1
         return out
 
-    def _release(self, now: float) -> None:
-        """Sends the frames the network releases by ``now``: a burst in one write per client."""
-        released = self.delivery.due(now)
-        if len(released) == 1:
-            self._write(released[0])
-        elif released:
-            self._write([pair for frame in released for pair in frame])
+    def send_released(self, items: list[list[tuple[StreamSession, bytes]]]) -> None:
+        """Sends frames' packets now: a burst the network releases in one write per client."""
+        if len(items) == 1:
+            self._write(items[0])
+        else:
+            self._write([pair for frame in items for pair in frame])
 
     @staticmethod
     def _write(packets: list[tuple[StreamSession, bytes]]) -> None:
@@ -460,14 +411,6 @@ class FrameSender:
             by_client.setdefault(id(session), (session, []))[1].append(packet)
         for session, parts in by_client.values():
             session.send_frames(parts[0] if len(parts) == 1 else b"".join(parts), len(parts))
-
-    def _wait_until(self, due: float, spin: bool) -> None:
-        """Sleeps until ``due``; with ``spin``, polls the clock for the last SPIN (at most
-        SPIN_SHARE of a frame period; common.wait_until). Returns early when woken
-        (streaming changed, stop)."""
-        margin = min(SPIN, SPIN_SHARE / self.scene.rate) if spin else 0.0
-        if not wait_until(due, margin, self._wake) and not self._stopping.is_set():
-            self._wake.clear()
 
 
 # ====================================================================== command line

@@ -6,12 +6,13 @@ that instant.
 An asyncio timer cannot send at the instant: the loop wakes when the scheduler lets it
 and then runs whatever callbacks are ready, so a frame left 0.1-0.2 ms after its instant
 at the median and milliseconds after it on a busy machine, all of it in a latency
-measured from the message time. The thread computes and encodes each frame ahead of its
-instant (the server's work, which its latency covers), never within the quiet time before
-a send, sleeps until shortly before the instant and polls the clock for the rest
-(:func:`~mocap4r2_drivers.common.wait_until`), then writes to the clients' sockets
-itself: an instant's reports in as few datagrams as fit (vrpn_Connection packs a
-mainloop's messages and sends them once per mainloop), or in one TCP write.
+measured from the message time. The thread (scheduled by
+:class:`~mocap4r2_drivers.sim_server.FrameThread`) computes and encodes each frame ahead of
+its instant (the server's work, which its latency covers), never within the quiet time
+before a send, sleeps until shortly before the instant and polls the clock for the rest,
+then writes to the clients' sockets itself: an instant's reports in as few datagrams as
+fit (vrpn_Connection packs a mainloop's messages and sends them once per mainloop), or in
+one TCP write.
 
 With a time impairment that delays (``--jitter-ms``, ``--burst``) the network takes each
 frame at its due time and releases it with its burst (the due time of the burst's last
@@ -23,18 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import socket
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..common import lower_timer_slack, wait_until
+from ..sim_server import QUIET, FrameThread
 from . import protocol as vp
 
 if TYPE_CHECKING:
@@ -47,21 +46,9 @@ LATENESS_KEPT = 1 << 16  # frames whose send lateness the summary at stop covers
 #: writes of the frame thread waiting for the loop to take them (a TCP socket that was
 #: full); beyond this many a client loses reports, as beyond MAX_SEND_BUFFER
 MAX_HANDED_OVER = 256
-#: the last part of a wait for a frame's instant spent polling the clock, s: a sleep ends
-#: some 0.05-0.1 ms late (more on a busy machine), polling does not ...
-SPIN = 0.0003
-#: ... and at most this share of a frame period, so that polling takes at most about a
-#: tenth of a core whatever the rate (at 1 kHz, 0.1 ms a frame)
-SPIN_SHARE = 0.1
-#: no frame is computed when one is due within this, s, nor within half a period (the
-#: interpreter runs one thread at a time: the work would make that frame late)
-QUIET = 0.002
-#: frames are computed up to this long before their instant, s ...
-PREPARE_AHEAD = 0.010
-#: ... and at most this many
-MAX_PREPARED = 64
-#: the frame thread looks at the clients at least this often, s
-IDLE_WAIT = 0.05
+#: no frame is computed within this share of a period before a send (sim_server.QUIET
+#: at most): the interpreter runs one thread at a time, the work would make that send late
+QUIET_SHARE = 0.5
 
 
 @dataclass
@@ -194,95 +181,71 @@ class PreparedFrame:
     datagrams: list[bytes]  # the messages packed into datagrams (UDP)
 
 
-class FrameSender:
+class FrameSender(FrameThread[PreparedFrame, PreparedFrame]):
     """The frame thread of a :class:`VrpnSimulator`: computes every frame ahead of its
-    instant and sends it to every client at that instant.
+    instant and sends it to every client at that instant, while some client is connected
+    (the schedule is :class:`FrameThread`'s).
 
     It reads the simulator's ``receivers`` (a tuple the loop replaces when a client
     comes or goes, so the thread never sees a list change under it), its pacer, and its
     events (``_wake``: look again; ``_stopping``); it alone writes the lateness record,
     which the loop reads at stop after the thread ended."""
 
+    #: between a frame computed and its send, nothing else is computed
+    send_before_computing = True
+
     def __init__(self, simulator: VrpnSimulator) -> None:
+        rate = simulator.scene.rate
+        super().__init__(
+            rate, simulator.delivery, simulator.impairment.delays, min(QUIET, QUIET_SHARE / rate)
+        )
         self.simulator = simulator
-        self.rate = simulator.scene.rate
         self.pacer = simulator.pacer
         self.lateness = simulator.lateness
         self._wake = simulator._wake
         self._stopping = simulator._stopping
-        self.quiet = min(QUIET, 0.5 / self.rate)
-        self.spin = min(SPIN, SPIN_SHARE / self.rate)
+        self._receivers: tuple[Session, ...] = ()  # this pass's: read once, in serving()
 
     def run(self) -> None:
         """(frame thread) Sends every frame at its instant while some client is connected, until stop."""
         try:
-            self._frame_clock()
+            self.frame_loop(self._stopping, self._wake)
         except Exception as exc:  # say why reports stopped
             self.simulator.log(f"the frame clock stopped: {exc!r}; no reports are sent any more")
             raise
 
-    def _frame_clock(self) -> None:
-        lower_timer_slack()
-        simulator = self.simulator
-        delivery = simulator.delivery
-        held = simulator.impairment.delays
-        prepared: deque[PreparedFrame] = deque()  # computed, not due yet (without impairment)
-        ahead = -math.inf  # due time of the newest frame computed
-        serving = False
-        while not self._stopping.is_set():
-            receivers = simulator.receivers
-            if not receivers:
-                prepared.clear()
-                serving = False
-                self._wait(time.monotonic() + IDLE_WAIT, 0.0)
-                continue
-            if not serving:
-                serving = True
-                self.pacer.restart()  # nobody was served: start at the newest frame
-                ahead = -math.inf
-            now = time.monotonic()
-            for frame in delivery.due(now):  # what the network releases, a burst in order
-                for session in receivers:
-                    session.send_reports(frame)
-            while prepared and prepared[0].due <= now:
-                frame = prepared.popleft()
-                # when its first byte leaves (a loopback send also runs the receiver's side)
-                self.lateness.add(frame.number, time.monotonic() - frame.due)
-                simulator.hand_out(frame)
-                for session in receivers:
-                    session.send_reports(frame)
-            release = delivery.next_time()
-            # the next send: a frame due (without impairment) or a burst the network releases
-            wake = min(math.inf if release is None else release, prepared[0].due if prepared else math.inf)
-            compute = ahead < now + PREPARE_AHEAD and len(prepared) < MAX_PREPARED
-            # compute the next frame now unless a send is due within the quiet time
-            if compute and (wake - now > self.quiet or (not prepared and release is None)):
-                frame, ahead = self._prepare(now)
-                if held:
-                    # the network takes it at its due time, not when it was computed
-                    simulator.hand_out(frame)
-                    delivery.put(frame, frame.due)
-                else:
-                    prepared.append(frame)
-                continue
-            later = min(ahead - PREPARE_AHEAD, now + IDLE_WAIT)  # the next frame to compute
-            # a send first when one is waiting: a computed frame, or a release sooner than the
-            # next computation or holding it back (it is within the quiet time)
-            if prepared or (release is not None and (release <= later or compute)):
-                self._wait(wake, self.spin)
-            else:
-                self._wait(later, 0.0)
+    # ------------------------------------------------------------------ FrameThread's hooks
+    def serving(self) -> bool:
+        """Some client is connected; the clients this pass sends to are taken here, once."""
+        self._receivers = self.simulator.receivers
+        return bool(self._receivers)
 
-    def _prepare(self, now: float) -> tuple[PreparedFrame, float]:
+    def restart(self) -> None:
+        """Nobody was served: start at the newest frame."""
+        self.pacer.restart()
+
+    def prepare(self, now: float) -> tuple[PreparedFrame, float]:
         """The next frame to send (one the scene drops has no reports, but keeps its
         place in time) and its due time."""
         frame = self.simulator.prepare(self.pacer.take(now))  # the next, or a skip ahead when too late
         return frame, frame.due
 
-    def _wait(self, due: float, spin: float) -> None:
-        """Until ``due`` (polling the clock for the last ``spin`` s), or until woken."""
-        if not wait_until(due, spin, self._wake) and not self._stopping.is_set():
-            self._wake.clear()
+    def hand_out(self, frame: PreparedFrame) -> PreparedFrame:
+        """``frame`` leaves the server (its truth line)."""
+        self.simulator.hand_out(frame)
+        return frame
+
+    def send_due(self, frame: PreparedFrame) -> None:
+        """A computed frame at its instant: how late it left is recorded first."""
+        # when its first byte leaves (a loopback send also runs the receiver's side)
+        self.lateness.add(frame.number, time.monotonic() - frame.due)
+        super().send_due(frame)
+
+    def send_released(self, items: list[PreparedFrame]) -> None:
+        """Each frame's reports to every client, in order."""
+        for frame in items:
+            for session in self._receivers:
+                session.send_reports(frame)
 
 
 class Lateness:
