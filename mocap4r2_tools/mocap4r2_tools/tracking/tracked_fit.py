@@ -5,9 +5,10 @@ fit over each body's assigned markers, reached by Newton steps from its last goo
 (:func:`~mocap4r2_tools.tracking.kabsch.fit_near`; with fewer than 3 markers, the prior
 orientation and a translation); then refinement: a marker far off the fit (a ghost that
 won the assignment) is dropped, and free markers the fitted pose explains join; then the
-fit is accepted only if it has enough markers, its RMS residual is within ``max_residual`` and the motion since
-the last good pose is within the dynamics. Accepted fits update the bodies' motion state;
-the markers of a refused fit are left free for the re-acquisition.
+fit is accepted only if it has enough markers, its RMS residual is within
+``max_residual`` and the motion since the last good pose is within the dynamics. Accepted
+fits update the bodies' motion state; the markers of a refused fit are left free for the
+re-acquisition.
 """
 
 from __future__ import annotations
