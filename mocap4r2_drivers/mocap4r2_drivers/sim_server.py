@@ -2,19 +2,24 @@
 
 The scene their command lines name, the real-time pacing of its frames (a server that
 falls behind skips ahead instead of sending a growing backlog, as the real servers do),
-a connected peer's name, running until SIGINT/SIGTERM, and the schedule of their frame
-threads (:class:`FrameThread`).
+a connected peer's name, running until SIGINT/SIGTERM, the schedule of their frame
+threads (:class:`FrameThread`) and how a frame thread writes to a client's TCP
+connection, which the asyncio loop writes to too (:class:`ThreadedStreamWriter`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import enum
 import math
+import os
 import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from mocap4r2_control.stop_signals import stop_noted
@@ -33,6 +38,8 @@ __all__ = [
     "SPIN_SHARE",
     "FramePacer",
     "FrameThread",
+    "ThreadWrite",
+    "ThreadedStreamWriter",
     "add_scene_arguments",
     "load_scene",
     "seed_value",
@@ -298,3 +305,117 @@ class FrameThread(Generic[FrameT, ItemT]):
         """Until ``due`` (polling the clock for the last ``spin`` s), or until woken."""
         if not wait_until(due, spin, wake) and not stop.is_set():
             wake.clear()
+
+
+class ThreadWrite(enum.Enum):
+    """What became of a frame thread's write (:meth:`ThreadedStreamWriter.write_from_thread`)."""
+
+    WRITTEN = "written"  # to the socket, or handed to the loop behind what it holds
+    FULL = "full"  # the client's backlog is at its budget: nothing written
+    GONE = "gone"  # the connection is closing or reset, or the loop is closed: nothing written
+
+
+class ThreadedStreamWriter:
+    """A client's asyncio TCP connection that two threads write to: the loop (answers,
+    descriptions) and a frame thread (frames, at their instant, without waiting for the
+    loop to wake). The bytes go out in the order they were written, never interleaved.
+
+    The frame thread writes to the transport's socket itself (non-blocking) while the
+    transport holds no bytes; otherwise it hands its bytes to the loop
+    (``call_soon_threadsafe``), and everything written after them, from either thread,
+    follows the same way until the loop has taken them. A client further behind than
+    ``max_send_buffer`` bytes in the transport or MAX_HANDED_OVER pending hand-overs
+    loses the frame thread's writes.
+
+    One lock, :attr:`lock`, serialises the two threads: :meth:`write_from_loop` and the
+    loop's callback that writes what was handed over take it; the frame thread's
+    methods and :meth:`close` are called holding it, so that a session that also sends
+    by UDP and closes both can hold it around all of that. ``closed`` says whether the
+    session is closed: a closed session writes nothing."""
+
+    #: bytes the transport may hold for a client before the frame thread's writes are lost
+    MAX_SEND_BUFFER = 4 * 1024 * 1024
+    #: writes of the frame thread waiting for the loop to take them (a socket that was
+    #: full); beyond this many a client loses the frame thread's writes, as beyond MAX_SEND_BUFFER
+    MAX_HANDED_OVER = 256
+
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        loop: asyncio.AbstractEventLoop | None,
+        closed: Callable[[], bool],
+        max_send_buffer: int = MAX_SEND_BUFFER,
+    ) -> None:
+        self.writer = writer
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.max_send_buffer = max_send_buffer
+        self._closed = closed
+        self._handed_over = 0  # writes handed to the loop and not yet taken by it
+
+    def write_from_loop(self, data: bytes) -> None:
+        """(loop thread) Write ``data`` after everything written before."""
+        with self.lock:
+            if self._closed():
+                return
+            if self._handed_over and self.loop is not None:
+                self._handed_over += 1
+                self.loop.call_soon(self._write_handed_over, data)  # behind those handed over
+            else:
+                self.writer.write(data)
+
+    def write_from_thread(self, data: bytes) -> ThreadWrite:
+        """(frame thread, holding :attr:`lock`) Write ``data`` now, or hand it to the loop
+        behind what it holds; nothing when the backlog is full or the connection is gone."""
+        outcome, rest = self.write_now(data)
+        if rest:
+            return ThreadWrite.WRITTEN if self.hand_over(rest) else ThreadWrite.GONE
+        return outcome
+
+    def write_now(self, data: bytes) -> tuple[ThreadWrite, bytes]:
+        """(frame thread, holding :attr:`lock`) The first step of :meth:`write_from_thread`:
+        what it wrote to the socket, and the bytes that must still be handed to the loop
+        (:meth:`hand_over`), all of ``data`` when the transport holds bytes or some were
+        handed over before."""
+        transport = self.writer.transport
+        if self._closed() or self.loop is None or transport.is_closing():
+            return ThreadWrite.GONE, b""
+        buffered = transport.get_write_buffer_size()
+        if buffered > self.max_send_buffer or self._handed_over >= self.MAX_HANDED_OVER:
+            return ThreadWrite.FULL, b""
+        if buffered or self._handed_over:
+            return ThreadWrite.WRITTEN, data
+        fd = transport.get_extra_info("socket").fileno()  # -1 once closed
+        if fd < 0:
+            return ThreadWrite.GONE, b""
+        try:
+            # the transport's own socket, non-blocking; the loop writes to it only through
+            # the lock, and only while the transport holds no bytes
+            written = os.write(fd, data)
+        except (BlockingIOError, InterruptedError):
+            written = 0
+        except OSError:
+            return ThreadWrite.GONE, b""  # reset or closed: the loop's reader sees it and drops the session
+        return ThreadWrite.WRITTEN, data[written:]
+
+    def hand_over(self, data: bytes) -> bool:
+        """(frame thread, holding :attr:`lock`) ``data`` for the loop to write, behind what
+        it holds; False when the loop is closed (the server is stopping)."""
+        assert self.loop is not None
+        try:
+            self.loop.call_soon_threadsafe(self._write_handed_over, data)
+        except RuntimeError:  # the loop is closed: the server is stopping
+            return False
+        self._handed_over += 1
+        return True
+
+    def close(self) -> None:
+        """(loop thread, holding :attr:`lock`) Close the connection."""
+        with contextlib.suppress(Exception):  # already closed
+            self.writer.close()
+
+    def _write_handed_over(self, data: bytes) -> None:
+        with self.lock:
+            self._handed_over -= 1
+            if not self._closed():
+                self.writer.write(data)

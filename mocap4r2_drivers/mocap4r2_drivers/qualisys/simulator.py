@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import sys
 import threading
 import time
@@ -50,6 +49,8 @@ from ..impairment import (
 from ..sim_server import (
     FramePacer,
     FrameThread,
+    ThreadedStreamWriter,
+    ThreadWrite,
     add_scene_arguments,
     load_scene,
     peer_name,
@@ -74,10 +75,8 @@ __all__ = [
 ]
 
 WELCOME = "QTM RT Interface connected"
-MAX_SEND_BUFFER = 4 * 1024 * 1024  # a slower client loses frames beyond this backlog
-#: writes of the frame thread waiting for the loop to take them (a socket that was full);
-#: beyond this many a client loses frames, as beyond MAX_SEND_BUFFER
-MAX_HANDED_OVER = 256
+#: a slower client loses frames beyond this backlog (read when a session starts, and per frame)
+MAX_SEND_BUFFER = ThreadedStreamWriter.MAX_SEND_BUFFER
 #: frames the scene drops one after the other that the frame thread looks through at once
 #: (a scene may drop every frame; the thread then waits for the last one's time)
 MAX_DROPPED_RUN = 256
@@ -89,72 +88,34 @@ class StreamSession(Session):
     frame thread (frames, at their instant). Every write goes through one lock and the
     bytes go out in the order they were written.
 
-    The frame thread writes to the socket itself when nothing is waiting to be written
-    before it; otherwise (the client's socket was full, the transport holds bytes) it
-    hands the packet to the loop, and everything written after it follows the same way
-    until the loop has taken it. A client that falls further behind loses frames."""
+    The frame thread writes through a :class:`ThreadedStreamWriter`: to the socket
+    itself when nothing is waiting to be written before it, otherwise handed to the
+    loop in order. A client that falls further behind loses frames."""
 
     loop: asyncio.AbstractEventLoop | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    _handed_over: int = 0  # writes handed to the loop and not yet taken by it
+    tcp: ThreadedStreamWriter = field(init=False, repr=False, compare=False)  # its lock is the session's lock
 
-    def send(self, data: bytes) -> None:
-        """(loop thread) Write ``data`` after everything written before."""
-        with self._lock:
-            if self.closed:
-                return
-            if self._handed_over and self.loop is not None:
-                self._handed_over += 1
-                self.loop.call_soon(self._write_handed_over, data)  # behind those handed over
-            else:
-                self.writer.write(data)
+    def __post_init__(self) -> None:
+        self.tcp = ThreadedStreamWriter(
+            self.writer, self.loop, lambda: self.closed, max_send_buffer=MAX_SEND_BUFFER
+        )
 
     def backlog(self) -> int:
         """Bytes the transport holds for the socket (the length of the loop's buffer, read whole)."""
         return self.writer.transport.get_write_buffer_size()
 
+    def send(self, data: bytes) -> None:
+        """(loop thread) Write ``data`` after everything written before."""
+        self.tcp.write_from_loop(data)
+
     def send_frames(self, data: bytes, frames: int) -> bool:
         """(frame thread) Write the packets of ``frames`` frames now; False (counted as
         skipped) when the client's backlog is full or the connection is gone."""
-        with self._lock:
-            transport = self.writer.transport
-            if self.closed or self.loop is None or transport.is_closing():
-                return False
-            buffered = transport.get_write_buffer_size()
-            if buffered > MAX_SEND_BUFFER or self._handed_over >= MAX_HANDED_OVER:
+        with self.tcp.lock:
+            outcome = self.tcp.write_from_thread(data)
+            if outcome is ThreadWrite.FULL:
                 self.frames_skipped += frames
-                return False
-            if buffered or self._handed_over:
-                return self._hand_over(data)
-            fd = transport.get_extra_info("socket").fileno()  # -1 once closed
-            if fd < 0:
-                return False
-            try:
-                # the transport's own socket, non-blocking; the loop writes to it only
-                # through this lock, and only while the transport holds no bytes
-                written = os.write(fd, data)
-            except (BlockingIOError, InterruptedError):
-                written = 0
-            except OSError:
-                return False  # reset or closed: the loop's reader sees it and drops the session
-            if written < len(data):
-                return self._hand_over(data[written:])
-            return True
-
-    def _hand_over(self, data: bytes) -> bool:
-        assert self.loop is not None
-        try:
-            self.loop.call_soon_threadsafe(self._write_handed_over, data)
-        except RuntimeError:  # the loop is closed: the server is stopping
-            return False
-        self._handed_over += 1
-        return True
-
-    def _write_handed_over(self, data: bytes) -> None:
-        with self._lock:
-            self._handed_over -= 1
-            if not self.closed:
-                self.writer.write(data)
+            return outcome is ThreadWrite.WRITTEN
 
 
 @dataclass

@@ -23,17 +23,14 @@ measured.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import socket
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..sim_server import QUIET, FrameThread
+from ..sim_server import QUIET, FrameThread, ThreadedStreamWriter, ThreadWrite
 from . import protocol as vp
 
 if TYPE_CHECKING:
@@ -41,11 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FrameSender", "Lateness", "PreparedFrame", "Session", "datagrams"]
 
-MAX_SEND_BUFFER = 4 * 1024 * 1024
+#: bytes a client's TCP connection may hold before it loses reports (read when a session starts)
+MAX_SEND_BUFFER = ThreadedStreamWriter.MAX_SEND_BUFFER
 LATENESS_KEPT = 1 << 16  # frames whose send lateness the summary at stop covers
-#: writes of the frame thread waiting for the loop to take them (a TCP socket that was
-#: full); beyond this many a client loses reports, as beyond MAX_SEND_BUFFER
-MAX_HANDED_OVER = 256
 #: no frame is computed within this share of a period before a send (sim_server.QUIET
 #: at most): the interpreter runs one thread at a time, the work would make that send late
 QUIET_SHARE = 0.5
@@ -60,9 +55,8 @@ class Session:
     go by UDP once the client described a UDP port, through a socket of the session's
     own connected to that port (vrpn_Connection opens one per client, so the
     reports' source port is not the server's); by TCP before that and for clients
-    that describe none. The frame thread writes to the TCP socket itself when nothing
-    is waiting to be written before it; otherwise it hands the bytes to the loop, and
-    everything written after them follows the same way until the loop has taken them."""
+    that describe none, through a :class:`ThreadedStreamWriter` sharing the session's
+    lock (a frame's reports go by UDP or by TCP, whichever the session has at that moment)."""
 
     writer: asyncio.StreamWriter
     peer: str
@@ -73,19 +67,16 @@ class Session:
     reports_sent: int = 0
     reports_skipped: int = 0
     closed: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    _handed_over: int = 0  # writes handed to the loop and not yet taken by it
+    tcp: ThreadedStreamWriter = field(init=False, repr=False, compare=False)  # its lock is the session's lock
+
+    def __post_init__(self) -> None:
+        self.tcp = ThreadedStreamWriter(
+            self.writer, self.loop, lambda: self.closed, max_send_buffer=MAX_SEND_BUFFER
+        )
 
     def send(self, data: bytes) -> None:
         """(loop thread) Write ``data`` on TCP after everything written before."""
-        with self._lock:
-            if self.closed:
-                return
-            if self._handed_over and self.loop is not None:
-                self._handed_over += 1
-                self.loop.call_soon(self._write_handed_over, data)  # behind those handed over
-            else:
-                self.writer.write(data)
+        self.tcp.write_from_loop(data)
 
     def send_by_udp(self, target: tuple[str, int]) -> None:
         """(loop thread) Send reports to ``target`` by UDP from now on; OSError if no socket can."""
@@ -96,7 +87,7 @@ class Session:
         except OSError:
             udp.close()
             raise
-        with self._lock:
+        with self.tcp.lock:
             old, self.udp = self.udp, udp
             if self.closed:
                 old, self.udp = udp, None
@@ -105,11 +96,10 @@ class Session:
 
     def close(self) -> None:
         """(loop thread) No more writes: the sockets are closed."""
-        with self._lock:
+        with self.tcp.lock:
             self.closed = True
             udp, self.udp = self.udp, None
-            with contextlib.suppress(Exception):  # already closed
-                self.writer.close()
+            self.tcp.close()
         if udp is not None:
             udp.close()
 
@@ -117,7 +107,7 @@ class Session:
         """(frame thread) The reports of ``frame`` now: by UDP, its datagrams (one the
         socket cannot take is lost, as on a network); by TCP, in one write, unless the
         client's backlog is full (the reports are skipped)."""
-        with self._lock:
+        with self.tcp.lock:
             if self.closed:
                 return
             if self.udp is not None:
@@ -133,41 +123,12 @@ class Session:
             self.reports_sent += frame.reports
 
     def _write_tcp(self, data: bytes) -> bool:
-        transport = self.writer.transport
-        if self.loop is None or transport.is_closing():
-            return False
-        buffered = transport.get_write_buffer_size()
-        if buffered > MAX_SEND_BUFFER or self._handed_over >= MAX_HANDED_OVER:
-            return False
-        if buffered or self._handed_over:
-            return self._hand_over(data)
-        fd = transport.get_extra_info("socket").fileno()  # -1 once closed
-        if fd < 0:
-            return False
-        try:
-            # the transport's own socket, non-blocking; the loop writes to it only through
-            # this lock, and only while the transport holds no bytes
-            written = os.write(fd, data)
-        except (BlockingIOError, InterruptedError):
-            written = 0
-        except OSError:
-            return False  # reset or closed: the loop's reader sees it and drops the session
-        return written == len(data) or self._hand_over(data[written:])
+        outcome, rest = self.tcp.write_now(data)
+        return outcome is ThreadWrite.WRITTEN and (not rest or self._hand_over(rest))
 
     def _hand_over(self, data: bytes) -> bool:
-        assert self.loop is not None
-        try:
-            self.loop.call_soon_threadsafe(self._write_handed_over, data)
-        except RuntimeError:  # the loop is closed: the server is stopping
-            return False
-        self._handed_over += 1
-        return True
-
-    def _write_handed_over(self, data: bytes) -> None:
-        with self._lock:
-            self._handed_over -= 1
-            if not self.closed:
-                self.writer.write(data)
+        """The bytes the socket did not take, for the loop to write behind what it holds."""
+        return self.tcp.hand_over(data)
 
 
 @dataclass(frozen=True)
