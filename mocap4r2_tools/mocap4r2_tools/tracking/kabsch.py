@@ -162,6 +162,20 @@ class BatchFit(NamedTuple):
     full: BoolArray  # (B,) rotation fitted from 3+ non-collinear markers (else prior-based)
 
 
+def _centred(
+    weights: FloatArray, local: FloatArray, observed: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """What both fits start from, per body: the weighted marker count and its inverse
+    (1 for none), the weighted centroids of the layout and of the observed markers, and the layout about its
+    centroid with the weights applied (the left factor of the cross-covariance)."""
+    count = weights.sum(axis=1)
+    inv = 1.0 / np.maximum(count, 1.0)
+    w_row = weights[:, None, :]
+    c_local = np.matmul(w_row, local)[:, 0] * inv[:, None]
+    c_obs = np.matmul(w_row, observed)[:, 0] * inv[:, None]
+    return count, inv, c_local, c_obs, (local - c_local[:, None]) * weights[:, :, None]
+
+
 def fit_batch(weights: FloatArray, local: FloatArray, observed: FloatArray, prior: FloatArray) -> BatchFit:
     """:func:`kabsch`, the fitted positions of every layout marker (B, L, 3) and each
     weighted marker's squared residual (B, L; 0 where weighted out), which the RMS needs
@@ -169,12 +183,7 @@ def fit_batch(weights: FloatArray, local: FloatArray, observed: FloatArray, prio
 
     Few array operations on purpose (the tracker calls it every frame for every body):
     weighted sums as products with the weights, squared lengths as einsum."""
-    count = weights.sum(axis=1)
-    inv = 1.0 / np.maximum(count, 1.0)
-    w_row = weights[:, None, :]
-    c_local = np.matmul(w_row, local)[:, 0] * inv[:, None]
-    c_obs = np.matmul(w_row, observed)[:, 0] * inv[:, None]
-    a = (local - c_local[:, None]) * weights[:, :, None]
+    count, inv, c_local, c_obs, a = _centred(weights, local, observed)
     h = np.matmul(a.transpose(0, 2, 1), observed - c_obs[:, None])  # sum over markers of a b^T
     # Horn's closed form: the best rotation's quaternion is the eigenvector of the largest
     # eigenvalue of a symmetric 4x4 matrix linear in h. It is the same optimum as Kabsch's SVD
@@ -220,12 +229,7 @@ def fit_near(
     NEWTON_STEPS, whose M is not clearly positive definite (markers nearly collinear, or a
     prior far off), or with fewer than 3 markers is fitted by :func:`fit_batch` instead, so
     the result is fit_batch's to within ~1e-8 rad."""
-    count = weights.sum(axis=1)
-    inv = 1.0 / np.maximum(count, 1.0)
-    w_row = weights[:, None, :]
-    c_local = np.matmul(w_row, local)[:, 0] * inv[:, None]
-    c_obs = np.matmul(w_row, observed)[:, 0] * inv[:, None]
-    a = (local - c_local[:, None]) * weights[:, :, None]
+    count, inv, c_local, c_obs, a = _centred(weights, local, observed)
     enough = count >= 3
     # sum of l b^T; 0 for bodies with fewer than 3 markers, whose steps are then 0
     h = (np.matmul(a.transpose(0, 2, 1), observed - c_obs[:, None]) * enough[:, None, None]).reshape(-1, 1, 9)
