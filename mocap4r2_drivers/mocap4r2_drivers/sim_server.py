@@ -367,12 +367,12 @@ class ThreadedStreamWriter:
     def write_from_thread(self, data: bytes) -> ThreadWrite:
         """(frame thread, holding :attr:`lock`) Write ``data`` now, or hand it to the loop
         behind what it holds; nothing when the backlog is full or the connection is gone."""
-        outcome, rest = self.write_now(data)
+        outcome, rest = self._write_now(data)
         if rest:
             return ThreadWrite.WRITTEN if self.hand_over(rest) else ThreadWrite.GONE
         return outcome
 
-    def write_now(self, data: bytes) -> tuple[ThreadWrite, bytes]:
+    def _write_now(self, data: bytes) -> tuple[ThreadWrite, bytes]:
         """(frame thread, holding :attr:`lock`) The first step of :meth:`write_from_thread`:
         what it wrote to the socket, and the bytes that must still be handed to the loop
         (:meth:`hand_over`), all of ``data`` when the transport holds bytes or some were

@@ -123,12 +123,7 @@ class Session:
             self.reports_sent += frame.reports
 
     def _write_tcp(self, data: bytes) -> bool:
-        outcome, rest = self.tcp.write_now(data)
-        return outcome is ThreadWrite.WRITTEN and (not rest or self._hand_over(rest))
-
-    def _hand_over(self, data: bytes) -> bool:
-        """The bytes the socket did not take, for the loop to write behind what it holds."""
-        return self.tcp.hand_over(data)
+        return self.tcp.write_from_thread(data) is ThreadWrite.WRITTEN
 
 
 @dataclass(frozen=True)

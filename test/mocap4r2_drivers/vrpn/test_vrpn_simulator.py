@@ -16,6 +16,7 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from vrpn_stand_in import frame_of, start_vrpn  # test/fixtures
 
 from mocap4r2_drivers.common import SO_TIMESTAMPNS, receive_time
 from mocap4r2_drivers.impairment import read_truth_log
+from mocap4r2_drivers.sim_server import ThreadedStreamWriter
 from mocap4r2_drivers.simulated.scene import Scene
 from mocap4r2_drivers.vrpn import protocol as vp
 from mocap4r2_drivers.vrpn import simulator_sender
@@ -51,10 +53,10 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def _arrivals(port: int, seconds: float) -> list[tuple[float, float]]:
-    """(message time, kernel receive time) of every datagram of reports read for ``seconds``."""
+def _datagrams(port: int, seconds: float) -> Iterator[tuple[list[vp.Message], float]]:
+    """(its messages, its kernel receive time) of every datagram of reports read for
+    ``seconds`` by a plain VRPN client taking reports by UDP; each holds one instant."""
     assert SO_TIMESTAMPNS is not None, "this test needs the kernel's receive stamps (Linux)"
-    out: list[tuple[float, float]] = []
     with (
         socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
         socket.create_connection(("127.0.0.1", port), timeout=5.0) as tcp,
@@ -72,8 +74,12 @@ def _arrivals(port: int, seconds: float) -> list[tuple[float, float]]:
             data, ancillary, _, _ = udp.recvmsg(vp.MAX_DATAGRAM, socket.CMSG_SPACE(16))
             messages = vp.split_datagram(data)
             assert messages and len({m.time for m in messages}) == 1, "one instant per datagram"
-            out.append((messages[0].time, receive_time(ancillary)))
-    return out
+            yield messages, receive_time(ancillary)
+
+
+def _arrivals(port: int, seconds: float) -> list[tuple[float, float]]:
+    """(message time, kernel receive time) of every datagram of reports read for ``seconds``."""
+    return [(messages[0].time, received) for messages, received in _datagrams(port, seconds)]
 
 
 def test_frames_leave_at_their_instant_not_on_a_loop_wake_up(procs, tmp_path):
@@ -164,13 +170,13 @@ def test_a_tcp_client_that_stops_reading_loses_whole_frames_in_order(in_process,
     threads never interleave their bytes), each instant complete, in time order."""
     monkeypatch.setattr(simulator_sender, "MAX_SEND_BUFFER", 64 * 1024)
     handed_over: list[int] = []
-    hand_over = simulator_sender.Session._hand_over
+    hand_over = ThreadedStreamWriter.hand_over
 
-    def counted(session: simulator_sender.Session, data: bytes) -> bool:
+    def counted(writer: ThreadedStreamWriter, data: bytes) -> bool:
         handed_over.append(len(data))
-        return hand_over(session, data)
+        return hand_over(writer, data)
 
-    monkeypatch.setattr(simulator_sender.Session, "_hand_over", counted)
+    monkeypatch.setattr(ThreadedStreamWriter, "hand_over", counted)
     bodies = 50
     simulator, port = in_process({**SCENE, "generated_bodies": {"count": bodies, "markers_per_body": 4}})
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
@@ -209,29 +215,12 @@ IMPAIRED_SCENE = {**SCENE, "rate": 250.0, "generated_bodies": {"count": 2, "mark
 def _reports(port: int, seconds: float) -> list[tuple[float, float, tuple[float, float, float]]]:
     """(message time, kernel receive time, body 0's position) of every datagram of reports
     read for ``seconds`` by a plain VRPN client taking reports by UDP."""
-    assert SO_TIMESTAMPNS is not None, "this test needs the kernel's receive stamps (Linux)"
     out: list[tuple[float, float, tuple[float, float, float]]] = []
-    with (
-        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
-        socket.create_connection(("127.0.0.1", port), timeout=5.0) as tcp,
-    ):
-        udp.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
-        udp.bind(("127.0.0.1", 0))
-        udp.settimeout(5.0)
-        tcp.sendall(vp.cookie())
-        vp.check_cookie(_read_exactly(tcp, vp.COOKIE_SIZE))
-        udp_port, payload = vp.pack_udp_description("127.0.0.1", udp.getsockname()[1])
-        tcp.sendall(vp.pack_message(udp_port, vp.UDP_DESCRIPTION, payload, 0, 0))
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            data, ancillary, _, _ = udp.recvmsg(vp.MAX_DATAGRAM, socket.CMSG_SPACE(16))
-            messages = vp.split_datagram(data)
-            assert messages and len({m.time for m in messages}) == 1, "one instant per datagram"
-            first = [m for m in messages if m.sender == 1]  # tracker 1 is body 0 (sender 0: VRPN Control)
-            if first:
-                position = tuple(vp.unpack_pos_quat(first[0].payload).position)
-                out.append((messages[0].time, receive_time(ancillary), position))  # type: ignore[arg-type]
+    for messages, received in _datagrams(port, seconds):
+        first = [m for m in messages if m.sender == 1]  # tracker 1 is body 0 (sender 0: VRPN Control)
+        if first:
+            position = tuple(vp.unpack_pos_quat(first[0].payload).position)
+            out.append((messages[0].time, received, position))  # type: ignore[arg-type]
     return out
 
 
