@@ -269,6 +269,22 @@ class SkeletonArrays:
 
 
 @dataclass(slots=True)
+class RecordedMessages:
+    """The serialized messages a recording holds for one frame (CDR, from the 4-byte
+    encapsulation header on), which a replay may attach to the frame it decoded them into.
+
+    When they are exactly what the node's encoder would write for the frame (a session
+    of this suite replayed with the parameters it was recorded with; the replay decides
+    at configure), the node publishes them as they are, with its stamp written into a
+    copy when it differs, instead of encoding the frame again
+    (:class:`~mocap4r2_control.frame_output.FrameOutput`). None: no such message."""
+
+    markers: bytes | None = None
+    rigid_bodies: bytes | None = None
+    skeletons: bytes | None = None
+
+
+@dataclass(slots=True)
 class MocapFrame:
     """One frame of a mocap system, as numpy arrays.
 
@@ -284,6 +300,10 @@ class MocapFrame:
     (:mod:`~mocap4r2_control.clock_model`) maps it to the host clock. Without it (and
     until the model has converged) the node stamps ``capture_time`` when set, else
     ``arrival - latency``.
+
+    ``recorded``: the recorded messages of this frame, set only by a replay (see
+    :class:`RecordedMessages`); the arrays are still the frame's content, checked,
+    stamped and counted as any frame's.
     """
 
     frame_number: int
@@ -293,6 +313,7 @@ class MocapFrame:
     capture_time: float | None = None
     latency: float = 0.0
     system_time: float | None = None
+    recorded: RecordedMessages | None = None
 
     def check(self) -> None:
         """Raise ValueError when the arrays are inconsistent (an adapter bug)."""

@@ -198,6 +198,11 @@ class MessageDecoder:
         self._layout: _Layout | None = None
         self.layouts_built = 0
 
+    @property
+    def frame_id(self) -> str | None:
+        """header.frame_id of the last message decoded (None before the first)."""
+        return self._layout.frame_id if self._layout is not None else None
+
     def decode(self, data: bytes) -> Decoded:
         """One message."""
         return self.decode_many(np.frombuffer(data, dtype=np.uint8), [0], [len(data)])[0]

@@ -47,12 +47,14 @@ class McapFormatError(ValueError):
 @dataclass(slots=True)
 class ChunkMessages:
     """The messages of one chunk: ``data[starts[i]:starts[i] + lengths[i]]`` is message
-    i's serialized data, of channel ``channels[i]``, in file order."""
+    i's serialized data, of channel ``channels[i]``, in file order; ``raw`` holds the
+    same bytes as ``data`` (a slice of it is a message's bytes, to publish as they are)."""
 
     data: npt.NDArray[np.uint8]
     channels: list[int]
     starts: list[int]
     lengths: list[int]
+    raw: bytes = b""
 
 
 def _string(buf: bytes | memoryview, pos: int, end: int) -> tuple[str, int]:
@@ -157,7 +159,7 @@ class McapChunks:
                     lengths.append(length - _MESSAGE_HEAD)
             elif opcode == OP_CHANNEL:
                 self._channel(view, start, pos)
-        return ChunkMessages(np.frombuffer(content, dtype=np.uint8), chans, starts, lengths)
+        return ChunkMessages(np.frombuffer(content, dtype=np.uint8), chans, starts, lengths, content)
 
 
 def fast_readable(path: Path) -> bool:

@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from mocap4r2_control.frame import AssetNames, BodyArrays, MocapFrame
+from mocap4r2_control.frame import AssetNames, BodyArrays, MocapFrame, RecordedMessages
 
 from ..common import stable_id
 from .c3d_source import C3DSource
 from .convert import MessageDecoder, ReplayDecodeError
 from .mcap_chunks import McapChunks, McapFormatError, fast_readable
-from .source import ReplayFileError, ReplaySource, SourceInfo, TimedFrame, file_signature
+from .source import RecordingShape, ReplayFileError, ReplaySource, SourceInfo, TimedFrame, file_signature
 
 __all__ = [
     "BagSource",
@@ -103,10 +103,15 @@ def _namespace(topic: str) -> str:
 
 
 class BagSource(ReplaySource):
-    """A rosbag2 bag (folder, .mcap or .db3): one system's mocap topics, or poses, or /tf."""
+    """A rosbag2 bag (folder, .mcap or .db3): one system's mocap topics, or poses, or /tf.
+
+    With ``keep_recorded`` set (mocap topics only), every frame carries the serialized
+    messages it was decoded from (``MocapFrame.recorded``), for the node to publish as
+    they are; ``recording_shape`` says what decides whether it may."""
 
     def __init__(self, path: Path, source: str) -> None:
         self.path = path
+        self._decoders: dict[str, MessageDecoder] = {}
         try:
             reader = _bag_reader(path)
             reader.open()
@@ -194,6 +199,11 @@ class BagSource(ReplaySource):
         self.info.names = AssetNames(
             rigid_bodies=tuple(body_names), markers=tuple(f.markers.names), skeletons=tuple(f.skeletons.names)
         )
+        if self.mode == "mocap":
+            frame_ids = {d.kind: d.frame_id for d in self._decoders.values()}
+            self.recording_shape = RecordingShape(
+                {kind: fid for kind, fid in frame_ids.items() if fid is not None}, len(f.bodies.markers) > 0
+            )
 
     def _tf_children(self, budget: int = 2000) -> list[str]:
         seen: dict[str, None] = {}
@@ -217,11 +227,12 @@ class BagSource(ReplaySource):
         One loop over the messages of a window (lists, not a generator per message and
         per step: this runs for every message of a replay)."""
         group: dict[str, Any] = {}
+        raws: dict[str, bytes] = {}  # the group's messages, when kept
         number = -1
         first = (0, 0)  # the stamp of the group's first message
         origin: int | None = None
         for window in self._windows():
-            for kind, sec, nanosec, frame_number, part in window:
+            for kind, sec, nanosec, frame_number, part, raw in window:
                 if group and (frame_number != number or kind in group):
                     # in integer ns: a float of today's Unix time is only good to 240 ns
                     ns = first[0] * 1_000_000_000 + first[1]
@@ -231,37 +242,44 @@ class BagSource(ReplaySource):
                     if offset > end:
                         return
                     if offset >= start:
-                        yield TimedFrame(offset, first[0], first[1], _frame(number, group))
+                        yield TimedFrame(offset, first[0], first[1], _frame(number, group, raws))
                     group = {}
+                    raws = {}
                 if not group:
                     first = (sec, nanosec)
                 number = frame_number
                 group[kind] = part
+                if raw is not None:
+                    raws[kind] = raw
         if group:
             ns = first[0] * 1_000_000_000 + first[1]
             offset = (ns - (ns if origin is None else origin)) * 1e-9
             if start <= offset <= end:
-                yield TimedFrame(offset, first[0], first[1], _frame(number, group))
+                yield TimedFrame(offset, first[0], first[1], _frame(number, group, raws))
 
-    def _windows(self) -> Iterator[list[tuple[str, int, int, int, Any]]]:
-        """(kind, sec, nanosec, frame number, arrays) of the messages in file order, in
-        lists: a window of a chunk at a time straight from an uncompressed MCAP file
-        (what the recorder writes), else one message at a time through rosbags."""
+    def _windows(self) -> Iterator[list[tuple[str, int, int, int, Any, bytes | None]]]:
+        """(kind, sec, nanosec, frame number, arrays, the message's bytes or None when
+        not kept) of the messages in file order, in lists: a window of a chunk at a time
+        straight from an uncompressed MCAP file (what the recorder writes), else one
+        message at a time through rosbags."""
         decoders = {c.topic: MessageDecoder(MOCAP_TYPES[c.msgtype]) for c in self.connections}
+        self._decoders = decoders
+        keep = self.keep_recorded
         if self.mcap_file is not None:
             try:
-                yield from _chunk_windows(self.mcap_file, decoders, self.decode_batch)
+                yield from _chunk_windows(self.mcap_file, decoders, self.decode_batch, keep)
             except McapFormatError as exc:
                 raise ReplayFileError(f"{self.mcap_file}: {exc}") from None
             return
         for conn, _, raw in self._reader.messages(connections=self.connections):
             decoder = decoders[conn.topic]
+            data = bytes(raw)
             try:
-                d = decoder.decode(bytes(raw))
+                d = decoder.decode(data)
             except ReplayDecodeError as exc:
                 raise ReplayFileError(f"{conn.topic}: {exc}") from None
             part = d.markers if d.markers is not None else d.bodies if d.bodies is not None else d.skeletons
-            yield [(decoder.kind, d.sec, d.nanosec, d.frame_number, part)]
+            yield [(decoder.kind, d.sec, d.nanosec, d.frame_number, part, data if keep else None)]
 
     def _pose_frames(self, start: float, end: float) -> Iterator[TimedFrame]:
         """PoseStamped or TF messages grouped by stamp: one frame per capture time."""
@@ -316,11 +334,11 @@ class BagSource(ReplaySource):
 
 
 def _chunk_windows(
-    path: Path, decoders: dict[str, MessageDecoder], batch: int
-) -> Iterator[list[tuple[str, int, int, int, Any]]]:
+    path: Path, decoders: dict[str, MessageDecoder], batch: int, keep: bool = False
+) -> Iterator[list[tuple[str, int, int, int, Any, bytes | None]]]:
     """The messages of an uncompressed MCAP file, ``batch`` frames' worth at a time (of
     each topic about ``batch`` messages, decoded by one decode_columns): a frame waits
-    for one window, never for a whole chunk."""
+    for one window, never for a whole chunk. ``keep``: with each message's bytes."""
     reader = McapChunks(path, set(decoders))
     for chunk in reader.chunks():
         topics = [reader.topics[c] for c in chunk.channels]
@@ -337,20 +355,33 @@ def _chunk_windows(
                     )
                 except ReplayDecodeError as exc:
                     raise ReplayFileError(f"{topic}: {exc}") from None
+                raw = chunk.raw
+                raws: Iterator[bytes | None] = (
+                    iter([raw[chunk.starts[k] : chunk.starts[k] + chunk.lengths[k]] for k in rows])
+                    if keep
+                    else itertools.repeat(None)
+                )
                 columns[topic] = zip(
-                    itertools.repeat(decoder.kind), got.secs, got.nanosecs, got.numbers, got.parts
+                    itertools.repeat(decoder.kind), got.secs, got.nanosecs, got.numbers, got.parts, raws
                 )
             yield [next(columns[topic]) for topic in in_window]
 
 
-def _frame(number: int, parts: dict[str, Any]) -> MocapFrame:
-    """One frame of the arrays of its messages, by kind (any may be missing)."""
+def _frame(number: int, parts: dict[str, Any], raws: dict[str, bytes]) -> MocapFrame:
+    """One frame of the arrays of its messages, by kind (any may be missing), with the
+    messages' bytes attached when they were kept."""
     markers, bodies, skeletons = parts.get("markers"), parts.get("rigid_bodies"), parts.get("skeletons")
     if markers is not None and bodies is not None and skeletons is not None:
-        return MocapFrame(number, markers, bodies, skeletons)
-    # a default made and then replaced would cost the empty arrays of every field
-    given = {"markers": markers, "bodies": bodies, "skeletons": skeletons}
-    return MocapFrame(number, **{k: v for k, v in given.items() if v is not None})
+        frame = MocapFrame(number, markers, bodies, skeletons)
+    else:
+        # a default made and then replaced would cost the empty arrays of every field
+        given = {"markers": markers, "bodies": bodies, "skeletons": skeletons}
+        frame = MocapFrame(number, **{k: v for k, v in given.items() if v is not None})
+    if raws:
+        frame.recorded = RecordedMessages(
+            raws.get("markers"), raws.get("rigid_bodies"), raws.get("skeletons")
+        )
+    return frame
 
 
 def _pose_body_name(topic: str) -> str:

@@ -40,6 +40,17 @@ class SourceInfo:
     details: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RecordingShape:
+    """What of a recording of mocap4r2_interfaces messages decides whether the node's
+    encoder would write them again byte for byte (frame_output.pass_through_problem):
+    the header frame_id of each recorded topic (by topic: markers, rigid_bodies,
+    skeletons) and whether the recorded rigid bodies carry their markers."""
+
+    frame_ids: dict[str, str]
+    body_markers: bool
+
+
 #: messages of a topic decoded by one numpy gather while frames are paced: enough to
 #: share its fixed cost, few enough that the thread decoding holds the interpreter briefly
 DECODE_BATCH = 16
@@ -54,6 +65,12 @@ class ReplaySource:
     path: Path
     #: how many messages of a topic a reader that batches decodes at once (see DECODE_BATCH)
     decode_batch: int = DECODE_BATCH
+    #: a recording of mocap4r2_interfaces messages: its shape (None for any other file)
+    recording_shape: RecordingShape | None = None
+    #: attach to each frame the recorded messages it was decoded from
+    #: (``MocapFrame.recorded``; the replay system sets it at configure when the node may
+    #: publish them as they are; only where recording_shape is not None)
+    keep_recorded: bool = False
 
     def frames(self, start: float = 0.0, end: float = math.inf) -> Iterator[TimedFrame]:
         raise NotImplementedError
