@@ -34,8 +34,10 @@ __all__ = [
     "MAX_PREPARED",
     "PREPARE_AHEAD",
     "QUIET",
+    "QUIET_SHARE",
     "SPIN",
     "SPIN_SHARE",
+    "STAND_IN_BATCH_SPAN",
     "FramePacer",
     "FrameThread",
     "ThreadWrite",
@@ -56,8 +58,18 @@ SPIN = 0.0003
 SPIN_SHARE = 0.1
 #: no frame is computed when a send is due within this, s (computing and encoding a frame
 #: takes up to a millisecond or so on a loaded machine, and the interpreter runs one
-#: thread at a time: the work would make that send late)
+#: thread at a time: the work would make that send late) ...
 QUIET = 0.002
+#: ... or within this share of a frame period: above 1 / (QUIET_SHARE * QUIET) Hz a fixed
+#: quiet time would be longer than the time between sends, so frames would be computed
+#: only once the queue ran dry, that is when a send was already due (at 1 kHz a third of
+#: the frames left late)
+QUIET_SHARE = 0.5
+#: a stand-in computes its scene in batches of at most this long a span of frames, s:
+#: the batch is computed between two sends, so it must take less than a frame period
+#: (at 1 kHz, the scene's default of 32 frames took 1.4 ms with 10 bodies, and the
+#: frames after it were sent up to that late; 4 frames take about 0.2 ms)
+STAND_IN_BATCH_SPAN = 0.004
 #: frames are computed up to this long before they are due, s ...
 PREPARE_AHEAD = 0.010
 #: ... and at most this many
@@ -87,11 +99,14 @@ def seed_value(text: str) -> int:
 
 
 def load_scene(path: str, seed: int, rate: float) -> Scene:
-    """The scene file (the demo scene for ""), with its seed and rate unless given (>= 0, > 0)."""
+    """The scene file (the demo scene for ""), with its seed and rate unless given (>= 0,
+    > 0), computed in batches a stand-in can fit between two sends."""
     scene = Scene.from_file(path or default_scene_path(), seed=None if seed < 0 else seed)
     if rate > 0:
         scene.config["rate"] = rate
         scene = Scene(scene.config, seed=None if seed < 0 else seed)
+    # the same frames in smaller batches (a frame does not depend on its batch)
+    scene.batch_size = max(1, min(scene.batch_size, round(scene.rate * STAND_IN_BATCH_SPAN)))
     return scene
 
 
@@ -201,7 +216,7 @@ class FrameThread(Generic[FrameT, ItemT]):
     def __init__(self, rate: float, delivery: Delivery[ItemT], held: bool, quiet: float = QUIET) -> None:
         self.delivery = delivery
         self.held = held  # the network delays frames: they go to it at their due time
-        self.quiet = quiet
+        self.quiet = min(quiet, QUIET_SHARE / rate)
         self.spin = min(SPIN, SPIN_SHARE / rate)
 
     # ------------------------------------------------------------------ what a stand-in says
