@@ -9,9 +9,11 @@ Figures:
     chunk (mcap_chunks), then with the node's encoder added, against references of the
     same run: reading the raw messages with rosbags alone, and the node's encoder alone
     on decoded frames;
-  * the replay_system node itself, publishing (what the issue's >= 20x is about), and
-    each step of its path alone in microseconds per frame (CPU time) against the budget
-    of 20x real time;
+  * the replay_system node itself, publishing (what the issue's >= 20x is about): as it
+    runs, publishing the recorded messages as they are (the session's bytes are what its
+    encoder writes), and with that turned off, encoding every frame (the path of any
+    other file or configuration); and each step of its path alone in microseconds per
+    frame (CPU time) against the budget of 20x real time;
   * at 1x, the error of each frame's hand-over time against its due time (p50, p99, max)
     and the CPU it takes, against the reference of a plain ``time.sleep`` paced loop in
     the same run.
@@ -151,13 +153,20 @@ def fast_replay(directory: Path, encode: bool = True, chunked: bool = True) -> t
 class _TimedReplay(ReplayAdapter):
     """The replay adapter noting when its first frame was handed over and when the file
     ended, so the bench waits on an event instead of polling (a polling thread takes the
-    interpreter from the reader every time it wakes)."""
+    interpreter from the reader every time it wakes); ``republish`` False makes the node
+    encode every frame (the reference)."""
 
     first = 0.0
     last = 0.0
     played_at_first = 0
     cpu_at_first = 0.0
     ended = threading.Event()
+    republish = True
+
+    def _decide_pass_through(self, source):  # type: ignore[no-untyped-def]
+        if not type(self).republish:
+            return "turned off by the bench (every frame encoded)"
+        return super()._decide_pass_through(source)
 
     def read_frame(self, timeout: float) -> MocapFrame | None:
         frame = super().read_frame(timeout)
@@ -174,11 +183,12 @@ class _TimedReplay(ReplayAdapter):
         return frame
 
 
-def node_replay(directory: Path) -> tuple[int, float, float]:
+def node_replay(directory: Path, republish: bool = True) -> tuple[int, float, float, dict[str, str]]:
     """The replay_system node itself with rate_factor 0 and the original stamps: frames
-    published (no subscriber), the seconds from the first to the last, and the process's
-    CPU seconds meanwhile. What the issue's target is about: reading, decoding, the
-    node's encoder and rclpy's publish, with its executor spinning."""
+    published (no subscriber), the seconds from the first to the last, the process's CPU
+    seconds meanwhile and the adapter's status at the end. What the issue's target is
+    about: reading, decoding, publishing the recorded messages (``republish``; else the
+    node's encoder) and rclpy's publish, with its executor spinning."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
@@ -190,6 +200,7 @@ def node_replay(directory: Path) -> tuple[int, float, float]:
     overrides = [Parameter(k, value=v) for k, v in values.items()]
     _TimedReplay.first = _TimedReplay.last = 0.0
     _TimedReplay.ended.clear()
+    _TimedReplay.republish = republish
     node = MocapSystemNode(_TimedReplay, "replay_system", namespace="/bench", parameter_overrides=overrides)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
@@ -200,18 +211,20 @@ def node_replay(directory: Path) -> tuple[int, float, float]:
         cpu = time.process_time() - _TimedReplay.cpu_at_first
         adapter = node.adapter
         played = adapter.played - _TimedReplay.played_at_first if isinstance(adapter, ReplayAdapter) else 0
+        status = adapter.status() if adapter is not None else {}
     finally:
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
         rclpy.shutdown()
         spinning.join(2.0)
-    return played, _TimedReplay.last - _TimedReplay.first, cpu
+    return played, _TimedReplay.last - _TimedReplay.first, cpu, status
 
 
 def stages(directory: Path, limit: int = 3600) -> dict[str, float]:
     """Microseconds per frame of each step of the fast replay path, one after another in
     this thread (CPU time): reading the MCAP records, reading and decoding into
-    MocapFrames, the node's FrameEncoder, and rclpy's publish of the three messages."""
+    MocapFrames (also keeping each frame's recorded messages), the frame's check, the
+    node's FrameEncoder, and rclpy's publish of the three messages (encoded, recorded)."""
     import rclpy
     from rclpy.qos import QoSProfile
 
@@ -225,10 +238,23 @@ def stages(directory: Path, limit: int = 3600) -> dict[str, float]:
     records = McapChunks(source.mcap_file, set(source.topics))
     count = sum(len(chunk.starts) for chunk in records.chunks()) // 3
     out["MCAP records walked (mcap_chunks)"] = (time.process_time() - start) / count
-    start = time.process_time()
-    frames = [timed for timed, _ in zip(source.frames(), range(limit))]
-    out["read + decode to MocapFrame (frames())"] = (time.process_time() - start) / len(frames)
+    # each frame dropped once read, as in the node (a list of thousands of frames would
+    # add the cost of fresh memory, most of all with the recorded messages kept)
+    for label, keep in (
+        ("read + decode to MocapFrame (frames())", False),
+        ("  the same, keeping the recorded messages", True),
+    ):
+        source.keep_recorded = keep
+        start = time.process_time()
+        count = sum(1 for _ in zip(source.frames(), range(limit)))
+        out[label] = (time.process_time() - start) / count
+    frames = [timed for timed, _ in zip(source.frames(), range(limit))]  # recorded messages kept
+    kept = frames
     source.close()
+    start = time.process_time()
+    for timed in kept:
+        timed.frame.check()
+    out["MocapFrame.check"] = (time.process_time() - start) / len(kept)
     encoder = FrameEncoder("world")
     start = time.process_time()
     encoded = [encoder.encode(timed.frame, timed.sec, timed.nanosec) for timed in frames]
@@ -246,6 +272,13 @@ def stages(directory: Path, limit: int = 3600) -> dict[str, float]:
             for publisher, data in zip(publishers, (e.markers, e.rigid_bodies, e.skeletons)):
                 publisher.publish(data)
         out["rclpy publish x3 (no subscriber)"] = (time.process_time() - start) / len(frames)
+        start = time.process_time()
+        for timed in kept:
+            r = timed.frame.recorded
+            assert r is not None
+            for publisher, data in zip(publishers, (r.markers, r.rigid_bodies, r.skeletons)):
+                publisher.publish(bytes(data or b""))  # a view into the file's bytes: copied
+        out["  the same, of the recorded messages (copied)"] = (time.process_time() - start) / len(kept)
     finally:
         node.destroy_node()
         rclpy.shutdown()
@@ -345,19 +378,25 @@ def run() -> None:
         )
         ratio = results["replay read chunk by chunk"] / results["replay read through rosbags"]
         print(f"chunk by chunk / through rosbags: {ratio:.2f}x")
-        played, node_s, node_cpu = node_replay(directory)
-        print(
-            f"the replay_system node, publishing:  {played / node_s:8.0f} frames/s = "
-            f"{played / node_s / RATE:5.1f}x real time, {node_cpu / node_s * 100:.0f} % CPU "
-            f"(of the read-ahead's time: {node_s / raw_s:.2f}x the raw read's)  target >= 20x"
-        )
-        # on a shared machine the node may not get a core for itself: the CPU it took per
-        # frame says what it would reach with one (the process's CPU, all its threads)
-        cpu_per_frame = node_cpu / played
-        print(
-            f"  the node's CPU per frame:           {cpu_per_frame * 1e6:8.1f} us = "
-            f"{1 / (cpu_per_frame * RATE):5.1f}x real time with a core of its own"
-        )
+        # the node as it runs (the recorded messages published as they are), then
+        # encoding every frame as before (the reference, and any other file's path)
+        for label, republish in (("publishing", True), ("encoding every frame", False)):
+            played, node_s, node_cpu, status = node_replay(directory, republish)
+            print(
+                f"the replay_system node, {label}: {played / node_s:8.0f} frames/s = "
+                f"{played / node_s / RATE:5.1f}x real time, {node_cpu / node_s * 100:.0f} % CPU "
+                f"({node_s / raw_s:.2f}x the raw read's time)" + ("  target >= 20x" if republish else "")
+            )
+            # on a shared machine the node may not get a core for itself: the CPU it took
+            # per frame says what it would reach with one (the process's CPU, all threads)
+            cpu_per_frame = node_cpu / played
+            print(
+                f"  the node's CPU per frame:           {cpu_per_frame * 1e6:8.1f} us = "
+                f"{1 / (cpu_per_frame * RATE):5.1f}x real time with a core of its own; recorded "
+                f"messages: {status.get('recorded_messages')}, {status.get('frames_republished')} "
+                f"frames republished, {status.get('frames_compared')} compared with the encoder, "
+                f"stopped: {status.get('republish_stopped')}"
+            )
         print(f"load average {os.getloadavg()[0]:.1f}; per frame, each step alone (CPU time):")
         for label, per_frame in stages(directory).items():
             print(f"  {label:40s} {per_frame * 1e6:7.1f} us")

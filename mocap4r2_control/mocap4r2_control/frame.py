@@ -277,11 +277,12 @@ class RecordedMessages:
     of this suite replayed with the parameters it was recorded with; the replay decides
     at configure), the node publishes them as they are, with its stamp written into a
     copy when it differs, instead of encoding the frame again
-    (:class:`~mocap4r2_control.frame_output.FrameOutput`). None: no such message."""
+    (:class:`~mocap4r2_control.frame_output.FrameOutput`). None: no such message; a
+    memoryview: the message's bytes inside the file's (copied once, when published)."""
 
-    markers: bytes | None = None
-    rigid_bodies: bytes | None = None
-    skeletons: bytes | None = None
+    markers: bytes | memoryview | None = None
+    rigid_bodies: bytes | memoryview | None = None
+    skeletons: bytes | memoryview | None = None
 
 
 @dataclass(slots=True)

@@ -252,8 +252,12 @@ class FrameOutput:
             if data is None:
                 self._stop_pass_through(f"frame {frame.frame_number} has no recorded {topic} message")
                 return False
-            if data[_STAMP_AT] != stamp:  # stamps: now, or the stamper moved it
+            # rclpy publishes bytes: one copy, with the stamp written in when it differs
+            # (stamps: now, or the stamper moved it)
+            if data[_STAMP_AT] != stamp:
                 data = b"".join((data[:4], stamp, data[12:]))
+            elif type(data) is not bytes:
+                data = bytes(data)
             messages.append((topic, data))
         names = (frame.markers.names, frame.bodies.names, frame.bodies.markers.names, frame.skeletons.names)
         last = self._names
