@@ -9,7 +9,8 @@ noise, each is hidden in 5 % of frames, 6 strays appear anywhere in every frame,
 body in turn disappears completely for 0.2 s once per case (within coast_time: a longer
 absence of an identical body makes its identity a guess, see docs/tracking.md).
 
-Figures per case (the tracker is Tracker.update, timed alone):
+Figures per case (the tracker is Tracker.update, timed alone, after its compiled kernels are
+loaded or compiled: kernels.warm_up, as the marker_tracker node does at configure):
 * core_ms_p50 / core_ms_p99: CPU of one frame, ms (the thread's CPU time, so time the
   shared machine gives other processes is not counted; wall_ms_p99 is the wall time);
 * position_rms_mm against the truth, over frames the body is reported valid;
@@ -41,6 +42,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 
+from mocap4r2_tools.tracking import kernels
 from mocap4r2_tools.tracking.bodies import parse_config
 from mocap4r2_tools.tracking.tracker import Tracker
 
@@ -113,6 +115,7 @@ def run_case(kind: str, n: int, rate: int, seconds: float) -> dict[str, Any]:
     p0, _ = truth(n, 0.0, start)
     bodies = [{"name": f"b{i}", "layout": "l", "initial_position": p0[i].tolist()} for i in range(n)]
     tracker = Tracker(parse_config({"layouts": {"l": layout.tolist()}, "bodies": bodies}))
+    kernels.warm_up()  # numba compiles (or loads) on first call: not a frame's cost
     frames = int(seconds * rate)
     gone_frames = int(GONE_S * rate)
     # body k disappears at an evenly spread frame after the first half second

@@ -80,6 +80,7 @@ DEPENDENCIES: dict[str, Provider] = {
     # Python libraries with a system key in rosdep/python.yaml
     "numpy": Provider("numpy", "python3-numpy"),
     "scipy": Provider("scipy", "python3-scipy"),
+    "numba": Provider("numba", "python3-numba"),
     "yaml": Provider("PyYAML", "python3-yaml"),
     "rich": Provider("rich", "python3-rich"),
     "textual": Provider("textual", "python3-textual"),

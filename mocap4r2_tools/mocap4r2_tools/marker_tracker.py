@@ -40,6 +40,7 @@ from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 from mocap4r2_tools.marker_tracker_source import FrameQueue, SourceRate
 from mocap4r2_tools.marker_tracker_teach import TEACH_MARGIN_S, TeachService
+from mocap4r2_tools.tracking import kernels
 from mocap4r2_tools.tracking.bodies import ConfigError, TrackerConfig, load_config
 from mocap4r2_tools.tracking.markers_cdr import MarkersDecodeError, decode_markers
 from mocap4r2_tools.tracking.tracked_frame import CpuWindow, SwapWatch, TrackedFrameBuilder
@@ -75,16 +76,23 @@ def _limit(value: float) -> str | None:
 
 
 def _warm_up(config: TrackerConfig) -> None:
-    """Track one made-up frame (every body at its initial position) on a throwaway tracker:
-    the first frame pays for loading and first calls (0.1-0.25 s for 18 bodies here), and
-    while the first real frame waits that long the queue would drop the frames in which
-    identical bodies are still near their initial positions, where they are told apart."""
-    points = [
-        body.points + (body.initial_position if body.initial_position is not None else 2.0 * i)
-        for i, body in enumerate(config.bodies)
-    ]
+    """Track two made-up frames (every body at its initial position) on a throwaway
+    tracker, after loading the compiled kernels: the first frames pay for loading and first
+    calls (0.1-0.25 s for 18 bodies here; the kernels ~0.5 s from numba's cache, seconds to
+    compile when there is none), and while the first real frame waits that long the queue
+    would drop the frames in which identical bodies are still near their initial
+    positions, where they are told apart. The first frame acquires, the second tracks."""
+    kernels.warm_up()  # the made-up frames need not reach every kernel
+    points = np.concatenate(
+        [
+            body.points + (body.initial_position if body.initial_position is not None else 2.0 * i)
+            for i, body in enumerate(config.bodies)
+        ]
+    )
     with contextlib.suppress(Exception):  # only a warm-up: the real frames report their own errors
-        Tracker(config).update(np.concatenate(points), 0.0)
+        tracker = Tracker(config)
+        tracker.update(points, 0.0)
+        tracker.update(points, 0.01)
 
 
 class MarkerTrackerAdapter(MocapAdapter):

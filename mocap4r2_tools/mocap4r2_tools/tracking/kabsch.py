@@ -1,7 +1,7 @@
 """Weighted rigid fits of a batch of bodies at once (the least-squares rotation of Kabsch,
 by Horn's quaternion form with one batched eigh), with the prior's help where fewer than 3
-markers are seen (pure numpy); and the same optimum reached from a nearby prior by Newton
-steps of plain array arithmetic (:func:`fit_near`, the tracker's every-frame fit)."""
+markers are seen (numpy); and the same optimum reached from a nearby prior by Newton steps
+(:func:`fit_near`, the tracker's every-frame fit, compiled in :mod:`.kernels`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
+from mocap4r2_tools.tracking.kernels import newton_fits
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -61,57 +63,6 @@ for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
     _SKEW_DIAG[3, 4 * _i] = 1.0
 
 
-# Newton's method for the rotation (fit_near). With a = R l and b the centred, weighted
-# layout and observed markers and P = sum a b^T, turning R by a small rotation vector d
-# changes the fit's sum of b . a by d . k - d^T M d / 2, where k = sum a x b and
-# M = tr(P) I - sym(P): Newton's step solves M d = k. P.ravel() @ _NEWTON = (k, M00, M11,
-# M22, M01, M02, M12); products of pairs of those through _ADJ give M's adjugate
-# (A00, A11, A22, A01, A02, A12), and products of the adjugate with k and M's first row
-# (the gathers _SOLVE_A/_SOLVE_X, summed in threes) give adj(M) k and det(M).
-_NEWTON = np.zeros((9, 9))
-for _i, (_j, _k) in enumerate(((1, 2), (2, 0), (0, 1))):  # k_i = P_jk - P_kj
-    _NEWTON[3 * _j + _k, _i], _NEWTON[3 * _k + _j, _i] = 1.0, -1.0
-for _i, (_j, _k) in enumerate(((1, 2), (0, 2), (0, 1))):  # M_ii = P_jj + P_kk
-    _NEWTON[4 * _j, 3 + _i] = _NEWTON[4 * _k, 3 + _i] = 1.0
-for _i, (_j, _k) in enumerate(((0, 1), (0, 2), (1, 2))):  # M_jk = -(P_jk + P_kj) / 2
-    _NEWTON[3 * _j + _k, 6 + _i] = _NEWTON[3 * _k + _j, 6 + _i] = -0.5
-# x = (k0, k1, k2, M00, M11, M22, M01, M02, M12): each adjugate entry is a product minus a product
-_ADJ_PAIRS = (
-    ((4, 5), (8, 8)),
-    ((3, 5), (7, 7)),
-    ((3, 4), (6, 6)),
-    ((7, 8), (6, 5)),
-    ((6, 8), (7, 4)),
-    ((6, 7), (3, 8)),
-)
-_ADJ_I = np.array([pair[0] for plus_minus in _ADJ_PAIRS for pair in plus_minus])
-_ADJ_J = np.array([pair[1] for plus_minus in _ADJ_PAIRS for pair in plus_minus])
-_ADJ = np.zeros((12, 6))
-for _i in range(6):
-    _ADJ[2 * _i, _i], _ADJ[2 * _i + 1, _i] = 1.0, -1.0
-# rows of adj(M) (A00 A01 A02 / A01 A11 A12 / A02 A12 A22) times k, then A0. times M0. (det)
-_SOLVE_A = np.array([0, 3, 4, 3, 1, 5, 4, 5, 2, 0, 3, 4])
-_SOLVE_X = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 6, 7])
-# (p q^T).ravel() @ _HAMILTON = the Hamilton product p q of quaternions (x, y, z, w):
-# (p_w q_v + q_w p_v + p_v x q_v, p_w q_w - p_v . q_v)
-_HAMILTON = np.zeros((16, 4))
-for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
-    _HAMILTON[4 * 3 + _i, _i] = _HAMILTON[4 * _i + 3, _i] = 1.0
-    _HAMILTON[4 * _j + _k, _i], _HAMILTON[4 * _k + _j, _i] = 1.0, -1.0
-    _HAMILTON[4 * _i + _i, 3] = -1.0
-_HAMILTON[15, 3] = 1.0
-# (d q^T).ravel() @ _HALF_TURN = (d, 0) q / 2: q plus that is q turned by about the rotation
-# vector d (exactly by 2 atan(|d| / 2) about it, which the next Newton step corrects)
-_HALF_TURN = 0.5 * _HAMILTON[:12]
-# (q q^T).ravel() @ _XYZW_TO_MATRIX: the rotation matrix of a unit quaternion (x, y, z, w)
-_XYZW_TO_MATRIX = _QUAT_TO_MATRIX[[4 * _XYZW[_i] + _XYZW[_j] for _i in range(4) for _j in range(4)]]
-# (R outer h).ravel() @ _NEWTON_OF_RH = (R h).ravel() @ _NEWTON: P = R h and its Newton
-# terms in one product, without numpy's slow stacked 3x3 matmul
-_NEWTON_OF_RH = np.zeros((81, 9))
-for _i in range(3):
-    for _j in range(3):
-        for _k in range(3):
-            _NEWTON_OF_RH[9 * (3 * _i + _k) + 3 * _k + _j] += _NEWTON[3 * _i + _j]
 # Newton's steps shrink quadratically: after a step this small (rad) the rotation is within
 # ~1e-8 rad of the optimum (a fraction of a nanometre at a marker 25 mm out)
 NEWTON_TOLERANCE = 1e-4
@@ -165,9 +116,10 @@ class BatchFit(NamedTuple):
 def _centred(
     weights: FloatArray, local: FloatArray, observed: FloatArray
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-    """What both fits start from, per body: the weighted marker count and its inverse
-    (1 for none), the weighted centroids of the layout and of the observed markers, and the layout about its
-    centroid with the weights applied (the left factor of the cross-covariance)."""
+    """What the fit starts from, per body: the weighted marker count and its inverse
+    (1 for none), the weighted centroids of the layout and of the observed markers, and the
+    layout about its centroid with the weights applied (the left factor of the
+    cross-covariance)."""
     count = weights.sum(axis=1)
     inv = 1.0 / np.maximum(count, 1.0)
     w_row = weights[:, None, :]
@@ -222,77 +174,37 @@ def fit_near(
     weights: FloatArray, local: FloatArray, observed: FloatArray, prior: FloatArray, prior_quat: FloatArray
 ) -> BatchFit:
     """:func:`fit_batch` for bodies whose pose is near ``prior`` (B, 3, 3), ``prior_quat``
-    (B, 4, x y z w, the same rotations): Newton steps on the rotation from the prior, each
-    a few (B, k) array operations, instead of a batched eigh (numpy's LAPACK loop costs
-    microseconds per 4x4 matrix). The least-squares cost has one local optimum in the
-    rotation, where M is positive definite; a body whose steps do not settle within
-    NEWTON_STEPS, whose M is not clearly positive definite (markers nearly collinear, or a
-    prior far off), or with fewer than 3 markers is fitted by :func:`fit_batch` instead, so
-    the result is fit_batch's to within ~1e-8 rad."""
-    count, inv, c_local, c_obs, a = _centred(weights, local, observed)
-    enough = count >= 3
-    # sum of l b^T; 0 for bodies with fewer than 3 markers, whose steps are then 0
-    h = (np.matmul(a.transpose(0, 2, 1), observed - c_obs[:, None]) * enough[:, None, None]).reshape(-1, 1, 9)
-    n_bodies = len(weights)
-    # q is not normalised between steps: R from q is then |q|^2 times the rotation, which
-    # scales M and k alike and leaves the step d = M^-1 k unchanged
-    q, rot = prior_quat, prior.reshape(-1, 9)
-    for step in range(NEWTON_STEPS):
-        x = (rot[:, :, None] * h).reshape(-1, 81) @ _NEWTON_OF_RH  # k and M of P = R h
-        adj = (x[:, _ADJ_I] * x[:, _ADJ_J]) @ _ADJ
-        solved = (adj[:, _SOLVE_A] * x[:, _SOLVE_X]).reshape(-1, 4, 3).sum(axis=2)  # adj(M) k, det(M)
-        d = np.divide(solved[:, :3], solved[:, 3:], out=np.zeros((n_bodies, 3)), where=solved[:, 3:] > 0.0)
-        q = q + (d[:, :, None] * q[:, None, :]).reshape(-1, 12) @ _HALF_TURN
-        step_sq = np.einsum("bi,bi->b", d, d)
-        if step and step_sq.max() < NEWTON_TOLERANCE**2:
-            break
-        rot = (q[:, :, None] * q[:, None, :]).reshape(-1, 16) @ _XYZW_TO_MATRIX
-    # Sylvester's test of M, with a determinant that bounds M's least eigenvalue away from
-    # 0: det > 1e-4 (tr/2)^3 gives it > 1e-4 tr/2, fit_batch's margin against collinearity
-    trace = x[:, 3] + x[:, 4] + x[:, 5]
-    settled = (x[:, 3] > 0.0) & (adj[:, 2] > 0.0) & (solved[:, 3] > 1.25e-5 * trace**3)
-    settled &= enough & (step_sq < NEWTON_TOLERANCE**2)
-    q = q / np.sqrt(np.einsum("bi,bi->b", q, q))[:, None]
-    two = np.flatnonzero(count == 2)
-    if len(two):
-        q[two] = _turn_two(weights[two], local[two], observed[two], prior[two], q[two])
-    rot3 = ((q[:, :, None] * q[:, None, :]).reshape(-1, 16) @ _XYZW_TO_MATRIX).reshape(-1, 3, 3)
-    # x y z w, the largest part positive (as fit_batch and rotation.quat_from_matrix give it)
-    quat = q * np.where(q.max(axis=1) < -q.min(axis=1), -1.0, 1.0)[:, None]
-    trans = c_obs - np.matmul(rot3, c_local[:, :, None])[:, :, 0]
-    fitted = np.matmul(local, rot3.transpose(0, 2, 1)) + trans[:, None]
-    off = fitted - observed
-    sq = np.einsum("bli,bli->bl", off, off) * weights
-    rms = np.sqrt(sq.sum(axis=1) * inv)
-    out = BatchFit(rot3, trans, rms, count, fitted, sq, quat, settled)
-    rest = np.flatnonzero(enough & ~settled)
+    (B, 4, x y z w, the same rotations): Newton steps on the rotation from the prior
+    instead of an eigen-decomposition (the tracker's every-frame fit).
+
+    With a = R l and b the centred, weighted layout and observed markers and P = sum a b^T
+    (= R h, h = sum l b^T), turning R by a small rotation vector d changes the fit's sum of
+    b . a by d . k - d^T M d / 2, where k = sum a x b and M = tr(P) I - sym(P): Newton's
+    step solves M d = k. The least-squares cost has one local optimum in the rotation,
+    where M is positive definite; a body whose steps do not settle within NEWTON_STEPS,
+    whose M is not clearly positive definite (markers nearly collinear, or a prior far
+    off), or with fewer than 3 markers is fitted by :func:`fit_batch` instead, so the
+    result is fit_batch's to within ~1e-8 rad.
+
+    The steps run per body as compiled scalar loops (:func:`.kernels.newton_fits`): as
+    numpy over all bodies they were ~40 array calls a fit (~0.3 ms for 49 bodies, of the
+    tracker's 1 ms budget at 1 kHz); compiled, ~0.03 ms with this function's own calls."""
+    fit = BatchFit(
+        *newton_fits(
+            np.ascontiguousarray(weights, dtype=np.float64),
+            np.ascontiguousarray(local, dtype=np.float64),
+            np.ascontiguousarray(observed, dtype=np.float64),
+            np.ascontiguousarray(prior, dtype=np.float64),
+            np.ascontiguousarray(prior_quat, dtype=np.float64),
+            NEWTON_TOLERANCE,
+            NEWTON_STEPS,
+        )
+    )
+    rest = np.flatnonzero((fit.markers >= 3) & ~fit.full)
     if len(rest):
         exact = fit_batch(weights[rest], local[rest], observed[rest], prior[rest])
-        for mine, theirs in zip(out, exact, strict=True):
+        for mine, theirs in zip(fit, exact, strict=True):
             mine[rest] = theirs
         kept = rest[~exact.full]  # collinear: the prior's rotation, so its quaternion
-        out.quat[kept] = prior_quat[kept]
-    return out
-
-
-def _turn_two(
-    weights: FloatArray, local: FloatArray, observed: FloatArray, prior: FloatArray, prior_quat: FloatArray
-) -> FloatArray:
-    """Quaternions (x y z w) of the priors of bodies with 2 weighted markers turned by the
-    least rotation that lays the line of their two markers where it is seen (the roll about
-    the line stays the prior's), as :func:`fit_batch` turns their matrices. The least
-    turn of direction a onto b is (a x b, |a||b| + a . b) normalised; none for opposite
-    directions."""
-    first = np.argmax(weights, axis=1)
-    second = weights.shape[1] - 1 - np.argmax(weights[:, ::-1], axis=1)
-    rows = np.arange(len(weights))
-    seen = observed[rows, second] - observed[rows, first]
-    was = np.matmul(prior, (local[rows, second] - local[rows, first])[:, :, None])[:, :, 0]
-    cross_dot = (was[:, :, None] * seen[:, None, :]).reshape(-1, 9) @ _CROSS_DOT
-    lengths = np.sqrt(np.einsum("bi,bi->b", was, was) * np.einsum("bi,bi->b", seen, seen))
-    cross_dot[:, 3] += lengths
-    opposite = cross_dot[:, 3] < 1e-12 * lengths
-    size = np.sqrt(np.einsum("bi,bi->b", cross_dot, cross_dot))
-    turn = np.where(opposite[:, None], [0.0, 0.0, 0.0, 1.0], cross_dot / np.maximum(size, 1e-300)[:, None])
-    turned: FloatArray = (turn[:, :, None] * prior_quat[:, None, :]).reshape(-1, 16) @ _HAMILTON
-    return turned
+        fit.quat[kept] = prior_quat[kept]
+    return fit

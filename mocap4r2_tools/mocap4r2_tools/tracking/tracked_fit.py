@@ -1,4 +1,5 @@
-"""The fit of the tracked bodies to the markers the assignment gave them (pure numpy/scipy).
+"""The fit of the tracked bodies to the markers the assignment gave them (numpy, and the
+compiled kernels of :mod:`.kernels` for the fit and the neighbour search).
 
 Once per frame, for all tracked bodies at once (:meth:`TrackedFit.fit`): a weighted Kabsch
 fit over each body's assigned markers, reached by Newton steps from its last good pose
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.spatial import cKDTree
 
 from mocap4r2_tools.tracking.bodies import TrackerConfig
 from mocap4r2_tools.tracking.kabsch import fit_near
+from mocap4r2_tools.tracking.kernels import MarkerIndex
 from mocap4r2_tools.tracking.single_hold import SingleMarkerHold
 from mocap4r2_tools.tracking.track_state import BodyStates, Counters
 
@@ -61,7 +62,7 @@ class TrackedFit:
     def fit(
         self,
         obs: FloatArray,
-        tree: cKDTree,
+        index: MarkerIndex,
         assigned: IntArray,
         tracked: BoolArray,
         coasted: BoolArray,
@@ -93,7 +94,7 @@ class TrackedFit:
         # how far the fit moved and turned from the prediction (also the checks below)
         step_sq, angle = self._motion(quat, trans, pred_p)
         # refinement 2: free markers the fitted pose explains join the fit (the nearest
-        # marker not taken among the k-d tree's neighbours of the fitted position)
+        # marker not taken among the neighbours of the fitted position)
         missing = ~seen & self.slot & (tracked & (count >= 3))[:, None]
         if missing.any():
             # a free marker within 2 max_residual of a fitted marker whose gate (around the
@@ -104,7 +105,7 @@ class TrackedFit:
             missing &= (drift > gate)[:, None]
             if missing.any():
                 body, slot = np.nonzero(missing)
-                changed = self._take_explained(obs, tree, assigned, fitted, body, slot, changed)
+                changed = self._take_explained(obs, index, assigned, fitted, body, slot, changed)
         if changed is not None and changed.any():
             c = np.flatnonzero(changed)
             weights_c = (assigned[c] >= 0).astype(np.float64)
@@ -149,7 +150,7 @@ class TrackedFit:
     def _take_explained(
         self,
         obs: FloatArray,
-        tree: cKDTree,
+        index: MarkerIndex,
         assigned: IntArray,
         fitted: FloatArray,
         body: IntArray,
@@ -159,12 +160,12 @@ class TrackedFit:
         """Layout markers (body, slot) not seen take the nearest free marker within
         2 max_residual of where the fit puts them; returns the bodies changed."""
         out = np.zeros(len(assigned), dtype=bool) if changed is None else changed
-        taken = np.zeros(len(obs) + 1, dtype=bool)  # + the tree's "no neighbour" index
+        taken = np.zeros(len(obs) + 1, dtype=bool)  # + the index's "no neighbour" index
         taken[assigned[assigned >= 0]] = True
         taken[-1] = True
         k = min(NEIGHBOURS, len(obs))
-        hits = tree.query(fitted[body, slot], k=k, distance_upper_bound=2.0 * self.config.limits.max_residual)
-        j = np.asarray(hits[1], dtype=np.intp).reshape(-1, k)
+        reach = np.full(len(body), 2.0 * self.config.limits.max_residual)
+        _, j = index.query(fitted[body, slot], reach, k)
         free = ~taken[j]
         has = free.any(axis=1)
         if has.any():

@@ -35,7 +35,6 @@ import numpy.typing as npt
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
-from scipy.spatial import cKDTree
 
 from mocap4r2_tools.tracking.acquisition import BodySearch
 from mocap4r2_tools.tracking.bodies import (
@@ -44,6 +43,7 @@ from mocap4r2_tools.tracking.bodies import (
     layout_groups,
     padded_layouts,
 )
+from mocap4r2_tools.tracking.kernels import MarkerIndex, pair_alone
 from mocap4r2_tools.tracking.reacquisition import Reacquisition
 from mocap4r2_tools.tracking.single_hold import SingleMarkerHold
 from mocap4r2_tools.tracking.track_state import BodyStates, Counters
@@ -159,11 +159,11 @@ class Tracker:
             body_of = rows // self.lmax
             # the layout as last fitted (kept by the fit) moved to the predicted position
             predicted = state.offsets.reshape(-1, 3)[rows] + pred_p[body_of]
-            tree = cKDTree(obs)
-            self._assign(tree, len(obs), rows, predicted, gate[body_of], assigned)
+            index = MarkerIndex(obs)
+            self._assign(index, len(obs), rows, predicted, gate[body_of], assigned)
             coasted = tracked & ~seen_last_frame
             rms = self.tracked_fit.fit(
-                obs, tree, assigned, tracked, coasted, pred_p, dt, gate, allowed, claimed, stamp, frame_dt
+                obs, index, assigned, tracked, coasted, pred_p, dt, gate, allowed, claimed, stamp, frame_dt
             )
         else:
             rms = np.full(n_bodies, np.nan)
@@ -191,7 +191,7 @@ class Tracker:
 
     def _assign(
         self,
-        tree: cKDTree,
+        index: MarkerIndex,
         n_obs: int,
         rows: IntArray,
         predicted: FloatArray,
@@ -204,22 +204,16 @@ class Tracker:
         It is the minimum-cost matching among those with the most pairs inside their
         gates, solved per connected part of the gate graph: a predicted marker with one
         marker in its gate that no other gate holds (the usual case while tracking) is
-        paired directly; only the markers and predictions whose gates overlap go through
-        linear_sum_assignment, and a part of the graph never changes another's optimum."""
+        paired directly (compiled: :func:`.kernels.pair_alone`); only the markers and
+        predictions whose gates overlap go through linear_sum_assignment, and a part of the
+        graph never changes another's optimum."""
         k = min(NEIGHBOURS, n_obs)
-        found = tree.query(predicted, k=k, distance_upper_bound=float(gate.max()))
-        dist = np.asarray(found[0], dtype=np.float64).reshape(len(rows), k)
-        near = np.asarray(found[1], dtype=np.intp).reshape(len(rows), k)
-        inside = dist <= gate[:, None]  # the neighbours come nearest first: a prefix per row
-        uses = np.bincount(near[inside], minlength=n_obs)
-        first = np.minimum(near[:, 0], n_obs - 1)  # out-of-range "no neighbour" made indexable
-        some = inside[:, 0]
-        alone = some & (uses[first] == 1) if k == 1 else some & ~inside[:, 1] & (uses[first] == 1)
-        flat = assigned.reshape(-1)
-        flat[rows[alone]] = first[alone]
-        shared = np.flatnonzero(some & ~alone)
+        dist, near = index.query(predicted, gate, k)  # within each row's own gate, nearest first
+        shared: IntArray = pair_alone(near, n_obs, rows, assigned.reshape(-1))
         if not len(shared):
             return
+        flat = assigned.reshape(-1)
+        inside = near < n_obs
         in_shared = inside[shared]
         cols, col_of = np.unique(near[shared][in_shared], return_inverse=True)
         r_idx = np.nonzero(in_shared)[0]

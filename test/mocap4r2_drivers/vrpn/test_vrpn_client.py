@@ -61,11 +61,16 @@ def test_datagrams_of_reports_come_as_blocks_with_the_scenes_numbers(procs, tmp_
     proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
     client = VrpnClient("127.0.0.1", port, timeout=10.0, pose_blocks=True)
     client.connect()
-    got = collect(client, 1.0)
+    # read until 150 instants came (0.75 s at 200 Hz), however slow a loaded machine is:
+    # the figure asserted is what they came as, not how soon
+    got: list = []
+    deadline = time.monotonic() + 30.0
+    while sum(isinstance(item, PoseBlock) for item in got) < 150 and time.monotonic() < deadline:
+        got += client.read(0.05)
     client.close()
     blocks = [item for item in got if isinstance(item, PoseBlock)]
     # the stand-in sends each instant's reports in one datagram: blocks, nothing else
-    assert len(blocks) > 100 and len(blocks) >= len(got) - 5, proc.log()
+    assert len(blocks) >= 150 and len(blocks) >= len(got) - 5, proc.log()
     names = [b.name for b in scene.description.bodies]
     for block in blocks:
         assert sorted(block.trackers) == sorted(names)
