@@ -2,7 +2,8 @@
 
 Benchmarks print figures, including ratios against a reference measured in the same
 run; they assert nothing about speed (the machines are shared and noisy).
-`python -m bench natnet core` runs only the modules whose names contain those words;
+`python -m bench natnet core` runs only the modules whose names contain those words
+(a word a chosen module takes as its own argument chooses no other: see selected());
 `--json FILE` asks those that can (bench_timing) to write their figures there too.
 """
 
@@ -31,7 +32,7 @@ def main(argv: list[str]) -> int:
             os.environ[JSON_ENV] = argv[at + 1]
         argv = argv[:at] + argv[at + 2 :]
     if argv:
-        names = [n for n in names if any(word in n for word in argv)]
+        names = selected(names, argv)
     failed = 0
     for name in names:
         print(f"\n=== {name} " + "=" * max(0, 60 - len(name)), flush=True)
@@ -43,6 +44,19 @@ def main(argv: list[str]) -> int:
             print(f"{name} failed: {type(exc).__name__}: {exc}", flush=True)
         print(f"({name}: {time.perf_counter() - start:.1f} s)", flush=True)
     return 1 if failed else 0
+
+
+def selected(names: list[str], words: list[str]) -> list[str]:
+    """The benchmarks ``words`` ask for: those whose names contain one of them, except
+    that a word a chosen benchmark takes as its own argument (its ARGUMENTS, e.g.
+    bench_timing's path names) chooses no other: `python -m bench timing vrpn` is the
+    timing bench of the vrpn path, not that and bench_vrpn."""
+    chosen = {n: [w for w in words if w in n] for n in names}
+    chosen = {n: found for n, found in chosen.items() if found}
+    arguments: set[str] = set()
+    for name in chosen:
+        arguments |= set(getattr(importlib.import_module(f"bench.{name}"), "ARGUMENTS", ()))
+    return [n for n, found in chosen.items() if any(w not in arguments for w in found)]
 
 
 if __name__ == "__main__":

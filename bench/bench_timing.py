@@ -60,6 +60,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "reset": {**IMPAIRED, "clock_reset_at": RESET_AT},
 }
 PATHS = ("natnet_unicast", "natnet_multicast", "qtm", "vicon", "sim", "vrpn")
+#: words of `python -m bench timing ...` that are this bench's, not other benchmarks' names
+ARGUMENTS = PATHS
 RECOVERED_BELOW = 0.5e-3
 # offset steps count from here on: the model stamps from 0.3 s (test_qualisys_system's 0.5 s)
 OFFSET_STEPS_FROM = 0.5
