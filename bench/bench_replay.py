@@ -278,7 +278,7 @@ def stages(directory: Path, limit: int = 3600) -> dict[str, float]:
             assert r is not None
             for publisher, data in zip(publishers, (r.markers, r.rigid_bodies, r.skeletons)):
                 publisher.publish(bytes(data or b""))  # a view into the file's bytes: copied
-        out["  the same, of the recorded messages (copied)"] = (time.process_time() - start) / len(kept)
+        out["  the same, recorded messages (copied)"] = (time.process_time() - start) / len(kept)
     finally:
         node.destroy_node()
         rclpy.shutdown()
@@ -383,7 +383,7 @@ def run() -> None:
         for label, republish in (("publishing", True), ("encoding every frame", False)):
             played, node_s, node_cpu, status = node_replay(directory, republish)
             print(
-                f"the replay_system node, {label}: {played / node_s:8.0f} frames/s = "
+                f"the replay_system node, {label}:\n{'':37s}{played / node_s:8.0f} frames/s = "
                 f"{played / node_s / RATE:5.1f}x real time, {node_cpu / node_s * 100:.0f} % CPU "
                 f"({node_s / raw_s:.2f}x the raw read's time)" + ("  target >= 20x" if republish else "")
             )
