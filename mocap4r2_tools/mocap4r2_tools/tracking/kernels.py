@@ -305,6 +305,110 @@ def pair_alone(near: IntArray, n_points: int, rows: IntArray, assigned: IntArray
     return shared[:n_shared]
 
 
+@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+def motion(
+    last_quat: FloatArray, quat: FloatArray, trans: FloatArray, pred_p: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Per body: the squared distance of the fit ``trans`` from the predicted position,
+    and the angle the fit ``quat`` turned from ``last_quat`` (the cosine of half of it is
+    |q_last . q|)."""
+    n_bodies = len(quat)
+    step_sq = np.empty(n_bodies)
+    angle = np.empty(n_bodies)
+    for b in range(n_bodies):
+        step_sq[b] = (
+            (trans[b, 0] - pred_p[b, 0]) ** 2
+            + (trans[b, 1] - pred_p[b, 1]) ** 2
+            + (trans[b, 2] - pred_p[b, 2]) ** 2
+        )
+        cos_half = abs(
+            last_quat[b, 0] * quat[b, 0]
+            + last_quat[b, 1] * quat[b, 1]
+            + last_quat[b, 2] * quat[b, 2]
+            + last_quat[b, 3] * quat[b, 3]
+        )
+        angle[b] = 2.0 * np.arccos(min(cos_half, 1.0))
+    return step_sq, angle
+
+
+@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+def judge(
+    tracked: BoolArray,
+    count: FloatArray,
+    need: IntArray,
+    rms: FloatArray,
+    step_sq: FloatArray,
+    angle: FloatArray,
+    allowed: FloatArray,
+    dt: FloatArray,
+    single: BoolArray,
+    noise_angle: FloatArray,
+    max_residual: float,
+    max_angular_velocity: float,
+) -> tuple[BoolArray, int]:
+    """The tracked fit's checks (:class:`~.tracked_fit.TrackedFit`): which bodies' fits are
+    good (enough markers, RMS residual within ``max_residual``, within ``allowed`` of the
+    prediction and turned at most ``max_angular_velocity * dt`` plus the noise angle, which
+    a single marker is not checked for), and how many fits with enough markers were
+    refused."""
+    n_bodies = len(tracked)
+    good = np.zeros(n_bodies, dtype=np.bool_)
+    refused = 0
+    for b in range(n_bodies):
+        if not (tracked[b] and count[b] >= need[b]):
+            continue
+        spin_ok = single[b] or angle[b] <= max_angular_velocity * dt[b] + noise_angle[b]
+        good[b] = rms[b] <= max_residual and step_sq[b] <= allowed[b] * allowed[b] and spin_ok
+        refused += 0 if good[b] else 1
+    return good, refused
+
+
+@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+def commit(
+    good: BoolArray,
+    assigned: IntArray,
+    claimed: BoolArray,
+    trans: FloatArray,
+    rot: FloatArray,
+    quat: FloatArray,
+    fitted: FloatArray,
+    dt: FloatArray,
+    stamp: float,
+    position: FloatArray,
+    velocity: FloatArray,
+    velocity_known: BoolArray,
+    rotation: FloatArray,
+    last_quat: FloatArray,
+    offsets: FloatArray,
+    last_good: FloatArray,
+) -> None:
+    """Accept the ``good`` fits into the bodies' motion state (:class:`~.track_state.BodyStates`'
+    arrays, written in place) and set their markers in ``claimed``; clear the others'
+    rows of ``assigned``. The velocity is the step over ``dt``: a known one is smoothed
+    (half the new estimate), an unknown one taken, and known from then on if ``dt`` > 0.
+    A single marker's rotation stays the identity (its fit keeps the prior) and its offsets
+    0 (its layout is the origin)."""
+    for b in range(len(good)):
+        if not good[b]:
+            assigned[b, :] = -1
+            continue
+        for j in range(assigned.shape[1]):
+            if assigned[b, j] >= 0:
+                claimed[assigned[b, j]] = True
+        inv_dt = 1.0 / max(dt[b], 1e-9)
+        for i in range(3):
+            raw_v = (trans[b, i] - position[b, i]) * inv_dt
+            velocity[b, i] = 0.5 * (raw_v + velocity[b, i]) if velocity_known[b] else raw_v
+            position[b, i] = trans[b, i]
+        velocity_known[b] = velocity_known[b] or dt[b] > 0.0
+        rotation[b] = rot[b]
+        last_quat[b] = quat[b]
+        for j in range(fitted.shape[1]):
+            for i in range(3):
+                offsets[b, j, i] = fitted[b, j, i] - trans[b, i]
+        last_good[b] = stamp
+
+
 class MarkerIndex:
     """A frame's markers sorted along x, for the gated neighbour queries of the tracker's
     assignment and refinement (:func:`gated_neighbours`; the same answers as a k-d tree's
@@ -333,14 +437,40 @@ class MarkerIndex:
 
 def warm_up() -> None:
     """Compile (first process) or load from the cache (later ones) every kernel, with the
-    argument types the tracker passes: a tiny fit of one body from each marker count's
-    branch."""
+    argument types the tracker passes (C-contiguous float64, intp and bool arrays, Python
+    floats and ints): a tiny frame of 3 bodies, one for each marker count's branch."""
     local = np.zeros((3, 3, 3))
     local[:, :, 0] = [0.0, 0.02, 0.0]
     local[:, :, 1] = [0.0, 0.0, 0.02]
     weights = np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     prior = np.tile(np.eye(3), (3, 1, 1))
-    newton_fits(weights, local, local.copy(), prior, np.tile([0.0, 0.0, 0.0, 1.0], (3, 1)), 1e-4, 4)
+    quat = np.tile([0.0, 0.0, 0.0, 1.0], (3, 1))
+    rot, trans, rms, count, fitted, _, fit_quat, _ = newton_fits(
+        weights, local, local.copy(), prior, quat, 1e-4, 4
+    )
     index = MarkerIndex(local[0])
     _, near = index.query(local[1], np.full(3, 0.01), 2)
-    pair_alone(near, 3, np.arange(3), np.full(3, -1, dtype=np.intp))
+    assigned = np.full((3, 3), -1, dtype=np.intp)
+    pair_alone(near, 3, np.arange(3), assigned.reshape(-1))
+    step_sq, angle = motion(quat, fit_quat, trans, np.zeros((3, 3)))
+    yes = np.ones(3, dtype=np.bool_)
+    dt = np.full(3, 0.01)
+    good, _ = judge(yes, count, np.full(3, 2), rms, step_sq, angle, dt, dt, ~yes, dt, 0.004, 20.0)
+    commit(
+        good,
+        assigned,
+        np.zeros(3, dtype=np.bool_),
+        trans,
+        rot,
+        fit_quat,
+        fitted,
+        dt,
+        0.0,
+        np.zeros((3, 3)),
+        np.zeros((3, 3)),
+        ~yes,
+        prior.copy(),
+        quat.copy(),
+        np.zeros((3, 3, 3)),
+        np.zeros(3),
+    )

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from mocap4r2_tools.tracking.bodies import TrackerConfig
 from mocap4r2_tools.tracking.kabsch import fit_near
-from mocap4r2_tools.tracking.kernels import MarkerIndex
+from mocap4r2_tools.tracking.kernels import MarkerIndex, commit, judge, motion
 from mocap4r2_tools.tracking.single_hold import SingleMarkerHold
 from mocap4r2_tools.tracking.track_state import BodyStates, Counters
 
@@ -92,7 +92,7 @@ class TrackedFit:
             assigned[np.flatnonzero(drop), worst[drop]] = -1
             changed = drop
         # how far the fit moved and turned from the prediction (also the checks below)
-        step_sq, angle = self._motion(quat, trans, pred_p)
+        step_sq, angle = motion(state.quat, quat, trans, pred_p)
         # refinement 2: free markers the fitted pose explains join the fit (the nearest
         # marker not taken among the neighbours of the fitted position)
         missing = ~seen & self.slot & (tracked & (count >= 3))[:, None]
@@ -112,40 +112,45 @@ class TrackedFit:
             observed_c = obs[np.maximum(assigned[c], 0)]
             refit = fit_near(weights_c, self.local[c], observed_c, state.rotation[c], state.quat[c])
             rot[c], trans[c], rms[c], count[c], fitted[c], _, quat[c], full[c] = refit
-            step_sq, angle = self._motion(quat, trans, pred_p)
+            step_sq, angle = motion(state.quat, quat, trans, pred_p)
         # checks: enough markers, residual, and the motion since the last good pose
-        spin_ok = (angle <= dyn.max_angular_velocity * dt + self.noise_angle) | self.single
-        enough = tracked & (count >= self.need)
-        good = enough & (rms <= lim.max_residual) & (step_sq <= allowed**2) & spin_ok
-        self.counters.rejected_fits += int(enough.sum() - good.sum())
+        good, refused = judge(
+            tracked,
+            count,
+            self.need,
+            rms,
+            step_sq,
+            angle,
+            allowed,
+            dt,
+            self.single,
+            self.noise_angle,
+            float(lim.max_residual),
+            float(dyn.max_angular_velocity),
+        )
+        self.counters.rejected_fits += refused
         if self.hold is not None:
             self.hold.confirm(good, coasted, trans, np.sqrt(step_sq), stamp, frame_dt)
-        assigned[~good] = -1
-        claimed[assigned[assigned >= 0]] = True
-        # every body in the usual frame: a slice, no gathered copies
-        g: IntArray | slice = slice(None) if good.all() else np.flatnonzero(good)
-        if good.any():
-            known = state.velocity_known[g]
-            raw_v = (trans[g] - state.position[g]) / np.maximum(dt[g], 1e-9)[:, None]
-            # a known velocity is smoothed (half the new estimate), an unknown one taken
-            state.velocity[g] = np.where(known[:, None], 0.5 * (raw_v + state.velocity[g]), raw_v)
-            state.velocity_known[g] = known | (dt[g] > 0)
-            state.position[g] = trans[g]
-            state.rotation[g] = rot[g]  # a single marker's stays the identity: the fit keeps its prior
-            state.quat[g] = quat[g]
-            # a single marker's layout is the origin: its offsets are 0 whatever rot is
-            state.offsets[g] = fitted[g] - trans[g, None, :]
-            state.last_good[g] = stamp
+        # the good fits become the bodies' state, the others' markers are left free
+        commit(
+            good,
+            assigned,
+            claimed,
+            trans,
+            rot,
+            quat,
+            fitted,
+            dt,
+            float(stamp),
+            state.position,
+            state.velocity,
+            state.velocity_known,
+            state.rotation,
+            state.quat,
+            state.offsets,
+            state.last_good,
+        )
         return rms
-
-    def _motion(
-        self, quat: FloatArray, trans: FloatArray, pred_p: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
-        """Squared distance of the fits from the predicted positions, and the angle they
-        turned since the last good pose (the cosine of half of it is |q_last . q|)."""
-        step_v = trans - pred_p
-        cos_half = np.abs(np.einsum("bi,bi->b", self.state.quat, quat))
-        return np.einsum("bi,bi->b", step_v, step_v), 2.0 * np.arccos(np.minimum(cos_half, 1.0))
 
     def _take_explained(
         self,

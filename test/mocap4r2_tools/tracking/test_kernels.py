@@ -109,7 +109,14 @@ def test_the_warm_up_compiles_every_kernel_the_tracking_calls():
     2 and 1 markers, a ghost) compiles nothing more: every kernel already has the argument
     types the tracker passes."""
     kernels.warm_up()
-    dispatchers = [kernels.newton_fits, kernels.gated_neighbours, kernels.pair_alone]
+    dispatchers = [
+        kernels.newton_fits,
+        kernels.gated_neighbours,
+        kernels.pair_alone,
+        kernels.motion,
+        kernels.judge,
+        kernels.commit,
+    ]
     before = [set(d.signatures) for d in dispatchers]
     assert all(before)
     rng = np.random.default_rng(3)
