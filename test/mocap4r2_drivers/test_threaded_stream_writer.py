@@ -122,7 +122,7 @@ def test_two_writers_bytes_arrive_whole_and_in_each_writers_order_through_a_full
         assert len(written) > n // 2 and set(outcomes) <= {ThreadWrite.WRITTEN, ThreadWrite.FULL}
         # the client has not read: the frame thread found the transport holding bytes
         # and handed some of its writes to the loop
-        assert 0 < server.handed_over < n
+        assert server.handed_over > 0
         chunks = read_chunks(client, n + len(written))
     assert len(chunks) == n + len(written)
     by_tag: dict[bytes, list[int]] = {b"L": [], b"T": []}
