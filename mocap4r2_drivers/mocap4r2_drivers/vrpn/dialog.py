@@ -10,6 +10,7 @@ sends, these say what the bytes mean and what is due.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +21,9 @@ from . import protocol as vp
 __all__ = ["Delivered", "KeepAlive", "PoseBlock", "ServerNames"]
 
 LOG = logging.getLogger("mocap4r2.vrpn")
+# datagrams' lists of senders remembered by name (see ServerNames.block_senders); more
+# distinct lists than this start the memory afresh
+MAX_BLOCK_LISTS = 64
 
 
 class Delivered(NamedTuple):
@@ -34,7 +38,7 @@ class PoseBlock(NamedTuple):
     """The Pos_Quat reports of one datagram holding nothing else, read as one array of
     :data:`~.protocol.POS_QUAT_RECORD` records, with their senders' names in order."""
 
-    trackers: list[str]
+    trackers: Sequence[str]
     records: np.ndarray[Any, np.dtype[np.void]]
 
 
@@ -46,11 +50,14 @@ class ServerNames:
         self.senders = vp.NameTable("sender")
         self.types = vp.NameTable("type")
         self.senders_changed = False  # set when the server describes a sender; the caller clears it
+        # a datagram's sender ids (their bytes) -> their names, while the table stands
+        self._block_names: dict[bytes, tuple[str, ...] | None] = {}
 
     def clear(self) -> None:
         """A new connection: the server describes everything again."""
         self.senders.clear()
         self.types.clear()
+        self._block_names.clear()
 
     def trackers(self) -> list[str]:
         """The senders the server announced, in the order of their ids, but VRPN Control."""
@@ -69,6 +76,21 @@ class ServerNames:
             return [names[i] for i in ids]
         except KeyError:
             return None
+
+    def block_senders(self, ids: np.ndarray[Any, np.dtype[Any]]) -> tuple[str, ...] | None:
+        """:meth:`sender_names` of a datagram's sender id column, remembered while no
+        sender is described (a streaming server sends the same few lists of senders in
+        every instant's datagrams: a name lookup per report was the reading's largest cost
+        after the frame assembly's)."""
+        key = ids.tobytes()
+        if key in self._block_names:
+            return self._block_names[key]
+        found = self.sender_names(ids.tolist())
+        names = None if found is None else tuple(found)
+        if len(self._block_names) >= MAX_BLOCK_LISTS:
+            self._block_names.clear()
+        self._block_names[key] = names
+        return names
 
     def dispatch(self, messages: list[vp.Message], out: list[Delivered | PoseBlock]) -> None:
         """User messages named into ``out``; system messages update the tables."""
@@ -92,6 +114,7 @@ class ServerNames:
         if m.type == vp.SENDER_DESCRIPTION:
             if self.senders.describe(m.sender, vp.parse_description(m.payload)):
                 self.senders_changed = True
+                self._block_names.clear()
         elif m.type == vp.TYPE_DESCRIPTION:
             self.types.describe(m.sender, vp.parse_description(m.payload))
         elif m.type == vp.UDP_DESCRIPTION:

@@ -180,7 +180,7 @@ class VrpnTransport:
             if pos_quat is not None and self._server_udp_port is not None:
                 records = vp.pos_quat_records(data, pos_quat)
                 if records is not None:
-                    trackers = self.names.sender_names(records["sender"].tolist())
+                    trackers = self.names.block_senders(records["sender"])
                     if trackers is not None:
                         self.keepalive.heard(time.monotonic())
                         out.append(PoseBlock(trackers, records))

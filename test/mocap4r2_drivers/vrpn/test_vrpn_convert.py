@@ -203,3 +203,47 @@ def test_records_of_new_bodies_form_one_frame_in_id_order():
     np.testing.assert_array_equal(frames[0].bodies.positions[:, 0], [1.0, 2.0, 3.0])
     assert frames[0].bodies.ids.tolist() == [1, 2, 3] and frames[0].bodies.valid.all()
     assert a.flush() is None
+
+
+def test_the_same_datagram_layout_again_counts_and_places_its_reports_again():
+    # add_records remembers where a list of senders and sensors goes; a repeated list
+    # must give what report-by-report does each time, ignored reports counted each time
+    by_report = FrameAssembler(trackers=["drone", "cart"])
+    by_records = FrameAssembler(trackers=["drone", "cart"])
+    for assembler, take in ((by_report, frames_report_by_report), (by_records, frames_by_records)):
+        take(assembler, records((1, 0, 0.0, 0.5), (2, 0, 0.0, 0.5)))  # the bodies known first
+        assembler.flush()
+    for k in range(5):
+        t = 1.0 + 0.01 * k
+        recs = records((1, 1, 9.0, t), (3, 0, 9.0, t), (1, 0, 1.0 + k, t), (2, 0, 2.0 + k, t))
+        expected = frames_report_by_report(by_report, recs) + [f for f in [by_report.flush()] if f]
+        got = frames_by_records(by_records, recs) + [f for f in [by_records.flush()] if f]
+        assert [f.bodies.positions.tolist() for f in got] == [f.bodies.positions.tolist() for f in expected]
+    assert by_records.ignored_reports == by_report.ignored_reports == 10
+
+
+def test_a_tracker_announced_later_is_taken_from_a_layout_seen_before():
+    a = FrameAssembler()
+    a.announce(["drone", "cart"])
+    layout = lambda t: records((1, 0, 1.0, t), (3, 0, 3.0, t))  # noqa: E731 - drone, stranger
+    for t in (1.0, 1.005):  # the second time from what the first remembered
+        frames = frames_by_records(a, layout(t)) + [f for f in [a.flush()] if f]
+    assert frames[-1].bodies.names == ("drone",) and a.ignored_reports == 2
+    a.announce(["drone", "cart", "stranger"])  # the server describes a new sender
+    frames = frames_by_records(a, layout(1.01)) + [f for f in [a.flush()] if f]
+    assert frames[-1].bodies.names == ("drone", "stranger") and a.ignored_reports == 2
+    np.testing.assert_array_equal(frames[-1].bodies.positions[:, 0], [1.0, 3.0])
+
+
+def test_a_sender_described_again_gives_its_new_name_to_the_next_datagram():
+    from mocap4r2_drivers.common import ClientStats
+    from mocap4r2_drivers.vrpn.dialog import ServerNames
+
+    names = ServerNames(ClientStats())
+    ids = np.array([0, 1], dtype=">i4")
+    assert names.block_senders(ids) is None  # not described yet: not a block of reports
+    describe = lambda i, n: vp.pack_message(i, vp.SENDER_DESCRIPTION, vp.pack_description(n), 0, 0)  # noqa: E731
+    names.dispatch(vp.split_datagram(describe(0, "drone") + describe(1, "cart")), [])
+    assert names.block_senders(ids) == ("drone", "cart")
+    names.dispatch(vp.split_datagram(describe(1, "truck")), [])
+    assert names.block_senders(ids) == ("drone", "truck")
