@@ -253,6 +253,8 @@ def gated_neighbours(
     n_points = len(order)
     dist = np.full((len(queries), k), np.inf)
     near = np.full((len(queries), k), n_points, dtype=np.intp)
+    if k < 1:  # nothing to find (and no last column to compare with)
+        return dist, near
     for r in range(len(queries)):
         qx, qy, qz = queries[r, 0], queries[r, 1], queries[r, 2]
         bound = bounds[r]
@@ -293,6 +295,8 @@ def pair_alone(near: IntArray, n_points: int, rows: IntArray, assigned: IntArray
                 uses[near[r, c]] += 1
     shared = np.empty(near.shape[0], dtype=np.intp)
     n_shared = 0
+    if near.shape[1] == 0:  # no neighbours asked for: no marker in any gate
+        return shared[:0]
     for r in range(near.shape[0]):
         first = near[r, 0]
         if first == n_points:

@@ -86,6 +86,14 @@ def test_the_gated_neighbours_are_the_k_d_tree_s(seed, n_points, n_queries, k, b
         assert np.allclose(np.linalg.norm(points[picked] - queries[r], axis=1), dist[r][found], atol=1e-12)
 
 
+def test_no_neighbours_asked_for_finds_and_pairs_nothing():
+    points = np.array([[0.0, 0.0, 0.0], [0.001, 0.0, 0.0]])
+    dist, near = MarkerIndex(points).query(points, np.full(2, 0.01), 0)
+    assert dist.shape == near.shape == (2, 0)
+    assigned = np.full(2, -1, dtype=np.intp)
+    assert len(pair_alone(near, 2, np.arange(2), assigned)) == 0 and np.all(assigned == -1)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 8), st.integers(1, 30), st.integers(1, 4))
 def test_pairing_alone_is_one_marker_in_one_gate_the_rest_shared(seed, n_points, n_rows, k):
