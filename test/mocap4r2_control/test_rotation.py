@@ -123,12 +123,12 @@ def test_exp_log_round_trip(v):
     rotvec = as_rotvec(v)
     assert np.allclose(quat_log(quat_exp(rotvec)), rotvec, atol=1e-12)
     assert quat_angle(quat_exp(rotvec)) == pytest.approx(v[3], abs=1e-12)
-    # the single-sample functions compute the same numbers, to the ulp: they call the C
+    # the single-sample functions compute the same numbers, to a few ulp: they call the C
     # library's sin, cos and atan2 (math), the vectorised ones numpy's, which may differ in
-    # the last bit
+    # the last bit (the log of an exp carries both differences)
     np.testing.assert_array_max_ulp(quat_exp(rotvec), np.array(quat_exp_one(rotvec)), maxulp=2)
     np.testing.assert_array_max_ulp(
-        quat_log(quat_exp(rotvec)), np.array(quat_log_one(quat_exp_one(rotvec))), maxulp=2
+        quat_log(quat_exp(rotvec)), np.array(quat_log_one(quat_exp_one(rotvec))), maxulp=4
     )
 
 
