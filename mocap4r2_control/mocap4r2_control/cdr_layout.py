@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 __all__ = [
     "ENCAPSULATION",
+    "MARKER_TAIL",
     "POSE_WIDTH",
     "Array",
     "BodiesLayout",
@@ -45,6 +46,8 @@ __all__ = [
     "SkeletonsLayout",
     "Strings",
     "TFLayout",
+    "align",
+    "marker_point",
 ]
 
 #: CDR little endian, XCDR1 ("plain CDR"), options 0: what rmw_fastrtps writes.
@@ -56,9 +59,24 @@ POSE_WIDTH = 7
 Array = npt.NDArray[Any]
 
 
-def _align(offset: Any, size: int) -> Any:
-    """``offset`` rounded up to a multiple of ``size`` (a power of two); ints or int64 arrays."""
+def align(offset: Any, size: int) -> Any:
+    """``offset`` rounded up to a multiple of ``size`` (a power of two); ints or int64 arrays.
+
+    The one alignment rule of the suite's CDR: the writers here and the readers of
+    cdr_reader.py both count ``offset`` from the first byte after the encapsulation."""
     return (offset + (size - 1)) & -size
+
+
+#: bytes from a Marker's Point to the end of the Marker: 3 float64, bool occluded,
+#: padding to 4, float32 residual
+MARKER_TAIL = 32
+
+
+def marker_point(starts: Any, name_sizes: Any) -> Any:
+    """Offset of a Marker's Point for Markers at ``starts`` whose names take
+    ``name_sizes`` bytes with their NUL (int32 id, uint32 length, name, Point 8-aligned);
+    ints or int64 arrays."""
+    return align(starts + 8 + name_sizes, 8)
 
 
 # ---------------------------------------------------------------------------- buffer
@@ -69,7 +87,7 @@ class Buffer:
     __slots__ = ("message", "u8", "i32", "u32", "f32", "f64", "u64")
 
     def __init__(self, data_size: int):
-        padded = _align(data_size, 8)
+        padded = align(data_size, 8)
         raw = np.zeros(padded + 16, dtype=np.uint8)
         shift = (-(raw.ctypes.data + 4)) % 8
         self.message: Array = raw[shift : shift + 4 + data_size]
@@ -180,7 +198,7 @@ class Header:
         """Where the header's fields go for this ``frame_id``."""
         text = Strings.one(frame_id, "frame_id")
         # sec @0, nanosec @4, frame_id length @8, its bytes @12
-        number = _align(12 + int(text.sizes[0]), 8)
+        number = align(12 + int(text.sizes[0]), 8)
         return cls(text, number, number + 8, number + 12)
 
     def put(self, buf: Buffer, count: int) -> None:
@@ -192,7 +210,7 @@ class Header:
 # ---------------------------------------------------------------------------- markers
 def _marker_spans(residues: Array, names: Strings) -> Array:
     # int32 id, string name, Point (8-aligned), bool occluded, float32 residual
-    spans: Array = _align(residues + 8 + names.sizes, 8) - residues + 32
+    spans: Array = marker_point(residues, names.sizes) - residues + MARKER_TAIL
     return spans
 
 
@@ -209,7 +227,7 @@ class MarkerFields:
     def place(cls, buf: Buffer, starts: Array, names: Strings) -> MarkerFields:
         """Markers starting at byte offsets ``starts``; their names are written now."""
         buf.put_strings(starts + 4, names)
-        point = _align(starts + 8 + names.sizes, 8)
+        point = marker_point(starts, names.sizes)
         return cls(starts // 4, _fields(point, 3, 8), point + 24, (point + 28) // 4)
 
     def write(self, buf: Buffer, *, ids: Array, positions: Array, occluded: Array, residuals: Array) -> None:
@@ -324,9 +342,9 @@ class BodiesLayout:
         residues = np.zeros(count, dtype=np.int64)
         if count:
             residues[0] = header.first % 8
-        spans = _align(residues + 9 + body_names.sizes, 8) - residues + 64 + run_bytes
+        spans = align(residues + 9 + body_names.sizes, 8) - residues + 64 + run_bytes
         starts = _element_starts(np.array([header.first]), np.array([0, count]), spans)
-        pose = _align(starts + 9 + body_names.sizes, 8)
+        pose = align(starts + 9 + body_names.sizes, 8)
         buf = Buffer(header.first + int(spans.sum()))
         header.put(buf, count)
         buf.put_strings(starts + 4, body_names)
@@ -347,7 +365,7 @@ class BodiesLayout:
 # ---------------------------------------------------------------------------- skeletons
 def _segment_spans(residues: Array, names: Strings) -> Array:
     # int32 id, string name, int32 parent_id, bool tracking_valid, Pose (8-aligned)
-    spans: Array = _align(_align(residues + 8 + names.sizes, 4) + 5, 8) - residues + 56
+    spans: Array = align(align(residues + 8 + names.sizes, 4) + 5, 8) - residues + 56
     return spans
 
 
@@ -386,15 +404,15 @@ class SkeletonsLayout:
         at = header.first
         for i in range(count):
             starts[i] = at
-            run = _align(at + 9 + sizes[i], 4) + 4  # int32 id, string name, bool, uint32 count
+            run = align(at + 9 + sizes[i], 4) + 4  # int32 id, string name, bool, uint32 count
             runs[i] = run
             a, b = offs[i], offs[i + 1]
             at = run if a == b else run + int(spans_at[run % 8][a]) + int(csum0[b] - csum0[a + 1])
         residues = _run_residues(runs, offsets, total)
         spans = np.where(residues == 0, spans_at[0], spans_at[4])
         seg_starts = _element_starts(runs, offsets, spans)
-        parent = _align(seg_starts + 8 + segment_strings.sizes, 4)
-        pose = _align(parent + 5, 8)
+        parent = align(seg_starts + 8 + segment_strings.sizes, 4)
+        pose = align(parent + 5, 8)
         buf = Buffer(at)
         header.put(buf, count)
         buf.put_strings(starts + 4, skeleton_names)
@@ -434,10 +452,10 @@ class TFLayout:
         residues = np.zeros(count, dtype=np.int64)
         if count:
             residues[0] = 4
-        spans = _align(_align(residues + 12 + parent_size, 4) + 4 + children.sizes, 8) - residues + 56
+        spans = align(align(residues + 12 + parent_size, 4) + 4 + children.sizes, 8) - residues + 56
         starts = _element_starts(np.array([4]), np.array([0, count]), spans)
-        child = _align(starts + 12 + parent_size, 4)
-        pose = _align(child + 4 + children.sizes, 8)
+        child = align(starts + 12 + parent_size, 4)
+        pose = align(child + 4 + children.sizes, 8)
         buf = Buffer(4 + int(spans.sum()))
         buf.u32[0] = count
         if count:

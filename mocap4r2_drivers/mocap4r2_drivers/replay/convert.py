@@ -9,106 +9,35 @@ messages have the structure of the previous one on their topic (the usual case: 
 system's assets rarely change), which is checked by comparing the bytes of every count
 and name of the batch in one operation.
 
-Alignment in XCDR1 is counted from the first byte after the 4-byte encapsulation header.
-Every length read is checked against the bytes left before anything is allocated.
+The walk is mocap4r2_control's CDR reader (cdr_reader.walk_message: the wire rules of
+the suite's writer, read back); this module batches what it finds. Every length read is
+checked against the bytes left before anything is allocated.
 """
 
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from mocap4r2_control.cdr_reader import KINDS, MAX_ELEMENTS, CdrDecodeError, walk_message
 from mocap4r2_control.frame import BodyArrays, MarkerArrays, SegmentArrays, SkeletonArrays
 
-_U32 = struct.Struct("<I")
-_I32 = struct.Struct("<i")
-_U64 = struct.Struct("<Q")
-#: the most elements a sequence may claim; a count above it is corrupt data, not a scene
-MAX_ELEMENTS = 1_000_000
+__all__ = [
+    "MAX_ELEMENTS",
+    "Decoded",
+    "DecodedColumns",
+    "MessageDecoder",
+    "ReplayDecodeError",
+    "seconds_for_stamp",
+]
 
 
-class ReplayDecodeError(ValueError):
+class ReplayDecodeError(CdrDecodeError):
     """Bytes that are not the message they claim to be (truncated, big endian, corrupt)."""
-
-
-def _align(offset: int, size: int) -> int:
-    return (offset + size - 1) & ~(size - 1)
-
-
-class _Walk:
-    """Offsets of one message's fields, found by reading its counts and string lengths."""
-
-    def __init__(self, data: bytes) -> None:
-        if len(data) < 8:
-            raise ReplayDecodeError(f"{len(data)} bytes: too short for a CDR message")
-        if data[0] != 0 or data[1] != 1:
-            raise ReplayDecodeError(
-                f"encapsulation {data[0]:#04x} {data[1]:#04x}: only little-endian plain CDR is read"
-            )
-        self.data = data
-        self.pos = 0  # relative to byte 4
-        # bytes that fix the layout: counts, string lengths and string contents
-        self.structure: list[int] = []
-
-    def _need(self, size: int) -> None:
-        if 4 + self.pos + size > len(self.data):
-            raise ReplayDecodeError(f"truncated message: {size} bytes needed at offset {self.pos + 4}")
-
-    def fixed(self, size: int, count: int = 1) -> int:
-        """Skip ``count`` values of ``size`` bytes (aligned to ``size``); their offset."""
-        self.pos = _align(self.pos, size)
-        self._need(size * count)
-        start = self.pos + 4
-        self.pos += size * count
-        return start
-
-    def count(self) -> int:
-        start = self.fixed(4)
-        self.structure.extend(range(start, start + 4))
-        value = _U32.unpack_from(self.data, start)[0]
-        if value > MAX_ELEMENTS:
-            raise ReplayDecodeError(f"a sequence of {value} elements (at most {MAX_ELEMENTS})")
-        return value
-
-    def string(self) -> str:
-        length = self.count()
-        self._need(length)
-        start = self.pos + 4
-        self.structure.extend(range(start, start + length))
-        self.pos += length
-        if length == 0:
-            return ""
-        return self.data[start : start + length - 1].decode("utf-8", "replace")
-
-    def header(self) -> tuple[int, str, int]:
-        """(offset of the stamp, frame_id, offset of frame_number)."""
-        stamp = self.fixed(4, 2)
-        frame_id = self.string()
-        number = self.fixed(8)
-        return stamp, frame_id, number
-
-
-@dataclass
-class _MarkerOffsets:
-    """Offsets of the fields of the markers walked so far."""
-
-    names: list[str] = field(default_factory=list)
-    ids: list[int] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)
-    occluded: list[int] = field(default_factory=list)
-    residuals: list[int] = field(default_factory=list)
-
-    def walk(self, w: _Walk) -> None:
-        self.ids.append(w.fixed(4))
-        self.names.append(w.string())
-        self.positions.append(w.fixed(8, 3))
-        self.occluded.append(w.fixed(1))
-        self.residuals.append(w.fixed(4))
 
 
 @dataclass
@@ -189,7 +118,7 @@ class MessageDecoder:
     """Decodes one topic's serialized messages of one type (Markers, RigidBodies or
     Skeletons), reusing the field layout of the previous message when it still fits."""
 
-    KINDS = ("markers", "rigid_bodies", "skeletons")
+    KINDS = KINDS
 
     def __init__(self, kind: str) -> None:
         if kind not in self.KINDS:
@@ -312,55 +241,17 @@ class MessageDecoder:
         ]
 
     def _build(self, data: bytes) -> _Layout:
-        buf = np.frombuffer(data, dtype=np.uint8)
-        w = _Walk(data)
-        _, frame_id, number = w.header()
+        if len(data) < 8:
+            raise ReplayDecodeError(f"{len(data)} bytes: too short for a CDR message")
+        walk = walk_message(self.kind, data, ReplayDecodeError)
         extra: dict = {}
-        n = w.count()
-        values: list[tuple[str, list[int], str, int]] = []
-        m = _MarkerOffsets()
-        if self.kind == "markers":
-            for _ in range(n):
-                m.walk(w)
-        elif self.kind == "rigid_bodies":
-            ids, names, valid, pose, errors, counts = [], [], [], [], [], []
-            for _ in range(n):
-                ids.append(w.fixed(4))
-                names.append(w.string())
-                valid.append(w.fixed(1))
-                pose.append(w.fixed(8, 7))
-                errors.append(w.fixed(4))
-                k = w.count()
-                counts.append(k)
-                for _ in range(k):
-                    m.walk(w)
-            extra.update(names=tuple(names), offsets=_offsets(counts))
-            values += [("ids", ids, "<i4", 1), ("valid", valid, "u1", 1), ("pose", pose, "<f8", 7)]
-            values.append(("errors", errors, "<f4", 1))
+        if self.kind != "markers":
+            extra.update(names=walk.names, offsets=_offsets(walk.counts))
+        if self.kind == "skeletons":
+            extra["seg_names"] = walk.item_names
         else:
-            ids, names, valid, counts = [], [], [], []
-            seg_ids, seg_names, parents, seg_valid, pose = [], [], [], [], []
-            for _ in range(n):
-                ids.append(w.fixed(4))
-                names.append(w.string())
-                valid.append(w.fixed(1))
-                k = w.count()
-                counts.append(k)
-                for _ in range(k):
-                    seg_ids.append(w.fixed(4))
-                    seg_names.append(w.string())
-                    parents.append(w.fixed(4))
-                    seg_valid.append(w.fixed(1))
-                    pose.append(w.fixed(8, 7))
-            extra.update(names=tuple(names), offsets=_offsets(counts), seg_names=tuple(seg_names))
-            values += [("ids", ids, "<i4", 1), ("valid", valid, "u1", 1), ("seg_ids", seg_ids, "<i4", 1)]
-            values += [("parents", parents, "<i4", 1), ("seg_valid", seg_valid, "u1", 1)]
-            values.append(("pose", pose, "<f8", 7))
-        if self.kind != "skeletons":
-            extra["m_names"] = tuple(m.names)
-            values += [("m_ids", m.ids, "<i4", 1), ("m_positions", m.positions, "<f8", 3)]
-            values += [("m_occluded", m.occluded, "u1", 1), ("m_residuals", m.residuals, "<f4", 1)]
-        if n == 0:
+            extra["m_names"] = walk.item_names
+        if walk.count == 0:
             # a collection without elements (most systems send no skeletons): nothing
             # in it can change, so every message of this layout shares one, and its
             # frames are not built of empty arrays sliced per message
@@ -371,18 +262,26 @@ class MessageDecoder:
             }[self.kind]()
         padded = -(-(_ROW_START + len(data)) // 8) * 8
         row = np.zeros(padded, dtype=np.uint8)
-        row[_ROW_START : _ROW_START + len(data)] = buf
+        row[_ROW_START : _ROW_START + len(data)] = np.frombuffer(data, dtype=np.uint8)
         mask = np.zeros(padded, dtype=np.uint8)
-        mask[_ROW_START + np.asarray([0, 1, *w.structure], dtype=np.int64)] = 0xFF
+        mask[_ROW_START + np.asarray([0, 1, *walk.structure], dtype=np.int64)] = 0xFF
         mask64 = mask.view("<u8")
         words = np.flatnonzero(mask64)
         fields = {}
-        for name, offsets, dtype, width in values:
-            item = np.dtype(dtype).itemsize
-            first = (_ROW_START + np.asarray(offsets, dtype=np.int64)) // item
-            fields[name] = _Field(np.dtype(dtype), (first[:, None] + np.arange(width)).reshape(-1), width)
+        for f in walk.fields:
+            dtype = np.dtype(f.dtype)
+            first = (_ROW_START + np.asarray(f.offsets, dtype=np.int64)) // dtype.itemsize
+            fields[f.name] = _Field(dtype, (first[:, None] + np.arange(f.width)).reshape(-1), f.width)
         layout = _Layout(
-            len(data), padded, words, row.view("<u8")[words], mask64[words], number, frame_id, fields, extra
+            len(data),
+            padded,
+            words,
+            row.view("<u8")[words],
+            mask64[words],
+            walk.number,
+            walk.frame_id,
+            fields,
+            extra,
         )
         self._layout = layout
         self.layouts_built += 1
