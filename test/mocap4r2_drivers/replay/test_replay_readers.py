@@ -14,13 +14,18 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from session_fixture import TOPICS, record_session  # noqa: E402
+from shared_data import require_shared  # noqa: E402  (test/fixtures)
 
 from mocap4r2_control.frame_encoder import FrameEncoder  # noqa: E402
 from mocap4r2_control.timebase import split_seconds  # noqa: E402
 from mocap4r2_drivers.replay.convert import seconds_for_stamp  # noqa: E402
 from mocap4r2_drivers.replay.readers import ReplayFileError, open_source  # noqa: E402
 
-C3D_DIR = Path(__file__).resolve().parents[4] / "shared" / "data" / "c3d"
+
+@pytest.fixture
+def c3d_dir() -> Path:
+    """The vendor C3D files of ../shared/data/c3d (skips in a clone without them; fails under CI)."""
+    return require_shared("data", "c3d", checks="reading the BTS, Optotrak and Qualisys vendor C3D files")
 
 
 @pytest.fixture(scope="module")
@@ -128,9 +133,9 @@ def test_a_c3d_written_by_ezc3d_replays_with_its_names_units_and_axes(tmp_path):
     ],
 )
 def test_the_vendor_files_replay_with_labels_in_metres_unseen_points_occluded(
-    name, up, count, rate, first_label, unseen
+    name, up, count, rate, first_label, unseen, c3d_dir
 ):
-    source = open_source(C3D_DIR / f"{name}.c3d", up_axis=up)
+    source = open_source(c3d_dir / f"{name}.c3d", up_axis=up)
     info = source.info
     assert info.frame_count == count and info.rate == rate
     assert info.names.markers[0] == first_label
@@ -146,16 +151,16 @@ def test_the_vendor_files_replay_with_labels_in_metres_unseen_points_occluded(
         assert -0.1 < np.nanmin(positions[..., 2]) < 0.2
 
 
-def test_the_screen_hints_are_reported_not_trusted():
-    source = open_source(C3D_DIR / "Qualisys.c3d")
+def test_the_screen_hints_are_reported_not_trusted(c3d_dir):
+    source = open_source(c3d_dir / "Qualisys.c3d")
     assert source.info.details["y_screen"] == "-Z"
     assert source.info.details["up_axis"] == "+Z"
     assert int(source.info.details["analog_channels_ignored"]) > 0
 
 
-def test_bodies_are_fitted_to_their_markers():
+def test_bodies_are_fitted_to_their_markers(c3d_dir):
     bodies = {"pelvis": ["L_IAS", "R_IAS", "L_IPS", "R_IPS"]}
-    source = open_source(C3D_DIR / "Qualisys.c3d", bodies=bodies)
+    source = open_source(c3d_dir / "Qualisys.c3d", bodies=bodies)
     assert source.info.names.rigid_bodies == ("pelvis",)
     frames = [f.frame for f in source.frames()]
     for frame in frames[::17]:
@@ -176,13 +181,13 @@ def test_bodies_are_fitted_to_their_markers():
         ({"stick": ["L_IAS", "R_IAS"]}, "at least 3"),
     ],
 )
-def test_bad_bodies_are_refused_with_the_reason(bodies, words):
+def test_bad_bodies_are_refused_with_the_reason(bodies, words, c3d_dir):
     with pytest.raises(ReplayFileError, match=words):
-        open_source(C3D_DIR / "Qualisys.c3d", bodies=bodies)
+        open_source(c3d_dir / "Qualisys.c3d", bodies=bodies)
 
 
-def test_a_truncated_c3d_is_refused(tmp_path):
-    data = (C3D_DIR / "BTS.c3d").read_bytes()
+def test_a_truncated_c3d_is_refused(tmp_path, c3d_dir):
+    data = (c3d_dir / "BTS.c3d").read_bytes()
     for cut, words in ((300, "cannot be read|no points"), (len(data) // 2 + 3, "truncated")):
         path = tmp_path / f"cut{cut}.c3d"
         path.write_bytes(data[:cut])
