@@ -137,14 +137,20 @@ class ServerDialog:
         version = info.bitstream
         if not version.supported:
             fatal = (
-                f"{info.app_name} streams NatNet {version}; supported: "
-                f"{', '.join(str(v) for v in nn.SUPPORTED_VERSIONS)} (set the bitstream version in Motive's "
-                "streaming settings)"
+                f"{info.app_name} streams NatNet {version} (read from its NAT_SERVERINFO); this driver reads "
+                f"{nn.OLDEST_VERSION} to {nn.NEWEST_VERSION} and newer: update Motive (2.x and older stream "
+                "NatNet 2.x)"
             )
             if fatal != self.fatal:
                 self.log.error(fatal)
             self.fatal = self.stats.last_error = fatal
             return False
+        if version.newer_than_known and version != self.version:
+            self.log.warning(
+                f"{info.app_name} streams NatNet {version}, newer than the newest this driver knows "
+                f"({nn.NEWEST_VERSION}): reading it with the {nn.NEWEST_VERSION} layout, skipping what it "
+                "adds by its size (see /diagnostics)"
+            )
         self.server_info = info
         if info != previous:
             server = self.transport.server

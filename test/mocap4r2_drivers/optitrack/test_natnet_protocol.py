@@ -27,7 +27,7 @@ from mocap4r2_drivers.optitrack.client import (
 from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, SceneStream, ServerOptions
 from mocap4r2_drivers.simulated.scene import Scene
 
-VERSIONS = [nn.Version(3, 0), nn.Version(3, 1), nn.Version(4, 0), nn.Version(4, 1)]
+VERSIONS = list(nn.SUPPORTED_VERSIONS)  # 3.0 to 4.5
 
 SCENE = {
     "seed": 3,
@@ -133,6 +133,10 @@ def test_connect_and_server_info_layouts():
         nn.decode_server_info(payload[:100])
 
 
+IMU_BYTES = bytes(range(24))
+GPIO_BYTES = b"\x01\x00\x00\x00\xff"
+
+
 def _hand_built_frame(version: nn.Version) -> bytes:
     """One rigid body, one labeled marker, one marker set, nothing else: built with
     struct from the published layout, independently of the encoder."""
@@ -150,6 +154,8 @@ def _hand_built_frame(version: nn.Version) -> bytes:
         out += dataset(0, b"")  # assets
     out += dataset(1, struct.pack("<i3ffhf", 5 << 16 | 2, 4.0, 5.0, 6.0, 0.014, 0x08, 0.0003))
     out += dataset(0, b"") + dataset(0, b"")  # force plates, devices
+    if version >= (4, 5):  # IMU and GPIO sections: their items are not public, opaque here
+        out += dataset(2, IMU_BYTES) + dataset(1, GPIO_BYTES)
     out += struct.pack("<IIdQQQ", 1, 2, 0.5, 10, 20, 30)
     if version >= (4, 1):
         out += struct.pack("<II", 40, 50)
@@ -175,6 +181,11 @@ def test_frame_layout_matches_the_published_layout(version):
         (40, 50) if version >= (4, 1) else (0, 0)
     )
     assert frame.tracked_models_changed and not frame.is_recording
+    if version >= (4, 5):  # read past by their size, and said so
+        assert frame.skipped == (nn.Skipped("imu", 2, 24, True), nn.Skipped("gpio", 1, 5, True))
+        frame.imu, frame.gpio = nn.Opaque(0, 2, IMU_BYTES), nn.Opaque(0, 1, GPIO_BYTES)
+    else:
+        assert frame.skipped == ()
     # and the encoder writes exactly these bytes back
     assert nn.encode_frame_payload(frame, version) == payload
 
@@ -243,7 +254,8 @@ def test_huge_counts_are_refused_before_allocating():
 
 
 def test_unsupported_versions_are_refused_clearly():
-    with pytest.raises(nn.NatNetProtocolError, match="NatNet bitstream 2.10 is not supported"):
+    expected = "NatNet bitstream 2.10 is not supported: this driver reads 3.0 to 4.5"
+    with pytest.raises(nn.NatNetProtocolError, match=expected):
         nn.decode_frame(b"", nn.Version(2, 10))
     with pytest.raises(nn.NatNetProtocolError, match="not a NatNet version"):
         nn.Version.parse("four")
@@ -295,9 +307,8 @@ def test_unknown_dataset_types_skipped_in_41_refused_before():
             + body
         )
 
-    assert (
-        nn.decode_model_definitions(packet(nn.Version(4, 1), True), nn.Version(4, 1)) == nn.ModelDefinitions()
-    )
+    skipped = nn.decode_model_definitions(packet(nn.Version(4, 1), True), nn.Version(4, 1))
+    assert skipped == nn.ModelDefinitions(skipped=[nn.Skipped("description type 42", 1, 7, False)])
     with pytest.raises(nn.NatNetProtocolError, match="unknown dataset type 42"):
         nn.decode_model_definitions(packet(nn.Version(4, 0), False), nn.Version(4, 0))
 
@@ -610,7 +621,9 @@ def test_unsupported_server_version_is_a_clear_error():
         thread = threading.Thread(target=answer)
         thread.start()
         try:
-            expected = r"Motive streams NatNet 2.10; supported: 3.0, 3.1, 4.0, 4.1"
+            expected = (
+                r"Motive streams NatNet 2.10 \(read from its NAT_SERVERINFO\); this driver reads 3.0 to"
+            )
             with pytest.raises(NatNetConnectionError, match=expected):
                 client.connect(3.0)
         finally:

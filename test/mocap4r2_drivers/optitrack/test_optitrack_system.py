@@ -352,3 +352,15 @@ def test_garbage_on_the_data_port_is_counted_not_fatal(ros, procs, tmp_path):
     diagnostics.wait_for(counted, timeout=WAIT)
     assert driver.log().count("dropped an undecodable NatNet packet") == 1, "logged once, then counted"
     assert driver.alive()
+
+
+def test_motive_32_streaming_42_multicast_is_read(ros, procs, tmp_path):
+    """Issue 37: every Motive since 2024 streams bitstream 4.2 or later, and multicast (the
+    default) streams the installed Motive's own bitstream. The driver refused 4.2 at
+    configure; it must read it."""
+    stand_in = StandIn(procs, tmp_path, "--natnet-version", "4.2", "--multicast", scene=SCENE)
+    driver, ns = start_driver(procs, stand_in, "multicast")
+    bodies, markers, skeletons = subscribe(ros, ns)
+    check_stream(stand_in.scene, bodies, markers, skeletons, driver)
+    log = driver.log()
+    assert "NatNet 4.2" in log and "not supported" not in log

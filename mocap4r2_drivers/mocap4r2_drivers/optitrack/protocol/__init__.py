@@ -1,4 +1,5 @@
-"""OptiTrack NatNet wire protocol, bitstream 3.0, 3.1, 4.0 and 4.1 (pure Python + numpy).
+"""OptiTrack NatNet wire protocol, bitstream 3.0, 3.1 and 4.0 to 4.5, and newer ones read
+with the 4.5 layout (pure Python + numpy).
 
 Split by concern: :mod:`.wire` (framing, versions, records, bounded reader/writer),
 :mod:`.messages` (connect, server info, requests), :mod:`.models` (model definitions)
@@ -14,7 +15,15 @@ Differences between the bitstream versions that matter on the wire:
   * 4.1 adds a byte count after every dataset count of a frame (and after every dataset
     type of a model definition), asset data and descriptions, and two precision
     timestamp words before the frame parameters.
-3.0 and 3.1 share one layout.
+  * 4.2 adds a rotational offset (quaternion x, y, z, w) after the offset of every
+    rigid-body description (so of skeleton bones and asset rigid bodies too); 4.3 and 4.4
+    have no public layout change and are read as 4.2.
+  * 4.5 adds IMU and GPIO sections (sized, items not public) after the devices of a
+    frame, and anchor-marker descriptions: both are skipped by their size and listed in
+    ``skipped``.
+3.0 and 3.1 share one layout. Anything sized that no known version has (a description
+type, a frame section before the suffix) is skipped by its size, so a newer bitstream is
+read with the newest layout.
 
 Decoding is bounded: every count and length is checked against the bytes left before
 anything is allocated, so a truncated or garbage packet raises
@@ -61,6 +70,7 @@ from .models import (
     encode_model_definitions,
 )
 from .wire import (
+    ANCHOR_MARKER_DESCRIPTION,
     DEFAULT_COMMAND_PORT,
     DEFAULT_DATA_PORT,
     DEFAULT_MULTICAST_ADDRESS,
@@ -76,6 +86,8 @@ from .wire import (
     MARKER_UNLABELED,
     MAX_PAYLOAD,
     NAME_FIELD,
+    NEWEST_VERSION,
+    OLDEST_VERSION,
     POSITION_SIZE,
     RIGID_BODY_DTYPE,
     RIGID_BODY_TRACKING_VALID,
@@ -83,6 +95,8 @@ from .wire import (
     DescriptorType,
     MessageId,
     NatNetProtocolError,
+    Opaque,
+    Skipped,
     Version,
     empty_markers,
     empty_rigid_bodies,
@@ -94,6 +108,11 @@ from .wire import (
 )
 
 __all__ = [
+    "ANCHOR_MARKER_DESCRIPTION",
+    "NEWEST_VERSION",
+    "OLDEST_VERSION",
+    "Opaque",
+    "Skipped",
     "AnalogData",
     "AssetData",
     "AssetDescription",

@@ -21,6 +21,9 @@ from .wire import (
     POSITION_SIZE,
     RIGID_BODY_DTYPE,
     MessageId,
+    NatNetProtocolError,
+    Opaque,
+    Skipped,
     Version,
     _Reader,
     _records,
@@ -91,6 +94,13 @@ class FrameOfData:
     precision_timestamp_secs: int = 0  # 4.1+, 0 when the server has no precision (PTP) clock
     precision_timestamp_frac_secs: int = 0
     params: int = 0
+    # decoded: the sized sections read past (4.5 IMU and GPIO, sections no known version has)
+    skipped: tuple[Skipped, ...] = ()
+    # encoded: 4.5's IMU and GPIO sections (opaque: their items are not public), then
+    # sections no known version has (a "future Motive" of the stand-in's tests)
+    imu: Opaque | None = None
+    gpio: Opaque | None = None
+    extra_sections: list[Opaque] = field(default_factory=list)
 
     @property
     def is_recording(self) -> bool:
@@ -176,6 +186,8 @@ def decode_frame(payload: bytes, version: Version) -> FrameOfData:
 
     frame.force_plates = _read_analog(r, "force plate", counts)
     frame.devices = _read_analog(r, "device", counts)
+    if counts and (version.imu_gpio or r.end - r.pos > SUFFIX_MAX):
+        frame.skipped = _skip_sections(r, version)
 
     (
         frame.timecode,
@@ -192,6 +204,42 @@ def decode_frame(payload: bytes, version: Version) -> FrameOfData:
     frame.params = r.scalar(_U16, "frame parameters")
     # an end-of-data tag (int32 0) may follow; nothing after the parameters is needed
     return frame
+
+
+#: the frame suffix of 4.1+: timecode, subframe, timestamp, three clock stamps, precision
+#: timestamp, params, then the end-of-data tag Motive sends (4 bytes)
+SUFFIX_SIZE = _SUFFIX_3.size + _PRECISION.size + _U16.size
+SUFFIX_MAX = SUFFIX_SIZE + 4
+#: sized sections after the devices that one frame may hold (4.5 has 2): a bound on the loop
+MAX_EXTRA_SECTIONS = 64
+_IMU_GPIO = ("imu", "gpio")
+_FIRST_EXTRA_SECTION = 9  # sections 1-8: marker sets .. devices; 4.5's IMU and GPIO are 9 and 10
+
+
+def _skip_section(r: _Reader, name: str, known: bool) -> Skipped:
+    count = r.count(name, 0)
+    end = r.byte_count(name)
+    if r.end - end < SUFFIX_SIZE:
+        raise r.fail(f"{name}: its byte count leaves no room for the frame suffix")
+    skipped = Skipped(name, count, end - r.pos, known)
+    r.pos = end
+    return skipped
+
+
+def _skip_sections(r: _Reader, version: Version) -> tuple[Skipped, ...]:
+    """The sized sections between the devices and the suffix, read past by their size:
+    4.5's IMU and GPIO (always there; their items are not public), then any a newer
+    Motive adds. Such a section is recognised by the bytes left: more than the suffix and
+    its end tag (a section's count and size alone are 8 bytes, so the two cannot be
+    confused)."""
+    out = [_skip_section(r, name, True) for name in _IMU_GPIO] if version.imu_gpio else []
+    number = _FIRST_EXTRA_SECTION + len(out)
+    while r.end - r.pos > SUFFIX_MAX:
+        if len(out) >= MAX_EXTRA_SECTIONS:
+            raise r.fail(f"more than {MAX_EXTRA_SECTIONS} sized sections after the devices")
+        out.append(_skip_section(r, f"frame section {number}", False))
+        number += 1
+    return tuple(out)
 
 
 def _dataset(out: list[bytes], count: int, data: bytes, counts: bool) -> None:
@@ -255,6 +303,18 @@ def encode_frame_payload(frame: FrameOfData, version: Version) -> bytes:
                 w.int32(values.shape[0])
                 w.raw(values.tobytes())
         _dataset(out, len(items), w.bytes(), counts)
+
+    if version.imu_gpio:
+        for section in (frame.imu, frame.gpio):
+            if section is None:
+                _dataset(out, 0, b"", counts)
+            else:
+                _dataset(out, section.count, section.data, counts)
+    if frame.extra_sections:
+        if not counts:
+            raise NatNetProtocolError(f"bitstream {version} has no sized sections to carry extra ones")
+        for section in frame.extra_sections:
+            _dataset(out, section.count, section.data, counts)
 
     out.append(
         _SUFFIX_3.pack(

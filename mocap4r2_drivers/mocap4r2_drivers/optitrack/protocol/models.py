@@ -14,9 +14,12 @@ from numpy.typing import NDArray
 from .wire import (
     _I4,
     _I32,
+    ANCHOR_MARKER_DESCRIPTION,
     DescriptorType,
     MessageId,
     NatNetProtocolError,
+    Opaque,
+    Skipped,
     Version,
     _Reader,
     _Writer,
@@ -41,6 +44,8 @@ class RigidBodyDescription:
     id: int
     parent_id: int = -1
     offset: NDArray[Any] = field(default_factory=lambda: np.zeros(3, dtype=np.float32))  # from the parent
+    # 4.2+: the rotational offset from the parent (x, y, z, w), identity before
+    orientation: NDArray[Any] = field(default_factory=lambda: np.array([0, 0, 0, 1], dtype=np.float32))
     marker_positions: NDArray[Any] = field(default_factory=lambda: np.zeros((0, 3), dtype=np.float32))
     marker_labels: NDArray[Any] = field(default_factory=lambda: np.zeros(0, dtype=np.int32))  # active labels
     marker_names: tuple[str, ...] = ()  # 4.0+; empty strings when the stream has none
@@ -125,6 +130,14 @@ class ModelDefinitions:
     devices: list[DeviceDescription] = field(default_factory=list)
     cameras: list[CameraDescription] = field(default_factory=list)
     assets: list[AssetDescription] = field(default_factory=list)
+    # decoded: the descriptions read past by their size (4.5 anchor markers, unknown types)
+    skipped: list[Skipped] = field(default_factory=list)
+    # encoded after the others (the stand-in's anchor markers, a "future Motive"'s types)
+    opaque: list[Opaque] = field(default_factory=list)
+
+
+_IDENTITY = np.array([0, 0, 0, 1], dtype=np.float32)
+_IDENTITY.flags.writeable = False
 
 
 def _read_rigid_body_description(r: _Reader, version: Version) -> RigidBodyDescription:
@@ -132,6 +145,7 @@ def _read_rigid_body_description(r: _Reader, version: Version) -> RigidBodyDescr
     body_id = r.int32("rigid body id")
     parent = r.int32("rigid body parent id")
     offset = r.floats(3, "rigid body offset")
+    orientation = r.floats(4, "rigid body orientation") if version.description_orientation else _IDENTITY
     n = r.count("rigid body marker", 16 + (1 if version.rigid_body_marker_names else 0))
     positions = r.floats(3 * n, "rigid body marker positions").reshape(n, 3)
     labels = np.frombuffer(r.buf, dtype=_I4, count=n, offset=r.need(4 * n, "rigid body marker labels"))
@@ -139,7 +153,7 @@ def _read_rigid_body_description(r: _Reader, version: Version) -> RigidBodyDescr
         names = tuple(r.string("rigid body marker name") for _ in range(n))
     else:
         names = ("",) * n
-    return RigidBodyDescription(name, body_id, parent, offset, positions, labels, names)
+    return RigidBodyDescription(name, body_id, parent, offset, orientation, positions, labels, names)
 
 
 def _write_rigid_body_description(w: _Writer, body: RigidBodyDescription, version: Version) -> None:
@@ -147,6 +161,8 @@ def _write_rigid_body_description(w: _Writer, body: RigidBodyDescription, versio
     w.int32(body.id)
     w.int32(body.parent_id)
     w.floats(body.offset, 3, f"rigid body {body.name!r} offset")
+    if version.description_orientation:
+        w.floats(body.orientation, 4, f"rigid body {body.name!r} orientation")
     positions = np.asarray(body.marker_positions, dtype="<f4").reshape(-1, 3)
     n = positions.shape[0]
     w.int32(n)
@@ -174,7 +190,7 @@ def _read_marker_set_description(r: _Reader, version: Version) -> MarkerSetDescr
 def _read_skeleton_description(r: _Reader, version: Version) -> SkeletonDescription:
     name = r.string("skeleton name")
     skeleton_id = r.int32("skeleton id")
-    n = r.count("skeleton bone", 25)
+    n = r.count("skeleton bone", 25 + (16 if version.description_orientation else 0))
     return SkeletonDescription(
         name, skeleton_id, [_read_rigid_body_description(r, version) for _ in range(n)]
     )
@@ -225,7 +241,7 @@ def _read_asset_description(r: _Reader, version: Version) -> AssetDescription:
     name = r.string("asset name")
     asset_type = r.int32("asset type")
     asset_id = r.int32("asset id")
-    n = r.count("asset rigid body", 25)
+    n = r.count("asset rigid body", 25 + (16 if version.description_orientation else 0))
     bodies = [_read_rigid_body_description(r, version) for _ in range(n)]
     m = r.count("asset marker", 1 + _MARKER_DESCRIPTION.size)
     markers = []
@@ -253,7 +269,11 @@ _DESCRIPTION_READERS: dict[int, tuple[str, Callable[[_Reader, Version], object]]
 
 
 def decode_model_definitions(payload: bytes, version: Version) -> ModelDefinitions:
-    """Decode a NAT_MODELDEF payload of bitstream ``version``."""
+    """Decode a NAT_MODELDEF payload of bitstream ``version``.
+
+    From 4.1 every description is sized: one of a type we do not read (4.5's anchor
+    markers, or a type no known version has) is skipped by its size and listed in
+    ``skipped``; one whose content does not end where its size says refuses the packet."""
     version = require_supported(version)
     r = _Reader(bytes(payload))
     defs = ModelDefinitions()
@@ -265,6 +285,9 @@ def decode_model_definitions(payload: bytes, version: Version) -> ModelDefinitio
         if entry is None:
             if end is None:  # without a byte count an unknown dataset cannot be skipped
                 raise r.fail(f"unknown dataset type {kind} in model definitions")
+            known = kind == ANCHOR_MARKER_DESCRIPTION and version.imu_gpio
+            name = "anchor_marker" if known else f"description type {kind}"
+            defs.skipped.append(Skipped(name, 1, end - r.pos, known))
             r.pos = end
             continue
         attribute, reader = entry
@@ -346,6 +369,9 @@ def encode_model_definitions(defs: ModelDefinitions, version: Version) -> bytes:
             x, y, z = (float(v) for v in np.asarray(marker.position).reshape(3))
             w.raw(_MARKER_DESCRIPTION.pack(marker.id, x, y, z, float(marker.size), int(marker.params)))
         datasets.append((DescriptorType.ASSET, w.bytes()))
+    if defs.opaque and not version.byte_counts:
+        raise NatNetProtocolError(f"bitstream {version} has no sized descriptions to carry opaque ones")
+    datasets.extend((item.kind, item.data) for item in defs.opaque)
     out = [_I32.pack(len(datasets))]
     for kind, data in datasets:
         out.append(_I32.pack(int(kind)))

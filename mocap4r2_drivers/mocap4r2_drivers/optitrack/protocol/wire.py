@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -49,6 +50,36 @@ class DescriptorType(IntEnum):
     ASSET = 6
 
 
+#: the anchor-marker description of bitstream 4.5 (Motive 3.5): neither its layout nor its
+#: type number is public; 7, the next free number, is our assumption. Skipped by its size
+#: either way (were the number another, it is skipped as an unknown type, with a warning).
+ANCHOR_MARKER_DESCRIPTION = 7
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A sized part of a packet read past without decoding: ``name`` says which
+    (``imu``, ``gpio``, ``anchor_marker`` or, for what no known version has, ``description
+    type N`` / ``frame section N``), ``count`` the items it said it holds, ``size`` its bytes.
+    ``known``: a part of a known version whose layout is not public (not worth a warning)."""
+
+    name: str
+    count: int
+    size: int
+    known: bool
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """Bytes sent as a sized part without a layout of ours (the stand-in's IMU and GPIO
+    sections, anchor markers, a "future Motive"'s extras): ``kind`` is the description
+    type (model definitions) or unused (frame sections), ``count`` the item count."""
+
+    kind: int
+    count: int
+    data: bytes
+
+
 DEFAULT_COMMAND_PORT = 1510
 DEFAULT_DATA_PORT = 1511
 DEFAULT_MULTICAST_ADDRESS = "239.255.42.99"
@@ -81,7 +112,7 @@ class Version(NamedTuple):
             parts = [int(p) for p in str(text).strip().split(".")]
         except ValueError:
             raise NatNetProtocolError(f"not a NatNet version: {text!r}") from None
-        if not 1 <= len(parts) <= 4:
+        if not 1 <= len(parts) <= 4 or any(not 0 <= p <= 255 for p in parts):
             raise NatNetProtocolError(f"not a NatNet version: {text!r}")
         return cls(parts[0], parts[1] if len(parts) > 1 else 0)
 
@@ -90,7 +121,17 @@ class Version(NamedTuple):
 
     @property
     def supported(self) -> bool:
+        """Readable: 3.0 or later (a version newer than NEWEST_VERSION is read with its layout)."""
+        return self >= OLDEST_VERSION
+
+    @property
+    def known(self) -> bool:
+        """One of the versions whose layout this package knows (not merely newer)."""
         return self in SUPPORTED_VERSIONS
+
+    @property
+    def newer_than_known(self) -> bool:
+        return self > NEWEST_VERSION
 
     @property
     def byte_counts(self) -> bool:
@@ -109,20 +150,46 @@ class Version(NamedTuple):
     def rigid_body_marker_names(self) -> bool:
         return self >= (4, 0)
 
+    @property
+    def description_orientation(self) -> bool:
+        """Rigid-body descriptions (and bones, asset bodies) carry a rotational offset (4.2+)."""
+        return self >= (4, 2)
 
-SUPPORTED_VERSIONS = (Version(3, 0), Version(3, 1), Version(4, 0), Version(4, 1))
+    @property
+    def imu_gpio(self) -> bool:
+        """Frames carry IMU and GPIO sections before the suffix (4.5+; items not public)."""
+        return self >= (4, 5)
+
+
+#: every bitstream whose layout is known: 3.0 and 3.1 share one, 4.3 and 4.4 read as 4.2
+#: (no public layout change), 4.5 adds IMU and GPIO sections and anchor-marker descriptions
+SUPPORTED_VERSIONS = (
+    Version(3, 0),
+    Version(3, 1),
+    Version(4, 0),
+    Version(4, 1),
+    Version(4, 2),
+    Version(4, 3),
+    Version(4, 4),
+    Version(4, 5),
+)
+OLDEST_VERSION = SUPPORTED_VERSIONS[0]
+NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
 
 
 def require_supported(version: Version) -> Version:
-    """``version`` if this package reads it; NatNetProtocolError naming the supported ones otherwise."""
-    if version.__class__ is Version and version in SUPPORTED_VERSIONS:
+    """``version`` if this package reads it: every known version, and any newer one (read
+    with the newest layout, extra sized sections skipped); NatNetProtocolError naming the
+    version read for anything older than 3.0."""
+    if version.__class__ is Version and version >= OLDEST_VERSION:
         return version  # the per-frame case: no new tuple
     version = Version(*version)
     if not version.supported:
         raise NatNetProtocolError(
-            f"NatNet bitstream {version} is not supported (supported: "
-            f"{', '.join(str(v) for v in SUPPORTED_VERSIONS)}); set the bitstream version in "
-            "Motive's streaming settings"
+            f"NatNet bitstream {version} is not supported: this driver reads {OLDEST_VERSION} to "
+            f"{NEWEST_VERSION} (and newer ones with the {NEWEST_VERSION} layout); {version} is what "
+            "Motive 2.x and older stream: update Motive, or over unicast ask for a newer bitstream "
+            "(parameter bitstream_version)"
         )
     return version
 

@@ -1,0 +1,305 @@
+"""NatNet bitstreams 4.2 to 4.5 and newer (issue 37): what every Motive since 2024 streams.
+
+The first test talks to a hand-made "Motive 3.2" whose packets are packed here byte by
+byte from NaturalPoint's published layout (not by our encoder), multicast as Motive
+streams by default. The others check the decoder's layouts, its skipping of what it does
+not read, its refusals, and the client's bitstream requests against the stand-in.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+
+import numpy as np
+import pytest
+
+from mocap4r2_drivers.optitrack import protocol as nn
+from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
+
+GROUP = "239.255.42.99"
+
+
+def _name(text: str, size: int = 256) -> bytes:
+    return text.encode() + b"\0" * (size - len(text))
+
+
+def motive_32_server_info(data_port: int) -> bytes:
+    """NAT_SERVERINFO of a Motive 3.2 streaming bitstream 4.2 to a multicast group."""
+    payload = (
+        _name("Motive")
+        + bytes([3, 2, 0, 0])  # app version
+        + bytes([4, 2, 0, 0])  # NatNet bitstream
+        + struct.pack("<QHB", 10_000_000, data_port, 1)
+        + socket.inet_aton(GROUP)
+    )
+    return struct.pack("<HH", 1, len(payload)) + payload
+
+
+def rigid_body_description_42(name: str, body_id: int, quat, markers) -> bytes:
+    """sRigidBodyDescription of bitstream 4.2: name, id, parent, offset, the new
+    quaternion (x, y, z, w), then markers (positions, active labels, names)."""
+    out = name.encode() + b"\0" + struct.pack("<ii3f4f", body_id, -1, 0.0, 0.0, 0.0, *quat)
+    out += struct.pack("<i", len(markers))
+    out += b"".join(struct.pack("<3f", *p) for p, _ in markers)
+    out += b"".join(struct.pack("<i", 0) for _ in markers)
+    out += b"".join(n.encode() + b"\0" for _, n in markers)
+    return out
+
+
+def motive_32_models() -> bytes:
+    body = rigid_body_description_42(
+        "drone1", 1, (0.0, 0.0, 0.7071068, 0.7071068), [((0.1, 0.0, 0.0), "m1"), ((0.0, 0.1, 0.0), "m2")]
+    )
+    payload = struct.pack("<i", 1) + struct.pack("<ii", 1, len(body)) + body
+    return struct.pack("<HH", 5, len(payload)) + payload
+
+
+def motive_32_frame(number: int) -> bytes:
+    """A 4.2 frame (same layout as 4.1): sized sections, precision timestamp, params."""
+
+    def section(count: int, data: bytes) -> bytes:
+        return struct.pack("<ii", count, len(data)) + data
+
+    body = struct.pack("<i3f4ffh", 1, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0, 0.0005, 1)
+    marker = struct.pack("<i3ffhf", 1 << 16 | 1, 1.1, 2.0, 3.0, 0.014, 0, 0.0002)
+    payload = (
+        struct.pack("<i", number)
+        + section(0, b"")  # marker sets
+        + section(0, b"")  # other markers
+        + section(1, body)
+        + section(0, b"")  # skeletons
+        + section(0, b"")  # assets
+        + section(1, marker)
+        + section(0, b"")  # force plates
+        + section(0, b"")  # devices
+        + struct.pack("<IIdQQQ", 0, 0, number / 120.0, 1000 + number, 1000 + number, 1000 + number)
+        + struct.pack("<II", 0, 0)  # precision timestamp
+        + struct.pack("<h", 0)
+        + struct.pack("<i", 0)
+    )
+    return struct.pack("<HH", 7, len(payload)) + payload
+
+
+class Motive32:
+    """Answers NAT_CONNECT and NAT_REQUEST_MODELDEF; multicasts 4.2 frames on loopback."""
+
+    def __init__(self) -> None:
+        self.command = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.command.bind(("127.0.0.1", 0))
+        self.command.settimeout(0.05)
+        self.data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.data.bind(("127.0.0.1", 0))
+        # multicast on loopback: the interface is chosen explicitly
+        self.data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+        self.data.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        self.data_port = self.data.getsockname()[1]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.command.getsockname()[1]
+
+    def run(self) -> None:
+        number = 0
+        while not self.stop.is_set():
+            try:
+                packet, source = self.command.recvfrom(65536)
+                message_id = struct.unpack_from("<H", packet)[0]
+                if message_id == 0:
+                    self.command.sendto(motive_32_server_info(self.data_port), source)
+                elif message_id == 4:
+                    self.command.sendto(motive_32_models(), source)
+                elif message_id == 2:
+                    self.command.sendto(struct.pack("<HHf", 3, 4, 120.0), source)
+            except TimeoutError:
+                pass
+            number += 1
+            self.data.sendto(motive_32_frame(number), (GROUP, self.data_port))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.command.close()
+        self.data.close()
+
+
+def test_client_reads_motive_32_multicast_42():
+    """Issue 37's bug: a Motive streaming 4.2 multicast was refused at configure (before
+    the fix: NatNetConnectionError "Motive streams NatNet 4.2; supported: 3.0, 3.1, 4.0, 4.1")."""
+    motive = Motive32()
+    client = NatNetClient(
+        ClientConfig(command_port=motive.port, data_port=motive.data_port, connection_type="multicast")
+    )
+    try:
+        models = client.connect(5.0)
+        assert client.version == (4, 2)
+        body = models.rigid_bodies[0]
+        assert (body.name, body.id, body.marker_names) == ("drone1", 1, ("m1", "m2"))
+        np.testing.assert_allclose(body.orientation, [0, 0, 0.7071068, 0.7071068], rtol=1e-6)
+        np.testing.assert_allclose(body.marker_positions, [[0.1, 0, 0], [0, 0.1, 0]], rtol=1e-6)
+        frames = []
+        for _ in range(200):
+            frame = client.read_mocap_frame(0.1)
+            if frame is not None:
+                frames.append(frame)
+            if len(frames) >= 3:
+                break
+        assert len(frames) >= 3, client.stats.last_error
+        assert frames[-1].bodies.names == ("drone1",) and frames[-1].markers.names == ("drone1:m1",)
+    finally:
+        client.close()
+        motive.close()
+
+
+# ---------------------------------------------------------------------------- layouts
+def test_42_description_quaternion_matches_the_published_layout():
+    """Our encoder writes the hand-packed 4.2 bytes; 4.1 has no quaternion (16 bytes less)."""
+    payload = nn.unpack(motive_32_models())[1]
+    defs = nn.decode_model_definitions(payload, nn.Version(4, 2))
+    assert nn.unpack(nn.encode_model_definitions(defs, nn.Version(4, 2)))[1] == payload
+    older = nn.unpack(nn.encode_model_definitions(defs, nn.Version(4, 1)))[1]
+    assert len(older) == len(payload) - 16
+    back = nn.decode_model_definitions(older, nn.Version(4, 1))
+    assert back.rigid_bodies[0].orientation.tolist() == [0, 0, 0, 1]  # identity before 4.2
+    # read with the wrong version, the sizes disagree with the content: refused
+    with pytest.raises(nn.NatNetProtocolError, match="byte count says"):
+        nn.decode_model_definitions(payload, nn.Version(4, 1))
+
+
+def _defs_with_everything() -> nn.ModelDefinitions:
+    quat = np.array([0.0, 0.3826834, 0.0, 0.9238795], np.float32)
+    bone = nn.RigidBodyDescription("hip", 1, -1, np.zeros(3, np.float32), quat)
+    child = nn.RigidBodyDescription("spine", 2, 1, np.array([0, 0.1, 0], np.float32), quat)
+    return nn.ModelDefinitions(
+        rigid_bodies=[nn.RigidBodyDescription("drone1", 1, orientation=quat)],
+        skeletons=[nn.SkeletonDescription("walker", 3, [bone, child])],
+        assets=[
+            nn.AssetDescription(
+                "trained",
+                1,
+                11,
+                [nn.RigidBodyDescription("part", 5, orientation=quat)],
+                [nn.MarkerDescription("m1", 1, np.ones(3, np.float32), 0.01, 2)],
+            )
+        ],
+    )
+
+
+@pytest.mark.parametrize("version", ["4.2", "4.3", "4.4", "4.5"])
+def test_quaternion_in_bodies_bones_and_asset_bodies(version):
+    version = nn.Version.parse(version)
+    defs = _defs_with_everything()
+    back = nn.decode_model_definitions(nn.unpack(nn.encode_model_definitions(defs, version))[1], version)
+    for ours, theirs in (
+        (back.rigid_bodies[0], defs.rigid_bodies[0]),
+        (back.skeletons[0].bones[1], defs.skeletons[0].bones[1]),
+        (back.assets[0].rigid_bodies[0], defs.assets[0].rigid_bodies[0]),
+    ):
+        assert ours.name == theirs.name and ours.parent_id == theirs.parent_id
+        assert ours.orientation.tolist() == theirs.orientation.tolist()
+        assert ours.offset.tolist() == theirs.offset.tolist()
+    assert back.assets[0].markers[0].name == "m1" and back.skipped == []
+
+
+def test_45_anchor_markers_and_unknown_descriptions_are_skipped_by_size():
+    defs = _defs_with_everything()
+    defs.opaque = [
+        nn.Opaque(nn.ANCHOR_MARKER_DESCRIPTION, 1, b"anchor\0" + bytes(20)),
+        nn.Opaque(99, 1, b"x" * 9),
+    ]
+    payload = nn.unpack(nn.encode_model_definitions(defs, nn.Version(4, 5)))[1]
+    back = nn.decode_model_definitions(payload, nn.Version(4, 5))
+    assert back.skipped == [
+        nn.Skipped("anchor_marker", 1, 27, True),
+        nn.Skipped("description type 99", 1, 9, False),
+    ]
+    assert [b.name for b in back.rigid_bodies] == ["drone1"] and back.skeletons[0].name == "walker"
+    # before 4.5 type 7 is nothing known: skipped as unknown
+    assert nn.decode_model_definitions(payload, nn.Version(4, 4)).skipped[0].known is False
+    # a size past the packet's end: refused
+    bad = bytearray(payload)
+    at = len(payload) - 9 - 4
+    assert struct.unpack_from("<i", bad, at) == (9,)
+    struct.pack_into("<i", bad, at, 10)
+    with pytest.raises(nn.NatNetProtocolError, match="byte count 10 does not fit"):
+        nn.decode_model_definitions(bytes(bad), nn.Version(4, 5))
+    struct.pack_into("<i", bad, at, -1)
+    with pytest.raises(nn.NatNetProtocolError, match="byte count -1"):
+        nn.decode_model_definitions(bytes(bad), nn.Version(4, 5))
+
+
+def _frame() -> nn.FrameOfData:
+    rb = nn.empty_rigid_bodies(2)
+    rb["id"] = [1, 2]
+    rb["orientation"] = [0, 0, 0, 1]
+    rb["params"] = 1
+    lm = nn.empty_markers(1)
+    lm["id"] = nn.marker_id(1, 1)
+    return nn.FrameOfData(
+        frame_number=5,
+        rigid_bodies=rb,
+        labeled_markers=lm,
+        assets=[nn.AssetData(11, rb[:1].copy(), lm.copy())],
+        precision_timestamp_secs=7,
+        params=nn.FRAME_RECORDING,
+    )
+
+
+def test_42_to_44_frames_are_41_frames_and_45_adds_two_sized_sections():
+    frame = _frame()
+    v41 = nn.encode_frame_payload(frame, nn.Version(4, 1))
+    for minor in (2, 3, 4):
+        assert nn.encode_frame_payload(frame, nn.Version(4, minor)) == v41
+    frame.imu, frame.gpio = nn.Opaque(0, 3, bytes(30)), nn.Opaque(0, 2, bytes(6))
+    v45 = nn.encode_frame_payload(frame, nn.Version(4, 5))
+    assert len(v45) == len(v41) + 8 + 30 + 8 + 6
+    back = nn.decode_frame(v45, nn.Version(4, 5))
+    assert back.skipped == (nn.Skipped("imu", 3, 30, True), nn.Skipped("gpio", 2, 6, True))
+    assert back.params == nn.FRAME_RECORDING and back.precision_timestamp_secs == 7
+    assert np.array_equal(back.rigid_bodies, frame.rigid_bodies) and back.assets[0].id == 11
+    # every truncation of a 4.5 frame is refused (the two sections are always there)
+    for cut in range(len(v45) - 4):
+        with pytest.raises(nn.NatNetProtocolError):
+            nn.decode_frame(v45[:cut], nn.Version(4, 5))
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.5", "4.6", "5.0"])
+def test_an_unknown_sized_frame_section_is_skipped_and_named(version):
+    """A future Motive's section before the suffix: read past by its size, named by its
+    place; the rest of the frame is read as it is."""
+    version = nn.Version.parse(version)
+    frame = _frame()
+    frame.extra_sections = [nn.Opaque(0, 4, bytes(range(40))), nn.Opaque(0, 0, b"")]
+    back = nn.decode_frame(nn.encode_frame_payload(frame, version), version)
+    first = 11 if version >= (4, 5) else 9
+    assert [s for s in back.skipped if not s.known] == [
+        nn.Skipped(f"frame section {first}", 4, 40, False),
+        nn.Skipped(f"frame section {first + 1}", 0, 0, False),
+    ]
+    assert back.params == nn.FRAME_RECORDING and back.precision_timestamp_secs == 7
+    assert back.labeled_markers["id"].tolist() == [1 << 16 | 1]
+
+
+def test_a_section_size_that_eats_the_suffix_is_refused():
+    frame = _frame()
+    frame.extra_sections = [nn.Opaque(0, 1, bytes(10))]
+    payload = bytearray(nn.encode_frame_payload(frame, nn.Version(4, 5)))
+    at = len(payload) - 4 - 50 - 10 - 4  # the extra section's byte count
+    assert struct.unpack_from("<i", payload, at) == (10,)
+    struct.pack_into("<i", payload, at, 20)
+    with pytest.raises(nn.NatNetProtocolError, match="no room for the frame suffix"):
+        nn.decode_frame(bytes(payload), nn.Version(4, 5))
+
+
+def test_versions_older_than_30_are_refused_naming_what_was_read_newer_are_read():
+    with pytest.raises(nn.NatNetProtocolError, match=r"NatNet bitstream 2\.10 is not supported"):
+        nn.decode_frame(b"", nn.Version(2, 10))
+    for text in ("4.6", "5.0", "9.9"):
+        version = nn.Version.parse(text)
+        assert version.supported and version.newer_than_known and not version.known
+        assert nn.require_supported(version) == version
+    assert all(v.known and not v.newer_than_known for v in nn.SUPPORTED_VERSIONS)
