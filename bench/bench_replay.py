@@ -45,7 +45,7 @@ from mocap4r2_drivers.replay import playback
 from mocap4r2_drivers.replay.mcap_chunks import McapChunks
 from mocap4r2_drivers.replay.readers import BagSource, open_source
 from mocap4r2_drivers.replay.replay_system import ReplayAdapter
-from mocap4r2_drivers.replay.source import FAST_DECODE_BATCH
+from mocap4r2_drivers.replay.source import FAST_DECODE_BATCH, RecordingShape
 from mocap4r2_tools.recording.bag_writer import SessionBag, TopicSpec
 
 RATE = 360.0
@@ -163,10 +163,9 @@ class _TimedReplay(ReplayAdapter):
     ended = threading.Event()
     republish = True
 
-    def _decide_pass_through(self, source):  # type: ignore[no-untyped-def]
-        if not type(self).republish:
-            return "turned off by the bench (every frame encoded)"
-        return super()._decide_pass_through(source)
+    def recording_shape(self) -> RecordingShape | None:
+        # not offered: the node encodes every frame
+        return super().recording_shape() if type(self).republish else None
 
     def read_frame(self, timeout: float) -> MocapFrame | None:
         frame = super().read_frame(timeout)
@@ -211,7 +210,7 @@ def node_replay(directory: Path, republish: bool = True) -> tuple[int, float, fl
         cpu = time.process_time() - _TimedReplay.cpu_at_first
         adapter = node.adapter
         played = adapter.played - _TimedReplay.played_at_first if isinstance(adapter, ReplayAdapter) else 0
-        status = adapter.status() if adapter is not None else {}
+        status = {**adapter.status(), **node.output.pass_through.status()} if adapter is not None else {}
     finally:
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()

@@ -1,5 +1,6 @@
 """A mocap system's /diagnostics: one DiagnosticStatus per period, from the frame
-statistics, the adapter's status, the stamper's and the control plane's counters."""
+statistics, the adapter's status, the pass-through's, the stamper's and the control
+plane's counters."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class SystemDiagnostics:
         except Exception as exc:  # noqa: BLE001
             extra = {"adapter_status_error": str(exc)}
         counters = {k: str(v) for k, v in node.control.counters().items()}
-        extra = {**extra, **node.output.stamper.status(), **counters}
+        extra = {**extra, **node.output.pass_through.status(), **node.output.stamper.status(), **counters}
         status = node.stats.report(
             name=f"{node.get_fully_qualified_name()}: {node.adapter_class.system_type} mocap system",
             hardware_id=node.get_fully_qualified_name(),

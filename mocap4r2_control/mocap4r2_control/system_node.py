@@ -22,7 +22,8 @@ from .adapter import ConfigurationError, MocapAdapter
 from .clock_model import TIME_SOURCES
 from .diagnostics import FrameStatistics
 from .frame import AssetNames
-from .frame_output import FrameOutput, FrameReader
+from .frame_output import FrameOutput
+from .frame_reader import FrameReader
 from .parameters import (
     ParameterSpec,
     check_parameters,
@@ -30,6 +31,7 @@ from .parameters import (
     parameter_value,
     warn_unknown_parameters,
 )
+from .pass_through import NOT_OFFERED
 from .ros_logging import NodeLogRoute
 from .spin import run_node
 from .system_control import SystemControl
@@ -102,7 +104,7 @@ class MocapSystemNode(LifecycleNode):
 
     The node owns the parameters and the lifecycle; what it sends is a
     :class:`~mocap4r2_control.frame_output.FrameOutput` fed by a
-    :class:`~mocap4r2_control.frame_output.FrameReader` thread, its control-plane answers
+    :class:`~mocap4r2_control.frame_reader.FrameReader` thread, its control-plane answers
     are a :class:`~mocap4r2_control.system_control.SystemControl` and its /diagnostics a
     :class:`~mocap4r2_control.system_diagnostics.SystemDiagnostics`.
     """
@@ -176,6 +178,7 @@ class MocapSystemNode(LifecycleNode):
             self.adapter = adapter
             self.asset_names = names if isinstance(names, AssetNames) else AssetNames()
             self.output.open(self._config)
+            self._decide_pass_through(adapter)
             log.info(
                 f"configured: {len(self.asset_names.rigid_bodies)} rigid bodies, "
                 f"{len(self.asset_names.markers)} markers, {len(self.asset_names.skeletons)} skeletons"
@@ -188,6 +191,17 @@ class MocapSystemNode(LifecycleNode):
             )
             self._announce_state(State.PRIMARY_STATE_INACTIVE)
             return TransitionCallbackReturn.SUCCESS
+
+    def _decide_pass_through(self, adapter: MocapAdapter) -> None:
+        """Whether the adapter's frames carry their recorded messages, for the node to
+        publish as they are: the node's own output parameters decide (pass_through.py)."""
+        problem = self.output.pass_through.decide(self._config, adapter)
+        if problem != NOT_OFFERED:
+            self.get_logger().info(
+                "the recorded messages are published as they are"
+                if not problem
+                else f"every frame is encoded ({problem})"
+            )
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         with self.transition_lock, self.log_route.active():

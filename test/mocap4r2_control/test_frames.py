@@ -262,6 +262,9 @@ def test_diagnostics_report_rate_latency_drops_and_tracking(ros, procs, streamin
     assert 0.4 < float(values["tracking_ratio/flyer"]) < 0.8
     assert float(values["tracking_ratio/anchor"]) == 1.0
     assert int(values["dropped_frames_total"]) > 0
+    # every system reports the pass-through's counters: a simulator offers no recording
+    assert values["recorded_messages"] == "the system offers no recorded messages"
+    assert values["frames_republished"] == "0" and values["republish_stopped"] == "no"
     # 60 % tracking is above the 50 % warning threshold, and 3 % drops in a window of
     # ~100 frames may or may not pass the 1 % one: OK, or WARN naming the drops
     last = streaming_reports[-1]

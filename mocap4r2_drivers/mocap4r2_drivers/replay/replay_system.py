@@ -14,11 +14,12 @@ messages byte for byte), ``now`` with its due time (the file's time rebased to n
 The file is watched while it plays: one that changes (a recording still being written,
 a file replaced) stops the replay with that reason rather than playing a mix.
 
-A recording of mocap4r2_interfaces messages whose bytes the node's encoder would write
-again (its frame_id and topics are the node's, no /tf: frame_output.pass_through_problem,
-decided at configure) is replayed as ``ros2 bag play`` would: each frame carries its
-recorded messages, which the node publishes as they are (its stamp written in) instead
-of encoding the frame again; the frame itself is still checked, stamped and counted.
+A recording of mocap4r2_interfaces messages is offered as such
+(mocap4r2_control.pass_through.OffersRecorded: its shape, and each frame's recorded
+messages when the node asks for them). The node decides at configure, from its own
+output parameters, whether its encoder would write them again; when it would, they are
+published as ``ros2 bag play`` would (the node's stamp written in) instead of encoding
+the frame again; the frame itself is still checked, stamped and counted.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ import yaml
 
 from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
 from mocap4r2_control.frame import AssetNames, MocapFrame
-from mocap4r2_control.frame_output import ENCODER_PARAMETERS, pass_through_problem
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
 from .convert import seconds_for_stamp
 from .playback import End, Item, Pacer, ReadAhead
 from .readers import ReplayFileError, ReplaySource, file_signature, open_source
+from .source import RecordingShape
 
 _LOG = logging.getLogger("mocap4r2.replay")
 STAMPS = ("original", "now")
@@ -156,10 +157,6 @@ class ReplayAdapter(MocapAdapter):
         #: the monotonic time the last frame handed over was due at
         self.last_due = 0.0
         self.finished = ""
-        self._node: Any = None
-        #: "republished" when frames carry their recorded messages for the node to
-        #: publish as they are, else why not (decided at configure)
-        self.recorded_messages = "not configured"
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> ReplayAdapter:
@@ -170,26 +167,18 @@ class ReplayAdapter(MocapAdapter):
         """Times playing went back to start."""
         return self._reading.loops if self._reading is not None else 0
 
+    # ------------------------------------------------------------------ recorded messages
+    def recording_shape(self) -> RecordingShape | None:
+        """What the file recorded, after connect (OffersRecorded): the shape of a recording
+        of mocap4r2_interfaces messages, None for any other file."""
+        return self.source.recording_shape if self.source is not None else None
+
+    def keep_recorded(self, keep: bool) -> None:
+        """Attach each frame's recorded messages (OffersRecorded); the node asks at configure."""
+        if self.source is not None:
+            self.source.keep_recorded = keep and self.source.recording_shape is not None
+
     # ------------------------------------------------------------------ lifecycle
-    def attach(self, node: Any) -> None:
-        # the node's output parameters decide at connect whether its encoder would write
-        # the recorded messages again (its FrameOutput publishes them then)
-        self._node = node
-
-    def _decide_pass_through(self, source: ReplaySource) -> str:
-        """Whether frames carry their recorded messages: "" when they do, else why not."""
-        shape = source.recording_shape
-        if shape is None:
-            return f"a {source.info.kind} is not a recording of mocap4r2_interfaces messages"
-        node = self._node
-        if node is None:
-            return "no node to publish them"
-        try:
-            params = {name: node.get_parameter(name).value for name in ENCODER_PARAMETERS}
-        except Exception as exc:  # noqa: BLE001 - a node without them: encode
-            return f"the node's parameters cannot be read ({exc})"
-        return pass_through_problem(params, shape.frame_ids, shape.body_markers)
-
     def connect(self) -> AssetNames:
         try:
             source = open_source(self.file, self.source_name, self.up_axis, self.bodies)
@@ -197,9 +186,6 @@ class ReplayAdapter(MocapAdapter):
         except (ReplayFileError, OSError) as exc:
             raise ConfigurationError(str(exc)) from None
         self.source = source
-        problem = self._decide_pass_through(source)
-        source.keep_recorded = not problem
-        self.recorded_messages = problem or "republished"
         # a configure after a cleanup plays the file again from start
         self._reading = ReadAhead(
             source,
@@ -218,16 +204,13 @@ class ReplayAdapter(MocapAdapter):
         self.finished = ""
         info = source.info
         _LOG.info(
-            "replaying %s: %s, %d frames, %.1f s at %.1f Hz%s; %s",
+            "replaying %s: %s, %d frames, %.1f s at %.1f Hz%s",
             source.path,
             info.kind,
             info.frame_count,
             info.duration,
             info.rate,
             "".join(f", {k} {v}" for k, v in info.details.items()),
-            "the recorded messages are published as they are"
-            if not problem
-            else f"every frame is encoded ({problem})",
         )
         return info.names
 
@@ -322,16 +305,8 @@ class ReplayAdapter(MocapAdapter):
             "read_ahead_depth": str(self._reading.depth if self._reading is not None else 0),
             "loops": str(self.loops),
             "rate_factor": str(self.rate_factor),
-            "recorded_messages": self.recorded_messages,
-            **self._output_status(),
             **info.details,
         }
-
-    def _output_status(self) -> dict[str, str]:
-        """The node's counts of frames published from their recorded messages."""
-        output = getattr(self._node, "output", None)
-        status = getattr(output, "pass_through_status", None)
-        return status() if callable(status) else {}
 
 
 def main(args: list[str] | None = None) -> int:

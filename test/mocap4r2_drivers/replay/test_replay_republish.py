@@ -1,7 +1,8 @@
-"""A recorded session's messages published as they are (frame_output.FrameOutput with the
-replay's attachment, MocapFrame.recorded): only when the node's parameters make its encoder
-write the same bytes, with the node's stamp written in, and compared with the encoder so
-that a recording the encoder would not write is caught, logged and encoded from then on.
+"""A recorded session's messages published as they are (frame_output.FrameOutput, its
+pass_through.PassThrough and the replay's attachment, MocapFrame.recorded): only when the
+node's parameters make its encoder write the same bytes, with the node's stamp written
+in, and compared with the encoder so that a recording the encoder would not write is
+caught, logged and encoded from then on.
 
 The node's FrameOutput runs in this process on a node of its own, with real publishers;
 what it publishes is taken over DDS by the harness's subscriptions."""
@@ -12,7 +13,6 @@ import itertools
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from session_fixture import TOPICS, record_session  # noqa: E402
 
 from mocap4r2_control.diagnostics import FrameStatistics  # noqa: E402
 from mocap4r2_control.frame import RecordedMessages  # noqa: E402
-from mocap4r2_control.frame_output import ENCODER_PARAMETERS, FrameOutput  # noqa: E402
+from mocap4r2_control.frame_output import FrameOutput  # noqa: E402
 from mocap4r2_control.system_node import BASE_PARAMETERS  # noqa: E402
 from mocap4r2_drivers.replay.replay_system import ReplayAdapter  # noqa: E402
 
@@ -35,17 +35,6 @@ _names = (f"replay_out_{i}" for i in itertools.count())
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
     return record_session(tmp_path_factory.mktemp("sessions"), frames=FRAMES)
-
-
-class _System:
-    """What the replay adapter reads of its node: the output parameters and the output."""
-
-    def __init__(self, params: dict[str, Any], output: FrameOutput) -> None:
-        self._params = params
-        self.output = output
-
-    def get_parameter(self, name: str) -> Any:
-        return SimpleNamespace(value=self._params[name])
 
 
 def play(ros, directory: Path, frame_change=None, frames: int = FRAMES, **values: Any):
@@ -70,9 +59,9 @@ def play(ros, directory: Path, frame_change=None, frames: int = FRAMES, **values
     got = {t: ros.subscribe(f"/{name}/{t}", types[t], qos) for t in TOPICS}
     adapter = ReplayAdapter.from_parameters({**replay, "file": str(directory), "rate_factor": 0.0})
     try:
-        adapter.attach(_System({k: cfg[k] for k in ENCODER_PARAMETERS}, output))
         adapter.connect()
         output.open(cfg)
+        output.pass_through.decide(cfg, adapter)  # what the node does at configure
         for collector in got.values():
             collector.wait_matched()
         adapter.start_streaming()
@@ -83,7 +72,7 @@ def play(ros, directory: Path, frame_change=None, frames: int = FRAMES, **values
                     frame_change(frame)
                 output.publish(frame, time.time())
         messages = {t: got[t].wait_count(frames) for t in TOPICS}
-        return adapter.status(), output, messages
+        return {**adapter.status(), **output.pass_through.status()}, output, messages
     finally:
         adapter.disconnect()
         output.close()
@@ -108,8 +97,8 @@ def test_a_session_with_its_stamps_is_published_as_recorded_without_encoding(ros
     assert status["recorded_messages"] == "republished"
     # every frame published from its recorded bytes; the encoder only ran for the
     # comparisons (the first frame, and frames whose structure changed)
-    assert output.republished == FRAMES and output.pass_through_stopped == ""
-    assert 1 <= output.compared < FRAMES // 4
+    assert output.pass_through.republished == FRAMES and output.pass_through.stopped == ""
+    assert 1 <= output.pass_through.compared < FRAMES // 4
     assert messages == recorded(written)
     assert status["frames_republished"] == str(FRAMES) and status["republish_stopped"] == "no"
 
@@ -127,7 +116,7 @@ def test_a_replay_from_a_frame_with_a_held_marker_is_published_as_recorded(ros, 
     held = recorded(written)
     occluded = [m for m in held["markers"][first].markers if m.occluded]
     assert len(occluded) == 1 and np.isfinite(occluded[0].position.x)  # held, not NaN
-    assert status["republish_stopped"] == "no" and output.republished == FRAMES - first
+    assert status["republish_stopped"] == "no" and output.pass_through.republished == FRAMES - first
     assert messages == {t: held[t][first:] for t in TOPICS}
 
 
@@ -135,7 +124,7 @@ def test_another_frame_id_than_the_recording_is_encoded_with_the_parameter(ros, 
     directory, written, _ = session
     status, output, messages = play(ros, directory, stamps="original", frame_id="lab")
     assert status["recorded_messages"] == "frame_id is 'lab', the recorded markers say 'world'"
-    assert output.republished == 0 and output.compared == 0
+    assert output.pass_through.republished == 0 and output.pass_through.compared == 0
     for topic in TOPICS:
         assert [m.header.frame_id for m in messages[topic]] == ["lab"] * FRAMES
         assert [m.frame_number for m in messages[topic]] == list(range(FRAMES))
@@ -151,14 +140,14 @@ def test_publish_tf_is_encoded(ros, session):
     directory, _, _ = session
     status, output, _ = play(ros, directory, stamps="original", publish_tf=True)
     assert status["recorded_messages"].startswith("publish_tf is true")
-    assert output.republished == 0
+    assert output.pass_through.republished == 0
 
 
 def test_stamps_now_rebase_the_stamp_and_leave_every_other_byte_as_recorded(ros, session):
     directory, written, _ = session
     started = time.time()
     status, output, messages = play(ros, directory, stamps="now")
-    assert output.republished == FRAMES
+    assert output.pass_through.republished == FRAMES
     expected = recorded(written)
     for topic in TOPICS:
         stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in messages[topic]]
@@ -192,9 +181,9 @@ def test_a_recording_the_encoder_would_not_write_is_caught_logged_and_encoded(ro
         frame.recorded = RecordedMessages(frame.recorded.markers, bytes(data), frame.recorded.skeletons)
 
     status, output, messages = play(ros, directory, frame_change=untrack_body_0, stamps="original")
-    reason = output.pass_through_stopped
+    reason = output.pass_through.stopped
     assert reason.startswith("the recorded rigid_bodies of frame 0 are not what the encoder writes")
-    assert output.republished == 0
+    assert output.pass_through.republished == 0
     assert status["republish_stopped"] == reason
     log = capfd.readouterr()
     assert (log.out + log.err).count("publishing recorded messages as they are stopped") == 1
