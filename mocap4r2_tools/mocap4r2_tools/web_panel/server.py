@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import shutil
+import ssl
 import tempfile
 import threading
 import time
@@ -28,6 +29,7 @@ from aiohttp import WSMsgType, web
 
 from .core import (
     MAX_BODY_BYTES,
+    TOKEN_REQUIRED,
     AccessPolicy,
     LiveFrame,
     RequestError,
@@ -55,6 +57,16 @@ SECURITY_HEADERS = {
 }
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
 log = logging.getLogger("mocap4r2.web_panel")
+#: what a browser opening the panel without its token gets (no script, no style: the
+#: CSP holds); the form sends the pasted token as /?token=..., which becomes the cookie
+LOGIN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>mocap4r2 panel: token required</title></head>
+<body><h1>mocap4r2 panel</h1>
+<p>This panel requires its token. Open the URL the panel printed when it started (it ends in
+<code>?token=...</code>), or paste the token here.</p>
+<form method="get" action="/"><label>token <input name="token" type="password" autocomplete="off"></label>
+<button type="submit">open</button></form></body></html>
+"""
 
 
 class PanelBackend(Protocol):
@@ -80,15 +92,24 @@ def _refuse(status: int, reason: str) -> web.Response:
 class Panel:
     """The aiohttp application and its live-view clients."""
 
-    def __init__(self, backend: PanelBackend, policy: AccessPolicy):
+    def __init__(self, backend: PanelBackend, policy: AccessPolicy, tls: bool = False):
         self.backend = backend
         self.policy = policy
+        self.tls = tls
+        #: requests refused (wrong Host or Origin, no token): the stress section's count
+        self.refused = 0
         self.clients: set[web.WebSocketResponse] = set()
         self.sent_frames = 0
         self.dropped_clients = 0
         # the page's form of each system's newest frame, built once for every client
         self._encoded: dict[str, tuple[float, str, float]] = {}
         self._export_root = Path(tempfile.mkdtemp(prefix="mocap4r2_web_panel_"))
+
+    @property
+    def cookie(self) -> str:
+        """The cookie holding the token: one per port, as cookies are not kept apart by
+        port and two panels on one machine must not overwrite each other's."""
+        return f"{COOKIE}_{self.policy.port}"
 
     # ---------------------------------------------------------------- the app
     def app(self) -> web.Application:
@@ -109,9 +130,9 @@ class Panel:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """Every request: its Host is this panel's, it is not cross-site, it carries the
-        token where one is required. The page itself may be opened with ?token=..., which
-        becomes a strict same-site cookie."""
+        """Every request: its Host is this panel's, it is not cross-site, and it carries
+        the token (loopback included). The page itself may be opened with ?token=...,
+        which becomes an HttpOnly, SameSite=Strict cookie of this panel's port."""
         host = request.headers.get("Host")
         problem = self.policy.host_problem(host)
         if problem is None:
@@ -119,17 +140,26 @@ class Panel:
                 request.headers.get("Origin"), host, request.headers.get("Sec-Fetch-Site")
             )
         if problem is not None:
+            self.refused += 1
             return _refuse(403, problem)
-        if self.policy.token is not None:
-            query_token = request.query.get("token")
-            if request.path == "/" and query_token is not None and self.policy.token_ok(query_token):
-                response = web.HTTPFound("/")
-                response.set_cookie(COOKIE, query_token, httponly=True, samesite="Strict", path="/")
-                return response
-            header = request.headers.get("Authorization", "")
-            presented = header[7:] if header.startswith("Bearer ") else request.cookies.get(COOKIE)
-            if not self.policy.token_ok(presented):
-                return _refuse(401, "a token is required (open the URL the panel printed at start)")
+        query_token = request.query.get("token")
+        if request.path == "/" and query_token is not None and self.policy.token_ok(query_token):
+            response = web.HTTPFound("/")
+            response.set_cookie(
+                self.cookie, query_token, httponly=True, samesite="Strict", path="/", secure=self.tls
+            )
+            response.headers.update(SECURITY_HEADERS)
+            return response
+        header = request.headers.get("Authorization", "")
+        presented = header[7:] if header.startswith("Bearer ") else request.cookies.get(self.cookie)
+        if not self.policy.token_ok(presented):
+            self.refused += 1
+            if request.path == "/" and request.method == "GET":
+                # a person at a browser: say what to do, and offer to paste the token
+                return web.Response(
+                    status=401, text=LOGIN_PAGE, content_type="text/html", headers=SECURITY_HEADERS
+                )
+            return _refuse(401, TOKEN_REQUIRED)
         try:
             response = await handler(request)
         except RequestError as exc:
@@ -300,9 +330,10 @@ class Panel:
 class ServerThread:
     """The server on its own event loop in its own thread; ``stop()`` ends it."""
 
-    def __init__(self, panel: Panel, host: str, port: int):
+    def __init__(self, panel: Panel, host: str, port: int, ssl_context: ssl.SSLContext | None = None):
         self.panel = panel
         self.host, self.port = host, port
+        self.ssl_context = ssl_context
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.error: BaseException | None = None
@@ -320,7 +351,7 @@ class ServerThread:
         try:
             self._runner = web.AppRunner(self.panel.app(), access_log=None)
             self.loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, self.host, self.port)
+            site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context)
             self.loop.run_until_complete(site.start())
             # port 0 asks for a free port: the one bound is the runner's address
             for address in self._runner.addresses:
@@ -339,3 +370,15 @@ class ServerThread:
         if self.loop.is_running():
             self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5.0)
+
+
+def tls_context(certfile: str, keyfile: str = "") -> ssl.SSLContext:
+    """The server's TLS context (TLS 1.2 at least) from a PEM certificate (chain) and its
+    key (``keyfile`` empty: the key is in ``certfile``). Raises OSError/ssl.SSLError
+    with the file's problem."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(
+        str(Path(certfile).expanduser()), str(Path(keyfile).expanduser()) if keyfile else None
+    )
+    return context

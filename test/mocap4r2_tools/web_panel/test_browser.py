@@ -62,7 +62,8 @@ def browser_page(plane, tmp_path_factory):
         messages: list[str] = []
         page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
         page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
-        page.goto(plane["url"])
+        # the URL the panel printed, with its token: the page then holds it as a cookie
+        page.goto(f"{plane['url']}?token={plane['token']}")
         yield page, messages
         context.close()
 

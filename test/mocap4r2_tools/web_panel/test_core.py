@@ -10,18 +10,26 @@ import pytest
 
 from mocap4r2_tools.web_panel.core import (
     MAX_CLIENT_RATE,
+    VALID_TRANSITIONS,
     AccessPolicy,
+    History,
     LatestFrames,
     RequestError,
     body_row,
+    host_names,
     is_loopback,
+    listen_problem,
     load_token,
+    machine_addresses,
     marker_rows,
     next_due,
+    panel_urls,
     parse_control_request,
     parse_export,
     parse_rate,
     parse_transition,
+    system_status,
+    token_file_warning,
 )
 
 
@@ -63,8 +71,18 @@ def test_the_policy_refuses_other_hosts_and_origins_and_wrong_tokens():
     policy = AccessPolicy(port=8080, token="s3cret-token-0123")
     assert policy.host_problem("127.0.0.1:8080") is None
     assert policy.host_problem("localhost:8080") is None
-    assert policy.host_problem("evil.example:8080") is not None
-    assert policy.host_problem(None) is not None
+    assert policy.host_problem("[::1]:8080") is None
+    for bad in (
+        "evil.example:8080",
+        None,
+        "",
+        "127.0.0.1:8081",
+        "127.0.0.1",
+        "127.0.0.1:x",
+        "[::1",
+        "a" * 400,
+    ):
+        assert policy.host_problem(bad) is not None, bad
     assert policy.origin_problem(None, "127.0.0.1:8080", None) is None
     assert policy.origin_problem("http://127.0.0.1:8080", "127.0.0.1:8080", "same-origin") is None
     assert policy.origin_problem("http://evil.example", "127.0.0.1:8080", None) is not None
@@ -73,24 +91,107 @@ def test_the_policy_refuses_other_hosts_and_origins_and_wrong_tokens():
     assert (
         policy.token_ok("s3cret-token-0123") and not policy.token_ok("s3cret") and not policy.token_ok(None)
     )
-    assert AccessPolicy(port=1).token_ok(None)
-    # on every interface any Host is accepted, only with a token
-    assert AccessPolicy(port=8080, token="t" * 16, any_host=True).host_problem("10.0.0.5:8080") is None
-    assert AccessPolicy(port=8080, any_host=True).host_problem("10.0.0.5:8080") is not None
 
 
-def test_a_token_is_required_beyond_loopback(tmp_path):
-    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
-    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
-    assert load_token("127.0.0.1", "") == (None, "none (loopback only)")
-    token, source = load_token("0.0.0.0", "")
+def test_a_token_is_required_always_and_generated_when_not_given(tmp_path):
+    """Issue 39: on loopback no token was required at all."""
+    token, source = load_token("")
     assert token and len(token) >= 24 and source == "generated"
+    assert load_token("")[0] != token
+    assert not AccessPolicy(port=1, token=token).token_ok(None)
+    assert not AccessPolicy(port=1, token=token).token_ok("")
     path = tmp_path / "token"
     path.write_text("abcdefghijklmnopq\n")
-    assert load_token("127.0.0.1", str(path))[0] == "abcdefghijklmnopq"
-    path.write_text("short")
-    with pytest.raises(ValueError):
-        load_token("0.0.0.0", str(path))
+    path.chmod(0o600)
+    assert load_token(str(path)) == ("abcdefghijklmnopq", f"read from {path}")
+    assert token_file_warning(str(path)) is None
+    path.chmod(0o644)
+    assert "other users" in (token_file_warning(str(path)) or "")
+    for bad in ("short", "has a space in it here", "x" * 300):
+        path.write_text(bad)
+        with pytest.raises(ValueError):
+            load_token(str(path))
+
+
+def test_on_every_interface_ip_literals_pass_and_only_the_machines_names():
+    """A DNS-rebinding page arrives with its own name in Host; an IP literal cannot be
+    rebound. Issue 39: on 0.0.0.0 any Host was accepted."""
+    names = host_names("0.0.0.0", ["panel.lab.example"], ["labpc", "labpc.lab.example", "192.0.2.2"])
+    policy = AccessPolicy(port=8080, token="t" * 16, names=names, any_address=True)
+    for good in ("192.0.2.2:8080", "10.0.0.5:8080", "[fe80::1]:8080", "labpc:8080", "PANEL.lab.example:8080"):
+        assert policy.host_problem(good) is None, good
+    for bad in ("evil.example:8080", "labpc.evil.example:8080", "192.0.2.2:9999"):
+        assert policy.host_problem(bad) is not None, bad
+    # on loopback the machine's names are not this panel's (it cannot be reached by them)
+    assert host_names("127.0.0.1", (), ["labpc"]) == ("127.0.0.1", "::1", "localhost")
+    # on one address: that address and the machine's names
+    assert "192.0.2.2" in host_names("192.0.2.2", (), ["labpc"])
+
+
+def test_beyond_loopback_plain_http_needs_the_flag_and_is_warned_about():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
+    assert listen_problem("127.0.0.1", False, False) == (None, None)
+    assert listen_problem("localhost", False, False) == (None, None)
+    assert listen_problem("0.0.0.0", True, False) == (None, None)
+    refusal, warning = listen_problem("0.0.0.0", False, False)
+    assert refusal and "--certfile" in refusal and "--allow-plain-http" in refusal and warning is None
+    refusal, warning = listen_problem("192.0.2.2", False, True)
+    assert refusal is None and warning and "in the clear" in warning
+
+
+def test_the_printed_urls_work_from_another_machine_and_carry_the_token():
+    """Issue 39: on 0.0.0.0 the panel printed a 127.0.0.1 URL."""
+    urls = panel_urls(
+        "0.0.0.0", 8080, "TOK", False, ["127.0.0.1", "192.0.2.2", "fe80::1", "2001:db8::5"], "labpc"
+    )
+    assert urls == ["http://192.0.2.2:8080/?token=TOK", "http://labpc:8080/?token=TOK"]
+    assert (
+        panel_urls("::", 8443, "TOK", True, ["2001:db8::5"], "")[0] == "https://[2001:db8::5]:8443/?token=TOK"
+    )
+    assert panel_urls("127.0.0.1", 8080, "TOK", False) == ["http://127.0.0.1:8080/?token=TOK"]
+    assert panel_urls("0.0.0.0", 8080, "TOK", False, ["127.0.0.1"], "localhost") == [
+        "http://127.0.0.1:8080/?token=TOK"
+    ]
+
+
+def test_the_machines_addresses_are_found_without_psutil():
+    import socket
+
+    psutil = pytest.importorskip("psutil")
+    expected = {
+        a.address for addrs in psutil.net_if_addrs().values() for a in addrs if a.family == socket.AF_INET
+    }
+    assert expected <= set(machine_addresses())
+
+
+def test_the_status_colour_follows_the_lifecycle_state():
+    """Issue 40: an unconfigured system reporting OK was shown as a green OK."""
+    assert system_status("unconfigured", 0, "unconfigured: not streaming")[0] == "idle"
+    assert system_status("inactive", 0, "")[0] == "idle"
+    assert system_status("active", 0, "streaming at 120.0 Hz") == ("ok", "OK: streaming at 120.0 Hz")
+    assert system_status("active", 1, "2 dropped frames")[0] == "warn"
+    assert system_status("inactive", 2, "cannot connect")[0] == "error"
+    assert system_status("active", -1, "")[0] == "waiting"
+    assert VALID_TRANSITIONS["unconfigured"] == ("configure",)
+    assert VALID_TRANSITIONS["active"] == ("deactivate",)
+    assert "finalized" not in VALID_TRANSITIONS
+
+
+def test_the_history_keeps_the_last_minute_bounded():
+    history = History(window=60.0, max_points=50, max_systems=2)
+    for i in range(200):  # 200 s of 1 Hz diagnostics
+        history.add(
+            "/a", float(i), {"rate_hz": "120.0", "latency_mean_ms": "nan", "tracking_ratio/x": "0.5",
+                             "tracking_ratio/y": "1.0"},
+        )  # fmt: skip
+    series = history.series("/a", 199.0)
+    assert len(series["age"]) == 50 and max(series["age"]) <= 60.0  # the count bound bites first
+    assert series["rate"][-1] == 120.0 and series["latency"][-1] is None and series["tracking"][-1] == 75.0
+    assert history.series("/a", 400.0)["age"] == []  # nothing older than the window is shown
+    history.add("/b", 0.0, {})
+    history.add("/c", 0.0, {"rate_hz": "1"})
+    assert history.series("/c", 0.0)["age"] == []  # at most max_systems systems
 
 
 def test_frames_are_rounded_bounded_and_nan_free():

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 from support import wait_for
-from web_plane import RECORDER, SYSTEM, TOKEN, panel_url
+from web_plane import PANEL, RECORDER, SYSTEM, TOKEN, TOKENS, panel_url, printed_urls
 
 from mocap4r2_tools.web_panel.command import WebCommand
 
@@ -25,9 +25,24 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
-async def _request(method: str, url: str, **kwargs: Any) -> tuple[int, Any, dict[str, str]]:
+#: ``token=NO_TOKEN``: a request that carries none
+NO_TOKEN = ""
+
+
+def _auth(url: str, token: str | None) -> dict[str, str]:
+    """The Authorization header of a request to ``url``: its panel's token (``token``
+    None), the one given, or none (``NO_TOKEN``)."""
+    if token is None:
+        token = next((t for base, t in TOKENS.items() if url.startswith(base)), NO_TOKEN)
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+async def _request(
+    method: str, url: str, token: str | None = None, ssl: Any = None, **kwargs: Any
+) -> tuple[int, Any, dict[str, str]]:
+    kwargs["headers"] = {**_auth(url, token), **kwargs.get("headers", {})}
     async with (
-        aiohttp.ClientSession() as http,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl if ssl is not None else True)) as http,
         http.request(method, url, allow_redirects=False, **kwargs) as response,
     ):
         body = await response.read()
@@ -166,24 +181,79 @@ def test_a_one_megabyte_session_id_is_refused_and_the_panel_goes_on(url):
     assert all(len(entry["session_id"]) <= 128 for entry in log)
 
 
-def test_a_request_without_the_token_is_refused(plane, url):
-    locked = plane["locked_url"]
-    status, answer, _ = request("GET", locked + "api/systems")
-    assert status == 401 and "token" in answer["error"]
-    status, answer, _ = request(
-        "GET", locked + "api/systems", headers={"Authorization": "Bearer wrong-token-000000"}
+def test_a_request_without_the_token_is_refused_on_loopback_too(plane, url):
+    """Issue 39: on loopback the panel took no token and requests without Origin, so any
+    local user or process could START/STOP sessions with plain curl."""
+    assert plane["token"], "the URL printed on loopback carries no token"
+    before = len(request("GET", url + "api/log")[1])
+    for method, path, body in (
+        ("GET", "api/systems", None),
+        ("GET", "api/sessions", None),
+        ("POST", "api/start", {"session_id": "curl", "systems": [SYSTEM]}),
+        ("POST", "api/stop", {"session_id": "", "systems": []}),
+        ("POST", "api/lifecycle", {"system": SYSTEM, "transition": "deactivate"}),
+    ):
+        # curl: no token, no Origin
+        status, answer, _ = request(method, url + path, token=NO_TOKEN, json=body)
+        assert status == 401, (path, answer)
+        assert "printed at start" in answer["error"], answer
+        status, answer, _ = request(method, url + path, token="wrong-token-0123456789", json=body)
+        assert status == 401, (path, answer)
+    assert len(request("GET", url + "api/log")[1]) == before, "a refused request reached the control plane"
+    # a browser without the token gets a page saying what to do (and where to paste it)
+    status, page, headers = request("GET", url, token=NO_TOKEN)
+    assert status == 401 and b"printed when it started" in page, page
+    # the WebSocket too
+    status = run(_ws_status(url.replace("http://", "ws://") + "ws", {}))
+    assert status == 401
+
+
+async def _ws_status(ws_url: str, headers: dict[str, str]) -> int | str:
+    async with aiohttp.ClientSession() as http:
+        try:
+            async with http.ws_connect(ws_url, headers=headers):
+                return "opened"
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+
+
+def test_the_printed_url_sets_an_httponly_strict_cookie_of_the_panels_port(plane, url):
+    token, port = plane["token"], plane["port"]
+    status, _, headers = request("GET", url + f"?token={token}", token=NO_TOKEN)
+    assert status == 302 and headers["Location"] == "/"
+    cookie = headers["Set-Cookie"]
+    assert cookie.startswith(f"mocap4r2_panel_token_{port}={token}"), cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie, cookie
+    assert "Secure" not in cookie  # plain HTTP on loopback: a Secure cookie would never come back
+    status, page, _ = request("GET", url, token=NO_TOKEN, cookies={f"mocap4r2_panel_token_{port}": token})
+    assert status == 200 and b"<canvas" in page
+    # another panel's cookie (another port) is not this one's
+    status, _, _ = request(
+        "GET", url + "api/systems", token=NO_TOKEN, cookies={f"mocap4r2_panel_token_{port + 1}": token}
     )
     assert status == 401
-    status, answer, _ = request("POST", locked + "api/start", json={"session_id": "x", "systems": []})
+    # a wrong ?token= sets no cookie
+    status, _, headers = request("GET", url + "?token=wrong-token-0123456789", token=NO_TOKEN)
+    assert status == 401 and "Set-Cookie" not in headers
+
+
+def test_with_a_token_file_the_printed_url_carries_that_token_and_the_401_says_so(plane, url):
+    """Issue 39: with ``token_file`` the printed URL had no token, yet the 401 said to open it."""
+    locked, port = plane["locked_url"], plane["locked_port"]
+    (match,) = printed_urls(plane["locked"])
+    assert match.group(4) == TOKEN, match.group(0)
+    assert "read from" in plane["locked"].log()
+    status, answer, _ = request("GET", locked + "api/systems", token=NO_TOKEN)
+    assert status == 401 and "printed at start" in answer["error"]
+    status, answer, _ = request(
+        "POST", locked + "api/start", token=NO_TOKEN, json={"session_id": "x", "systems": []}
+    )
     assert status == 401
-    status, rows, _ = request("GET", locked + "api/systems", headers={"Authorization": f"Bearer {TOKEN}"})
+    status, rows, _ = request("GET", locked + "api/systems", token=TOKEN)
     assert status == 200 and isinstance(rows, list)
-    # the page opened with ?token= gets a same-site cookie and a URL without the token
-    status, _, headers = request("GET", locked + f"?token={TOKEN}")
-    assert status == 302 and headers["Location"] == "/"
-    assert "SameSite=Strict" in headers["Set-Cookie"] and "HttpOnly" in headers["Set-Cookie"]
-    status, _, _ = request("GET", locked, cookies={"mocap4r2_panel_token": TOKEN})
-    assert status == 200
+    # what the 401 says works: the printed URL opens the page
+    status, _, headers = request("GET", match.group(0).split("open ", 1)[1], token=NO_TOKEN)
+    assert status == 302 and f"mocap4r2_panel_token_{port}={TOKEN}" in headers["Set-Cookie"]
 
 
 def test_cross_site_requests_are_refused(url, plane):
@@ -195,10 +265,13 @@ def test_cross_site_requests_are_refused(url, plane):
         {"Origin": "null"},
         {"Sec-Fetch-Site": "cross-site"},
         {"Host": f"evil.example:{port}"},  # a rebound DNS name pointing at 127.0.0.1
+        {"Host": f"127.0.0.1:{port + 1}"},
+        {"Host": "127.0.0.1"},
     ):
         status, answer, _ = request(
             "POST", url + "api/start", json={"session_id": "evil", "systems": [SYSTEM]}, headers=headers
         )
+        # refused although the request carries the token
         assert status == 403, (headers, answer)
     assert len(request("GET", url + "api/log")[1]) == before, "a refused request reached the control plane"
     status, _, _ = request("GET", url + "api/systems", headers={"Origin": f"http://127.0.0.1:{port}"})
@@ -209,16 +282,17 @@ def test_cross_site_requests_are_refused(url, plane):
 
 async def _websockets(url: str, port: int) -> dict[str, Any]:
     ws_url = url.replace("http://", "ws://") + "ws"
+    auth = _auth(url, None)
     results: dict[str, Any] = {}
     # limit=0: aiohttp's client would otherwise hold the 101st connection back
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         # cross-site WebSocket: refused before the upgrade
         try:
-            async with http.ws_connect(ws_url, headers={"Origin": "http://evil.example"}):
+            async with http.ws_connect(ws_url, headers={"Origin": "http://evil.example", **auth}):
                 results["cross_site"] = "opened"
         except aiohttp.WSServerHandshakeError as exc:
             results["cross_site"] = exc.status
-        healthy = await http.ws_connect(ws_url)
+        healthy = await http.ws_connect(ws_url, headers=auth)
         await healthy.send_str(json.dumps({"system": SYSTEM, "rate": 1000}))  # clamped to 30
         await healthy.send_str("{not json")
         # the healthy client reads all the time (one that does not is closed as slow)
@@ -232,7 +306,7 @@ async def _websockets(url: str, port: int) -> dict[str, Any]:
         # 100 clients asking for frames, then dropped
         others = []
         for _ in range(100):
-            ws = await http.ws_connect(ws_url)
+            ws = await http.ws_connect(ws_url, headers=auth)
             await ws.send_str(json.dumps({"system": SYSTEM, "rate": 30}))
             others.append(ws)
         await asyncio.sleep(1.0)
@@ -250,7 +324,7 @@ async def _websockets(url: str, port: int) -> dict[str, Any]:
         results["frames"] = [d for when, d in received if when > dropped and d.get("type") == "frame"]
         results["healthy_open"] = not healthy.closed
         started = time.monotonic()
-        async with http.get(url + "api/systems") as response:
+        async with http.get(url + "api/systems", headers=auth) as response:
             results["systems_status"] = response.status
         results["systems_seconds"] = time.monotonic() - started
         await healthy.close()
@@ -283,7 +357,7 @@ async def _frames_of_clients_at_one_rate(url: str, count: int, seconds: float) -
     ws_url = url.replace("http://", "ws://") + "ws"
     got: list[list[tuple]] = [[] for _ in range(count)]
     async with aiohttp.ClientSession() as http:
-        sockets = [await http.ws_connect(ws_url) for _ in range(count)]
+        sockets = [await http.ws_connect(ws_url, headers=_auth(url, None)) for _ in range(count)]
         for ws in sockets:
             await ws.send_str(json.dumps({"system": SYSTEM, "rate": 30}))
         await asyncio.sleep(0.5)  # every client has chosen the system
@@ -342,3 +416,148 @@ def test_mocap4r2_web_starts_the_panel(plane, url):
         assert status == 200 and b"<canvas" in page
     finally:
         assert proc.stop() == 0
+
+
+def _non_loopback_ipv4() -> list[str]:
+    """This machine's IPv4 addresses beyond loopback, read by psutil (not by the code
+    under test)."""
+    import socket
+
+    import psutil
+
+    return [
+        a.address
+        for addrs in psutil.net_if_addrs().values()
+        for a in addrs
+        if a.family == socket.AF_INET and not a.address.startswith("127.")
+    ]
+
+
+def _self_signed(directory: Any, addresses: list[str]) -> tuple[str, str]:
+    """A self-signed certificate (and its key) for localhost and ``addresses``, made by
+    the openssl command line."""
+    import shutil
+    import subprocess
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.fail("the openssl command is missing (Debian: apt-get install openssl)")
+    cert, key = directory / "panel.crt", directory / "panel.key"
+    names = ",".join(["DNS:localhost", "IP:127.0.0.1", *(f"IP:{a}" for a in addresses)])
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+         "-addext", f"subjectAltName={names}", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)
+
+
+def _exit_code(proc: Any, timeout: float = 60) -> int:
+    wait_for(lambda: not proc.alive(), timeout, proc.log, what="the panel exiting")
+    return proc.popen.returncode
+
+
+def test_beyond_loopback_without_tls_the_panel_starts_only_when_told_and_warns(plane):
+    """Issue 39: beyond loopback there was only plain HTTP, the token crossing the lab
+    network in the clear."""
+    runner = plane["runner"]
+    refused = runner.start(*PANEL, name="web_panel_open", params={"port": 0, "host": "0.0.0.0"})
+    assert _exit_code(refused) == 1, refused.log()
+    assert "without TLS" in refused.log() and "--allow-plain-http" in refused.log(), refused.log()
+    assert "web_panel: open" not in refused.log()
+
+
+def test_on_every_interface_the_printed_urls_reach_the_panel_from_the_network_with_the_token(plane):
+    """Issue 39: ``--host 0.0.0.0`` printed a 127.0.0.1 URL, of no use on a tablet."""
+    addresses = _non_loopback_ipv4()
+    if not addresses:
+        pytest.fail("this machine has no address beyond loopback to reach the panel on")
+    proc = plane["runner"].start(
+        *PANEL,
+        name="web_panel_lan",
+        params={
+            "port": 0,
+            "host": "0.0.0.0",
+            "allow_plain_http": True,
+            "sessions_dir": str(plane["sessions"]),
+        },
+    )
+    try:
+        matches = printed_urls(proc)
+        hosts = [m.group(2) for m in matches]
+        assert "127.0.0.1" not in hosts, hosts
+        assert set(addresses) <= set(hosts), (addresses, hosts)
+        assert all(m.group(4) and len(m.group(4)) >= 24 for m in matches), hosts
+        assert "in the clear" in proc.log()
+        port, token = int(matches[0].group(3)), matches[0].group(4)
+        for m in matches:
+            if m.group(2) not in addresses:
+                continue  # the host name: it may not resolve here
+            # what the tablet does: open the printed URL, then use the page's cookie
+            printed = m.group(0).split("open ", 1)[1]
+            status, _, headers = request("GET", printed, token=NO_TOKEN)
+            assert status == 302 and "HttpOnly" in headers["Set-Cookie"], (printed, status)
+            status, rows, _ = request(
+                "GET",
+                f"{m.group(1)}api/systems",
+                token=NO_TOKEN,
+                cookies={f"mocap4r2_panel_token_{port}": token},
+            )
+            assert status == 200 and isinstance(rows, list), rows
+            status, _, _ = request("GET", f"{m.group(1)}api/systems", token=NO_TOKEN)
+            assert status == 401
+            # a rebound name is refused, token or not; an IP literal of this machine is not
+            status, answer, _ = request(
+                "GET", f"{m.group(1)}api/systems", token=token, headers={"Host": f"evil.example:{port}"}
+            )
+            assert status == 403 and "Host" in answer["error"], answer
+    finally:
+        assert proc.stop() == 0
+
+
+def test_tls_serves_the_panel_over_https_with_a_secure_cookie(plane, tmp_path):
+    import ssl
+
+    addresses = _non_loopback_ipv4()
+    cert, key = _self_signed(tmp_path, addresses)
+    proc = plane["runner"].start(
+        *PANEL,
+        name="web_panel_tls",
+        params={
+            "port": 0,
+            "host": "0.0.0.0",
+            "certfile": cert,
+            "keyfile": key,
+            "sessions_dir": str(plane["sessions"]),
+        },
+    )
+    try:
+        matches = printed_urls(proc)
+        assert all(m.group(1).startswith("https://") for m in matches), [m.group(0) for m in matches]
+        assert "in the clear" not in proc.log()
+        port, token = int(matches[0].group(3)), matches[0].group(4)
+        trusted = ssl.create_default_context(cafile=cert)
+        for m in matches:
+            if m.group(2) not in addresses:
+                continue
+            printed = m.group(0).split("open ", 1)[1]
+            status, _, headers = request("GET", printed, token=NO_TOKEN, ssl=trusted)
+            assert status == 302, status
+            assert "Secure" in headers["Set-Cookie"] and "HttpOnly" in headers["Set-Cookie"]
+            status, rows, _ = request("GET", f"{m.group(1)}api/systems", token=token, ssl=trusted)
+            assert status == 200 and isinstance(rows, list)
+            # a client that does not trust the certificate does not get in
+            with pytest.raises(aiohttp.ClientConnectorCertificateError):
+                request("GET", f"{m.group(1)}api/systems", token=token)
+            # nor does plain HTTP on the TLS port
+            with pytest.raises(aiohttp.ClientError):
+                request("GET", f"http://{m.group(2)}:{port}/api/systems", token=token)
+    finally:
+        assert proc.stop() == 0
+    # a certificate that cannot be read: the panel says so and does not start
+    bad = plane["runner"].start(
+        *PANEL,
+        name="web_panel_badtls",
+        params={"port": 0, "host": "0.0.0.0", "certfile": str(tmp_path / "none.crt")},
+    )
+    assert _exit_code(bad) == 1 and "cannot load the TLS certificate" in bad.log(), bad.log()

@@ -18,7 +18,11 @@ REC = ("mocap4r2_tools", "session_recorder")
 PANEL = ("mocap4r2_tools", "web_panel")
 SYSTEM, RECORDER, IDLE = "/web/sim", "/web/session_recorder", "/idle/sim"
 TOKEN = "test-token-0123456789abcdef"
-URL_LINE = re.compile(r"web_panel: open (http://127\.0\.0\.1:(\d+)/)")
+#: the URL the panel prints (its token optional here, so that a panel that prints none is
+#: found and then fails the tests that want one)
+URL_LINE = re.compile(r"web_panel: open (https?://(\[[^\]]+\]|[^:/\s]+):(\d+)/)(?:\?token=(\S+))?")
+#: the token of each panel, by its base URL (the tests' requests carry it)
+TOKENS: dict[str, str] = {}
 
 SCENE = {
     "seed": 3,
@@ -57,24 +61,28 @@ def listed(url: str) -> set[str]:
     import json
     import urllib.request
 
+    headers = {"Authorization": f"Bearer {TOKENS[url]}"} if url in TOKENS else {}
     try:
-        with urllib.request.urlopen(url + "api/systems", timeout=5) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(url + "api/systems", headers=headers), timeout=5
+        ) as response:
             return {row["system"] for row in json.load(response)}
     except OSError:
         return set()
 
 
+def printed_urls(proc: Any, timeout: float = 60) -> list[re.Match[str]]:
+    """Every ``web_panel: open <url>`` line the panel printed (waiting for the first)."""
+    wait_for(lambda: URL_LINE.search(proc.log()), timeout, proc.log, what="the web panel printing its URL")
+    return list(URL_LINE.finditer(proc.log()))
+
+
 def panel_url(proc: Any) -> tuple[str, int]:
-    found: list[re.Match[str]] = []
-
-    def printed() -> bool:
-        match = URL_LINE.search(proc.log())
-        if match:
-            found.append(match)
-        return bool(match)
-
-    wait_for(printed, 60, what="the web panel printing its URL")
-    return found[0].group(1), int(found[0].group(2))
+    """The first URL the panel printed (its base, noting its token) and its port."""
+    match = printed_urls(proc)[0]
+    if match.group(4):
+        TOKENS[match.group(1)] = match.group(4)
+    return match.group(1), int(match.group(3))
 
 
 @pytest.fixture(scope="session")
@@ -104,11 +112,13 @@ def plane(tmp_path_factory):
     yield {
         "url": url,
         "port": port,
+        "token": TOKENS.get(url),
         "locked_url": locked_url,
         "locked_port": locked_port,
         "sessions": sessions,
         "tmp": tmp,
         "panel": panel,
+        "locked": locked,
         "runner": runner,
     }
     runner.stop_all()
