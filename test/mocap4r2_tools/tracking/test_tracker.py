@@ -4,6 +4,7 @@ occlusion, a body lost and found, identical bodies crossing, and bad input."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
@@ -325,3 +326,30 @@ def test_the_assignment_per_connected_part_equals_one_matrix(monkeypatch):
     for a, b in zip(results["split"], results["one"], strict=True):
         assert np.array_equal(a.assigned, b.assigned) and np.array_equal(a.valid, b.valid)
         assert np.allclose(a.positions, b.positions, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["cf", "dot"], ids=["4-marker", "single-marker"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_identical_bodies_placed_crossed_start_with_their_own_names(layout, seed):
+    """Each twin stands nearer the other's initial_position than its own: a starts 0.11 m
+    from its anchor and 0.09 m from b's, b 0.095 m from its own and 0.295 m from a's
+    (within init_radius 0.3 of both). Handed out best first, b took a's placement (the
+    nearest pair) and a was left b's; the first acquisition is one assignment for all,
+    which gives each its own (0.11² + 0.095² against 0.09² + 0.295²)."""
+    points = {"cf": CF, "dot": np.zeros((1, 3))}[layout]
+    cfg = parse_config(
+        {
+            "layouts": {layout: points.tolist()},
+            "bodies": [
+                {"name": "a", "layout": layout, "initial_position": [0.0, 0.0, 1.0]},
+                {"name": "b", "layout": layout, "initial_position": [0.2, 0.0, 1.0]},
+            ],
+        }
+    )
+    truth = np.array([[0.11, 0.0, 1.0], [0.295, 0.0, 1.0]])
+    rotations = Rotation.random(2, random_state=seed)
+    cloud = np.vstack([place(points, rotations[i], truth[i]) for i in range(2)])
+    order = np.random.default_rng(seed).permutation(len(cloud))
+    result = Tracker(cfg).update(cloud[order], 0.0)
+    assert result.valid.tolist() == [True, True]
+    assert np.allclose(result.positions, truth, atol=1e-9), result.positions
