@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from ..impairment import Delivery, ServerClock, TruthLog
 from ..sim_server import FrameThread
 from . import protocol as nn
 from .protocol import FrameOfData, Version
+from .scene_stream import SceneStream
 
-if TYPE_CHECKING:
-    from .simulator import NatNetSimulator
-
-__all__ = ["CLOCK_FREQUENCY", "FrameSender", "PreparedFrame"]
+__all__ = ["CLOCK_FREQUENCY", "FrameSender", "FrameSource", "PreparedFrame"]
 
 CLOCK_FREQUENCY = 10_000_000  # server clock ticks per second (Motive's is QueryPerformanceCounter)
 #: frames the scene drops one after the other that are looked through at once (a scene
@@ -55,23 +54,41 @@ class PreparedFrame:
     packet: bytes
 
 
+@dataclass
+class FrameSource:
+    """What the frame thread needs of the server, and nothing more: the scene's NatNet
+    view, the schedule (rate, ``frames`` to send, 0: all), the server clock and the
+    network, how to take the next frame's params bits with the version streamed now
+    (under the server's lock: a command changes the two together), and where a frame
+    goes when it leaves (``transmit``: to the group or the clients)."""
+
+    stream: SceneStream
+    rate: float
+    frames: int
+    clock: ServerClock
+    shifts_clock: bool
+    delays: bool
+    delivery: Delivery[PreparedFrame]
+    next_params: Callable[[], tuple[int, Version]]
+    transmit: Callable[[PreparedFrame], None]
+    truth: TruthLog | None = None
+    wall_offset: float = 0.0
+
+
 class FrameSender(FrameThread[PreparedFrame, PreparedFrame]):
-    """The frame thread of a :class:`~.simulator.NatNetSimulator` (the schedule is
-    :class:`FrameThread`'s; it ends once the last frame of ``--frames`` is sent).
+    """The frame thread of a natnet_simulator (the schedule is :class:`FrameThread`'s;
+    it ends once the last frame of ``--frames`` is sent). It encodes each frame in the
+    version the server streams now; ``source.transmit`` sends it (and encodes it again
+    for a unicast client that asked for another version)."""
 
-    It shares the server's scene stream, commands (the bitstream version and the params
-    bits of the next frame, read under the server's lock), server clock, network
-    (``delivery``), truth log and sockets; the command loop changes the version and
-    the clients, this thread follows.
-    """
-
-    def __init__(self, server: NatNetSimulator, start: float) -> None:
-        super().__init__(server.rate, server.delivery, server.impairment.delays)
-        self.server = server
+    def __init__(self, source: FrameSource, start: float) -> None:
+        super().__init__(source.rate, source.delivery, source.delays)
+        self.source = source
         self.start = start  # monotonic: frame k is due at start + k / rate
-        self.period = 1.0 / server.rate
-        self.latency = server.stream.scene.latency
+        self.period = 1.0 / source.rate
+        self.latency = source.stream.scene.latency
         self.next_number = 0
+        self.sent = 0  # frames that left the server
         self._finished = False  # every frame asked for (``--frames``) has been computed
 
     def run(self, halt: threading.Event) -> None:
@@ -90,9 +107,9 @@ class FrameSender(FrameThread[PreparedFrame, PreparedFrame]):
         """The next frame, computed, stamped and encoded, and its due time; None (and
         the due time of the last frame looked at) when the scene drops MAX_DROPPED_RUN
         frames on end or every frame asked for has been computed."""
-        server = self.server
-        scene = server.stream.scene
-        limit = server.options.frames
+        source = self.source
+        scene = source.stream.scene
+        limit = source.frames
         k = self.next_number
         due = self.start + k * self.period
         if now - due > FAR_BEHIND:
@@ -109,41 +126,31 @@ class FrameSender(FrameThread[PreparedFrame, PreparedFrame]):
             self.next_number = k
             return None, due
         self.next_number = k + 1
-        frame = server.stream.frame_of_data(k)
+        frame = source.stream.frame_of_data(k)
         captured = due - self.latency
         latency_ticks = int(self.latency * CLOCK_FREQUENCY)
-        if server.impairment.shifts_clock:
-            transmit = int(server.clock.read(due) * CLOCK_FREQUENCY)
-            exposure = int(server.clock.read(captured) * CLOCK_FREQUENCY)
+        if source.shifts_clock:
+            transmit = int(source.clock.read(due) * CLOCK_FREQUENCY)
+            exposure = int(source.clock.read(captured) * CLOCK_FREQUENCY)
         else:  # the monotonic clock, in ticks
             transmit = int(due * CLOCK_FREQUENCY)
             exposure = transmit - latency_ticks
         frame.stamp_transmit = transmit
         frame.stamp_camera_mid_exposure = exposure
         frame.stamp_data_received = transmit - latency_ticks // 2
-        with server.lock:  # a command changes the two together
-            frame.params = server.commands.take_params()
-            version = server.commands.version
+        frame.params, version = source.next_params()
         packet = nn.encode_frame(frame, version)
         return PreparedFrame(k, captured, due, frame, version, packet), due
 
     def hand_out(self, frame: PreparedFrame) -> PreparedFrame:
         """The frame leaves the server (to the network, or straight to the clients)."""
-        server = self.server
-        if server.truth is not None:
-            server.truth.write(frame.number, server.wall_offset + frame.captured)
-        server.frames_sent += 1
+        source = self.source
+        if source.truth is not None:
+            source.truth.write(frame.number, source.wall_offset + frame.captured)
+        self.sent += 1
         return frame
 
     def send_released(self, items: list[PreparedFrame]) -> None:
         """Sends frames now, one after the other."""
         for frame in items:
-            self._send(frame)
-
-    def _send(self, frame: PreparedFrame) -> None:
-        server = self.server
-        version = server.commands.version
-        if frame.version != version:  # the bitstream changed since it was encoded
-            frame.packet, frame.version = nn.encode_frame(frame.frame, version), version
-        server.last_frame = frame.packet
-        server.transmit(frame.packet)
+            self.source.transmit(frame)

@@ -6,6 +6,8 @@ Pure Python + numpy, no sockets."""
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from mocap4r2_control.frame import MocapFrame
@@ -17,6 +19,11 @@ from . import protocol as nn
 from .protocol import FrameOfData, ModelDefinitions
 
 MARKER_SIZE = 0.014  # metres, a common passive marker
+#: the stand-in's IMU and GPIO items: layouts of its own (Motive's are not public; a client
+#: skips the sections by their size whatever they hold)
+IMU_ITEM = struct.Struct("<i6f")
+GPIO_ITEM = struct.Struct("<BB")
+FUTURE_SECTION_BYTES = b"a future Motive's section\0" + bytes(range(16))
 UNLABELED_ID_BASE = 50000  # point-cloud ids of unlabeled markers (model id 0)
 
 
@@ -24,8 +31,15 @@ class SceneStream:
     """The NatNet view of a Scene: model definitions and frames of data, in Motive's
     conventions (axis, ids, zero pose of lost bodies)."""
 
-    def __init__(self, scene: scene_module.Scene, up_axis: str = "y", skeleton_coordinates: str = "global"):
+    def __init__(
+        self,
+        scene: scene_module.Scene,
+        up_axis: str = "y",
+        skeleton_coordinates: str = "global",
+        future: bool = False,
+    ):
         self.scene = scene
+        self.future = future  # a "future Motive": an unknown sized section in every frame
         self.y_up = up_axis == "y"
         self.axes = AxisChange("+Y" if self.y_up else "+Z").inverse()  # Z-up scene -> stream
         self.local_bones = skeleton_coordinates == "local"
@@ -152,6 +166,11 @@ class SceneStream:
             rigid_bodies=rb,
             labeled_markers=lm,
             timestamp=scene.time_of(k),
+            # 4.5's IMU and GPIO sections (only written from 4.5 on): opaque contents that
+            # change with the frame, so that skipping them is exercised for real
+            imu=nn.Opaque(0, 1, IMU_ITEM.pack(k, k * 0.001, 0.0, 9.81, 0.0, 0.0, 0.0)),
+            gpio=nn.Opaque(0, 1, GPIO_ITEM.pack(k & 0xFF, 0)),
+            extra_sections=[nn.Opaque(0, 2, FUTURE_SECTION_BYTES)] if self.future else [],
         )
         skeletons = frame.skeletons
         if len(skeletons):

@@ -20,35 +20,44 @@ __all__ = ["MotiveCommands"]
 
 log = logging.getLogger("natnet_simulator")
 
+#: an anchor-marker description's contents: opaque (the layout is not public)
+ANCHOR_MARKER_BYTES = b"anchor1\0" + bytes(range(24))
+#: the "future Motive"'s description: a type no known version has, opaque contents
+FUTURE_DESCRIPTION_TYPE = 99
+FUTURE_DESCRIPTION_BYTES = b"future description\0" + bytes(13)
+
 
 class MotiveCommands:
     """The command answers and the state they change: version, take name, recording."""
 
-    def __init__(self, stream: SceneStream, version: Version, rate: float) -> None:
+    def __init__(self, stream: SceneStream, version: Version, rate: float, future: bool = False) -> None:
         self.stream = stream
-        self.version = version
+        self.version = version  # the server's own bitstream (streamed multicast)
         self.rate = rate
+        self.future = future  # a "future Motive": an unknown description type in the models
         self.pending_params = 0  # FRAME_* bits for the next frame
         self.take_name = ""  # SetRecordTakeName
         self.recording = False  # StartRecording / StopRecording
         self.recordings: deque[str] = deque(maxlen=100)  # what was recorded, for tests
-        self._models_packet: bytes | None = None
+        self._models_packets: dict[Version, bytes] = {}
         self._models_generation = -1
-        self._models_version: Version | None = None
 
-    def models_packet(self) -> bytes:
-        """NAT_MODELDEF of the scene, encoded again only when the models or the version change."""
-        packet = self._models_packet
-        if (
-            packet is None
-            or self._models_generation != self.stream.generation
-            or self._models_version != self.version
-        ):
-            packet = self._models_packet = nn.encode_model_definitions(
-                self.stream.model_definitions(), self.version
-            )
+    def models_packet(self, version: Version | None = None) -> bytes:
+        """NAT_MODELDEF of the scene in ``version`` (default: the server's own), encoded
+        again only when the models change. 4.5 and later carry an anchor-marker
+        description with opaque contents; a future Motive a type no known version has."""
+        version = version or self.version
+        if self._models_generation != self.stream.generation:
+            self._models_packets.clear()
             self._models_generation = self.stream.generation
-            self._models_version = self.version
+        packet = self._models_packets.get(version)
+        if packet is None:
+            defs = self.stream.model_definitions()
+            if version.imu_gpio:
+                defs.opaque.append(nn.Opaque(nn.ANCHOR_MARKER_DESCRIPTION, 1, ANCHOR_MARKER_BYTES))
+            if self.future:
+                defs.opaque.append(nn.Opaque(FUTURE_DESCRIPTION_TYPE, 1, FUTURE_DESCRIPTION_BYTES))
+            packet = self._models_packets[version] = nn.encode_model_definitions(defs, version)
         return packet
 
     def take_params(self) -> int:
@@ -64,8 +73,10 @@ class MotiveCommands:
             if not argument:
                 return nn.encode_response(f"Bitstream,{self.version}")
             try:
-                version = nn.require_supported(Version.parse(argument))
+                version = Version.parse(argument)
             except NatNetProtocolError:
+                return nn.encode_response(-1)
+            if not version.known:
                 return nn.encode_response(-1)
             if version != self.version:
                 log.info(f"bitstream changed from {self.version} to {version} on request")

@@ -3,7 +3,18 @@
 It answers NAT_CONNECT with NAT_SERVERINFO, NAT_REQUEST_MODELDEF with NAT_MODELDEF,
 NAT_REQUEST commands (Bitstream, FrameRate, and the stand-in's own RenameRigidBody),
 and streams NAT_FRAMEOFDATA at the scene's rate, multicast to a group or unicast to
-each connected client while it sends keep-alives, in NatNet bitstream 3.0, 3.1, 4.0 or 4.1.
+each connected client while it sends keep-alives, in NatNet bitstream 3.0, 3.1 or 4.0 to
+4.5 (``--natnet-version``).
+
+Bitstreams follow Motive: multicast always streams the server's own version (which the
+``Bitstream,M.m`` command changes for everyone, as Motive's settings would, flagging the
+change in the next frame's params). Over unicast each client gets the version it asks for
+in its NAT_CONNECT (0: the server's own) or by a ``Bitstream,M.m`` request of its own, up
+to the server's own version; its NAT_SERVERINFO and NAT_MODELDEF are in that version too.
+4.5 frames carry IMU and GPIO sections and 4.5 model definitions an anchor-marker
+description, all with opaque contents (their layouts are not public). The test-only
+``--future-motive`` stands for a Motive newer than any we know: it advertises 4.6 and adds
+an unknown sized frame section and an unknown description type to the 4.5 layout.
 
 NatNet clients disagree on where unicast frames arrive: OptiTrack's Python sample reads
 them on its command socket (the address its NAT_CONNECT came from), other clients bind
@@ -51,7 +62,7 @@ from ..impairment import (
 from ..sim_server import load_scene, seed_value
 from ..simulated import scene as scene_module
 from . import protocol as nn
-from .frame_sender import CLOCK_FREQUENCY, FrameSender, PreparedFrame
+from .frame_sender import CLOCK_FREQUENCY, FrameSender, FrameSource, PreparedFrame
 from .protocol import MessageId, NatNetProtocolError, Version
 from .scene_stream import SceneStream
 from .server_commands import MotiveCommands
@@ -59,6 +70,7 @@ from .server_commands import MotiveCommands
 __all__ = [
     "CLOCK_FREQUENCY",
     "FrameSender",
+    "FUTURE_VERSION",
     "NatNetSimulator",
     "SceneStream",
     "ServerOptions",
@@ -67,6 +79,8 @@ __all__ = [
 ]
 
 UNICAST_TARGETS = ("command-socket", "data-port", "both")
+#: what ``--future-motive`` advertises: one minor version past the newest known
+FUTURE_VERSION = Version(nn.NEWEST_VERSION.major, nn.NEWEST_VERSION.minor + 1)
 #: the command loop looks at the stop event and the frame thread at least this often, s
 COMMAND_POLL = 0.05
 log = logging.getLogger("natnet_simulator")
@@ -98,8 +112,20 @@ class ServerOptions:
     frames: int = 0  # stop after this many frames (0: never)
     app_name: str = "Motive"
     app_version: tuple[int, int, int, int] = (3, 1, 0, 0)
+    # test-only: a Motive newer than any known (advertises FUTURE_VERSION, adds an unknown
+    # sized frame section and an unknown description type)
+    future_motive: bool = False
     # what a network and the server's clock do to time (mocap4r2_drivers/impairment.py)
     impairment: TimeImpairment = TimeImpairment()
+
+
+@dataclass
+class UnicastClient:
+    """A unicast client: when it was last heard of (monotonic) and the bitstream it asked
+    for (None: it gets the server's own, whatever that is now)."""
+
+    heard: float
+    version: Version | None
 
 
 class NatNetSimulator:
@@ -108,21 +134,30 @@ class NatNetSimulator:
 
     def __init__(self, options: ServerOptions):
         self.options = options
-        version = nn.require_supported(Version.parse(options.natnet_version))
+        if options.future_motive:
+            version = FUTURE_VERSION
+        else:
+            version = nn.require_supported(Version.parse(options.natnet_version))
+            if not version.known:
+                raise NatNetProtocolError(
+                    f"the stand-in streams NatNet {nn.OLDEST_VERSION} to {nn.NEWEST_VERSION}, not {version}"
+                )
         scene = load_scene(options.scene, -1 if options.seed is None else options.seed, options.rate)
-        self.stream = SceneStream(scene, options.up_axis, options.skeleton_coordinates)
+        self.stream = SceneStream(
+            scene, options.up_axis, options.skeleton_coordinates, future=options.future_motive
+        )
         self.rate = scene.rate
-        self.commands = MotiveCommands(self.stream, version, self.rate)
+        self.commands = MotiveCommands(self.stream, version, self.rate, future=options.future_motive)
         self.command: socket.socket | None = None
         self.data: socket.socket | None = None
         self.data_port = options.data_port
-        self.clients: dict[tuple[str, int], float] = {}  # unicast client -> last heard (monotonic)
+        self.clients: dict[tuple[str, int], UnicastClient] = {}  # unicast clients by address
         # held by the two threads around the clients and the commands' version and params bits
         self.lock = threading.Lock()
-        self.frames_sent = 0
+        self.sender: FrameSender | None = None
         self.bad_packets = 0
         self.rejected = ClientStats()  # malformed command packets, logged once
-        self.last_frame: bytes | None = None  # the newest frame sent (NAT_REQUEST_FRAMEOFDATA)
+        self.last_frame: PreparedFrame | None = None  # the newest frame sent (NAT_REQUEST_FRAMEOFDATA)
         impairment = options.impairment
         self.impairment = impairment
         # the server clock is the monotonic one unless an offset, drift or reset is asked for
@@ -133,8 +168,21 @@ class NatNetSimulator:
 
     @property
     def version(self) -> Version:
-        """The bitstream version streamed now (a client may change it by command)."""
+        """The server's own bitstream, streamed multicast (a command may change it)."""
         return self.commands.version
+
+    @property
+    def frames_sent(self) -> int:
+        return self.sender.sent if self.sender is not None else 0
+
+    def version_for(self, requested: tuple[int, int, int, int] | None) -> Version:
+        """The bitstream a unicast client gets for the one it asks for: its own when the
+        server knows it and it is not newer than the server's, else the server's."""
+        own = self.version
+        if requested is None:
+            return own
+        wanted = Version(requested[0], requested[1])
+        return wanted if wanted.known and wanted <= own else own
 
     # ------------------------------------------------------------------ sockets
     def open(self) -> None:
@@ -185,12 +233,14 @@ class NatNetSimulator:
         )
 
     # ------------------------------------------------------------------ messages
-    def server_info(self) -> nn.ServerInfo:
+    def server_info(self, version: Version | None = None) -> nn.ServerInfo:
+        """NAT_SERVERINFO, saying ``version`` (a unicast client's) or the server's own."""
         o = self.options
+        version = version or self.version
         return nn.ServerInfo(
             app_name=o.app_name,
             app_version=o.app_version,
-            natnet_version=(self.version.major, self.version.minor, 0, 0),
+            natnet_version=(version.major, version.minor, 0, 0),
             clock_frequency=CLOCK_FREQUENCY,
             data_port=self.data_port,
             multicast=o.multicast,
@@ -206,24 +256,38 @@ class NatNetSimulator:
             return
         reply: bytes | None = None
         now = time.monotonic()
+        with self.lock:
+            client = self.clients.get(source)
+            if client is not None:  # any packet of a client's keeps it alive
+                client.heard = now
         if message_id == MessageId.CONNECT:
             request = nn.decode_connect(payload)
+            asked: Version | None = None
             if not self.options.multicast:
-                if source not in self.clients:
+                if request.requested_bitstream is not None:
+                    asked = self.version_for(request.requested_bitstream)
+                if client is None:
                     log.info(
-                        f"unicast client {source[0]}:{source[1]} connected ({request.client_name or '?'})"
+                        f"unicast client {source[0]}:{source[1]} connected ({request.client_name or '?'}), "
+                        f"NatNet {asked or self.version}"
                     )
                 with self.lock:
-                    self.clients[source] = now
-            reply = nn.encode_server_info(self.server_info())
+                    self.clients[source] = UnicastClient(now, asked)
+            reply = nn.encode_server_info(self.server_info(asked))
         elif message_id == MessageId.REQUEST_MODELDEF:
-            reply = self.commands.models_packet()
+            reply = self.commands.models_packet(client.version if client is not None else None)
         elif message_id == MessageId.REQUEST_FRAMEOFDATA:
-            reply = self.last_frame
+            last = self.last_frame
+            if last is not None:
+                version = (client.version if client is not None else None) or self.version
+                reply = last.packet if last.version == version else nn.encode_frame(last.frame, version)
         elif message_id == MessageId.REQUEST:
             text = nn.decode_string(payload)
-            with self.lock:  # the frame thread takes the version and params bits together
-                reply = self.commands.reply(text)
+            if client is not None and text.partition(",")[0].strip().lower() == "bitstream":
+                reply = self._client_bitstream(client, source, text.partition(",")[2])
+            else:
+                with self.lock:  # the frame thread takes the version and params bits together
+                    reply = self.commands.reply(text)
         elif message_id == MessageId.DISCONNECT:
             with self.lock:
                 gone = self.clients.pop(source, None) is not None
@@ -231,11 +295,25 @@ class NatNetSimulator:
                 log.info(f"unicast client {source[0]}:{source[1]} disconnected")
         elif message_id != MessageId.KEEPALIVE:
             reply = nn.pack(MessageId.UNRECOGNIZED_REQUEST)
-        with self.lock:
-            if source in self.clients:  # any packet of a client's keeps it alive
-                self.clients[source] = now
         if reply is not None:
             self._send(self.command, reply, source)
+
+    def _client_bitstream(self, client: UnicastClient, source: tuple[str, int], argument: str) -> bytes:
+        """``Bitstream[,M.m]`` from a unicast client: asks or changes its own bitstream only
+        (0 when changed, -1 for a version the server cannot stream)."""
+        if not argument.strip():
+            return nn.encode_response(f"Bitstream,{client.version or self.version}")
+        try:
+            wanted = Version.parse(argument)
+        except NatNetProtocolError:
+            return nn.encode_response(-1)
+        version = self.version_for((wanted.major, wanted.minor, 0, 0))
+        if version != wanted:
+            return nn.encode_response(-1)
+        if version != (client.version or self.version):
+            log.info(f"unicast client {source[0]}:{source[1]} now gets NatNet {version}")
+        client.version = version
+        return nn.encode_response(0)
 
     def _bad(self, what: str) -> None:
         self.bad_packets += 1
@@ -250,32 +328,68 @@ class NatNetSimulator:
             log.debug(f"send to {target} failed: {exc}")
 
     # ------------------------------------------------------------------ frames
-    def transmit(self, packet: bytes) -> None:
-        """(frame thread) Send a frame: to the multicast group, or to every unicast
-        client not timed out (``--unicast-to``)."""
+    def transmit(self, frame: PreparedFrame) -> None:
+        """(frame thread) Send a frame: to the multicast group in the server's version, or
+        to every unicast client not timed out (``--unicast-to``) in the client's version
+        (each version encoded once)."""
         o = self.options
+        packets = {frame.version: frame.packet}
+
+        def packet_for(version: Version) -> bytes:
+            packet = packets.get(version)
+            if packet is None:
+                packet = packets[version] = nn.encode_frame(frame.frame, version)
+            return packet
+
+        own = self.version
+        if frame.version != own:  # the bitstream changed since the frame was encoded
+            frame.packet, frame.version = packet_for(own), own
+        self.last_frame = frame
         if o.multicast:
-            self._send(self.data, packet, (o.multicast_address, self.data_port))
+            self._send(self.data, frame.packet, (o.multicast_address, self.data_port))
             return
         now = time.monotonic()
         with self.lock:
-            clients = list(self.clients.items())
-        for client, heard in clients:
+            clients = [
+                (address, state, state.heard, state.version) for address, state in self.clients.items()
+            ]
+        for address, state, heard, version in clients:
             if now - heard > o.client_timeout:
                 with self.lock:
-                    gone = self.clients.get(client) == heard and self.clients.pop(client, None) is not None
+                    gone = self.clients.get(address) is state and state.heard == heard
+                    if gone:
+                        del self.clients[address]
                 if gone:
-                    log.info(f"unicast client {client[0]}:{client[1]} timed out (no keep-alive)")
+                    log.info(f"unicast client {address[0]}:{address[1]} timed out (no keep-alive)")
                 continue
+            packet = packet_for(version or own)
             if o.unicast_to in ("command-socket", "both"):
-                self._send(self.command, packet, client)
+                self._send(self.command, packet, address)
             if o.unicast_to in ("data-port", "both"):
-                self._send(self.data, packet, (client[0], self.data_port))
+                self._send(self.data, packet, (address[0], self.data_port))
+
+    def next_params(self) -> tuple[int, Version]:
+        """(frame thread) The params bits of the next frame and the version it streams in."""
+        with self.lock:  # a command changes the two together
+            return self.commands.take_params(), self.commands.version
 
     def serve(self, stop: threading.Event) -> None:
         """Answer commands, while a frame thread streams the scene, until ``stop`` (or,
         with ``--frames``, until the frame thread has sent them)."""
-        sender = FrameSender(self, time.monotonic())
+        source = FrameSource(
+            stream=self.stream,
+            rate=self.rate,
+            frames=self.options.frames,
+            clock=self.clock,
+            shifts_clock=self.impairment.shifts_clock,
+            delays=self.impairment.delays,
+            delivery=self.delivery,
+            next_params=self.next_params,
+            transmit=self.transmit,
+            truth=self.truth,
+            wall_offset=self.wall_offset,
+        )
+        sender = self.sender = FrameSender(source, time.monotonic())
         halt = threading.Event()
         thread = threading.Thread(target=sender.run, args=(halt,), name="natnet-frames", daemon=True)
         thread.start()
@@ -325,7 +439,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--natnet-version",
         default="4.1",
         choices=[str(v) for v in nn.SUPPORTED_VERSIONS],
-        help="NatNet bitstream version to stream (default 4.1, as Motive 3.1)",
+        help="NatNet bitstream version to stream multicast, and the newest a unicast client may ask "
+        "for (default 4.1, as Motive 3.1; 4.2 as Motive 3.2 and later)",
+    )
+    p.add_argument(
+        "--future-motive",
+        action="store_true",
+        help=f"(tests) stand for a Motive newer than any known: advertise NatNet {FUTURE_VERSION}, add an "
+        "unknown sized frame section and an unknown description type to the newest layout",
     )
     p.add_argument(
         "--server-address",
@@ -435,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         client_timeout=args.client_timeout,
         frames=args.frames,
         unicast_to=args.unicast_to,
+        future_motive=args.future_motive,
     )
     try:
         server = NatNetSimulator(options)

@@ -26,6 +26,7 @@ from optitrack_stand_in import StandIn  # test/fixtures
 from mocap4r2_drivers.common import SO_TIMESTAMPNS, receive_time
 from mocap4r2_drivers.impairment import TimeImpairment, read_truth_log
 from mocap4r2_drivers.optitrack import protocol as nn
+from mocap4r2_drivers.optitrack.frame_sender import PreparedFrame
 from mocap4r2_drivers.optitrack.simulator import NatNetSimulator, ServerOptions
 
 RATE = 250.0
@@ -160,9 +161,9 @@ def test_each_frame_goes_to_the_network_at_its_due_time_and_never_leaves_before_
     sent: list[tuple[float, int]] = []
     transmit = server.transmit
 
-    def recording_transmit(packet: bytes) -> None:
-        sent.append((time.monotonic(), _FRAME_NUMBER.unpack_from(nn.unpack(packet)[1])[0]))
-        transmit(packet)
+    def recording_transmit(frame: PreparedFrame) -> None:
+        sent.append((time.monotonic(), _FRAME_NUMBER.unpack_from(nn.unpack(frame.packet)[1])[0]))
+        transmit(frame)
 
     server.delivery.put = recording_put  # type: ignore[method-assign]
     server.transmit = recording_transmit  # type: ignore[method-assign]
