@@ -34,7 +34,10 @@ setup(
         "pymavlink",
         "mavsdk",
         "aiohttp",
+        "foxglove-sdk",
     ],
+    # `colcon test` runs pytest (setup.cfg names this package's part of ../test)
+    extras_require={"test": ["pytest"]},
     zip_safe=False,
     description=(
         "mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, "
@@ -54,6 +57,7 @@ setup(
             "session_recorder = mocap4r2_tools.executables:session_recorder",
             "web_panel = mocap4r2_tools.executables:web_panel",
             "marker_tracker = mocap4r2_tools.executables:marker_tracker",
+            "foxglove = mocap4r2_tools.executables:foxglove",
         ],
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
@@ -63,6 +67,7 @@ setup(
             "sessions = mocap4r2_tools.recording_commands:SessionsCommand",
             "web = mocap4r2_tools.web_panel.command:WebCommand",
             "teach = mocap4r2_tools.teach_command:TeachCommand",
+            "foxglove = mocap4r2_tools.foxglove.command:FoxgloveCommand",
         ],
     },
 )

@@ -111,3 +111,20 @@ if [ "$(cat install/.mocap4r2-sources 2>/dev/null)" != "$SRC_HASH" ]; then
 else
   say "up to date"
 fi
+
+# --- 3. Foxglove's own WebSocket client for the foxglove tests (npm, where node exists) -
+# test/fixtures/foxglove_client: @foxglove/ws-protocol, @foxglove/schemas and their
+# decoders at the versions of its package-lock.json. Without node/npm the tests that
+# need it skip and say why (and fail under CI=true).
+FOXGLOVE_CLIENT=test/fixtures/foxglove_client
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  LOCK_HASH=$(sha256sum "$FOXGLOVE_CLIENT/package-lock.json" | cut -d' ' -f1)
+  if [ "$(cat "$FOXGLOVE_CLIENT/node_modules/.mocap4r2-lock" 2>/dev/null)" != "$LOCK_HASH" ]; then
+    say "npm ci ($FOXGLOVE_CLIENT: @foxglove/ws-protocol)"
+    (cd "$FOXGLOVE_CLIENT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
+      && echo "$LOCK_HASH" > "$FOXGLOVE_CLIENT/node_modules/.mocap4r2-lock" \
+      || say "npm ci failed in $FOXGLOVE_CLIENT; the Foxglove client tests will skip"
+  fi
+else
+  say "no node/npm: the Foxglove client tests will skip"
+fi

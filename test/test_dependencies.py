@@ -95,6 +95,7 @@ DEPENDENCIES: dict[str, Provider] = {
     "mavsdk": Provider("mavsdk", None),
     "mcap": Provider("mcap", None),
     "c3d": Provider("c3d", None),
+    "foxglove": Provider("foxglove-sdk", None),
     # neither pip nor rosdep: installed with Vicon's DataStream SDK
     "vicon_dssdk": Provider(None, None, "Vicon's DataStream SDK, from Vicon's installer"),
     # imported by tests only (test/<package>/): package.xml's test_depend, requirements-dev.txt
