@@ -17,6 +17,8 @@ setup(
     # the Python libraries the shipped code imports (pinned in requirements.txt; the ROS
     # packages come from package.xml and rosdep, never from pip)
     install_requires=["numpy", "rich", "textual"],
+    # `colcon test` runs pytest (setup.cfg names this package's part of ../test)
+    extras_require={"test": ["pytest"]},
     zip_safe=True,
     description="MocapSystemNode, control plane, AuxiliarSystem, CLI and TUI of mocap4r2",
     license="Apache-2.0",
