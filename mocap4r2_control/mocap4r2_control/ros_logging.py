@@ -14,9 +14,17 @@ those an adapter creates in ``attach``, :meth:`NodeLogRoute.wrap`). asyncio carr
 into the coroutines and callbacks scheduled from there (``run_coroutine_threadsafe`` and
 ``call_soon*`` copy the caller's context), so a client running its protocol on an event
 loop logs under the node too.
-A plain ``threading.Thread`` starts with an empty context: a thread an adapter starts
-itself keeps the node's route only when it runs its target in a copy of its creator's
-context (``threading.Thread(target=contextvars.copy_context().run, args=(work,))``).
+A plain ``threading.Thread`` starts with an empty context (before Python 3.14's
+``thread_inherit_context``), so a thread an adapter starts (a client's socket or event
+loop thread) would lose the route: the route a thread was started under is therefore
+noted when it starts (the one hook this module puts on ``threading.Thread.start``) and
+used for the records of a thread whose context has none.
+
+Levels: the node's own logger decides. Records pass Python's "mocap4r2" logger at the
+lowest level of the live nodes' loggers (a node started with ``--log-level debug`` lets
+debug records through), and each is then written with the rclpy call of its level,
+which the routed node's logger filters by its own level: a node at debug shows its
+adapter's debug lines, one at info in the same process does not.
 
 A record logged where no node has set the route goes to the only node of the process,
 or, with several, to the rclpy logger "mocap4r2" (the console and log files, not a
@@ -44,6 +52,7 @@ R = TypeVar("R")
 class RosLogger(Protocol):
     """What a record is written to: an rclpy ``RcutilsLogger`` (``node.get_logger()``)."""
 
+    def get_effective_level(self) -> object: ...
     def debug(self, message: str) -> object: ...
     def info(self, message: str) -> object: ...
     def warning(self, message: str) -> object: ...
@@ -66,6 +75,7 @@ class _Routes:
     def add(self, route: NodeLogRoute) -> None:
         with self._lock:
             self._live.append(route)
+            _install_handler(self._lowest_level())
 
     def remove(self, route: NodeLogRoute) -> None:
         with self._lock:
@@ -73,6 +83,13 @@ class _Routes:
                 self._live.remove(route)
             if not self._live:
                 _uninstall_handler()
+            else:
+                logging.getLogger(NAMESPACE).setLevel(self._lowest_level())
+
+    def _lowest_level(self) -> int:
+        """The lowest level any live node logs at (rcutils' severities are Python's
+        numbers: DEBUG 10, INFO 20, WARN 30, ERROR 40, FATAL 50)."""
+        return min((route.level for route in self._live), default=logging.INFO)
 
     def without_context(self) -> RosLogger:
         """The only live node's logger; with none or several, the process's own."""
@@ -96,6 +113,8 @@ class RosLogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             route = _ROUTE.get()
+            if route is None:  # a thread an adapter started: the route it was started under
+                route = getattr(threading.current_thread(), _THREAD_ROUTE, None)
             ros_logger = route.ros_logger if route is not None else _ROUTES.without_context()
             source = record.name.split(".", 1)[1] if "." in record.name else record.name
             text = f"[{source}] {record.getMessage()}"
@@ -120,8 +139,33 @@ def _uninstall_handler() -> None:
     logger.propagate = True
 
 
+#: the attribute of a started thread that holds the route it was started under
+_THREAD_ROUTE = "_mocap4r2_log_route"
+
+
+def _note_route_at_start(start: Callable[[threading.Thread], None]) -> Callable[[threading.Thread], None]:
+    @functools.wraps(start)
+    def noting(thread: threading.Thread) -> None:
+        route = _ROUTE.get()
+        if route is not None:
+            setattr(thread, _THREAD_ROUTE, route)
+        start(thread)
+
+    noting.__mocap4r2_noting__ = True  # type: ignore[attr-defined]
+    return noting
+
+
+def _install_thread_hook() -> None:
+    """Threads started from now on remember the route they were started under (once per
+    process; a no-op where Thread.start is hooked already)."""
+    start = threading.Thread.start
+    if not getattr(start, "__mocap4r2_noting__", False):
+        threading.Thread.start = _note_route_at_start(start)  # type: ignore[method-assign,assignment]
+
+
 def _install_handler(level: int) -> None:
     """One handler on the namespace for the whole process, however many nodes."""
+    _install_thread_hook()
     logger = logging.getLogger(NAMESPACE)
     if not any(isinstance(h, RosLogHandler) for h in logger.handlers):
         logger.addHandler(RosLogHandler())
@@ -136,9 +180,11 @@ class NodeLogRoute:
     code it runs inside :meth:`active` (or in a thread that called :meth:`enter`) logs
     under its name."""
 
-    def __init__(self, ros_logger: RosLogger, level: int = logging.INFO):
+    def __init__(self, ros_logger: RosLogger, level: int | None = None):
+        """``level``: the lowest level of records let through for this node; by default
+        its logger's own (``--log-level``, or a level set for its name before)."""
         self.ros_logger = ros_logger
-        _install_handler(level)
+        self.level = int(level if level is not None else _level_of(ros_logger))
         _ROUTES.add(self)
 
     @contextmanager
@@ -174,3 +220,12 @@ class NodeLogRoute:
     def close(self) -> None:
         """The node is going away: it no longer receives records logged without a route."""
         _ROUTES.remove(self)
+
+
+def _level_of(ros_logger: RosLogger) -> int:
+    """The effective level of an rclpy logger as a Python level (UNSET counts as INFO)."""
+    try:
+        level = int(ros_logger.get_effective_level())  # type: ignore[call-overload]
+    except Exception:  # noqa: BLE001 - a logger without levels: INFO, as before
+        return logging.INFO
+    return level if level > 0 else logging.INFO

@@ -198,3 +198,45 @@ def test_records_go_back_to_python_logging_once_the_last_node_is_gone(ros, caplo
     with caplog.at_level(logging.WARNING, logger="mocap4r2"):
         LOG.warning("after the last node")
     assert [r.getMessage() for r in caplog.records if r.name == LOG.name] == ["after the last node"]
+
+
+class DebugAdapter(LoggingAdapter):
+    """Says who it is at DEBUG from configure, and from a plain thread it starts there."""
+
+    def connect(self) -> AssetNames:
+        LOG.debug("%s: debug from configure", self.who)
+        worker = threading.Thread(target=LOG.info, args=("%s: from a thread it started", self.who))
+        worker.start()
+        worker.join(WAIT)
+        return AssetNames()
+
+
+def test_a_nodes_log_level_governs_its_adapters_records_and_their_threads(ros):
+    """Two systems in one process, one started at debug level (as --log-level debug would
+    set it): its adapter's debug lines reach its log, the other's do not; a plain thread
+    each adapter starts logs under its own node, not the process's unrouted logger."""
+    from rclpy.logging import LoggingSeverity, set_logger_level
+
+    rosout = ros.subscribe("/rosout", Log, ROSOUT_QOS)
+    set_logger_level(f"{NAMESPACE[1:]}.system_debug", LoggingSeverity.DEBUG)
+    nodes = [
+        MocapSystemNode(DebugAdapter, name, namespace=NAMESPACE, context=ros.context)
+        for name in ("system_debug", "system_info")
+    ]
+    try:
+        for node in nodes:
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        wanted = {
+            ("logging_test.system_debug", "[logtest] system_debug: debug from configure"),
+            ("logging_test.system_debug", "[logtest] system_debug: from a thread it started"),
+            ("logging_test.system_info", "[logtest] system_info: from a thread it started"),
+        }
+
+        def arrived() -> set[tuple[str, str]]:
+            return {(e.name, e.msg) for e in rosout.snapshot() if e.msg.startswith("[logtest")}
+
+        wait_for(lambda: wanted <= arrived(), WAIT, arrived, what="the three lines")
+        assert ("logging_test.system_info", "[logtest] system_info: debug from configure") not in arrived()
+    finally:
+        for node in nodes:
+            node.destroy_node()
