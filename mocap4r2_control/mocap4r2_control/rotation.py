@@ -335,3 +335,19 @@ def quat_slerp_one(q0: Floats, q1: Floats, fraction: float) -> Quat:
     """Spherical interpolation from q0 to q1 at ``fraction``, the shorter way round."""
     sx, sy, sz = quat_relative_one(q0, q1)
     return quat_multiply_one(q0, quat_exp_one((sx * fraction, sy * fraction, sz * fraction)))
+
+
+def quat_to_rpy_one(q: Floats) -> Vector:
+    """(roll, pitch, yaw) in radians of one unit quaternion, as URDF's ``<origin rpy>``
+    and tf2's getRPY read them: fixed axes X, then Y, then Z (R = Rz(yaw) Ry(pitch)
+    Rx(roll)); pitch in [-pi/2, pi/2] (at +-pi/2 roll and yaw share one degree of freedom
+    and roll carries it)."""
+    x, y, z, w = q
+    sin_pitch = max(-1.0, min(1.0, 2.0 * (w * y - z * x)))
+    if abs(sin_pitch) > 1.0 - 1e-12:  # gimbal lock: yaw 0, roll takes their difference
+        return (2.0 * math.atan2(x, w), math.copysign(math.pi / 2.0, sin_pitch), 0.0)
+    return (
+        math.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y)),
+        math.asin(sin_pitch),
+        math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)),
+    )

@@ -37,6 +37,7 @@ from mocap4r2_control.rotation import (
     quat_slerp,
     quat_slerp_one,
     quat_to_matrix,
+    quat_to_rpy_one,
 )
 
 RNG = np.random.default_rng(7)
@@ -190,3 +191,17 @@ def test_norm3_equals_einsum_to_the_bit_in_both_layouts():
     assert np.array_equal(norm3(v), reference)
     assert np.array_equal(norm3(np.ascontiguousarray(v.T).T), reference)
     assert np.allclose(norm3(v), np.linalg.norm(v, axis=1), rtol=1e-15)
+
+
+def test_rpy_equals_scipys_fixed_axis_xyz_euler_angles():
+    """URDF's rpy (fixed X, Y, Z) is scipy's extrinsic "xyz"; away from pitch +-90 deg
+    the angles agree, and the angles rebuild the rotation everywhere."""
+    for q in Q.as_quat():
+        rpy = np.array(quat_to_rpy_one(q))
+        rebuilt = Rotation.from_euler("xyz", rpy).as_quat()
+        assert same_rotation(rebuilt[None], q[None]) < 1e-12
+        assert np.allclose(rpy, Rotation.from_quat(q).as_euler("xyz"), atol=1e-9)
+    gimbal = Rotation.from_euler("xyz", [0.3, math.pi / 2, -0.2]).as_quat()
+    rpy = quat_to_rpy_one(gimbal)
+    assert abs(rpy[1] - math.pi / 2) < 1e-6
+    assert same_rotation(Rotation.from_euler("xyz", rpy).as_quat()[None], gimbal[None]) < 1e-7
