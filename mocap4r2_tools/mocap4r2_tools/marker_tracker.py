@@ -33,11 +33,13 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import rclpy.logging
 
 from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
-from mocap4r2_control.system_node import run_system
+from mocap4r2_control.spin import run_node
+from mocap4r2_control.system_node import MocapSystemNode
 from mocap4r2_tools.marker_tracker_source import FrameQueue, SourceRate
 from mocap4r2_tools.marker_tracker_teach import TEACH_MARGIN_S, TeachService
 from mocap4r2_tools.tracking import kernels
@@ -51,6 +53,9 @@ MAX_LOGGED_REASONS = 20  # distinct decode errors logged; later ones are only co
 # the subscription's DDS history: deep enough that a message waits there while the executor
 # is held up (loaded machine), so frames are dropped by FrameQueue, where they are counted
 INPUT_DEPTH = 100
+SLOW_PREPARE_S = 2.0  # kernels ready slower than this were compiled: said at info level
+# how the kernels were made ready before the node (kernel_cache, kernels_ready_s), for /diagnostics
+_KERNELS_READY: dict[str, str] = {}
 
 # FrameQueue and TEACH_MARGIN_S live with their concerns (marker_tracker_source.py,
 # marker_tracker_teach.py) and stay importable from here, where callers found them
@@ -309,6 +314,7 @@ class MarkerTrackerAdapter(MocapAdapter):
             "frames_dropped_cpu": str(self.queue.dropped),
             "decode_errors": str(self.decode_errors),
             "stray_markers": str(self.stray_markers),
+            **_KERNELS_READY,
         }
         tracker, swaps, builder = self.tracker, self.swaps, self.builder
         if tracker is not None and swaps is not None and builder is not None:
@@ -329,10 +335,29 @@ class MarkerTrackerAdapter(MocapAdapter):
         return out
 
 
+def _prepared_node() -> MocapSystemNode:
+    """The node, made once the kernels are compiled (or loaded from the cache).
+
+    A system is announced when its node is made, and the control plane waits 10 s for
+    a START's answer: compiling at configure (11-16 s after an install, or in every start
+    where no cache is writable) made the first START time out. Compiled first, the node
+    is announced 11-16 s later, and a START then configures in about a second."""
+    logger = rclpy.logging.get_logger("marker_tracker")
+    prepared = kernels.prepare(note=logger.warning)
+    kind = prepared.cache.kind
+    where = {"numba": "numba's cache", "private": "a private cache", "none": "no cache"}[kind]
+    line = f"tracker kernels ready in {prepared.seconds:.1f} s ({where})"
+    # seconds mean they were compiled: the first start after an install, or no cache
+    (logger.info if prepared.seconds > SLOW_PREPARE_S else logger.debug)(line)
+    _KERNELS_READY.update(kernel_cache=kind, kernels_ready_s=f"{prepared.seconds:.2f}")
+    return MocapSystemNode(MarkerTrackerAdapter, "marker_tracker")
+
+
 def main(args: list[str] | None = None) -> int:
-    """The marker_tracker executable: the adapter under MocapSystemNode until shutdown."""
+    """The marker_tracker executable: the adapter under MocapSystemNode until shutdown,
+    the kernels compiled before the node is announced (:func:`_prepared_node`)."""
     # two executor threads: a teach request waits for frames that the subscription takes in
-    return run_system(MarkerTrackerAdapter, "marker_tracker", args, threads=2)
+    return run_node(_prepared_node, MocapSystemNode.finish, args, threads=2)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,14 @@ fit from the prior (:func:`newton_fits`), the gated neighbour search of the assi
 the refinement (:func:`gated_neighbours`, instead of a k-d tree built every frame) and the
 assignment's direct pairing (:func:`pair_alone`). docs/tracking.md has the figures.
 
-``cache=True`` keeps the machine code next to this file (``__pycache__``, or numba's
-per-user cache directory when that is read-only; NUMBA_CACHE_DIR chooses another): a
-process after the first loads it (~0.5 s here) instead of compiling it (~12 s).
+numba's cache keeps the machine code between processes (``__pycache__`` next to this
+file, or numba's per-user cache directory when that is read-only; NUMBA_CACHE_DIR chooses
+another; where nothing is writable, :mod:`.kernel_cache` chooses a private directory or
+none): a process after the first loads it (~0.5 s here) instead of compiling it (11-16 s).
 :func:`warm_up` compiles or loads every kernel with the argument types the tracker passes,
-so that the marker_tracker node (at configure) and the bench pay for it before their first
-frame, not in it.
+so that the marker_tracker node (before it announces itself) and the bench pay for it
+before their first frame, not in it; :func:`prepare` is that, timed, with the cache's
+note logged once.
 
 The callers pass C-contiguous arrays of the types the kernels were warmed with (float64,
 intp): other types or layouts would compile a second version in the middle of tracking.
@@ -22,16 +24,21 @@ intp): other types or layouts would compile a second version in the middle of tr
 
 from __future__ import annotations
 
-import numba  # type: ignore[import-untyped]
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
+
+from mocap4r2_tools.tracking.kernel_cache import CACHE, KernelCache, kernel
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 BoolArray = npt.NDArray[np.bool_]
 
 
-@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+@kernel
 def _quat_matrix(q: FloatArray, out: FloatArray) -> None:
     """``out`` (3, 3) = the rotation of quaternion ``q`` (x, y, z, w) times |q|^2 (exactly
     the rotation for a unit q)."""
@@ -47,7 +54,7 @@ def _quat_matrix(q: FloatArray, out: FloatArray) -> None:
     out[2, 2] = w * w - x * x - y * y + z * z
 
 
-@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+@kernel
 def _turn_two(
     weights: FloatArray, local: FloatArray, observed: FloatArray, prior: FloatArray, q: FloatArray
 ) -> None:
@@ -92,7 +99,7 @@ def _turn_two(
     q[3] = pw * qw - px * qx - py * qy - pz * qz
 
 
-@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+@kernel
 def newton_fits(
     weights: FloatArray,
     local: FloatArray,
@@ -238,7 +245,7 @@ def newton_fits(
     return rot, trans, rms, count, fitted, sq, quat, settled
 
 
-@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+@kernel
 def gated_neighbours(
     points: FloatArray, order: IntArray, xs: FloatArray, queries: FloatArray, bounds: FloatArray, k: int
 ) -> tuple[FloatArray, IntArray]:
@@ -281,7 +288,7 @@ def gated_neighbours(
     return dist, near
 
 
-@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+@kernel
 def pair_alone(near: IntArray, n_points: int, rows: IntArray, assigned: IntArray) -> IntArray:
     """The usual case of the tracker's assignment: a predicted marker (row r of ``near``,
     its neighbours within its gate, N for none) with exactly one marker in its gate that
@@ -309,7 +316,7 @@ def pair_alone(near: IntArray, n_points: int, rows: IntArray, assigned: IntArray
     return shared[:n_shared]
 
 
-@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+@kernel
 def motion(
     last_quat: FloatArray, quat: FloatArray, trans: FloatArray, pred_p: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
@@ -335,7 +342,7 @@ def motion(
     return step_sq, angle
 
 
-@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+@kernel
 def judge(
     tracked: BoolArray,
     count: FloatArray,
@@ -367,7 +374,7 @@ def judge(
     return good, refused
 
 
-@numba.njit(cache=True)  # type: ignore[untyped-decorator]  # numba is untyped
+@kernel
 def commit(
     good: BoolArray,
     assigned: IntArray,
@@ -478,3 +485,27 @@ def warm_up() -> None:
         np.zeros((3, 3, 3)),
         np.zeros(3),
     )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :func:`prepare` did: the seconds it took and the cache it used."""
+
+    seconds: float
+    cache: KernelCache
+
+
+_noted = False
+
+
+def prepare(note: Callable[[str], object] | None = None) -> Prepared:
+    """:func:`warm_up`, timed; ``note`` (a logger's warning) is given the cache's note the
+    first time in a process when numba's own cache is not writable (once: later calls, the
+    node's configure among them, load nothing and say nothing)."""
+    global _noted
+    if CACHE.note and not _noted and note is not None:
+        _noted = True
+        note(CACHE.note)
+    started = time.perf_counter()
+    warm_up()
+    return Prepared(time.perf_counter() - started, CACHE)
