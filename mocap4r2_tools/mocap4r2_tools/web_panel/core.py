@@ -455,9 +455,9 @@ VALID_TRANSITIONS: dict[str, tuple[str, ...]] = {
 }
 #: states the system is not streaming in, and what that means for the person at the panel
 IDLE_MEANING = {
-    "unconfigured": "not configured: configure it, or START it",
-    "inactive": "configured, not streaming: activate it, or START it",
-    "finalized": "shut down: restart its node",
+    "unconfigured": "not configured; configure it, or START it",
+    "inactive": "configured, not streaming; activate it, or START it",
+    "finalized": "shut down; restart its node",
     "unknown": "state unknown",
 }
 
@@ -471,7 +471,7 @@ def system_status(state: str, level: int, message: str) -> tuple[str, str]:
     if level >= 2:
         return "error", "ERROR" + (f": {message}" if message else "")
     if state != "active":
-        text = f"idle, {IDLE_MEANING.get(state, state)}"
+        text = f"idle: {IDLE_MEANING.get(state, state)}"
         if level == 1:
             return "warn", "WARN: " + (message or text)
         return "idle", text

@@ -26,7 +26,7 @@ from mocap4r2_control.control_plane import ControlClient, ControlResult
 from ..recording.export import ExportError, export
 from ..recording.session_id import session_dir
 from ..recording.sessions import list_sessions
-from .core import ControlRequest, LiveFrame, RequestError
+from .core import VALID_TRANSITIONS, ControlRequest, History, LiveFrame, RequestError, system_status
 from .frame_feed import FRAME_TYPES, FrameFeed
 
 TRANSITION_IDS = {
@@ -68,6 +68,8 @@ class PanelRos:
         self._diagnostics: dict[str, Diagnostic] = {}
         self._lifecycle: dict[str, Any] = {}
         self.log: list[dict[str, Any]] = []
+        #: rate, latency and tracking of each system over the last minute (the page's plots)
+        self.history = History()
         self._pending = threading.BoundedSemaphore(MAX_PENDING_CALLS)
         self._pool = ThreadPoolExecutor(MAX_PENDING_CALLS, thread_name_prefix="web-panel-call")
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
@@ -95,18 +97,22 @@ class PanelRos:
                 level = status.level[0] if isinstance(status.level, bytes) else int(status.level)
                 values = {kv.key: kv.value for kv in status.values[:256]}
                 self._diagnostics[status.hardware_id[:256]] = Diagnostic(level, status.message[:500], values)
+                self.history.add(status.hardware_id[:256], time.monotonic(), values)
             while len(self._diagnostics) > 512:
                 self._diagnostics.pop(next(iter(self._diagnostics)))
 
     # ---------------------------------------------------------------- reads (any thread)
     def systems(self) -> list[dict[str, Any]]:
         rows = []
+        now = time.monotonic()
         with self._lock:
             diagnostics = dict(self._diagnostics)
         for name, info in self.control.systems(include_finalized=True).items():
             diag = diagnostics.get(name)
             values = diag.values if diag else {}
             ratios = {k.split("/", 1)[1]: v for k, v in values.items() if k.startswith("tracking_ratio/")}
+            level = diag.level if diag else -1
+            tone, status_text = system_status(info.state.label, level, diag.message if diag else "")
             rows.append(
                 {
                     "system": name,
@@ -114,8 +120,11 @@ class PanelRos:
                     "state": info.state.label,
                     "rate": info.frame_rate,
                     "session": info.session_id,
-                    "level": diag.level if diag else -1,
+                    "level": level,
                     "message": diag.message if diag else "",
+                    "status": {"tone": tone, "text": status_text},
+                    "transitions": list(VALID_TRANSITIONS.get(info.state.label, ())),
+                    "history": self.history.series(name, now),
                     "measured_rate": values.get("rate_hz", ""),
                     "latency_ms": values.get("latency_mean_ms", ""),
                     "dropped": values.get("dropped_frames_total", ""),

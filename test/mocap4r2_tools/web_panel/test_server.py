@@ -77,6 +77,18 @@ def test_systems_lists_every_announced_system_with_its_fields(url):
     assert isinstance(rows[SYSTEM]["rate"], float)  # the nominal rate, 0 until configured
     assert rows[RECORDER]["type"] == "recorder"
     assert rows[SYSTEM]["live"] is True
+    # what the page shows: the status by state and /diagnostics, the transitions the
+    # state allows, and the last minute's history
+    row = rows[SYSTEM]
+    assert row["status"]["tone"] in ("ok", "warn", "error", "idle", "waiting")
+    if row["state"] != "active":
+        assert row["status"]["tone"] in ("idle", "error", "warn"), row["status"]
+    assert row["transitions"] == {
+        "unconfigured": ["configure"],
+        "inactive": ["activate"],
+        "active": ["deactivate"],
+    }.get(row["state"], [])
+    assert set(row["history"]) == {"age", "rate", "latency", "tracking"}
 
 
 def test_start_and_stop_answer_with_every_ack_and_the_recording_can_be_exported(url, plane):
@@ -346,7 +358,7 @@ def test_a_hundred_websocket_clients_dropped_do_not_stop_the_others(url, plane):
     numbers = [f["frame"] for f in frames]
     assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
     frame = frames[-1]
-    assert {b["name"] for b in frame["bodies"]} == {"box", "hider"}
+    assert {b["name"] for b in frame["bodies"]} == {"box", "hider", "twin_a", "twin_b"}
     assert frame["segments"] and frame["markers"]
     assert results["systems_status"] == 200 and results["healthy_open"]
     assert plane["panel"].alive()

@@ -44,6 +44,19 @@ SCENE = {
             "trajectory": {"type": "static", "position": [1, -1, 0.5]},
             "tracking_loss": {"every": 4.0, "duration": 1.5},
         },
+        # two bodies 4 cm apart: their names, drawn beside them, would overlap
+        {
+            "name": "twin_a",
+            "id": 3,
+            "markers": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
+            "trajectory": {"type": "static", "position": [-1.0, 1.0, 1.0]},
+        },
+        {
+            "name": "twin_b",
+            "id": 4,
+            "markers": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
+            "trajectory": {"type": "static", "position": [-1.03, 1.02, 1.02]},
+        },
     ],
     "skeletons": [
         {

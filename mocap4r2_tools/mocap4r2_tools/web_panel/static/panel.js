@@ -22,6 +22,20 @@ const panel = { systems: [], framesDrawn: 0, framesReceived: 0, latencies: [], f
                 bodyColours: {} };
 window.panel = panel;
 
+// "1 system", "3 systems", "no systems yet"
+function count(n, word, none) {
+  if (!n) return none || "no " + word + "s yet";
+  return n + " " + word + (n === 1 ? "" : "s");
+}
+
+// a table body's row saying it is empty, across every column
+function emptyRow(body, text) {
+  const columns = body.closest("table").querySelectorAll("thead th").length;
+  const td = el("td", text, "empty"); td.colSpan = columns;
+  const tr = el("tr", null, "empty-row"); tr.append(td);
+  body.replaceChildren(tr);
+}
+
 function el(tag, text, cls) {
   const e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = String(text);
@@ -40,27 +54,41 @@ async function api(path, body) {
 
 // ------------------------------------------------------------------ systems
 const ticked = new Set();
+const TRANSITION_HINT = {
+  configure: "configure: from unconfigured only", activate: "activate: from inactive only",
+  deactivate: "deactivate: from active only" };
 function renderSystems(rows) {
   const body = document.querySelector("#systems tbody");
   body.replaceChildren();
+  if (!rows.length) emptyRow(body, "none yet: systems appear here when they announce themselves");
   for (const s of rows) {
-    const tr = el("tr", null, "level-" + s.level);
+    const tone = (s.status && s.status.tone) || "waiting";
+    const tr = el("tr", null, "tone-row-" + tone);
     tr.dataset.system = s.system;
     const box = el("input"); box.type = "checkbox"; box.checked = ticked.has(s.system);
     box.addEventListener("change", () => box.checked ? ticked.add(s.system) : ticked.delete(s.system));
     const td0 = el("td"); td0.append(box); tr.append(td0);
     const ratios = Object.entries(s.tracking || {}).map(([k, v]) => k + " " + Math.round(100 * v) + "%");
     for (const [value, cls] of [[s.system], [s.type], [s.state, "state"], [s.rate], [s.measured_rate || "-"],
-        [s.latency_ms || "-"], [s.dropped || "-"], [ratios.join(", ") || "-"], [s.session || "-", "session"]]) {
+        [s.latency_ms || "-"], [s.dropped || "-", "dropped"], [ratios.join(", ") || "-"],
+        [s.session || "-", "session"]]) {
       tr.append(el("td", value, cls));
     }
-    const levelText = { 0: "OK", 1: "WARN", 2: "ERROR" }[s.level] || "-";
-    const status = el("td", levelText + (s.message ? ": " + s.message : ""), "status" + (s.level === 2 ? " error" : ""));
+    // the colour follows the state: only an active, healthy system is a green OK
+    const text = (s.status && s.status.text) || "-";
+    const colon = text.indexOf(": ");
+    const status = el("td", null, "status");
+    status.dataset.tone = tone;
+    status.append(el("span", colon > 0 ? text.slice(0, colon) : text, "pill tone-" + tone));
+    if (colon > 0) status.append(el("span", text.slice(colon + 2), "detail"));
     tr.append(status);
-    const actions = el("td");
+    const actions = el("td", null, "lifecycle");
     if (s.type !== "recorder") {
+      const valid = s.transitions || [];
       for (const t of ["configure", "activate", "deactivate"]) {
         const b = el("button", t); b.type = "button"; b.dataset.transition = t;
+        b.disabled = !valid.includes(t);
+        b.title = b.disabled ? "not now: " + s.state + " (" + TRANSITION_HINT[t] + ")" : t + " " + s.system;
         b.addEventListener("click", () => transition(s.system, t));
         actions.append(b);
       }
@@ -68,6 +96,7 @@ function renderSystems(rows) {
     tr.append(actions);
     body.append(tr);
   }
+  renderPlots(rows);
   const select = document.getElementById("live-system");
   const liveRows = rows.filter(s => s.live);
   const live = liveRows.map(s => s.system);
@@ -87,6 +116,52 @@ function renderSystems(rows) {
   }
 }
 
+// ------------------------------------------------------------------ last minute
+const PLOTS = [["rate", "rate (Hz)", "#1f6fb2"], ["latency", "latency (ms)", "#b26a00"],
+               ["tracking", "tracking (%)", "#2e7d32"]];
+function renderPlots(rows) {
+  const box = document.getElementById("plots");
+  const shown = rows.filter(s => s.type !== "recorder");
+  if (!shown.length) { box.replaceChildren(el("p", "none yet", "empty")); return; }
+  const cards = [];
+  for (const s of shown) {
+    const card = el("div", null, "plot-card"); card.dataset.system = s.system;
+    card.append(el("h3", s.system + " (" + s.state + ")"));
+    const h = s.history || { age: [] };
+    for (const [key, label, colour] of PLOTS) {
+      const values = h[key] || [];
+      const last = [...values].reverse().find(v => v !== null && v !== undefined);
+      const row = el("div", null, "plot");
+      row.append(el("span", label + ": " + (last === undefined ? "-" : (+last).toFixed(1))));
+      const c = el("canvas", null, "plot-" + key); c.width = 200; c.height = 44;
+      c.dataset.points = String(values.filter(v => v !== null).length);
+      drawPlot(c, h.age || [], values, colour);
+      row.append(c);
+      card.append(row);
+    }
+    cards.push(card);
+  }
+  box.replaceChildren(...cards);
+}
+
+// one series over the last 60 s (x: seconds before now, right is now), its min and max marked
+function drawPlot(canvas, ages, values, colour) {
+  const ctx = canvas.getContext("2d"), w = canvas.width, h = canvas.height;
+  ctx.clearRect(0, 0, w, h);
+  const points = ages.map((a, i) => [a, values[i]]).filter(p => p[1] !== null && Number.isFinite(p[1]));
+  ctx.fillStyle = "#888"; ctx.font = "9px sans-serif";
+  if (!points.length) { ctx.fillText("no data yet", 4, h / 2 + 3); return; }
+  let lo = Math.min(...points.map(p => p[1])), hi = Math.max(...points.map(p => p[1]));
+  if (hi - lo < 1e-9) { lo -= 1; hi += 1; }
+  const x = a => w - 1 - (w - 40) * Math.min(a, 60) / 60, y = v => h - 4 - (h - 8) * (v - lo) / (hi - lo);
+  ctx.fillText(hi.toFixed(hi < 10 ? 1 : 0), 2, 9); ctx.fillText(lo.toFixed(lo < 10 ? 1 : 0), 2, h - 2);
+  ctx.fillText("-60 s", 2, h / 2 + 3);
+  ctx.strokeStyle = colour; ctx.lineWidth = 1.5; ctx.beginPath();
+  points.forEach(([a, v], i) => (i ? ctx.lineTo(x(a), y(v)) : ctx.moveTo(x(a), y(v))));
+  ctx.stroke();
+  if (points.length === 1) { ctx.fillStyle = colour; ctx.fillRect(x(points[0][0]) - 2, y(points[0][1]) - 2, 4, 4); }
+}
+
 async function transition(system, t) {
   try {
     const r = await api("/api/lifecycle", { system, transition: t });
@@ -98,7 +173,7 @@ async function pollSystems() {
   try {
     panel.systems = await api("/api/systems");
     renderSystems(panel.systems);
-    document.getElementById("status").textContent = panel.systems.length + " systems";
+    document.getElementById("status").textContent = count(panel.systems.length, "system");
   } catch (e) { document.getElementById("status").textContent = "panel unreachable: " + e.message; }
 }
 
@@ -133,6 +208,7 @@ async function pollSessions() {
   try { rows = await api("/api/sessions"); } catch (e) { return; }
   const body = document.querySelector("#sessions tbody");
   body.replaceChildren();
+  if (!rows.length) emptyRow(body, "none yet: START a session to record one");
   for (const s of rows.slice().reverse()) {
     const tr = el("tr");
     const start = s.start_ns ? new Date(s.start_ns / 1e6).toLocaleString() : "-";
@@ -209,6 +285,34 @@ function line(ctx, a, b, colour, width) {
   ctx.beginPath(); ctx.moveTo(a[0], a[1]); ctx.lineTo(b[0], b[1]); ctx.stroke();
 }
 
+// body names placed so that none overlaps another: each tries spots around its body,
+// nearest first, then further out (with a leader line to its body); the boxes placed are
+// kept in panel.labelBoxes (the tests check them)
+const LABEL_SPOTS = [[8, -8], [8, 16], [-8, -8], [-8, 16], [0, -14], [0, 26]];
+function placeLabels(ctx, labels, canvas) {
+  ctx.font = "12px sans-serif";
+  const placed = [];
+  const free = b => b.x >= 0 && b.y >= 0 && b.x + b.w <= canvas.width && b.y + b.h <= canvas.height &&
+    placed.every(o => b.x + b.w + 2 <= o.x || o.x + o.w + 2 <= b.x || b.y + b.h + 1 <= o.y || o.y + o.h + 1 <= b.y);
+  for (const label of labels.sort((a, b) => a.y - b.y || a.x - b.x)) {
+    const w = ctx.measureText(label.text).width, h = 13;
+    let chosen = null;
+    for (let ring = 0; ring < 12 && !chosen; ring++) {
+      for (const [dx, dy] of LABEL_SPOTS) {
+        const sx = dx < 0 ? dx - w : (dx === 0 ? -w / 2 : dx), sy = dy + (dy < 0 ? -1 : 1) * ring * h;
+        const box = { x: label.x + sx, y: label.y + sy - h + 3, w, h, text: label.text, ring, ax: label.x, ay: label.y };
+        if (free(box)) { chosen = box; break; }
+      }
+    }
+    if (!chosen) continue;  // no room anywhere near: the legend below the view still names it
+    placed.push(chosen);
+    if (chosen.ring > 0) line(ctx, [label.x, label.y], [chosen.x + (chosen.x < label.x ? chosen.w : 0),
+      chosen.y + chosen.h / 2], label.colour, 1);
+    ctx.fillStyle = label.colour; ctx.fillText(label.text, chosen.x, chosen.y + h - 3);
+  }
+  panel.labelBoxes = placed;
+}
+
 let frameTimes = [];
 function draw(now) {
   const canvas = document.getElementById("view"), ctx = canvas.getContext("2d");
@@ -244,7 +348,7 @@ function draw(now) {
         ctx.globalAlpha = 1;
       }
     }
-    const items = [];
+    const items = [], labels = [];
     for (const b of frame.bodies) {
       const colour = b.tracked ? TRACKED : UNTRACKED;
       panel.bodyColours[b.name] = colour;
@@ -255,13 +359,20 @@ function draw(now) {
           const r = rotate(b.q, axis).map((v, j) => b.p[j] + 0.25 * v);
           line(ctx, c, project(r, canvas), b.tracked ? ["#f55", "#5f5", "#59f"][k] : UNTRACKED, 2);
         });
-        ctx.fillStyle = colour; ctx.font = "12px sans-serif"; ctx.fillText(b.name, c[0] + 8, c[1] - 8);
+        labels.push({ x: c[0], y: c[1], text: b.name, colour });
       }
       const li = el("li", b.name + (b.tracked ? " tracked" : " NOT tracked"), b.tracked ? "tracked" : "untracked");
       li.dataset.body = b.name;
       items.push(li);
     }
+    placeLabels(ctx, labels, canvas);
+    if (!items.length) items.push(el("li", "no bodies in this frame", "empty"));
     legend.replaceChildren(...items);
+  } else {
+    panel.labelBoxes = [];
+    const system = document.getElementById("live-system").value;
+    const text = system ? "no frame yet from " + system : "none yet: no system streams frames";
+    if (legend.textContent !== text) legend.replaceChildren(el("li", text, "empty"));
   }
   panel.framesDrawn++;
   frameTimes.push(now); while (frameTimes.length && now - frameTimes[0] > 1000) frameTimes.shift();
