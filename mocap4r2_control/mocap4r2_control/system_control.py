@@ -8,18 +8,43 @@ answer is an :class:`~mocap4r2_control.control_plane.Outcome` the control plane 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import threading
+from typing import Any, Protocol
 
 from lifecycle_msgs.msg import State
 from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.node import Node
 
 from mocap4r2_interfaces.msg import MocapSystemInfo
 
+from .adapter import MocapAdapter
 from .control_plane import STATE_LABELS, ControlPlaneMember, Outcome
 from .frame_output import DATA_TOPICS
+from .ros_logging import NodeLogRoute
 
-if TYPE_CHECKING:
-    from .system_node import MocapSystemNode
+
+class ControlledSystem(Protocol):
+    """What the answers read and drive of a system (MocapSystemNode is one): its adapter,
+    parameters, lifecycle state and transitions. Declared here, so that this module
+    does not import the node that owns it."""
+
+    adapter: MocapAdapter | None
+    adapter_class: type[MocapAdapter]
+    transition_lock: threading.RLock
+    log_route: NodeLogRoute
+
+    @property
+    def state_id(self) -> int: ...
+
+    def value(self, name: str) -> Any: ...
+
+    def configured_adapter(self) -> MocapAdapter: ...
+
+    def trigger_configure(self) -> TransitionCallbackReturn: ...
+
+    def trigger_activate(self) -> TransitionCallbackReturn: ...
+
+    def trigger_deactivate(self) -> TransitionCallbackReturn: ...
 
 
 RATE_CHECK_PERIOD_S = 1.0
@@ -29,8 +54,11 @@ RATE_CHANGE = 0.01  # relative change of the rate that is announced
 class SystemControl:
     """The control-plane member of one system node and its START/STOP handlers."""
 
-    def __init__(self, node: MocapSystemNode):
-        self.node = node
+    def __init__(self, node: Node, system: ControlledSystem):
+        """``node`` is the ROS side (services, timers, the log), ``system`` the lifecycle
+        and adapter it answers for (MocapSystemNode passes itself for both)."""
+        self.ros = node
+        self.node = system
         self.member = ControlPlaneMember(node, self.start, self.stop, self.describe)
         self.announced_rate = 0.0
         # a system that learns its rate from the frames (a tracker, a relay) knows it only
@@ -46,7 +74,7 @@ class SystemControl:
             try:
                 self.member.announce()
             except Exception as exc:  # noqa: BLE001 - the next check tries again
-                self.node.get_logger().debug(f"announcement failed: {exc}")
+                self.ros.get_logger().debug(f"announcement failed: {exc}")
 
     def describe(self) -> MocapSystemInfo:
         node = self.node
@@ -60,7 +88,7 @@ class SystemControl:
         topics, types = [], []
         for topic, _, type_name in DATA_TOPICS:
             if node.value(f"publish_{topic}"):
-                topics.append(node.resolve_topic_name(topic))
+                topics.append(self.ros.resolve_topic_name(topic))
                 types.append(type_name)
         if node.value("publish_tf"):
             topics.append("/tf")
@@ -88,7 +116,7 @@ class SystemControl:
             try:  # a system streaming already still joins the session (its vendor recording)
                 note = node.configured_adapter().session_started(session_id)
             except Exception as exc:  # the vendor refused: the ack says so in its words
-                node.get_logger().error(f"session {session_id!r}: {exc}")
+                self.ros.get_logger().error(f"session {session_id!r}: {exc}")
                 return Outcome(False, f"{state}, but {exc}")
             return Outcome(True, state + (f"; {note}" if note else ""))
 
@@ -100,7 +128,7 @@ class SystemControl:
                 try:
                     note = node.configured_adapter().session_stopped(self.member.session_id)
                 except Exception as exc:  # still deactivate: the user asked to stop
-                    node.get_logger().error(f"session {self.member.session_id!r}: {exc}")
+                    self.ros.get_logger().error(f"session {self.member.session_id!r}: {exc}")
                     problem = str(exc)
                 if node.trigger_deactivate() != TransitionCallbackReturn.SUCCESS:
                     return Outcome(False, "deactivate failed" + (f"; {problem}" if problem else ""))

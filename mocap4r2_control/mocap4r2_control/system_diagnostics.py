@@ -4,23 +4,43 @@ plane's counters."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State
+from rclpy.node import Node
 
-from .control_plane import STATE_LABELS
+from .adapter import MocapAdapter
+from .control_plane import STATE_LABELS, ControlPlaneMember
+from .diagnostics import FrameStatistics
+from .frame_output import FrameOutput
+from .ros_logging import NodeLogRoute
 from .timebase import time_msg
 
-if TYPE_CHECKING:
-    from .system_node import MocapSystemNode
+
+class DiagnosedSystem(Protocol):
+    """What the report reads of a system (MocapSystemNode is one). Declared here, so that
+    this module does not import the node that owns it."""
+
+    adapter: MocapAdapter | None
+    adapter_class: type[MocapAdapter]
+    log_route: NodeLogRoute
+    control: ControlPlaneMember
+    output: FrameOutput
+    stats: FrameStatistics
+
+    @property
+    def state_id(self) -> int: ...
 
 
 class SystemDiagnostics:
     """Publishes a system node's report on /diagnostics every ``period`` seconds."""
 
-    def __init__(self, node: MocapSystemNode, period: float):
-        self.node = node
+    def __init__(self, node: Node, system: DiagnosedSystem, period: float):
+        """``node`` publishes (ROS), ``system`` is reported on (MocapSystemNode passes
+        itself for both)."""
+        self.ros = node
+        self.node = system
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._timer = node.create_timer(period, self.publish)
 
@@ -29,7 +49,7 @@ class SystemDiagnostics:
             with self.node.log_route.active():
                 self._report()
         except Exception as exc:  # noqa: BLE001 - a report must never take the node down
-            self.node.get_logger().error(f"diagnostics report failed: {exc!r}", throttle_duration_sec=10.0)
+            self.ros.get_logger().error(f"diagnostics report failed: {exc!r}", throttle_duration_sec=10.0)
 
     def _report(self) -> None:
         node = self.node
@@ -41,8 +61,8 @@ class SystemDiagnostics:
         counters = {k: str(v) for k, v in node.control.counters().items()}
         extra = {**extra, **node.output.pass_through.status(), **node.output.stamper.status(), **counters}
         status = node.stats.report(
-            name=f"{node.get_fully_qualified_name()}: {node.adapter_class.system_type} mocap system",
-            hardware_id=node.get_fully_qualified_name(),
+            name=f"{self.ros.get_fully_qualified_name()}: {node.adapter_class.system_type} mocap system",
+            hardware_id=self.ros.get_fully_qualified_name(),
             active=node.state_id == State.PRIMARY_STATE_ACTIVE,
             state_label=STATE_LABELS.get(node.state_id, "unknown"),
             nominal_rate=float(adapter.nominal_rate) if adapter is not None else 0.0,

@@ -129,8 +129,8 @@ class MocapSystemNode(LifecycleNode):
         self.reader = FrameReader(self, self.stats, self.log_route.enter)
         self.transition_lock = threading.RLock()
 
-        self.diagnostics = SystemDiagnostics(self, self.value("diagnostics_period"))
-        self.answers = SystemControl(self)
+        self.diagnostics = SystemDiagnostics(self, self, self.value("diagnostics_period"))
+        self.answers = SystemControl(self, self)
         self.control = self.answers.member
         self.control.announce()
         if self.value("autostart"):

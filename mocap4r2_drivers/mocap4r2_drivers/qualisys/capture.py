@@ -8,14 +8,12 @@ back as QtmConnectionError with QTM's own words.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 from .parameters import QtmConnectionError
 
-if TYPE_CHECKING:
-    from .client import QtmClient
-
-__all__ = ["QtmCapture", "qtm_words"]
+__all__ = ["CaptureLink", "QtmCapture", "qtm_words"]
 
 LOG = logging.getLogger("mocap4r2.qualisys")
 
@@ -31,10 +29,28 @@ def qtm_words(exc: BaseException) -> str:
     return text.rstrip("\x00").strip() or type(exc).__name__
 
 
+class CaptureLink(Protocol):
+    """What a capture needs of the client (QtmClient is one): its connection, control,
+    and a way to run a coroutine on its loop."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def connection(self) -> Any: ...
+
+    @property
+    def timeout(self) -> float: ...
+
+    password: str | None
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any: ...
+
+
 class QtmCapture:
     """Starts, stops and saves captures in QTM through ``client``."""
 
-    def __init__(self, client: QtmClient) -> None:
+    def __init__(self, client: CaptureLink) -> None:
         self.client = client
 
     def start(self, password: str) -> str:

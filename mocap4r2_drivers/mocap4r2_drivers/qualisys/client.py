@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import logging
 import queue
-import socket
 import threading
 import time
 from collections import deque
@@ -39,8 +38,6 @@ from ..common import (
     SO_TIMESTAMPNS,
     TIMESTAMP_SPACE,
     ClientStats,
-    ask_receive_times,
-    receive_time,
     reject_input,
 )
 from .capture import QtmCapture
@@ -55,6 +52,8 @@ from .parameters import (
     parameter_parts,
     parse_parameters,
 )
+from .session import QtmSession
+from .stamped_socket import StampedSocket, open_stamped_socket
 
 __all__ = [
     "DISCONNECTED",
@@ -67,6 +66,7 @@ __all__ = [
     "QtmClient",
     "QtmConnectionError",
     "QtmParameters",
+    "QtmSession",
     "SkeletonSetup",
     "StampedSocket",
     "TimestampMapper",
@@ -112,55 +112,6 @@ class TimestampMapper:
 DISCONNECTED = object()  # queued when the connection drops, to wake the reader
 
 
-class StampedSocket(socket.socket):
-    """A TCP socket whose ``recv`` also reads when the bytes reached this host.
-
-    The arrival of a QTM frame is the reference of its stamp: the node's clock model
-    takes the least ``arrival - latency`` as the transport's floor. qtm-rt parses on
-    its own asyncio loop, which may be busy when bytes come in (the packets of a burst
-    parsed one after the other, a GIL held by the node's reader), so the time its
-    callback runs carries that wait. The kernel stamps every segment it receives
-    (``SO_TIMESTAMPNS``, also on TCP); the loop's transport reads through ``recv``, so
-    this is where the stamp is taken: the receive time of the newest segment the read
-    took (``received_at``, Unix s; the time of the read where the kernel gives none).
-    Packets that came in one read all get it: the newest of them its own arrival, the
-    older ones a time at or after theirs, never before.
-    """
-
-    received_at: float | None = None
-
-    def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        if not TIMESTAMP_SPACE:  # no kernel stamps here (nor, on some systems, recvmsg)
-            data = super().recv(bufsize, flags)
-            self.received_at = time.time()
-            return data
-        data, ancillary, _, _ = self.recvmsg(bufsize, TIMESTAMP_SPACE, flags)
-        self.received_at = receive_time(ancillary)
-        return data
-
-
-async def open_stamped_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> StampedSocket:
-    """A connected non-blocking :class:`StampedSocket` to ``host:port`` (each address
-    ``host`` resolves to, in turn); OSError of the last address otherwise."""
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    error: OSError = OSError(f"{host} resolves to no address")
-    for family, kind, proto, _, address in infos:
-        sock = StampedSocket(family, kind, proto)
-        try:
-            sock.setblocking(False)
-            ask_receive_times(sock)  # TCP too: the time the newest bytes read came
-            await loop.sock_connect(sock, address)
-        except OSError as exc:
-            sock.close()
-            error = exc
-            continue
-        except BaseException:  # cancelled (a timeout): the socket must not leak
-            sock.close()
-            raise
-        return sock
-    raise error
-
-
 class QtmClient:
     """A qtm-rt connection in its own event-loop thread, with blocking methods."""
 
@@ -178,30 +129,62 @@ class QtmClient:
         queue_size: int = 256,
         on_parameters: Callable[[QtmParameters], None] | None = None,
     ):
-        self.host = host
-        self.port = port
-        self.version = version
         self.components = list(components)
         self.password = password
-        self.timeout = timeout
-        self.reconnect_period = reconnect_period  # 0: never reconnect
-        self.reconnect_after = reconnect_after  # silence while streaming, s, that drops the connection
         self.on_parameters = on_parameters
-        self.stats = ClientStats()
         self.parameters = QtmParameters()
         self.qtm_version = ""
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._loop = asyncio.new_event_loop()
+        #: what the keeper and the guards share with the client (handed to them, with
+        #: only the actions each needs: neither reaches into the client)
+        self.session = QtmSession(
+            self._loop, host, port, version, timeout, reconnect_period, reconnect_after, ClientStats()
+        )
         self._thread = threading.Thread(target=self._loop.run_forever, name="qtm-rt", daemon=True)
         self._thread.start()
         self._connection: Any = None
-        self._streaming = False  # what the user asked for (kept across reconnects)
-        self._closing = False
         self._guard: GuardedStream | None = None
         self._drop_reason = ""
-        self.keeper = ConnectionKeeper(self)
+        self.keeper = ConnectionKeeper(
+            self.session,
+            connected=lambda: self.connected,
+            reopen=self._reopen,
+            drop_connection=self.drop_connection,
+        )
         self.capture = QtmCapture(self)  # QTM's own recording
         self._loop.call_soon_threadsafe(self.keeper.start)
+
+    # ------------------------------------------------------------------ settings
+    @property
+    def host(self) -> str:
+        return self.session.host
+
+    @property
+    def port(self) -> int:
+        return self.session.port
+
+    @property
+    def version(self) -> str:
+        return self.session.version
+
+    @property
+    def timeout(self) -> float:
+        return self.session.timeout
+
+    @property
+    def reconnect_period(self) -> float:
+        """Seconds between tries after a lost connection; 0: never reconnect."""
+        return self.session.reconnect_period
+
+    @property
+    def reconnect_after(self) -> float:
+        """Silence while streaming, s, that drops the connection."""
+        return self.session.reconnect_after
+
+    @property
+    def stats(self) -> ClientStats:
+        return self.session.stats
 
     # ------------------------------------------------------------------ blocking API
     @property
@@ -239,12 +222,12 @@ class QtmClient:
         # frames left from an earlier activation are old news
         while self.get(0.0) is not None:
             pass
-        self._streaming = True
+        self.session.streaming = True
         if self.connected:
             self.call(self._stream())
 
     def stop_streaming(self) -> None:
-        self._streaming = False
+        self.session.streaming = False
         if self.connected:
             try:
                 self.call(self._connection.stream_frames_stop(), timeout=self.timeout)
@@ -260,9 +243,9 @@ class QtmClient:
 
     def close(self) -> None:
         """Stop streaming, release control, disconnect and stop the loop; idempotent."""
-        if self._closing:
+        if self.session.closing:
             return
-        self._closing = True
+        self.session.closing = True
         if self._loop.is_running():
             try:
                 self.call(self._shutdown(), timeout=self.timeout + 1.0)
@@ -310,7 +293,26 @@ class QtmClient:
         except OSError as exc:
             self.stats.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
             return None
-        return await connect_through_guard(self, qtm_rt, sock)
+        guard = GuardedStream(
+            self.session, sock, bad_input=self.bad_input, drop_connection=self.drop_connection
+        )
+        connection = await connect_through_guard(
+            self.session,
+            qtm_rt,
+            sock,
+            guard=guard,
+            on_event=self._on_event,
+            on_disconnect=self._on_disconnect,
+        )
+        if connection is not None:
+            self._guard = guard
+        return connection
+
+    async def _reopen(self) -> None:
+        """Connect again and resume streaming when the user asked for frames (the keeper's)."""
+        await self._open()
+        if self.session.streaming:
+            await self._stream()
 
     # ------------------------------------------------------------------ bad input, watchdog
     def bad_input(self, kind: str, what: str) -> None:
@@ -341,8 +343,7 @@ class QtmClient:
         raise QtmConnectionError("QTM did not answer GetParameters with XML")
 
     async def _stream(self) -> None:
-        if self._guard is not None:
-            self._guard.last_receive = time.monotonic()
+        self.session.last_receive = time.monotonic()
         await self._connection.stream_frames(
             frames="allframes", components=self.components, on_packet=self._on_packet
         )

@@ -2,9 +2,10 @@
 
 QTM goes away (restarted, its real-time output switched off, the network down) and
 comes back; a node streaming from it should then simply carry on. The
-:class:`ConnectionKeeper` runs on the client's event loop: after a lost connection it
-tries again every ``reconnect_period`` s, reading the parameters again and resuming
-streaming. A TCP connection can also stay open while QTM sends nothing (QTM hung, a
+:class:`ConnectionKeeper` runs on the client's event loop, given the client's
+:class:`~.session.QtmSession` and the three actions it needs (no back-reference): after
+a lost connection it tries again every ``reconnect_period`` s, reading the parameters
+again and resuming streaming. A TCP connection can also stay open while QTM sends nothing (QTM hung, a
 cable pulled without a reset); a receive watchdog drops a streaming connection that
 has been silent for ``reconnect_after`` s so that the same reconnection follows. It
 counts those drops (``watchdog_reconnects`` in diagnostics) and warns once per silence.
@@ -15,10 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
-if TYPE_CHECKING:
-    from .client import QtmClient
+from .session import QtmSession
 
 __all__ = ["ConnectionKeeper"]
 
@@ -31,15 +31,27 @@ class ConnectionKeeper:
     streaming connection QTM has sent nothing on for ``reconnect_after`` s is dropped
     (a receive watchdog), and the reconnection follows as for a lost one."""
 
-    def __init__(self, client: QtmClient) -> None:
-        self.client = client
+    def __init__(
+        self,
+        session: QtmSession,
+        *,
+        connected: Callable[[], bool],
+        reopen: Callable[[], Awaitable[None]],
+        drop_connection: Callable[[str], None],
+    ) -> None:
+        """``reopen`` connects again and resumes streaming when the session streams;
+        ``drop_connection`` closes a silent connection with the reason."""
+        self.session = session
+        self._connected = connected
+        self._reopen = reopen
+        self._drop_connection = drop_connection
         self.reconnects = 0  # connections the watchdog dropped
         self._task: asyncio.Task | None = None
         self._reconnect_task: asyncio.Task | None = None
 
     def start(self) -> None:
         """(loop thread) Start watching."""
-        self._task = self.client._loop.create_task(self._run())
+        self._task = self.session.loop.create_task(self._run())
 
     async def stop(self) -> None:
         """(loop thread) Stop watching and reconnecting."""
@@ -51,49 +63,43 @@ class ConnectionKeeper:
 
     def lost(self) -> None:
         """(loop thread) The connection was lost: reconnect unless told not to."""
-        client = self.client
-        if client.reconnect_period <= 0 or client._closing:
+        session = self.session
+        if session.reconnect_period <= 0 or session.closing:
             return
         if self._reconnect_task is None or self._reconnect_task.done():
-            self._reconnect_task = client._loop.create_task(self._reconnect())
+            self._reconnect_task = session.loop.create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
         """Try again every reconnect_period until QTM is back (or the client closes)."""
-        client = self.client
-        while not client._closing:
-            await asyncio.sleep(client.reconnect_period)
+        session = self.session
+        while not session.closing:
+            await asyncio.sleep(session.reconnect_period)
             try:
-                await client._open()
-                if client._streaming:
-                    await client._stream()
-                LOG.info("reconnected to QTM at %s:%s", client.host, client.port)
+                await self._reopen()
+                LOG.info("reconnected to QTM at %s:%s", session.host, session.port)
                 return
             except Exception as exc:  # noqa: BLE001 - keep trying
-                client.stats.last_error = str(exc)
+                session.stats.last_error = str(exc)
 
     async def _run(self) -> None:
-        client = self.client
+        session = self.session
         warned = False
-        while not client._closing:
-            await asyncio.sleep(
-                max(min(0.25, client.reconnect_after / 4), 0.02) if client.reconnect_after > 0 else 0.5
-            )
-            guard = client._guard
-            if not (
-                client.reconnect_after > 0 and client._streaming and guard is not None and client.connected
-            ):
+        while not session.closing:
+            after = session.reconnect_after
+            await asyncio.sleep(max(min(0.25, after / 4), 0.02) if after > 0 else 0.5)
+            if not (session.reconnect_after > 0 and session.streaming and self._connected()):
                 continue
-            silent = time.monotonic() - guard.last_receive
-            if silent < client.reconnect_after:
+            silent = time.monotonic() - session.last_receive
+            if silent < session.reconnect_after:
                 warned = False
                 continue
             reason = (
                 f"no data from QTM for {silent:.1f} s while streaming (reconnect_after "
-                f"{client.reconnect_after:g} s): reconnecting"
+                f"{session.reconnect_after:g} s): reconnecting"
             )
             self.reconnects += 1
             if not warned:
                 LOG.warning(reason)
                 warned = True
-            guard.last_receive = time.monotonic()
-            client.drop_connection(reason)
+            session.last_receive = time.monotonic()
+            self._drop_connection(reason)

@@ -6,11 +6,13 @@ an unknown component type or event raises inside its callback. So qtm-rt never s
 the raw stream: :class:`GuardedStream` frames it with the project's bounded reader
 (:class:`~.protocol.PacketReader`), checks each packet (:func:`~.protocol.check_packet`)
 and hands qtm-rt only packets that are well formed. A malformed packet is dropped and
-counted (:meth:`~.client.QtmClient.bad_input`); a broken header (the framing is lost,
-TCP has no way to find the next packet) closes the connection
-(:meth:`~.client.QtmClient.drop_connection`), and the client reconnects.
+counted (the client's ``bad_input``); a broken header (the framing is lost, TCP has no
+way to find the next packet) closes the connection (the client's ``drop_connection``),
+and the client reconnects. The guard is given those two actions and the client's
+:class:`~.session.QtmSession`, where it notes when bytes last came in (the watchdog's
+clue); it knows nothing else of the client.
 
-The guard also takes each read's arrival from the :class:`~.client.StampedSocket`
+The guard also takes each read's arrival from the :class:`~.stamped_socket.StampedSocket`
 before qtm-rt parses anything, so the packets handed to the client carry the time their
 bytes reached this host. :func:`connect_through_guard` builds qtm-rt's connection on
 such a socket, the way ``qtm_rt.connect`` would on its own.
@@ -19,14 +21,13 @@ such a socket, the way ``qtm_rt.connect`` would on its own.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 from . import protocol as qp
-
-if TYPE_CHECKING:
-    from types import ModuleType
-
-    from .client import QtmClient, StampedSocket
+from .session import QtmSession
+from .stamped_socket import StampedSocket
 
 __all__ = ["GuardedStream", "connect_through_guard", "guarded_protocol"]
 
@@ -36,11 +37,22 @@ class GuardedStream:
     every packet, the time of the last byte received (for the watchdog) and the arrival
     of the packets being handed to qtm-rt (:meth:`arrival`)."""
 
-    def __init__(self, client: QtmClient, sock: StampedSocket | None = None):
-        self.client = client
+    def __init__(
+        self,
+        session: QtmSession,
+        sock: StampedSocket | None = None,
+        *,
+        bad_input: Callable[[str, str], None],
+        drop_connection: Callable[[str], None],
+    ):
+        """``bad_input(kind, what)`` counts and logs a dropped packet;
+        ``drop_connection(reason)`` closes the connection (the client's)."""
+        self.session = session
         self.sock = sock
+        self.bad_input = bad_input
+        self.drop_connection = drop_connection
         self.reader = qp.PacketReader(qp.MAX_PACKET_SIZE)
-        self.last_receive = time.monotonic()
+        session.last_receive = time.monotonic()
         # the arrival (Unix s) of the packets qtm-rt is handling now; None between reads
         self.current_arrival: float | None = None
 
@@ -59,18 +71,18 @@ class GuardedStream:
     def packets(self, data: bytes) -> tuple[list[bytes], str | None]:
         """The well-formed packets (re-framed, for qtm-rt), and why the stream must be
         dropped (or None)."""
-        self.last_receive = time.monotonic()
+        self.session.last_receive = time.monotonic()
         framed, problem = self.reader.split(data)
         out = []
         for packet_type, payload in framed:
             try:
                 qp.check_packet(packet_type, payload)
             except qp.QtmProtocolError as exc:
-                self.client.bad_input("malformed_packet", f"a malformed packet ({exc})")
+                self.bad_input("malformed_packet", f"a malformed packet ({exc})")
                 continue
             out.append(qp.pack(packet_type, payload))
         if problem is not None:
-            self.client.bad_input("broken_framing", f"a broken packet header ({problem})")
+            self.bad_input("broken_framing", f"a broken packet header ({problem})")
             return out, f"QTM sent a broken packet header ({problem}): reconnecting"
         return out, None
 
@@ -89,36 +101,40 @@ def guarded_protocol(guard: GuardedStream, **kwargs):
                     try:
                         super().data_received(packet)
                     except Exception as exc:  # noqa: BLE001 - qtm-rt must never take the connection down
-                        guard.client.bad_input("sdk_error", f"a packet qtm-rt could not handle ({exc!r})")
+                        guard.bad_input("sdk_error", f"a packet qtm-rt could not handle ({exc!r})")
             finally:
                 guard.current_arrival = None
             if problem is not None and self.transport is not None:
-                guard.client.drop_connection(problem)
+                guard.drop_connection(problem)
 
     return GuardedProtocol(**kwargs)
 
 
-async def connect_through_guard(client: QtmClient, qtm_rt: ModuleType, sock: StampedSocket) -> Any:
+async def connect_through_guard(
+    session: QtmSession,
+    qtm_rt: ModuleType,
+    sock: StampedSocket,
+    *,
+    guard: GuardedStream,
+    on_event: Callable[[Any], None],
+    on_disconnect: Callable[[Any], None],
+) -> Any:
     """qtm-rt's QRTConnection on the connected ``sock``, with qtm-rt's protocol reading
-    through a new GuardedStream (``client._guard``); None when QTM refuses the client's
-    protocol version (as ``qtm_rt.connect``)."""
-    loop = client._loop
-    guard = GuardedStream(client, sock)
+    through ``guard``; None when QTM refuses the session's protocol version (as
+    ``qtm_rt.connect``)."""
+    loop = session.loop
     try:
         _, protocol = await loop.create_connection(
-            lambda: guarded_protocol(
-                guard, loop=loop, on_event=client._on_event, on_disconnect=client._on_disconnect
-            ),
+            lambda: guarded_protocol(guard, loop=loop, on_event=on_event, on_disconnect=on_disconnect),
             sock=sock,
         )
     except BaseException:
         sock.close()
         raise
     try:
-        await protocol.set_version(client.version)
+        await protocol.set_version(session.version)
     except qtm_rt.QRTCommandException as exc:
-        client.stats.last_error = f"QTM refused protocol {client.version}: {exc}"
+        session.stats.last_error = f"QTM refused protocol {session.version}: {exc}"
         protocol.transport.close()
         return None
-    client._guard = guard
-    return qtm_rt.QRTConnection(protocol, timeout=client.timeout)
+    return qtm_rt.QRTConnection(protocol, timeout=session.timeout)

@@ -53,7 +53,7 @@ from ..impairment import (
 from ..sim_server import FramePacer, add_scene_arguments, load_scene, peer_name, run_until_signalled
 from ..simulated.scene import Scene, SceneError
 from . import protocol as vp
-from .simulator_sender import FrameSender, Lateness, PreparedFrame, Session, datagrams
+from .simulator_sender import FrameEvents, FrameSender, Lateness, PreparedFrame, Session, datagrams
 
 #: highest --clock-offset-s: VRPN's message time has 32-bit signed seconds, and a clock
 #: started there still has more than 4 years before it overflows
@@ -122,8 +122,8 @@ class VrpnSimulator:
         self.port = 0
         self._tcp_server: asyncio.base_events.Server | None = None
         self._udp: asyncio.DatagramTransport | None = None
-        self._wake = threading.Event()  # the frame thread looks again: clients came, or stop
-        self._stopping = threading.Event()
+        # handed to the frame thread: wake (look again: clients came, or stop), stopping
+        self.events = FrameEvents()
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._calling: set[tuple[str, int]] = set()  # clients being called back or served
@@ -153,13 +153,14 @@ class VrpnSimulator:
             break
         else:
             raise OSError("no port free for both TCP and UDP")
-        self._thread = threading.Thread(target=FrameSender(self).run, name="vrpn-frames", daemon=True)
+        sender = FrameSender(self, self.events, rate=self.scene.rate, held=self.impairment.delays)
+        self._thread = threading.Thread(target=sender.run, name="vrpn-frames", daemon=True)
         self._thread.start()
         return self.port
 
     async def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
+        self.events.stopping.set()
+        self.events.wake.set()
         if self._thread is not None:
             self._thread.join(2.0)  # it never waits for the loop: a short wait
         for session in list(self.sessions):
@@ -237,7 +238,7 @@ class VrpnSimulator:
         writer.write(self._descriptions())
         self.sessions.append(session)
         self.receivers = tuple(self.sessions)
-        self._wake.set()
+        self.events.wake.set()
         self.log(f"client {peer} connected ({len(self.sessions)} connected)")
         stream = vp.MessageReader()
         try:

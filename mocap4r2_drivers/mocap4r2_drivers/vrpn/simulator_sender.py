@@ -24,19 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from ..sim_server import QUIET, FrameThread, ThreadedStreamWriter, ThreadWrite
+from ..impairment import Delivery
+from ..sim_server import QUIET, FramePacer, FrameThread, ThreadedStreamWriter, ThreadWrite
 from . import protocol as vp
 
-if TYPE_CHECKING:
-    from .simulator import VrpnSimulator
-
-__all__ = ["FrameSender", "Lateness", "PreparedFrame", "Session", "datagrams"]
+__all__ = ["FrameEvents", "FrameSender", "FrameSource", "Lateness", "PreparedFrame", "Session", "datagrams"]
 
 #: bytes a client's TCP connection may hold before it loses reports (read when a session starts)
 MAX_SEND_BUFFER = ThreadedStreamWriter.MAX_SEND_BUFFER
@@ -137,29 +136,53 @@ class PreparedFrame:
     datagrams: list[bytes]  # the messages packed into datagrams (UDP)
 
 
+@dataclass(frozen=True)
+class FrameEvents:
+    """The events a simulator and its frame thread share."""
+
+    #: the frame thread looks again: clients came, or stop
+    wake: threading.Event = field(default_factory=threading.Event)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+
+class FrameSource(Protocol):
+    """What the frame thread reads of its simulator (VrpnSimulator is one): the clients
+    to send to (a tuple the loop replaces when a client comes or goes, so the thread never
+    sees a list change under it), the pacer, the delivery, the lateness record it alone
+    writes, and the frames."""
+
+    receivers: tuple[Session, ...]
+    pacer: FramePacer
+    delivery: Delivery[PreparedFrame]
+    lateness: Lateness
+
+    def prepare(self, k: int) -> PreparedFrame: ...
+
+    def hand_out(self, frame: PreparedFrame) -> None: ...
+
+    def log(self, text: str) -> None: ...
+
+
 class FrameSender(FrameThread[PreparedFrame, PreparedFrame]):
     """The frame thread of a :class:`VrpnSimulator`: computes every frame ahead of its
     instant and sends it to every client at that instant, while some client is connected
     (the schedule is :class:`FrameThread`'s).
 
-    It reads the simulator's ``receivers`` (a tuple the loop replaces when a client
-    comes or goes, so the thread never sees a list change under it), its pacer, and its
-    events (``_wake``: look again; ``_stopping``); it alone writes the lateness record,
-    which the loop reads at stop after the thread ended."""
+    It is handed its simulator's public side (:class:`FrameSource`), the scene's
+    ``rate``, whether the network holds frames (``held``) and the shared
+    :class:`FrameEvents`; it alone writes the lateness record, which the loop reads at
+    stop after the thread ended."""
 
     #: between a frame computed and its send, nothing else is computed
     send_before_computing = True
 
-    def __init__(self, simulator: VrpnSimulator) -> None:
-        rate = simulator.scene.rate
-        super().__init__(
-            rate, simulator.delivery, simulator.impairment.delays, min(QUIET, QUIET_SHARE / rate)
-        )
-        self.simulator = simulator
-        self.pacer = simulator.pacer
-        self.lateness = simulator.lateness
-        self._wake = simulator._wake
-        self._stopping = simulator._stopping
+    def __init__(self, source: FrameSource, events: FrameEvents, *, rate: float, held: bool) -> None:
+        super().__init__(rate, source.delivery, held, min(QUIET, QUIET_SHARE / rate))
+        self.simulator = source
+        self.pacer = source.pacer
+        self.lateness = source.lateness
+        self._wake = events.wake
+        self._stopping = events.stopping
         self._receivers: tuple[Session, ...] = ()  # this pass's: read once, in serving()
 
     def run(self) -> None:
