@@ -146,6 +146,7 @@ class VrpnClient:
             self._handshake(tcp, deadline)
         except (OSError, vp.VrpnProtocolError) as exc:
             tcp.close()
+            self.transport.close()  # the UDP socket the handshake opened, too
             self.stats.last_error = f"VRPN server {where}: {exc}"
             raise VrpnConnectionError(self.stats.last_error) from exc
         self.stats.connects += 1

@@ -87,13 +87,17 @@ class VrpnTransport:
     def open_udp(self, own_ip: str) -> int:
         """Open the UDP socket the server sends reports to, on ``own_ip``; its port."""
         udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        # room for bursts while the reader is kept from running (4.4 kB per instant of
-        # 50 trackers: the default 208 kB holds 50 ms of them); the system limit applies
-        with contextlib.suppress(OSError):
-            udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECV_BUFFER)
-        ask_receive_times(udp)
-        udp.bind((own_ip, 0))
-        udp.setblocking(False)
+        try:
+            # room for bursts while the reader is kept from running (4.4 kB per instant of
+            # 50 trackers: the default 208 kB holds 50 ms of them); the system limit applies
+            with contextlib.suppress(OSError):
+                udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECV_BUFFER)
+            ask_receive_times(udp)
+            udp.bind((own_ip, 0))
+            udp.setblocking(False)
+        except OSError:
+            udp.close()
+            raise
         self.udp = udp
         port: int = udp.getsockname()[1]
         return port

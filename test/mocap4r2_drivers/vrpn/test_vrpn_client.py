@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import socket
+import struct
 import threading
 import time
 
@@ -439,3 +440,47 @@ def test_an_instant_whose_datagram_ends_it_is_published_without_waiting(procs, t
     assert frames > 100, proc.log()
     assert incomplete > 10, "the scene should occlude some body in some instants"
     assert held <= 2, f"{held} of {frames} frames were handed over with an instant held back"
+
+
+def test_a_handshake_that_fails_after_the_udp_socket_opened_leaves_no_socket_open():
+    """A server asked by UDP calls back, exchanges cookies, and resets the connection
+    (SO_LINGER 0) while the client opens the UDP socket its reports would come to: the
+    client's description of that socket then cannot be sent. The UDP socket is closed
+    with the connection (it was left open, bound, before). Real sockets; the test holds
+    the client's open_udp until the reset has arrived, since otherwise the reset lands
+    before or after that moment as the scheduler pleases."""
+    lob = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    lob.bind(("127.0.0.1", 0))
+    reset = threading.Event()
+
+    def serve():
+        data, _ = lob.recvfrom(200)
+        conn = socket.create_connection(vp.parse_connect_request(data))
+        conn.recv(vp.COOKIE_SIZE)
+        conn.sendall(vp.cookie())
+        time.sleep(0.2)  # the client has read the cookie and opens its UDP socket
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # a reset, not a goodbye
+        reset.set()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    client = VrpnClient("127.0.0.1", lob.getsockname()[1], timeout=3.0)
+    opened = []
+    open_udp = client.transport.open_udp
+
+    def open_udp_while_reset(own_ip):
+        port = open_udp(own_ip)
+        opened.append(client.transport.udp)
+        assert reset.wait(5)
+        time.sleep(0.1)  # the reset reaches the client's socket
+        return port
+
+    client.transport.open_udp = open_udp_while_reset
+    with pytest.raises(VrpnConnectionError, match="reset|Broken pipe"):
+        client.connect()
+    server.join(5)
+    lob.close()
+    assert len(opened) == 1 and opened[0] is not None
+    assert opened[0].fileno() == -1, "the UDP socket of the failed handshake is still open"
+    assert client.transport.udp is None and not client.connected
