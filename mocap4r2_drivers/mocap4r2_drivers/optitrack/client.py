@@ -166,6 +166,14 @@ class NatNetClient:
                 min(self.config.retry_period, deadline - time.monotonic()),
                 lambda: dialog.server_info is not None or bool(dialog.fatal),
             )
+        if dialog.asking_bitstream:  # the layout of what follows depends on its answer
+            self._wait(max(min(1.0, deadline - time.monotonic()), 0.0), lambda: not dialog.asking_bitstream)
+        if self.transport.multicast and self.config.requested_bitstream is not None:
+            self.log.warning(
+                f"bitstream_version {self.config.bitstream_version} is not asked for over multicast: Motive "
+                f"streams its own bitstream to the group (NatNet {dialog.version} now); only unicast clients "
+                "can ask for another"
+            )
         while not dialog.got_models:
             if time.monotonic() >= deadline:
                 raise NatNetConnectionError(
@@ -272,7 +280,10 @@ class NatNetClient:
             elif message_id in _UNSOLICITED:
                 self._on_answer(message_id, payload)
         except NatNetProtocolError as exc:
-            self.housekeeping.decode_error(exc)
+            kind = (
+                _KINDS.get(int.from_bytes(packet[:2], "little"), "packet") if len(packet) >= 4 else "packet"
+            )
+            self.housekeeping.decode_error(exc, kind)
         return None
 
     def _on_answer(self, message_id: int, payload: bytes) -> None:
@@ -311,6 +322,8 @@ class NatNetClient:
                 dialog.send_connect()
             raise
         self._bad_frames_in_row = 0
+        if frame.skipped:
+            self.housekeeping.skipped(frame.skipped, "frames")
         now = time.monotonic()
         placement = self.sequencer.place(frame.frame_number, frame.timestamp, now)
         if placement.rejected is not None:
@@ -321,7 +334,14 @@ class NatNetClient:
             return None
         if self.housekeeping.frame_arrived(frame.frame_number, now):
             dialog.request_models(force=True)
-        if frame.tracked_models_changed and not dialog.models_stale:
+        if frame.params & nn.FRAME_BITSTREAM_CHANGED and time.monotonic() - dialog.last_connect >= 0.05:
+            # Motive's bit: another bitstream from the next frames on (4.1 to 4.4 frames look
+            # alike, their models do not): ask which, and read the models again
+            self.log.info("the server says its bitstream changed: asking it which, and for its models")
+            dialog.send_connect()
+            dialog.models_stale = True
+            dialog.request_models(force=True)
+        elif frame.tracked_models_changed and not dialog.models_stale:
             # asked until a NAT_MODELDEF arrives: the flag is on one frame only, an answer may be lost
             self.log.info("the server says its models changed: requesting model definitions")
             dialog.models_stale = True
@@ -332,6 +352,14 @@ class NatNetClient:
             dialog.request_models(period=5.0)  # ids without a description: ask now and then
         return frame
 
+
+#: undecodable packets are counted by what they were (rejected_undecodable_<kind>)
+_KINDS: dict[int, str] = {
+    MessageId.FRAMEOFDATA: "frame",
+    MessageId.MODELDEF: "model_definitions",
+    MessageId.SERVERINFO: "server_info",
+    MessageId.RESPONSE: "response",
+}
 
 _UNSOLICITED: dict[int, tuple[str, str]] = {
     MessageId.SERVERINFO: ("unsolicited_server_info", "a NAT_SERVERINFO without a NAT_CONNECT of ours"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -22,6 +23,7 @@ from .protocol import MessageId, ModelDefinitions, ServerInfo, Version
 from .transport import NatNetTransport
 
 ANSWER_WINDOW = 5.0  # s an answer may take after its request
+BITSTREAM_CHANGES_KEPT = 8  # mid-session bitstream changes kept for /diagnostics
 
 Response = int | float | str | None
 # handles packets until the condition holds or the timeout (s) passes
@@ -57,6 +59,15 @@ class ServerDialog:
         self.got_models = False
         self.models_stale = False  # the server said its models changed; asked until they come
         self.fatal = ""  # why the server cannot be used (an unsupported bitstream version)
+        # over unicast, the bitstream we ask for (None: the server's own) and whether the
+        # server switched to it (its NAT_SERVERINFO may keep saying its own version)
+        self.requested = None if transport.multicast else transport.config.requested_bitstream
+        self.granted = False
+        self.changes: deque[str] = deque(maxlen=BITSTREAM_CHANGES_KEPT)  # "4.1 -> 3.0", newest last
+        self._bitstream_asked: nn.Version | None = None  # a Bitstream,M.m request waiting for its answer
+        self._bitstream_until = 0.0
+        # told of the descriptions a NAT_MODELDEF skipped (housekeeping counts and logs them)
+        self.on_skipped: Callable[[list[nn.Skipped], str], None] | None = None
         self.last_connect = 0.0
         self._connect_until = 0.0  # NAT_SERVERINFO is accepted until then (after a NAT_CONNECT)
         self._models_until = 0.0  # NAT_MODELDEF is accepted until then (after a request)
@@ -67,9 +78,30 @@ class ServerDialog:
 
     # ------------------------------------------------------------------ asking
     def send_connect(self) -> None:
+        """NAT_CONNECT, asking a unicast server for ``requested`` (zero: its own version)."""
         self.last_connect = time.monotonic()
         self._connect_until = self.last_connect + ANSWER_WINDOW
-        self.transport.send(nn.encode_connect())
+        wanted = self.requested if not self.transport.multicast else None
+        newest = nn.NEWEST_VERSION
+        self.transport.send(
+            nn.encode_connect(
+                nn.ConnectRequest(
+                    natnet_version=(newest.major, newest.minor, 0, 0),
+                    requested_bitstream=(wanted.major, wanted.minor, 0, 0) if wanted else None,
+                )
+            )
+        )
+
+    def ask_bitstream(self, version: Version) -> None:
+        """``Bitstream,M.m`` to a unicast server; its answer (0: switched) is taken by
+        :meth:`take_answer` while no other request waits."""
+        self._bitstream_asked = version
+        self._bitstream_until = time.monotonic() + ANSWER_WINDOW
+        self.transport.send(nn.encode_request(f"Bitstream,{version}"))
+
+    @property
+    def asking_bitstream(self) -> bool:
+        return self._bitstream_asked is not None
 
     def request_models(self, force: bool = False, period: float | None = None) -> None:
         """Ask for the model definitions, unless asked less than ``period`` s (the retry
@@ -124,10 +156,28 @@ class ServerDialog:
             return now <= self._connect_until
         if message_id == MessageId.MODELDEF:
             return now <= self._models_until
+        if self._bitstream_asked is not None and not self._request_pending:
+            if now <= self._bitstream_until:
+                return True
+            self._bitstream_asked = None  # never answered: asked again with the next NAT_SERVERINFO
         return self._request_pending and not self._responses
 
     def take_answer(self, payload: bytes | None) -> None:
         """The answer to the pending request (None: the server does not know the command)."""
+        asked = self._bitstream_asked
+        if asked is not None and not self._request_pending:
+            self._bitstream_asked = None
+            answer = decode_response("Bitstream", payload)
+            if answer == 0:
+                self.granted = True
+                self.log.info(f"the server streams NatNet {asked} to us, as bitstream_version asks")
+                self.set_version(asked)
+            else:
+                self.log.warning(
+                    f"the server refused bitstream_version {asked} (answer {answer!r}): reading its own "
+                    f"NatNet {self.version}"
+                )
+            return
         self._responses.append(payload)
 
     def take_server_info(self, info: ServerInfo) -> bool:
@@ -160,17 +210,39 @@ class ServerDialog:
                 f"{'multicast ' + str(info.multicast_address) if info.multicast else 'unicast'}"
                 f", data port {info.data_port}"
             )
-        if self.version is not None and self.version != version:
-            self.log.warning(f"the server now streams NatNet {version} (was {self.version})")
-            self.got_models = False  # the layout changed: read the models again
-        self.version = version
+        wanted = self.requested
+        if wanted is not None and not self.transport.multicast and version != wanted:
+            # the server says its own version: ask it for ours (again: a restarted server
+            # forgot), and meanwhile read what it was last known to send us
+            if not self.asking_bitstream:
+                self.ask_bitstream(wanted)
+            if self.granted:
+                return True
+        elif wanted is not None and version == wanted:
+            self.granted = True
+        self.set_version(version)
         return True
+
+    def set_version(self, version: Version) -> None:
+        """The bitstream the server streams to us now; a change mid-session is logged,
+        kept for /diagnostics and has the models read again (their layout changed)."""
+        if self.version is not None and self.version != version:
+            change = f"{self.version} -> {version}"
+            self.changes.append(change)
+            self.log.warning(
+                f"the server now streams NatNet {version} (was {self.version}): reading the models again"
+            )
+            self.got_models = False
+            self.models_stale = True
+        self.version = version
 
     def take_models(self, payload: bytes) -> ModelDefinitions | None:
         """Decode a NAT_MODELDEF (None before NAT_SERVERINFO told the layout: asked again later)."""
         if self.version is None:
             return None
         models = nn.decode_model_definitions(payload, self.version)
+        if models.skipped and self.on_skipped is not None:
+            self.on_skipped(models.skipped, "model definitions")
         self.models = models
         self.stats.model_updates += 1
         self.got_models = True

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ..common import ClientStats
 from . import protocol as nn
@@ -18,7 +20,17 @@ from .sequencer import FrameSequencer
 from .transport import ClientConfig, NatNetTransport
 
 SERVER_MESSAGES_LOGGED = 20  # NAT_MESSAGESTRING lines logged; later ones are counted
+SKIPPED_KINDS_KEPT = 32  # kinds of skipped parts counted by name; more are counted as "other"
 LOG_SUMMARY_PERIOD = 30.0  # s between two summaries of undecodable packets
+
+
+@dataclass
+class SkippedCount:
+    """How often a part of the stream was read past by its size, and its last size."""
+
+    times: int = 0
+    last_size: int = 0
+    known: bool = True
 
 
 class Housekeeping:
@@ -50,6 +62,10 @@ class Housekeeping:
         self._server_messages = 0
         self._error_log_time = 0.0
         self._errors_since_log = 0
+        # parts read past by their size (4.5 IMU/GPIO sections, anchor markers, a newer
+        # Motive's sections and descriptions), by name: /diagnostics skipped_<name>
+        self.skipped_parts: dict[str, SkippedCount] = {}
+        dialog.on_skipped = self.skipped
 
     # ------------------------------------------------------------------ keep-alive, reconnection
     def tick(self, now: float) -> None:
@@ -135,15 +151,41 @@ class Housekeeping:
         return not self._answered_while_silent
 
     # ------------------------------------------------------------------ log throttling
-    def decode_error(self, exc: Exception) -> None:
-        """An undecodable packet, dropped: counted, logged the first time, then summarised."""
+    def skipped(self, parts: Iterable[nn.Skipped], where: str) -> None:
+        """Parts of a packet read past by their size: counted by name; the first of each
+        name logged (a warning for what no known NatNet version has: a newer Motive)."""
+        table = self.skipped_parts
+        for part in parts:
+            name = part.name if part.name in table or len(table) < SKIPPED_KINDS_KEPT else "other"
+            count = table.get(name)
+            if count is None:
+                count = table[name] = SkippedCount(known=part.known)
+                if part.known:
+                    self.log.info(
+                        f"skipping the {part.name} parts of the {where} by their size ({part.size} bytes): "
+                        "their layout is not public (counted in diagnostics: skipped_*)"
+                    )
+                else:
+                    self.log.warning(
+                        f"skipping {part.name} of the {where} ({part.size} bytes) by its size: no NatNet "
+                        "version this driver knows has it (a newer Motive?); the rest is read as usual"
+                    )
+            count.times += 1
+            count.last_size = part.size
+
+    def decode_error(self, exc: Exception, kind: str = "packet") -> None:
+        """An undecodable packet, dropped: counted by kind, logged the first time of each
+        kind, then summarised."""
         self.stats.decode_errors += 1
         self.stats.last_error = f"undecodable packet: {exc}"
+        key = f"undecodable_{kind}"
+        seen = self.stats.rejected.get(key, 0)
+        self.stats.rejected[key] = seen + 1
         now = time.monotonic()
-        if self.stats.decode_errors == 1:
+        if seen == 0:
             self.log.error(
-                f"dropped an undecodable NatNet packet ({exc}); further ones are counted "
-                f"(diagnostics: decode_errors) and summarised every {LOG_SUMMARY_PERIOD:.0f} s"
+                f"dropped an undecodable NatNet {kind.replace('_', ' ')} packet ({exc}); further ones are "
+                f"counted (diagnostics: rejected_{key}) and summarised every {LOG_SUMMARY_PERIOD:.0f} s"
             )
             self._error_log_time = now
         else:

@@ -1,4 +1,5 @@
-"""optitrack_system: OptiTrack Motive (NatNet 3.0-4.1) behind the mocap4r2 interfaces.
+"""optitrack_system: OptiTrack Motive (NatNet 3.0-4.5, newer read with the 4.5 layout)
+behind the mocap4r2 interfaces.
 
 Pure Python (no NatNet SDK binary, so any CPU architecture): the NatNet client of
 :mod:`mocap4r2_drivers.optitrack.client` under :class:`MocapSystemNode`. Names come from
@@ -84,6 +85,14 @@ class OptiTrackAdapter(MocapAdapter):
             choices=SKELETON_COORDINATES,
         ),
         ParameterSpec(
+            "bitstream_version",
+            "auto",
+            "NatNet bitstream to ask Motive for over unicast (e.g. 4.1); auto: Motive's own. Over "
+            "multicast Motive streams its own bitstream whatever a client asks, and this is ignored "
+            "(with a warning).",
+            choices=("auto", *(str(v) for v in nn.SUPPORTED_VERSIONS)),
+        ),
+        ParameterSpec(
             "connect_timeout",
             3.0,
             "Seconds configure waits for the server's answers.",
@@ -129,6 +138,7 @@ class OptiTrackAdapter(MocapAdapter):
             up_axis=values["up_axis"],
             skeleton_coordinates=values["skeleton_coordinates"],
             reconnect_after=float(values["reconnect_after"]),
+            bitstream_version=str(values.get("bitstream_version", "auto")),
         )
         config.check()
         return cls(config, float(values["connect_timeout"]), bool(values["record_on_start"]))
@@ -210,10 +220,20 @@ class OptiTrackAdapter(MocapAdapter):
             return {"server": f"{self.config.server_address}:{self.config.command_port} (not connected)"}
         info = client.server_info
         stats = client.stats
+        dialog = client.dialog
+        skipped = {
+            f"skipped_{name.replace(' ', '_')}": f"{count.times} (last {count.last_size} bytes)"
+            for name, count in client.housekeeping.skipped_parts.items()
+        }
         return status_fields(
             {
                 "server": f"{self.config.server_address}:{self.config.command_port}",
                 "natnet_version": str(client.version) if client.version else "unknown",
+                "bitstream_requested": (
+                    self.config.bitstream_version
+                    if not client.multicast
+                    else f"{self.config.bitstream_version} (multicast: Motive decides)"
+                ),
                 "connection": (
                     f"multicast {client.multicast_address}:{client.data_port} via {client.local_address}"
                     if client.multicast
@@ -232,6 +252,8 @@ class OptiTrackAdapter(MocapAdapter):
                     f"{info.app_name} {'.'.join(map(str, info.app_version))}" if info is not None else ""
                 ),
                 "conversion_errors": self.conversion_errors,
+                "bitstream_changes": ", ".join(dialog.changes),
+                **skipped,
             },
         )
 

@@ -53,6 +53,16 @@ class ClientConfig:
     keepalive_period: float = 1.0  # unicast keep-alive period, s
     reconnect_after: float = 1.0  # silence, s, after which the client reconnects
     retry_period: float = 0.5  # between NAT_CONNECT / model requests, s
+    # the bitstream to ask a unicast server for ("auto": the server's own); over multicast
+    # Motive streams its own, whatever a client asks
+    bitstream_version: str = "auto"
+
+    @property
+    def requested_bitstream(self) -> nn.Version | None:
+        """The bitstream to ask for, None for the server's own."""
+        if self.bitstream_version in ("auto", ""):
+            return None
+        return nn.Version.parse(self.bitstream_version)
 
     def check(self) -> None:
         """ValueError naming the first value that cannot be used."""
@@ -74,6 +84,15 @@ class ClientConfig:
         ):
             if problem:
                 raise ValueError(problem)
+        try:
+            requested = self.requested_bitstream
+        except nn.NatNetProtocolError:
+            requested = nn.Version(-1, -1)
+        if requested is not None and not requested.known:
+            raise ValueError(
+                f"bitstream_version must be auto or one of "
+                f"{', '.join(str(v) for v in nn.SUPPORTED_VERSIONS)}, got {self.bitstream_version!r}"
+            )
         for name in ("command_port", "data_port"):
             if not 1 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{name} must be in 1..65535, got {getattr(self, name)}")

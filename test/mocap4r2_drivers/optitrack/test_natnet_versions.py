@@ -8,15 +8,19 @@ not read, its refusals, and the client's bitstream requests against the stand-in
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import threading
+import time
 
 import numpy as np
 import pytest
+from support import CROSS_PROCESS_TIMEOUT as WAIT
 
 from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
+from mocap4r2_drivers.optitrack.simulator import FUTURE_VERSION, NatNetSimulator, ServerOptions
 
 GROUP = "239.255.42.99"
 
@@ -303,3 +307,206 @@ def test_versions_older_than_30_are_refused_naming_what_was_read_newer_are_read(
         assert version.supported and version.newer_than_known and not version.known
         assert nn.require_supported(version) == version
     assert all(v.known and not v.newer_than_known for v in nn.SUPPORTED_VERSIONS)
+
+
+# ---------------------------------------------------------------------------- client <-> stand-in
+class _Server:
+    """natnet_simulator in this process, on free ports."""
+
+    def __init__(self, **options) -> None:
+        self.server = NatNetSimulator(ServerOptions(command_port=0, data_port=0, **options))
+        self.server.open()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.server.serve, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.server.command_address[1]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.server.close()
+
+
+@pytest.fixture
+def serve():
+    servers: list[_Server] = []
+
+    def make(**options) -> _Server:
+        servers.append(_Server(**options))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+def _client(server: _Server, mode: str, **kw) -> NatNetClient:
+    return NatNetClient(
+        ClientConfig(command_port=server.port, data_port=server.server.data_port, connection_type=mode, **kw)
+    )
+
+
+def _read(client: NatNetClient, n: int, timeout: float = WAIT) -> list:
+    out: list = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        frame = client.read(0.1)
+        if frame is not None:
+            out.append(frame)
+    assert len(out) == n, f"{len(out)} of {n} frames ({client.stats.last_error})"
+    return out
+
+
+def test_unicast_asks_for_the_bitstream_it_is_told(serve):
+    srv = serve(natnet_version="4.5", multicast=False)
+    client = _client(srv, "unicast", bitstream_version="4.1")
+    try:
+        models = client.connect(5.0)
+        assert client.version == (4, 1) and client.dialog.granted
+        assert [c.version for c in srv.server.clients.values()] == [nn.Version(4, 1)]
+        assert all(b.orientation.tolist() == [0, 0, 0, 1] for b in models.rigid_bodies)  # no 4.2 offset
+        frames = _read(client, 10)
+        assert all(f.skipped == () for f in frames)  # 4.1 frames: no IMU/GPIO sections
+        assert not client.housekeeping.skipped_parts
+    finally:
+        client.close()
+
+
+def test_unicast_default_is_the_servers_own_bitstream_with_45_sections_skipped(serve):
+    srv = serve(natnet_version="4.5", multicast=False)
+    client = _client(srv, "unicast")
+    try:
+        client.connect(5.0)
+        assert client.version == (4, 5)
+        _read(client, 10)
+        parts = client.housekeeping.skipped_parts
+        assert set(parts) == {"imu", "gpio", "anchor_marker"}
+        assert parts["imu"].times >= 10 and parts["imu"].last_size == 28 and parts["gpio"].last_size == 2
+        assert all(p.known for p in parts.values())
+    finally:
+        client.close()
+
+
+def test_a_refused_bitstream_request_keeps_the_servers_own(serve, caplog):
+    """Asking a 4.2 server for 4.5 (newer than it knows): its NAT_SERVERINFO says 4.2,
+    the client asks ``Bitstream,4.5``, the server refuses, the client reads 4.2."""
+    srv = serve(natnet_version="4.2", multicast=False)
+    client = _client(srv, "unicast", bitstream_version="4.5")
+    caplog.set_level(logging.INFO, logger="mocap4r2.natnet")
+    try:
+        client.connect(5.0)
+        assert client.version == (4, 2) and not client.dialog.granted
+        assert (
+            "the server refused bitstream_version 4.5 (answer -1): reading its own NatNet 4.2" in caplog.text
+        )
+        _read(client, 5)
+    finally:
+        client.close()
+
+
+def test_multicast_says_motive_decides(serve, caplog):
+    srv = serve(natnet_version="4.4", multicast=True)
+    client = _client(srv, "multicast", bitstream_version="4.1")
+    caplog.set_level(logging.WARNING, logger="mocap4r2.natnet")
+    try:
+        client.connect(5.0)
+        assert client.version == (4, 4)
+        assert "not asked for over multicast: Motive streams its own bitstream" in caplog.text
+        _read(client, 5)
+    finally:
+        client.close()
+
+
+def test_a_future_motive_is_read_with_the_newest_layout_and_warned_about(serve, caplog):
+    srv = serve(future_motive=True, multicast=True)
+    client = _client(srv, "multicast")
+    caplog.set_level(logging.INFO, logger="mocap4r2.natnet")
+    try:
+        models = client.connect(5.0)
+        assert client.version == FUTURE_VERSION == (4, 6)
+        assert [b.name for b in models.rigid_bodies] == ["drone1", "robot1", "wand", "table"]
+        frames = _read(client, 10)
+        assert client.converter.convert(frames[-1]).bodies.names == ("drone1", "robot1", "wand", "table")
+        parts = client.housekeeping.skipped_parts
+        assert {"imu", "gpio", "anchor_marker", "frame section 11", "description type 99"} == set(parts)
+        assert not parts["frame section 11"].known and not parts["description type 99"].known
+        text = caplog.text
+        assert "newer than the newest this driver knows (4.5): reading it with the 4.5 layout" in text
+        # one warning per unknown kind, whatever the number of frames
+        assert text.count("skipping frame section 11 of the frames") == 1
+        assert text.count("skipping description type 99 of the model definitions") == 1
+    finally:
+        client.close()
+
+
+def test_bitstream_changed_bit_has_the_models_read_again(serve, caplog):
+    """4.1 to 4.4 frames look alike, their models do not: Motive's "bitstream changed"
+    bit is what tells. Another client switches a 4.4 multicast server to 4.1."""
+    srv = serve(natnet_version="4.4", multicast=True)
+    client = _client(srv, "multicast")
+    caplog.set_level(logging.INFO, logger="mocap4r2.natnet")
+    try:
+        client.connect(5.0)
+        _read(client, 3)
+        updates = client.stats.model_updates
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
+            other.settimeout(3)
+            other.sendto(nn.encode_request("Bitstream,4.1"), ("127.0.0.1", srv.port))
+            assert nn.unpack(other.recvfrom(4096)[0])[1] == struct.pack("<i", 0)
+        deadline = time.monotonic() + WAIT
+        while (
+            client.version != (4, 1) or client.stats.model_updates == updates
+        ) and time.monotonic() < deadline:
+            client.read(0.1)
+        assert client.version == (4, 1) and client.stats.model_updates > updates
+        assert list(client.dialog.changes) == ["4.4 -> 4.1"]
+        assert "the server says its bitstream changed" in caplog.text
+        assert client.stats.decode_errors == 0  # nothing was misread on the way
+        _read(client, 3)
+    finally:
+        client.close()
+
+
+def test_stand_in_unicast_serves_each_client_its_version(serve):
+    """Two raw clients of one 4.5 server: one asks 4.1 in NAT_CONNECT, one asks nothing
+    and later ``Bitstream,4.2``; each gets NAT_SERVERINFO and NAT_MODELDEF in its version."""
+    srv = serve(natnet_version="4.5", multicast=False)
+    target = ("127.0.0.1", srv.port)
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b,
+    ):
+        for s in (a, b):
+            s.bind(("127.0.0.1", 0))
+            s.settimeout(3)
+
+        def answer(s, packet, wanted):
+            s.sendto(packet, target)
+            while True:
+                message_id, payload = nn.unpack(s.recvfrom(65536)[0])
+                if message_id == wanted:
+                    return payload
+
+        info = nn.decode_server_info(
+            answer(a, nn.encode_connect(nn.ConnectRequest(requested_bitstream=(4, 1, 0, 0))), 1)
+        )
+        assert info.bitstream == (4, 1)
+        assert nn.decode_server_info(
+            answer(b, nn.encode_connect(nn.ConnectRequest(requested_bitstream=None)), 1)
+        ).bitstream == (4, 5)
+        models_b = nn.decode_model_definitions(
+            answer(b, nn.encode_empty(nn.MessageId.REQUEST_MODELDEF), 5), nn.Version(4, 5)
+        )
+        assert [s.name for s in models_b.skipped] == ["anchor_marker"]
+        assert answer(b, nn.encode_request("Bitstream,4.2"), 3) == struct.pack("<i", 0)
+        assert nn.decode_string(answer(b, nn.encode_request("Bitstream"), 3)) == "Bitstream,4.2"
+        models_b = nn.decode_model_definitions(
+            answer(b, nn.encode_empty(nn.MessageId.REQUEST_MODELDEF), 5), nn.Version(4, 2)
+        )
+        assert models_b.skipped == [] and len(models_b.rigid_bodies) == 4
+        frame_a = nn.decode_frame(answer(a, nn.encode_empty(nn.MessageId.KEEPALIVE), 7), nn.Version(4, 1))
+        assert frame_a.skipped == () and len(frame_a.rigid_bodies) == 4
+        assert srv.server.version == (4, 5)  # the server's own (multicast) version is untouched

@@ -350,7 +350,7 @@ def test_garbage_on_the_data_port_is_counted_not_fatal(ros, procs, tmp_path):
         return False
 
     diagnostics.wait_for(counted, timeout=WAIT)
-    assert driver.log().count("dropped an undecodable NatNet packet") == 1, "logged once, then counted"
+    assert driver.log().count("dropped an undecodable NatNet frame packet") == 1, "logged once, then counted"
     assert driver.alive()
 
 
