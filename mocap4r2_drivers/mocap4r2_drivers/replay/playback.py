@@ -86,6 +86,7 @@ class ReadAhead:
         self,
         source: ReplaySource,
         signature: tuple[int, int] | None,
+        *,
         start: float,
         end: float,
         loop: bool,

@@ -28,8 +28,6 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
 
 import yaml
 
@@ -116,6 +114,7 @@ class ReplayAdapter(MocapAdapter):
 
     def __init__(
         self,
+        *,
         file: str,
         source: str = "",
         rate_factor: float = 1.0,
@@ -158,10 +157,6 @@ class ReplayAdapter(MocapAdapter):
         self.last_due = 0.0
         self.finished = ""
 
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> ReplayAdapter:
-        return cls(**{spec.name: values[spec.name] for spec in cls.parameters})
-
     @property
     def loops(self) -> int:
         """Times playing went back to start."""
@@ -190,10 +185,10 @@ class ReplayAdapter(MocapAdapter):
         self._reading = ReadAhead(
             source,
             signature,
-            self.start,
-            self.end,
-            self.loop,
-            self.read_ahead,
+            start=self.start,
+            end=self.end,
+            loop=self.loop,
+            depth=self.read_ahead,
             paced=self.rate_factor > 0,
             hold_off=self._pacer.hold_off,
         )

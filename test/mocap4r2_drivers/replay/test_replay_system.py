@@ -320,7 +320,9 @@ def test_a_read_ahead_asked_to_hold_off_still_gives_every_frame(session):
         return 0.0005 if len(asked) % 3 == 0 else 0.0
 
     source = open_source(directory, "/sim")
-    reading = ReadAhead(source, None, 0.0, math.inf, False, 64, paced=True, hold_off=hold_off)
+    reading = ReadAhead(
+        source, None, start=0.0, end=math.inf, loop=False, depth=64, paced=True, hold_off=hold_off
+    )
     reading.begin()
     numbers = []
     while True:
