@@ -21,6 +21,7 @@ from mocap4r2_control.rotation import quat_rotate
 
 from ..common import stable_id
 from ..emulation import fit_pose
+from .damage import c3d_damage
 from .source import ReplayFileError, ReplaySource, SourceInfo, TimedFrame
 
 #: C3D files are read whole at configure: a budget for the points (float64 values)
@@ -50,9 +51,7 @@ class C3DSource(ReplaySource):
         except ReplayFileError:
             raise
         except Exception as exc:  # noqa: BLE001 - the c3d library raises many kinds on damage
-            raise ReplayFileError(
-                f"{path} cannot be read as a C3D file ({type(exc).__name__}: {exc})"
-            ) from None
+            raise ReplayFileError(c3d_damage(path, f"{type(exc).__name__}: {exc}")) from None
         self._fit_bodies(bodies)
 
     def _read(self, path: Path) -> None:

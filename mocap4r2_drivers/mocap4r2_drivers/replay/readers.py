@@ -34,6 +34,7 @@ from mocap4r2_control.frame import AssetNames, BodyArrays, MocapFrame, RecordedM
 from ..common import stable_id
 from .c3d_source import C3DSource
 from .convert import MessageDecoder, ReplayDecodeError
+from .damage import bag_damage
 from .mcap_chunks import McapChunks, McapFormatError, fast_readable
 from .source import RecordingShape, ReplayFileError, ReplaySource, SourceInfo, TimedFrame, file_signature
 
@@ -66,7 +67,10 @@ def open_source(
     ReplayFileError with the reason."""
     p = Path(path).expanduser()
     if not str(path):
-        raise ReplayFileError("file is empty: set it to a bag folder, an .mcap or a .c3d")
+        raise ReplayFileError(
+            "no file to replay: the parameter 'file' is not set; set it to a bag folder, "
+            "an .mcap, a .db3 or a .c3d"
+        )
     if not p.exists():
         raise ReplayFileError(f"{p} does not exist")
     if p.suffix.lower() == ".c3d":
@@ -116,10 +120,7 @@ class BagSource(ReplaySource):
             reader = _bag_reader(path)
             reader.open()
         except Exception as exc:  # rosbags raises its own errors for every kind of damage
-            raise ReplayFileError(
-                f"{path} cannot be read as a rosbag2 bag ({type(exc).__name__}: {exc}); "
-                "a session cut short is repaired by 'mocap4r2 recover'"
-            ) from None
+            raise ReplayFileError(bag_damage(path, f"{type(exc).__name__}: {exc}")) from None
         self._reader = reader
         #: the bag's MCAP file read chunk by chunk (None: messages read through rosbags)
         self.mcap_file = _single_mcap(path)
@@ -131,9 +132,7 @@ class BagSource(ReplaySource):
             raise
         except Exception as exc:  # noqa: BLE001 - damage found while reading the first frame
             self.close()
-            raise ReplayFileError(
-                f"{path}: {type(exc).__name__}: {exc}; a session cut short is repaired by 'mocap4r2 recover'"
-            ) from None
+            raise ReplayFileError(bag_damage(path, f"{type(exc).__name__}: {exc}")) from None
 
     def _choose(self, source: str) -> None:
         conns = list(self._reader.connections)

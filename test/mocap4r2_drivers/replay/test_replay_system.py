@@ -158,7 +158,7 @@ def test_c3d_with_bodies_plays_as_a_system(c3d_dir):
 @pytest.mark.parametrize(
     ("values", "words"),
     [
-        ({"file": ""}, "file is empty"),
+        ({"file": ""}, "the parameter 'file' is not set"),
         ({"file": "/nonexistent/x.mcap"}, "does not exist"),
         ({"file": "BTS.c3d", "up_axis": "w"}, "up_axis"),
         ({"file": "BTS.c3d", "bodies": "{a: [c7, NOPE, sacrum]}"}, "NOPE"),
