@@ -50,27 +50,31 @@ TYPES = {
 }
 
 
-def panel_port(proc: subprocess.Popen, timeout: float = 90.0) -> int:
+def panel_port(proc: subprocess.Popen, timeout: float = 90.0) -> tuple[int, str]:
+    """The port the panel listens on and its token, from the URL it prints."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
-        found = re.search(r"web_panel: open http://127\.0\.0\.1:(\d+)/", line)
+        found = re.search(r"web_panel: open http://127\.0\.0\.1:(\d+)/\?token=(\S+)", line)
         if found:
-            return int(found.group(1))
+            return int(found.group(1)), found.group(2)
         if proc.poll() is not None:
             raise RuntimeError("web_panel ended before printing its URL")
     raise RuntimeError("web_panel printed no URL")
 
 
-async def clients(port: int, system: str, seconds: float) -> tuple[list[tuple[float, ...]], list[int]]:
+async def clients(
+    port: int, token: str, system: str, seconds: float
+) -> tuple[list[tuple[float, ...]], list[int]]:
     """Three clients for ``seconds``: each frame's (received here, capture stamp, taken by
     the panel, encoded by the panel) wall times, and each client's frame count."""
     frames: list[tuple[float, ...]] = []
     counts = [0] * CLIENTS
 
     async def one(index: int, http: aiohttp.ClientSession) -> None:
-        async with http.ws_connect(f"ws://127.0.0.1:{port}/ws") as ws:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with http.ws_connect(f"ws://127.0.0.1:{port}/ws", headers=headers) as ws:
             await ws.send_str(json.dumps({"system": system, "rate": CLIENT_RATE}))
             end = time.monotonic() + seconds
             while time.monotonic() < end:
@@ -186,7 +190,7 @@ def measure(rate: float) -> dict[str, float]:
             ],
             stdout=subprocess.PIPE,
         )
-        port = panel_port(panel)
+        port, token = panel_port(panel)
         wait_ready(reference, "reference subscriber")
         # the clients connect and run through the warm-up and the window
         handles = {
@@ -198,7 +202,7 @@ def measure(rate: float) -> dict[str, float]:
         window: list[float] = []
 
         async def run() -> tuple[list[tuple[float, ...]], list[int]]:
-            task = asyncio.create_task(clients(port, system, WARMUP_S + WINDOW_S))
+            task = asyncio.create_task(clients(port, token, system, WARMUP_S + WINDOW_S))
             await asyncio.sleep(WARMUP_S)
             before = {k: sum(h.cpu_times()[:2]) for k, h in handles.items()}
             start = time.monotonic()
