@@ -24,6 +24,8 @@ from mocap4r2_control.rotation import quat_multiply, quat_rotate
 from . import protocol as nn
 from .protocol import FrameOfData, ModelDefinitions
 
+_IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
+
 
 @dataclass
 class _SkeletonModel:
@@ -33,6 +35,9 @@ class _SkeletonModel:
     parent_ids: np.ndarray  # (s,) NO_PARENT for roots
     parent_rows: np.ndarray  # (s,) row of the parent in this skeleton, -1 for roots
     levels: list[np.ndarray]  # rows by depth, roots first (for local -> global)
+    # (s, 4) x y z w: each bone's rotational offset from its parent (NatNet 4.2+); None
+    # when every one is the identity (older bitstreams, or a skeleton without any)
+    rest_rotations: np.ndarray | None = None
 
 
 @dataclass
@@ -59,6 +64,13 @@ class ModelIndex:
                     else (fallback[member - 1] if member <= len(fallback) else f"Marker{member}")
                 )
                 index.marker_names[(body.id, member)] = f"{body.name}:{label}"
+        for asset in defs.assets:
+            # an asset's (trained markerset's) bodies and markers, named after the asset;
+            # published with ids asset id << 16 | their own (no clash with rigid bodies)
+            for body in asset.rigid_bodies:
+                index.body_names[int(asset_body_ids(asset.id, body.id))] = f"{asset.name}:{body.name}"
+            for marker in asset.markers:
+                index.marker_names[(asset.id & 0xFFFF, marker.id & 0xFFFF)] = f"{asset.name}:{marker.name}"
         for skeleton in defs.skeletons:
             ids = np.asarray([b.id for b in skeleton.bones], dtype=np.int32)
             parents = np.asarray([b.parent_id for b in skeleton.bones], dtype=np.int32)
@@ -66,6 +78,8 @@ class ModelIndex:
             parents = np.where(known, parents, NO_PARENT).astype(np.int32)
             row_of = {int(b): r for r, b in enumerate(ids)}
             parent_rows = np.asarray([row_of.get(int(p), -1) for p in parents], dtype=np.int64)
+            rest = np.asarray([b.orientation for b in skeleton.bones], dtype=np.float64).reshape(-1, 4)
+            identity = np.all(rest == _IDENTITY, axis=1) | ~np.all(np.isfinite(rest), axis=1)
             index.skeletons[skeleton.id] = _SkeletonModel(
                 skeleton.name,
                 ids,
@@ -73,6 +87,7 @@ class ModelIndex:
                 parents,
                 parent_rows,
                 _depth_levels(parent_rows),
+                None if identity.all() else np.where(identity[:, None], _IDENTITY, rest),
             )
         return index
 
@@ -166,6 +181,8 @@ class FrameConverter:
     def _convert(self, frame: FrameOfData) -> MocapFrame:
         rb = frame.rigid_bodies
         lm = frame.labeled_markers
+        if frame.assets:
+            rb, lm = _with_assets(frame, rb, lm)
         layout = self._layout_for(rb, lm)
         if len(lm) == 0 and len(frame.other_markers):
             # an old configuration: unlabeled positions only in the legacy list
@@ -334,6 +351,30 @@ class FrameConverter:
         )
 
 
+def asset_body_ids(asset_id: int, body_ids: object) -> np.ndarray:
+    """The ids an asset's rigid bodies are published with: asset id << 16 | body id."""
+    return ((np.int64(asset_id) & 0xFFFF) << 16 | (np.asarray(body_ids, np.int64) & 0xFFFF)).astype(np.int32)
+
+
+def _with_assets(frame: FrameOfData, rb: np.ndarray, lm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The frame's rigid bodies and markers with its assets' (NatNet 4.1+): asset bodies
+    appended as rigid bodies (ids from :func:`asset_body_ids`), asset markers appended
+    unless the labeled marker list already has them (by id)."""
+    bodies = [rb]
+    markers = [lm]
+    for asset in frame.assets:
+        if len(asset.rigid_bodies):
+            records = asset.rigid_bodies.copy()
+            records["id"] = asset_body_ids(asset.id, records["id"])
+            bodies.append(records)
+        if len(asset.markers):
+            markers.append(asset.markers)
+    extra = np.concatenate(markers[1:]) if len(markers) > 1 else lm[:0]
+    if len(extra):
+        extra = extra[~np.isin(extra["id"], lm["id"])]
+    return np.concatenate(bodies), np.concatenate((lm, extra))
+
+
 def _rows_of(table: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Row of each value in ``table`` (unique ids), -1 when absent."""
     if table.size == 0:
@@ -346,7 +387,19 @@ def _rows_of(table: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def _local_to_global(model: _SkeletonModel, rows: np.ndarray, position: np.ndarray, orientation: np.ndarray):
     """Compose bone poses given relative to their parents into world poses, one tree depth
-    at a time (vectorised over the bones of a depth)."""
+    at a time (vectorised over the bones of a depth).
+
+    The rotational offset of NatNet 4.2 (Motive 3.2+: the bones' rest orientation
+    relative to their parent, from the model definitions) comes between the parent's
+    orientation and the bone's streamed local rotation, which is relative to that rest
+    orientation: world = parent * offset * local. Identity offsets (older bitstreams)
+    leave the composition as it was. World (global) bone poses need no offset: Motive
+    has composed them."""
+    rest = model.rest_rotations
+    if rest is not None:
+        present = rows >= 0
+        orientation = orientation.copy()
+        orientation[present] = quat_multiply(rest[rows[present]], orientation[present])
     n = model.bone_ids.shape[0]
     frame_row = np.full(n, -1, np.int64)  # description row -> row in this frame
     present = rows >= 0

@@ -12,13 +12,15 @@ import numpy as np
 
 from mocap4r2_control.frame import MocapFrame
 from mocap4r2_control.geometry import AxisChange
-from mocap4r2_control.rotation import quat_multiply, quat_rotate
+from mocap4r2_control.rotation import quat_from_axis_angle, quat_multiply, quat_rotate
 
 from ..simulated import scene as scene_module
 from . import protocol as nn
 from .protocol import FrameOfData, ModelDefinitions
 
 MARKER_SIZE = 0.014  # metres, a common passive marker
+ASSET_ID = 9  # the stand-in's asset (``--assets``)
+ASSET_TYPE_TRAINED_MARKERSET = 1
 #: the stand-in's IMU and GPIO items: layouts of its own (Motive's are not public; a client
 #: skips the sections by their size whatever they hold)
 IMU_ITEM = struct.Struct("<i6f")
@@ -37,9 +39,13 @@ class SceneStream:
         up_axis: str = "y",
         skeleton_coordinates: str = "global",
         future: bool = False,
+        rotational_offsets: bool = False,
+        assets: bool = False,
     ):
         self.scene = scene
         self.future = future  # a "future Motive": an unknown sized section in every frame
+        # a trained markerset (NatNet 4.1+ asset) made of the first rigid body and its markers
+        self.assets = assets and bool(scene.description.bodies)
         self.y_up = up_axis == "y"
         self.axes = AxisChange("+Y" if self.y_up else "+Z").inverse()  # Z-up scene -> stream
         self.local_bones = skeleton_coordinates == "local"
@@ -73,6 +79,18 @@ class SceneStream:
             parent_rows += [row_of.get(int(p), -1) for p in s.parent_ids]
             start += len(s.segment_ids)
         self.bone_parent_rows = np.asarray(parent_rows, dtype=np.int64)
+        # the bones' rest orientation relative to their parent (Z-up scene frame), as a
+        # Motive 3.2+ (bitstream 4.2) describes it: local bone rotations are streamed
+        # relative to it. Identity for an older Motive. Made up, deterministic, varied.
+        rows = np.arange(self.bone_ids.shape[0])
+        self.bone_rest = (
+            quat_from_axis_angle(
+                np.stack([0.3 + 0.0 * rows, 0.2 * (rows % 3), np.ones_like(rows, float)], axis=1),
+                0.15 * (1 + rows % 4),
+            )
+            if rotational_offsets
+            else np.tile([0.0, 0.0, 0.0, 1.0], (rows.shape[0], 1))
+        )
         self.generation = 0
 
     # ------------------------------------------------------------------ axes
@@ -111,15 +129,36 @@ class SceneStream:
                     marker_names=labels,
                 )
             )
+        first = 0  # row of the skeleton's first bone in the concatenated bone arrays
         for skeleton in desc.skeletons:
             offsets = self._positions(skeleton.offsets).astype(np.float32)
+            rest = self._orientations(self.bone_rest[first : first + len(skeleton.segment_ids)])
+            first += len(skeleton.segment_ids)
             bones = [
-                nn.RigidBodyDescription(name=str(n), id=int(i), parent_id=int(p), offset=offsets[r])
+                nn.RigidBodyDescription(
+                    name=str(n), id=int(i), parent_id=int(p), offset=offsets[r], orientation=rest[r]
+                )
                 for r, (n, i, p) in enumerate(
                     zip(skeleton.segment_names, skeleton.segment_ids, skeleton.parent_ids)
                 )
             ]
             defs.skeletons.append(nn.SkeletonDescription(skeleton.name, skeleton.id, bones))
+        if self.assets:
+            body = defs.rigid_bodies[0]
+            defs.assets.append(
+                nn.AssetDescription(
+                    f"{body.name}_markerset",
+                    ASSET_TYPE_TRAINED_MARKERSET,
+                    ASSET_ID,
+                    [body],
+                    [
+                        nn.MarkerDescription(name, member, position, MARKER_SIZE, 0)
+                        for member, (name, position) in enumerate(
+                            zip(body.marker_names, body.marker_positions), start=1
+                        )
+                    ],
+                )
+            )
         return defs
 
     # ------------------------------------------------------------------ frames
@@ -172,6 +211,11 @@ class SceneStream:
             gpio=nn.Opaque(0, 1, GPIO_ITEM.pack(k & 0xFF, 0)),
             extra_sections=[nn.Opaque(0, 2, FUTURE_SECTION_BYTES)] if self.future else [],
         )
+        if self.assets:  # the first body and its markers, as the asset's
+            first = int(offsets[1]) if nb else 0
+            asset_markers = lm[:first].copy()
+            asset_markers["id"] = nn.marker_id(ASSET_ID, self.marker_member[:first])
+            out.assets = [nn.AssetData(ASSET_ID, rb[:1].copy(), asset_markers)]
         skeletons = frame.skeletons
         if len(skeletons):
             seg = skeletons.segments
@@ -191,13 +235,16 @@ class SceneStream:
         return out
 
     def _to_parent_frames(self, pos: np.ndarray, quat: np.ndarray):
-        """World bone poses to poses relative to each bone's parent (roots stay world)."""
+        """World bone poses to poses relative to each bone's parent (roots stay world),
+        the rotation relative to the bone's rest orientation in its parent
+        (``bone_rest``: parent * rest * local = world)."""
         parents = self.bone_parent_rows
         child = parents >= 0
         p = parents[child]
-        inv = quat[p] * np.array([-1.0, -1.0, -1.0, 1.0])
+        conj = np.array([-1.0, -1.0, -1.0, 1.0])
+        inv = quat[p] * conj
         local_pos = pos.copy()
         local_quat = quat.copy()
         local_pos[child] = quat_rotate(inv, pos[child] - pos[p])
         local_quat[child] = quat_multiply(inv, quat[child])
-        return local_pos, local_quat
+        return local_pos, quat_multiply(self.bone_rest * conj, local_quat)

@@ -115,6 +115,8 @@ class ServerOptions:
     # test-only: a Motive newer than any known (advertises FUTURE_VERSION, adds an unknown
     # sized frame section and an unknown description type)
     future_motive: bool = False
+    # a trained markerset (a NatNet 4.1+ asset) made of the scene's first rigid body
+    assets: bool = False
     # what a network and the server's clock do to time (mocap4r2_drivers/impairment.py)
     impairment: TimeImpairment = TimeImpairment()
 
@@ -143,8 +145,14 @@ class NatNetSimulator:
                     f"the stand-in streams NatNet {nn.OLDEST_VERSION} to {nn.NEWEST_VERSION}, not {version}"
                 )
         scene = load_scene(options.scene, -1 if options.seed is None else options.seed, options.rate)
+        # a Motive 3.2+ (its own bitstream 4.2 or later) describes the bones' rotational offsets
         self.stream = SceneStream(
-            scene, options.up_axis, options.skeleton_coordinates, future=options.future_motive
+            scene,
+            options.up_axis,
+            options.skeleton_coordinates,
+            future=options.future_motive,
+            rotational_offsets=version.description_orientation,
+            assets=options.assets,
         )
         self.rate = scene.rate
         self.commands = MotiveCommands(self.stream, version, self.rate, future=options.future_motive)
@@ -443,6 +451,11 @@ def build_parser() -> argparse.ArgumentParser:
         "for (default 4.1, as Motive 3.1; 4.2 as Motive 3.2 and later)",
     )
     p.add_argument(
+        "--assets",
+        action="store_true",
+        help="stream an asset (a trained markerset, NatNet 4.1+) made of the scene's first rigid body",
+    )
+    p.add_argument(
         "--future-motive",
         action="store_true",
         help=f"(tests) stand for a Motive newer than any known: advertise NatNet {FUTURE_VERSION}, add an "
@@ -557,6 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         frames=args.frames,
         unicast_to=args.unicast_to,
         future_motive=args.future_motive,
+        assets=args.assets,
     )
     try:
         server = NatNetSimulator(options)

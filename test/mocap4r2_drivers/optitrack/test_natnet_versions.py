@@ -8,6 +8,7 @@ not read, its refusals, and the client's bitstream requests against the stand-in
 
 from __future__ import annotations
 
+import copy
 import logging
 import socket
 import struct
@@ -19,8 +20,10 @@ import pytest
 from support import CROSS_PROCESS_TIMEOUT as WAIT
 
 from mocap4r2_drivers.optitrack import protocol as nn
-from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
+from mocap4r2_drivers.optitrack.client import ClientConfig, FrameConverter, ModelIndex, NatNetClient
+from mocap4r2_drivers.optitrack.scene_stream import SceneStream
 from mocap4r2_drivers.optitrack.simulator import FUTURE_VERSION, NatNetSimulator, ServerOptions
+from mocap4r2_drivers.simulated.scene import Scene
 
 GROUP = "239.255.42.99"
 
@@ -510,3 +513,94 @@ def test_stand_in_unicast_serves_each_client_its_version(serve):
         frame_a = nn.decode_frame(answer(a, nn.encode_empty(nn.MessageId.KEEPALIVE), 7), nn.Version(4, 1))
         assert frame_a.skipped == () and len(frame_a.rigid_bodies) == 4
         assert srv.server.version == (4, 5)  # the server's own (multicast) version is untouched
+
+
+# ---------------------------------------------------------------------------- the rotational offset
+SKELETON_SCENE = {
+    "seed": 5,
+    "rate": 100.0,
+    "rigid_bodies": [
+        {"name": "drone1", "id": 1, "trajectory": {"type": "circle", "radius": 1.0, "period": 4.0}}
+    ],
+    "skeletons": [
+        {"name": "walker", "id": 7, "trajectory": {"type": "circle", "radius": 1.5, "period": 9.0}}
+    ],
+}
+
+
+@pytest.mark.parametrize("up_axis", ["y", "z"])
+def test_local_bones_compose_with_the_rotational_offset(up_axis):
+    """Motive 3.2+ (4.2) streams a local bone's rotation relative to its rest orientation
+    in its parent, which the description's quaternion gives: world = parent * offset *
+    local. The stand-in streams so; the converter gets the scene's world poses back, and
+    without the offset (read as identity) it would not."""
+    sc = Scene(dict(SKELETON_SCENE))
+    stream = SceneStream(sc, up_axis, "local", rotational_offsets=True)
+    version = nn.Version(4, 2)
+    defs = nn.decode_model_definitions(
+        nn.unpack(nn.encode_model_definitions(stream.model_definitions(), version))[1], version
+    )
+    bones = defs.skeletons[0].bones
+    assert not all(b.orientation.tolist() == [0, 0, 0, 1] for b in bones)
+    converter = FrameConverter(up_axis, "local")
+    converter.set_models(ModelIndex.build(defs))
+    no_offset = copy.deepcopy(defs)
+    for b in no_offset.skeletons[0].bones:
+        b.orientation = np.array([0, 0, 0, 1], np.float32)
+    naive = FrameConverter(up_axis, "local")
+    naive.set_models(ModelIndex.build(no_offset))
+    for k in (0, 31, 250):
+        truth = sc.frame(k).skeletons.segments
+        payload = nn.encode_frame_payload(stream.frame_of_data(k), version)
+        got = converter.convert(nn.decode_frame(payload, version)).skeletons.segments
+        np.testing.assert_allclose(got.positions, truth.positions, atol=2e-6)
+        np.testing.assert_allclose(got.orientations, truth.orientations, atol=2e-6)
+        wrong = naive.convert(nn.decode_frame(payload, version)).skeletons.segments
+        assert np.max(np.abs(wrong.orientations - truth.orientations)) > 0.05
+    # world (global) bones need no offset: the same models, global stream, same poses
+    world = SceneStream(sc, up_axis, "global", rotational_offsets=True)
+    converter = FrameConverter(up_axis, "global")
+    converter.set_models(ModelIndex.build(defs))
+    got = converter.convert(
+        nn.decode_frame(nn.encode_frame_payload(world.frame_of_data(9), version), version)
+    )
+    np.testing.assert_allclose(
+        got.skeletons.segments.orientations, sc.frame(9).skeletons.segments.orientations, atol=2e-6
+    )
+
+
+# ---------------------------------------------------------------------------- assets
+@pytest.mark.parametrize("version", ["4.1", "4.2", "4.5"])
+def test_asset_bodies_and_markers_are_published_and_nothing_else_is_lost(version):
+    """A trained markerset (asset): its rigid body is published as a body named
+    ``<asset>:<body>`` (id asset << 16 | body), its markers the labeled list lacks as
+    markers ``<asset>:<marker>``; every rigid body, marker and bone of the frame stays."""
+    version = nn.Version.parse(version)
+    sc = Scene(dict(SKELETON_SCENE))
+    stream = SceneStream(sc, "y", assets=True)
+    defs = nn.decode_model_definitions(
+        nn.unpack(nn.encode_model_definitions(stream.model_definitions(), version))[1], version
+    )
+    assert [(a.name, a.id, [b.name for b in a.rigid_bodies]) for a in defs.assets] == [
+        ("drone1_markerset", 9, ["drone1"])
+    ]
+    converter = FrameConverter("y")
+    converter.set_models(ModelIndex.build(defs))
+    plain = FrameConverter("y")
+    plain.set_models(ModelIndex.build(SceneStream(sc, "y").model_definitions()))
+    for k in (3, 77):
+        wire = stream.frame_of_data(k)
+        got = converter.convert(nn.decode_frame(nn.encode_frame_payload(wire, version), version))
+        got.check()
+        without = plain.convert(SceneStream(sc, "y").frame_of_data(k))
+        b = got.bodies
+        assert b.names == ("drone1", "drone1_markerset:drone1") and b.ids.tolist() == [1, 9 << 16 | 1]
+        np.testing.assert_array_equal(b.positions[1], b.positions[0])
+        np.testing.assert_array_equal(b.orientations[1], b.orientations[0])
+        n = len(without.markers)
+        assert got.markers.names[:n] == without.markers.names
+        np.testing.assert_array_equal(got.markers.positions[:n], without.markers.positions)
+        assert got.markers.names[n:] == tuple(f"drone1_markerset:marker{i}" for i in range(1, 5))
+        assert got.skeletons.names == without.skeletons.names == ("walker",)
+        np.testing.assert_array_equal(got.skeletons.segments.positions, without.skeletons.segments.positions)
+    assert not converter.unknown_ids

@@ -355,7 +355,7 @@ def encode_model_definitions(defs: ModelDefinitions, version: Version) -> bytes:
         w.floats(camera.position, 3, "camera position")
         w.floats(camera.orientation, 4, "camera orientation")
         datasets.append((DescriptorType.CAMERA, w.bytes()))
-    for asset in defs.assets:
+    for asset in defs.assets if version.assets else ():  # assets exist from 4.1 on
         w = _Writer()
         w.string(asset.name)
         w.int32(asset.asset_type)
