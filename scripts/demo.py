@@ -82,6 +82,20 @@ def start(cmd: list[str], log_dir: Path, label: str) -> subprocess.Popen:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def printed_panel_url(log: Path, timeout: float = 20.0) -> str | None:
+    """The URL the web panel printed in its log (it carries the panel's token), or None."""
+    import re
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            found = re.search(r"web_panel: open (\S+)", log.read_text(errors="replace"))
+            if found:
+                return found.group(1)
+        time.sleep(0.2)
+    return None
+
+
 def vehicle_answers(connection: str, timeout: float = 1.5) -> str | None:
     """The HEARTBEAT of an autopilot at ``connection`` ("system S, autopilot A"), or None.
     A vehicle listening on a UDP port answers only once it heard someone: send ours."""
@@ -438,8 +452,12 @@ def main(argv: list[str] | None = None) -> int:
             f"logs in {log_dir})"
         )
         if web_panel is not None:
+            # the URL the panel printed carries its token (required on loopback too)
+            web_url = printed_panel_url(log_dir / "web_panel.log")
             console.print(
-                f"web panel: open [bold]http://127.0.0.1:{web_port}/[/] (log: {log_dir}/web_panel.log)"
+                f"web panel: open [bold]{web_url}[/] (log: {log_dir}/web_panel.log)"
+                if web_url
+                else f"web panel: no URL printed yet on port {web_port}; see {log_dir}/web_panel.log"
             )
         systems = session.client.wait_for_systems(names=session_members, timeout=20)
         if "/sim/simulated_system" not in systems:
