@@ -62,6 +62,7 @@ setup(
         # verbs added to the `mocap4r2` command line
         "mocap4r2.commands": [
             "eval = mocap4r2_tools.eval_command:EvalCommand",
+            "calibrate = mocap4r2_tools.calibrate_command:CalibrateCommand",
             "export = mocap4r2_tools.recording_commands:ExportCommand",
             "recover = mocap4r2_tools.recording_commands:RecoverCommand",
             "sessions = mocap4r2_tools.recording_commands:SessionsCommand",

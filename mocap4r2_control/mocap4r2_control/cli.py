@@ -1,8 +1,8 @@
 """The `mocap4r2` command line (and `ros2 mocap4r2` where ros2cli is installed).
 
 Verbs: systems, start, stop, status, tui, plus verbs other packages register under the
-entry point group ``mocap4r2.commands`` (mocap4r2_tools adds ``eval``). A registered
-verb is a class with ``help``, ``add_arguments(parser)`` and ``main(args) -> int``.
+entry point group ``mocap4r2.commands`` (mocap4r2_tools adds ``eval``, ``calibrate``, ...).
+A registered verb is a class with ``help``, ``add_arguments(parser)`` and ``main(args) -> int``.
 """
 
 from __future__ import annotations

@@ -97,6 +97,13 @@ class Refined:
     scale_trans: float  # m
     evaluations: int
 
+    @property
+    def covariance_reported(self) -> FloatArray:
+        """The covariance scaled so its diagonal is ``sigma`` (the larger of the two)."""
+        scale = self.sigma / np.where(self.sigma_cov > 0, self.sigma_cov, 1.0)
+        out: FloatArray = self.covariance * np.outer(scale, scale)
+        return out
+
 
 @dataclass(frozen=True, eq=False)
 class _LinearisedA:
