@@ -266,7 +266,7 @@ def record_sim(impairment: dict[str, Any], seconds: float, directory: Path) -> R
 
     truth = directory / "sim_truth.csv"
     scene = _scene(directory, **impairment, truth_log=str(truth))
-    adapter = SimulatedAdapter(str(scene), seed=-1, rate=0.0, max_backlog=0)
+    adapter = SimulatedAdapter(scene=str(scene), seed=-1, rate=0.0, max_backlog=0)
     recording = _stream(adapter, seconds)
     recording.truth = read_truth_log(truth)
     return recording
@@ -372,18 +372,21 @@ def match_truth(recording: Recording) -> np.ndarray:
 
 def stamp_ways(recording: Recording) -> dict[str, np.ndarray]:
     from mocap4r2_control.clock_model import FrameStamper
+    from mocap4r2_control.timebase import ManualClock
 
-    stamper = FrameStamper("auto")
-    ours = [
-        stamper.stamp(a, lat, s, c, n)
-        for a, lat, s, c, n in zip(
-            recording.arrivals,
-            recording.latencies,
-            recording.system_times,
-            recording.capture_times,
-            recording.numbers,
-        )
-    ]
+    # replayed after the run: the clocks read what they read when each frame arrived
+    clock = ManualClock()
+    stamper = FrameStamper("auto", clock=clock)
+    ours = []
+    for a, lat, s, c, n in zip(
+        recording.arrivals,
+        recording.latencies,
+        recording.system_times,
+        recording.capture_times,
+        recording.numbers,
+    ):
+        clock.mono = a
+        ours.append(stamper.stamp(a, lat, s, c, n))
     arrival = np.asarray(recording.arrivals) - np.asarray(recording.latencies)
     min_offset = []
     lowest = math.inf
@@ -486,6 +489,7 @@ def model_cost_us(frames: int = 20000) -> tuple[float, float]:
     """CPU us per frame of FrameStamper('auto') on an impaired 1 kHz series, and of the
     arrival rule through the same call (the reference)."""
     from mocap4r2_control.clock_model import FrameStamper
+    from mocap4r2_control.timebase import ManualClock
 
     rng = np.random.default_rng(0)
     capture = 1.7e9 + np.arange(frames) / 1000.0
@@ -496,10 +500,14 @@ def model_cost_us(frames: int = 20000) -> tuple[float, float]:
     for source in ("auto", "arrival"):
         best = math.inf
         for _ in range(3):
-            stamp = FrameStamper(source).stamp
+            # the monotonic clock reads the arrival, as the node's clocks do when it stamps
+            clock = ManualClock()
+            stamp = FrameStamper(source, clock=clock).stamp
             t0 = time.process_time()
             for i in range(frames):
-                stamp(arrival[i], 0.0, system_l[i], None, i)
+                a = arrival[i]
+                clock.mono = a
+                stamp(a, 0.0, system_l[i], None, i)
             best = min(best, time.process_time() - t0)
         out.append(best / frames * 1e6)
     return out[0], out[1]

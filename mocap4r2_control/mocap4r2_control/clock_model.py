@@ -53,6 +53,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .timebase import HOST_OFFSET_CHECK_S, SYSTEM_CLOCK, HostClock, HostOffset
+
 LOG = logging.getLogger("mocap4r2.clock_model")
 
 TIME_SOURCES = ("auto", "system", "arrival")
@@ -62,7 +64,8 @@ TIME_SOURCES = ("auto", "system", "arrival")
 MIN_STAMP_STEP = 1e-6
 # frame numbers going back by more than this are a restart, not UDP reordering
 FRAME_RESTART_BACK = 16
-# the host clock going back by more than this (an NTP step) restarts the model
+# an arrival this far before the previous stamp, with no step of this stamper's clock
+# seen, comes from another clock that went back: the stamps follow it
 HOST_STEP_RESET_S = 0.05
 # transport delays kept for the p50/p99 of /diagnostics
 DELAY_HISTORY = 2048
@@ -94,6 +97,20 @@ class ClockModelSettings:
     # a correction larger than this is applied at once (a step): it is a clock change, not
     # envelope noise, and slewing it would keep the stamps that far off for a second or more
     step_s: float = 0.002
+    # the drift is also fitted on the lowest point of every drift_block_s over drift_window_s:
+    # a slope read over a minute is 8-15 times less sensitive to delivery jitter than one
+    # read over the 8 s window (20 ms mean exponential jitter: 432 ppm read for 100 ppm)
+    drift_block_s: float = 2.0
+    drift_window_s: float = 128.0
+    # a fitted drift is used only when its uncertainty (the envelope's noise over half the
+    # span of the points) is under this: a noisy envelope fits a slope of noise
+    drift_sigma_ppm: float = 100.0
+    # the system clock stepped back (by less than back_s: an NTP step of the server): the
+    # lowest point of each of the last step_back_blocks blocks lies more than
+    # max(step_back_min_s, step_back_noise x the blocks' usual lowest residual) above the line
+    step_back_blocks: int = 3
+    step_back_min_s: float = 0.4e-3
+    step_back_noise: float = 4.0
 
     def __post_init__(self) -> None:
         for name in ("slew_ppm", "step_s"):
@@ -106,43 +123,66 @@ class ClockModel:
     """System time -> host time, fitted on the lower envelope of the arrivals.
 
     ``update(system_time, host_time)`` takes the system's capture time of a frame and
-    the host time it arrived minus the latency the system reported (so what remains is
-    transport delay, never negative) and returns the estimated capture time on the host
-    clock. ``converged`` says whether that estimate should be used.
+    the time it arrived minus the latency the system reported (so what remains is
+    transport delay, never negative), both on a clock that never steps (the stamper feeds
+    it monotonic time), and returns the estimated capture time on that clock.
+    ``converged`` says whether that estimate should be used.
     """
 
     def __init__(self, settings: ClockModelSettings | None = None) -> None:
         self.settings = settings or ClockModelSettings()
         self.resets = 0
         self.last_reset_reason = ""
+        self.steps_back = 0  # system clock steps back under back_s, absorbed without a reset
+        self.last_step_back = ""
+        self.generation = 0  # counts every reset and step back: the stamper re-anchors on a change
         self.drift = 0.0  # host seconds per system second, minus 1
+        self.rejected_drift = 0.0  # the last drift fitted beyond max_drift_ppm (0.0: none)
         self._drift_known = False
+        self._block_residuals: deque[float] = deque(maxlen=40)
         self._start(0.0, 0.0, 0.0)
         self._started = False
 
     # ------------------------------------------------------------------ state
-    def _start(self, s: float, u: float, host: float) -> None:
+    def _start(self, s: float, u: float, host: float, keep_converged: bool = False) -> None:
         # the line: host - system = a + drift * (system - s_a)
         self._a = u
         self._s_a = s
         self._last_s = s
-        self._since = host
         self._started = True
-        self.converged = False
+        if not keep_converged:
+            self._since = host
+            self.converged = False
         # lowest point (s, u, residual) of the block being filled, and closed blocks (s, u, host end)
         self._block_end = host + self.settings.block_s
         self._block_best: tuple[float, float] | None = None
         self._block_best_r = math.inf
         self._blocks: deque[tuple[float, float, float]] = deque()
+        # the drift's longer view: lowest block point of every drift_block_s
+        self._long: deque[tuple[float, float, float]] = deque()
+        self._long_best: tuple[float, float] | None = None
+        self._long_end = host + self.settings.drift_block_s
         self._stall_since: float | None = None
+        self._block_residuals.clear()
 
     def reset(self, reason: str) -> None:
         """Forget the fit (the drift is kept: the oscillators are the same after a
         restart); the next point starts it again."""
         self.resets += 1
+        self.generation += 1
         self.last_reset_reason = reason
         self._started = False
         self.converged = False
+
+    def step_back(self, reason: str) -> None:
+        """The system clock stepped back: forget the points before it (the drift is kept)
+        and start the line again on the next point without leaving convergence."""
+        self.steps_back += 1
+        self.generation += 1
+        self.last_step_back = reason
+        self._restart_pending = True
+
+    _restart_pending = False
 
     @property
     def offset(self) -> float:
@@ -153,7 +193,13 @@ class ClockModel:
     def drift_ppm(self) -> float:
         """How much faster the system clock runs than the host's, ppm (the line's slope
         is host - system per system second, so a fast system clock makes it negative)."""
-        return -self.drift / (1.0 + self.drift) * 1e6
+        return _ppm(self.drift)
+
+    @property
+    def rejected_drift_ppm(self) -> float:
+        """The last drift fitted beyond ``max_drift_ppm`` (and so not used), ppm; 0.0 when
+        the last fit was within it."""
+        return _ppm(self.rejected_drift) if self.rejected_drift else 0.0
 
     def line(self, system_time: float) -> float:
         """The host time of ``system_time`` on the current line."""
@@ -170,6 +216,9 @@ class ClockModel:
         u = y - s
         if not self._started:
             self._start(s, u, y)
+        elif self._restart_pending:
+            self._restart_pending = False
+            self._start(s, u, y, keep_converged=True)
         elif s < self._last_s - cfg.back_s:
             self.reset(f"the system clock went back {self._last_s - s:.3f} s")
             self._start(s, u, y)
@@ -207,31 +256,91 @@ class ClockModel:
 
     def _close_block(self, host: float) -> None:
         cfg = self.settings
-        if self._block_best is not None:
-            s, u = self._block_best
-            self._blocks.append((s, u, host))
+        best = self._block_best
+        if best is not None:
+            self._blocks.append((best[0], best[1], host))
+            residuals = self._block_residuals
+            residuals.append(self._block_best_r)
+            if self._stepped_back(residuals):
+                return
+            long_best = self._long_best
+            if long_best is None or best[1] - long_best[1] < self.drift * (best[0] - long_best[0]):
+                self._long_best = best
         self._block_best = None
         self._block_best_r = math.inf
         self._block_end = host + cfg.block_s
+        if host >= self._long_end:
+            if self._long_best is not None:
+                self._long.append((self._long_best[0], self._long_best[1], host))
+            self._long_best = None
+            self._long_end = host + cfg.drift_block_s
+            while self._long and self._long[0][2] < host - cfg.drift_window_s:
+                self._long.popleft()
         blocks = self._blocks
         while blocks and blocks[0][2] < host - cfg.window_s:
             blocks.popleft()
         if blocks:
             self._refit(host)
 
+    def _stepped_back(self, residuals: deque[float]) -> bool:
+        """Whether the last blocks' lowest points all lie far above the line: the system
+        clock stepped back by less than back_s (the line then starts again on them)."""
+        cfg = self.settings
+        k = cfg.step_back_blocks
+        if not self.converged or len(residuals) < k:
+            return False
+        recent = list(residuals)[-k:]
+        lowest = min(recent)
+        earlier = sorted(list(residuals)[:-k])
+        usual = earlier[len(earlier) // 2] if earlier else 0.0
+        if lowest <= max(cfg.step_back_min_s, cfg.step_back_noise * usual):
+            return False
+        # a reader working off a backlog comes closer block after block; a clock that
+        # stepped back stays as far
+        if recent[-1] < recent[0] - 0.5 * lowest:
+            return False
+        blocks = list(self._blocks)[-k:]
+        self.steps_back += 1
+        self.generation += 1
+        self.last_step_back = f"the system clock went back {lowest * 1e3:.2f} ms"
+        drift = self.drift
+        s_a = blocks[-1][0]
+        self._s_a = s_a
+        self._a = min(u - drift * (s - s_a) for s, u, _ in blocks)
+        self._blocks = deque(blocks)
+        self._long.clear()
+        self._long_best = None
+        self._long_end = host_end = blocks[-1][2]
+        self._long_end = host_end + cfg.drift_block_s
+        residuals.clear()
+        self._block_best = None
+        self._block_best_r = math.inf
+        self._block_end = host_end + cfg.block_s
+        return True
+
     def _refit(self, host: float) -> None:
         cfg = self.settings
         blocks = self._blocks
-        span = blocks[-1][0] - blocks[0][0]
-        if span >= cfg.slope_span_s and len(blocks) >= 4:
-            fitted = _envelope_line(blocks)
-            if fitted is not None and abs(fitted[2]) <= cfg.max_drift_ppm * 1e-6:
-                self._s_a, self._a, self.drift = fitted
+        candidates = []
+        for points in (blocks, self._long):
+            if len(points) >= 8 and points[-1][0] - points[0][0] >= cfg.slope_span_s:
+                fitted = _envelope_line(points)
+                if fitted is not None:
+                    candidates.append(fitted)
+        best: tuple[float, float, float, float] | None = None
+        for s1, u1, slope, sigma in candidates:
+            if best is None or sigma < best[3]:
+                best = (s1, u1, slope, sigma)
+        if best is not None and best[3] <= cfg.drift_sigma_ppm * 1e-6:
+            if abs(best[2]) <= cfg.max_drift_ppm * 1e-6:
+                self.drift = best[2]
                 self._drift_known = True
-                return
-        # the offset only, under every point of the window (before the drift is fitted
-        # the points span at most slope_span_s: 100 ppm unfitted is at most 0.4 ms; a
-        # shorter window would follow a reader that fell behind for a second)
+                self.rejected_drift = 0.0
+            else:
+                self.rejected_drift = best[2]
+        # the offset under every point of the window with the drift known (before it is
+        # fitted the points span at most slope_span_s: 100 ppm unfitted is at most 0.4 ms;
+        # a shorter window would follow a reader that fell behind for a second)
         s_a = self._last_s
         a = math.inf
         drift = self.drift
@@ -241,9 +350,14 @@ class ClockModel:
             self._s_a, self._a = s_a, a
 
 
-def _envelope_line(points: deque[tuple[float, float, float]]) -> tuple[float, float, float] | None:
-    """(s_a, a, slope) of the lower convex hull's edge that spans the points' mean
-    system time: of all lines under every point, the one with the least total gap."""
+def _ppm(drift: float) -> float:
+    return -drift / (1.0 + drift) * 1e6
+
+
+def _envelope_line(points: deque[tuple[float, float, float]]) -> tuple[float, float, float, float] | None:
+    """(s_a, a, slope, sigma) of the lower convex hull's edge that spans the points' mean
+    system time (of all lines under every point, the one with the least total gap), and
+    the slope's uncertainty: the points. lower-quartile gap above that line over half their span."""
     hull: list[tuple[float, float]] = []
     total = 0.0
     for s, u, _ in points:
@@ -263,11 +377,27 @@ def _envelope_line(points: deque[tuple[float, float, float]]) -> tuple[float, fl
     if len(hull) < 2:
         return None
     mean = total / len(points)
+    edge = (hull[-2], hull[-1])
     for (s1, u1), (s2, u2) in zip(hull, hull[1:]):
         if s2 >= mean:
-            return s1, u1, (u2 - u1) / (s2 - s1)
-    (s1, u1), (s2, u2) = hull[-2], hull[-1]
-    return s1, u1, (u2 - u1) / (s2 - s1)
+            edge = ((s1, u1), (s2, u2))
+            break
+    (s1, u1), (s2, u2) = edge
+    slope = (u2 - u1) / (s2 - s1)
+    gaps = sorted(u - u1 - slope * (s - s1) for s, u, _ in points)
+    span = points[-1][0] - points[0][0]
+    sigma = gaps[len(gaps) // 2] / (0.5 * span) if span > 0 else math.inf
+    # the slope between the lowest points of either half must tell the same: a hull edge
+    # resting on two lucky points of a noisy envelope does not
+    half = len(points) // 2
+    first = min(
+        points[:half] if isinstance(points, list) else list(points)[:half], key=lambda p: p[1] - slope * p[0]
+    )
+    second = min(list(points)[half:], key=lambda p: p[1] - slope * p[0])
+    if second[0] > first[0]:
+        halves = (second[1] - first[1]) / (second[0] - first[0])
+        sigma = max(sigma, abs(halves - slope))
+    return s1, u1, slope, sigma
 
 
 class FrameStamper:
@@ -279,26 +409,49 @@ class FrameStamper:
       arrival rule and says so;
     * ``auto``: the clock model for frames with a system time, the arrival rule otherwise.
 
-    With ``auto`` and ``system`` a stamp never goes backwards and never lies after the
-    frame's arrival; the arrival rule is used until the model has converged and for
-    every frame whose system time is insane (counted and logged once per kind).
+    Whatever the source, a stamp never lies after the frame's arrival and moves forward by
+    at least MIN_STAMP_STEP from the previous one (tf2 drops a repeated stamp as
+    TF_REPEATED_DATA), except across a host clock stepped back. The one case where both
+    cannot hold is an arrival that did not advance MIN_STAMP_STEP past the previous stamp
+    (a clock read twice within a microsecond, which the node's per-frame reading never
+    does): the stamp then moves forward anyway. A latency that is negative or not finite
+    is refused by name (counted in ``bad_latency``, logged once) and taken as 0.
+
+    The model runs on the monotonic clock of ``clock``: ``arrival`` (on the host clock the
+    stamps are on, read by the caller) is mapped to it with :class:`HostOffset`, whose
+    cheap check per frame costs one monotonic reading; a host clock step is found at the
+    next frame, and the stamps are on the new host clock from then on while the model keeps
+    what it learnt. Until the model has converged the frames are stamped on the line
+    fitted so far (the system time plus the least delay seen: never after the arrival, and
+    spaced as the system clock says) or the adapter's ``capture_time``; frames whose system
+    time is insane are stamped by the arrival rule (counted and logged once per kind).
     Called from one thread; ``status`` may be read from another (plain values).
     """
 
-    def __init__(self, source: str = "auto", settings: ClockModelSettings | None = None) -> None:
+    def __init__(
+        self,
+        source: str = "auto",
+        settings: ClockModelSettings | None = None,
+        clock: HostClock | None = None,
+    ) -> None:
         if source not in TIME_SOURCES:
             raise ValueError(f"time_source must be one of {list(TIME_SOURCES)}, got {source!r}")
         self.source = source
         self.model = ClockModel(settings)
+        self.clock = clock if clock is not None else SYSTEM_CLOCK
+        self.host = HostOffset(self.clock)
+        self._monotonic = self.clock.monotonic
         self.in_use = "arrival" if source == "arrival" else "none yet"
         self.bad_system_time = 0
         self.bad_kinds: dict[str, int] = {}
-        self.host_clock_steps = 0
+        self.bad_latency = 0
+        self.host_clock_steps = 0  # steps of the host clock (either way) beyond HOST_STEP_S
         self.model_frames = 0
         # the mapping the stamps use: host - system at system time _applied_s, moving with
         # the model's drift and slewed toward its line (None until the model has converged)
         self._applied_offset: float | None = None
         self._applied_s = 0.0
+        self._generation = 0
         self._slew_rate = self.model.settings.slew_ppm * 1e-6  # s per system s
         self._step_s = self.model.settings.step_s
         self.correction = 0.0  # applied mapping minus the model's line at the newest frame, s
@@ -319,47 +472,90 @@ class FrameStamper:
         capture_time: float | None = None,
         frame_number: int = 0,
     ) -> float:
-        """The stamp of one frame, in host seconds."""
-        fallback = capture_time if capture_time is not None else arrival - latency
+        """The stamp of one frame, in seconds of the host clock ``arrival`` is on."""
+        if not 0.0 <= latency < math.inf:  # also NaN
+            latency = self._refuse_latency(latency)
         if self.source == "arrival":
-            return fallback
-        stamp = fallback
-        if arrival < self._last_stamp - HOST_STEP_RESET_S:
-            # the host clock stepped back: the model's host times are stale
-            self.model.reset("the host clock stepped back")
-            self._log_reset()
+            return self._bounded(capture_time if capture_time is not None else arrival - latency, arrival)
+        # arrival on the monotonic clock: the model's clock never steps
+        host_offset = self.host.offset
+        seen = arrival - self._monotonic()
+        if seen > host_offset + HOST_OFFSET_CHECK_S or seen < host_offset - HOST_OFFSET_CHECK_S:
+            host_offset = self._check_host()
         if system_time is None:
             if self.source == "system" and not self._warned_no_clock:
                 self._warned_no_clock = True
                 LOG.warning("time_source is 'system' but the system hands no clock: stamping on arrival")
             self.in_use = "arrival (no system time)"
+            return self._bounded(capture_time if capture_time is not None else arrival - latency, arrival)
+        last_frame = self._last_frame
+        if last_frame is not None and frame_number + FRAME_RESTART_BACK < last_frame:
+            self.model.reset(f"frame numbers restarted ({last_frame} -> {frame_number})")
+            self._log_reset()
+            self._last_system_time = None
+        self._last_frame = frame_number
+        problem = self._insane(system_time, frame_number)
+        if problem is not None:
+            self._count_bad(problem, system_time)
+            self.in_use = "arrival (system time insane)"
+            return self._bounded(capture_time if capture_time is not None else arrival - latency, arrival)
+        last_system = self._last_system_time
+        if (
+            last_system is not None
+            and last_system - self.model.settings.back_s <= system_time < last_system
+            and last_frame is not None
+            and frame_number > last_frame
+        ):
+            # a newer frame with an older system time: the system clock stepped back (a
+            # reordered frame is older in both); further back than back_s is a restart,
+            # which the model resets on
+            self.model.step_back(f"the system clock went back {(last_system - system_time) * 1e3:.2f} ms")
+        self._last_system_time = system_time
+        model = self.model
+        resets = model.resets
+        mono = arrival - host_offset
+        estimate = model.update(system_time, mono - latency)
+        if model.resets != resets:
+            self._log_reset()
+        if model.converged:
+            stamp = self._applied(system_time, estimate, mono) + host_offset
+            self.model_frames += 1
+            self.in_use = "system clock model"
+            self._delays[self._delay_count % DELAY_HISTORY] = mono - latency - estimate
+            self._delay_count += 1
         else:
-            if self._last_frame is not None and frame_number + FRAME_RESTART_BACK < self._last_frame:
-                self.model.reset(f"frame numbers restarted ({self._last_frame} -> {frame_number})")
-                self._log_reset()
-                self._last_system_time = None
-            self._last_frame = frame_number
-            problem = self._insane(system_time, frame_number)
-            if problem is not None:
-                self._count_bad(problem, system_time)
-                self.in_use = "arrival (system time insane)"
-            else:
-                self._last_system_time = system_time
-                resets = self.model.resets
-                estimate = self.model.update(system_time, arrival - latency)
-                if self.model.resets != resets:
-                    self._log_reset()
-                if self.model.converged:
-                    stamp = self._applied(system_time, estimate, arrival)
-                    self.model_frames += 1
-                    self.in_use = "system clock model"
-                    delay = arrival - latency - estimate
-                    self._delays[self._delay_count % DELAY_HISTORY] = delay
-                    self._delay_count += 1
-                else:
-                    self._applied_offset = None
-                    self.in_use = "arrival (clock model converging)"
+            self._applied_offset = None
+            self.in_use = "system clock model (converging: offset only)"
+            stamp = capture_time if capture_time is not None else estimate + host_offset
         return self._bounded(stamp, arrival)
+
+    def _check_host(self) -> float:
+        """A careful reading of host - monotonic; a step found moves the last stamp with it
+        (stamps go on from the new clock) and is counted and logged."""
+        step = self.host.check()
+        if step:
+            self.host_clock_steps += 1
+            self._last_stamp += step
+            if self.host_clock_steps <= 10 or self.host_clock_steps % 100 == 0:
+                LOG.warning(
+                    "the host clock stepped %+.6f s (step %d): stamps follow the new clock, the clock "
+                    "model is kept (it runs on the monotonic clock)",
+                    step,
+                    self.host_clock_steps,
+                )
+        return self.host.offset
+
+    def _refuse_latency(self, latency: float) -> float:
+        self.bad_latency += 1
+        if self.bad_latency == 1 or self.bad_latency % 1000 == 0:
+            LOG.warning(
+                "latency %r s refused (%s): a frame is never captured after it arrives; taken as 0 "
+                "(counted in /diagnostics bad_latency, %d so far)",
+                latency,
+                "negative" if latency < 0.0 else "not finite",
+                self.bad_latency,
+            )
+        return 0.0
 
     def _applied(self, system_time: float, estimate: float, arrival: float) -> float:
         """The stamp of a frame by the applied mapping, moved toward the model's line.
@@ -369,11 +565,14 @@ class FrameStamper:
         microseconds when the first arrivals all came late), a jump in every velocity
         computed from them. So the applied mapping follows the model's drift and closes
         the gap to the line by at most ``slew_ppm`` of the elapsed system time, as clock
-        disciplines slew; a gap beyond ``step_s`` (a clock change) is applied at once.
+        disciplines slew; a gap beyond ``step_s`` (a clock change) and a system clock the
+        model found stepped back are applied at once. ``arrival`` here is monotonic.
         """
         target = estimate - system_time
         applied = self._applied_offset
-        if applied is None:  # converged now: the line is all there is
+        generation = self.model.generation
+        if applied is None or generation != self._generation:  # (re)converged or stepped
+            self._generation = generation
             applied = target
         else:
             elapsed = system_time - self._applied_s
@@ -401,15 +600,22 @@ class FrameStamper:
         return system_time + applied
 
     def _bounded(self, stamp: float, arrival: float) -> float:
-        if arrival < self._last_stamp:
-            # the host clock went back (NTP): a stamp after arrival would be worse than one
-            # before the previous stamp
+        last = self._last_stamp
+        if arrival < last - HOST_STEP_RESET_S:
+            # the host clock went back further than any stamp can be from its arrival and
+            # no step was seen (a source of arrivals that is not this stamper's clock)
             self.host_clock_steps += 1
-            self._last_stamp = -math.inf
-        if not stamp <= arrival:  # also NaN from a vendor's latency
+            last = -math.inf
+        if not stamp <= arrival:  # also NaN
             stamp = arrival
-        if stamp < self._last_stamp + MIN_STAMP_STEP:
-            stamp = min(self._last_stamp + MIN_STAMP_STEP, arrival)
+        if stamp < last + MIN_STAMP_STEP:
+            if arrival < last and self.source == "arrival":
+                # the arrival rule reads no clock per frame: was the host clock stepped back?
+                self._check_host()
+                last = self._last_stamp
+            if stamp < last + MIN_STAMP_STEP:
+                # forward by at least 1 us, even past an arrival that did not advance as much
+                stamp = last + MIN_STAMP_STEP
         self._last_stamp = stamp
         return stamp
 
@@ -440,7 +646,7 @@ class FrameStamper:
         # a flapping clock must not flood the log: the first ten, then every hundredth
         if self._logged_resets <= 10 or self._logged_resets % 100 == 0:
             LOG.warning(
-                "clock reset %d: %s; stamping on arrival until the model converges again",
+                "clock reset %d: %s; stamping on the offset alone until the model converges again",
                 self.model.resets,
                 self.model.last_reset_reason,
             )
@@ -465,9 +671,22 @@ class FrameStamper:
             "bad_system_time": str(self.bad_system_time),
         }
         if self.source != "arrival" and model.converged:
-            out["clock_offset_s"] = f"{model.offset:.6f}"
+            # the model's offset is to the monotonic clock: reported against the host's
+            out["clock_offset_s"] = f"{model.offset + self.host.offset:.6f}"
             out["clock_drift_ppm"] = f"{model.drift_ppm:.2f}"
             out["clock_correction_ms"] = f"{self.correction * 1e3:.3f}"
+        if model.rejected_drift:
+            limit = model.settings.max_drift_ppm
+            out["clock_drift_beyond_gate_ppm"] = f"{model.rejected_drift_ppm:.2f}"
+            out["clock_drift_gate"] = (
+                f"fitted {model.rejected_drift_ppm:.2f} ppm, beyond the +-{limit:g} ppm gate: not used "
+                f"(stamps follow the last drift within it, {model.drift_ppm:.2f} ppm)"
+            )
+        if model.steps_back:
+            out["clock_steps_back"] = str(model.steps_back)
+            out["clock_last_step_back"] = model.last_step_back
+        if self.bad_latency:
+            out["bad_latency"] = str(self.bad_latency)
         if self.mapping_steps:
             out["clock_steps"] = str(self.mapping_steps)
         delays = self.delay_percentiles()
@@ -478,4 +697,5 @@ class FrameStamper:
             out["clock_last_reset"] = model.last_reset_reason
         if self.host_clock_steps:
             out["host_clock_steps"] = str(self.host_clock_steps)
+            out["host_clock_last_step_s"] = f"{self.host.last_step:+.6f}"
         return out

@@ -7,8 +7,9 @@ imports no ROS package at load time, so rclpy-free cores (offline evaluation) us
 
 from __future__ import annotations
 
+import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from builtin_interfaces.msg import Time
@@ -31,3 +32,119 @@ def time_msg(seconds: float | None = None) -> Time:
 def stamp_to_seconds(stamp: Any) -> float:
     """Seconds of a builtin_interfaces/Time (or anything with sec and nanosec)."""
     return float(stamp.sec + stamp.nanosec * 1e-9)
+
+
+# ---------------------------------------------------------------------------- clocks
+class HostClock(Protocol):
+    """The two clocks every stamping and time-sync path reads.
+
+    ``host()`` is the clock stamps are on (the host's system clock, or ROS time with
+    ``use_sim_time``): NTP, chrony or a resume from sleep step it. ``monotonic()`` never
+    steps: estimators run on it and map to ``host()`` when stamping, so a step of the host
+    clock moves the stamps to the new clock at once instead of corrupting what was learnt.
+    """
+
+    def host(self) -> float: ...
+
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    """``time.time`` and ``time.monotonic``."""
+
+    host = staticmethod(time.time)
+    monotonic = staticmethod(time.monotonic)
+
+
+SYSTEM_CLOCK = SystemClock()
+
+
+class NodeClock:
+    """A node's clock (ROS time: simulation time with ``use_sim_time``) and ``time.monotonic``."""
+
+    def __init__(self, node: Any) -> None:
+        clock = node.get_clock()
+        self._now = clock.now
+        self.monotonic = time.monotonic
+
+    def host(self) -> float:
+        return float(self._now().nanoseconds * 1e-9)
+
+
+def node_clock(node: Any) -> HostClock:
+    """The clock a node's stamps are on: the system clock, or ROS time with ``use_sim_time``."""
+    if node.get_parameter("use_sim_time").value:
+        return NodeClock(node)
+    return SYSTEM_CLOCK
+
+
+class ManualClock:
+    """Both clocks set by hand, for tests and benches that step the host clock: ``mono``
+    is the monotonic reading, ``offset`` what the host clock reads ahead of it."""
+
+    def __init__(self, mono: float = 0.0, offset: float = 0.0) -> None:
+        self.mono = mono
+        self.offset = offset
+
+    def host(self) -> float:
+        return self.mono + self.offset
+
+    def monotonic(self) -> float:
+        return self.mono
+
+
+# a host-minus-monotonic reading this far from the one known is checked with a careful read
+HOST_OFFSET_CHECK_S = 50e-6
+# a careful read this far from the known offset moves it; this far is counted as a step
+HOST_OFFSET_MOVE_S = 20e-6
+HOST_STEP_S = 1e-3
+# a careful read whose two host readings are further apart was interrupted: read again
+_CAREFUL_SPAN_S = 50e-6
+
+
+class HostOffset:
+    """``host() - monotonic()``, followed across steps of the host clock.
+
+    On Linux the two clocks run at the same (NTP-disciplined) rate, so their difference
+    changes only when the host clock is stepped (NTP/chrony step, settimeofday, resume).
+    Callers compare a cheap reading (a host time they already hold minus a monotonic
+    reading taken after it: never more than the true offset) with ``offset`` and call
+    :meth:`check` only when it is off by more than ``HOST_OFFSET_CHECK_S``; ``check`` reads
+    both clocks back to back (host, monotonic, host) so that a reader delayed between its
+    two readings is not taken for a step. Not thread-safe: one owner.
+    """
+
+    def __init__(self, clock: HostClock) -> None:
+        self.clock = clock
+        self.steps = 0
+        self.last_step = 0.0
+        self.offset = self.read()
+
+    def read(self) -> float:
+        """Host minus monotonic time from back-to-back readings (the least interrupted of three)."""
+        host, mono = self.clock.host, self.clock.monotonic
+        best_span = math.inf
+        best = 0.0
+        for _ in range(3):
+            w1 = host()
+            m = mono()
+            w2 = host()
+            span = w2 - w1
+            if 0.0 <= span < best_span:
+                best_span, best = span, 0.5 * (w1 + w2) - m
+            if 0.0 <= span < _CAREFUL_SPAN_S:
+                break
+        return best
+
+    def check(self) -> float:
+        """Read carefully; the step of the host clock found (0.0: none beyond HOST_STEP_S)."""
+        careful = self.read()
+        moved = careful - self.offset
+        if -HOST_OFFSET_MOVE_S <= moved <= HOST_OFFSET_MOVE_S:
+            return 0.0
+        self.offset = careful
+        if moved >= HOST_STEP_S or moved <= -HOST_STEP_S:
+            self.steps += 1
+            self.last_step = moved
+            return moved
+        return 0.0
