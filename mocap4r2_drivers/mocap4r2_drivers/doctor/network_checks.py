@@ -23,12 +23,17 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .report import Check, failed, passed, warned
+from .report import Check, failed, noted, passed, skipped, warned
 
 AREA = "network"
 SYS_NET = Path("/sys/class/net")
 _SIOCGIFADDR = 0x8915
 _SIOCGIFNETMASK = 0x891B
+_IFF_LOOPBACK = 0x8  # /sys/class/net/<name>/flags: the kernel's loopback device
+# operstates (RFC 2863, as the kernel reports them) of an interface that passes no traffic
+# now, and of one whose driver does not say
+LINK_DOWN = ("down", "lowerlayerdown", "notpresent")
+LINK_UNREPORTED = ("unknown", "")
 IP_UDP_HEADERS = 28  # IPv4 (20) + UDP (8): what a datagram adds to its payload on the wire
 COMMAND_TIMEOUT = 2.0  # longest an external command may take
 
@@ -43,6 +48,7 @@ class Interface:
     mtu: int
     wireless: bool
     operstate: str = "unknown"  # /sys/class/net/<name>/operstate: up, down, unknown (lo), ...
+    loopback: bool = False  # the kernel's loopback device: no link at all
 
     @property
     def network(self) -> ipaddress.IPv4Network:
@@ -86,7 +92,11 @@ def local_interfaces(sys_net: Path = SYS_NET) -> list[Interface]:
                 operstate = (sys_net / name / "operstate").read_text().strip()
             except OSError:
                 operstate = "unknown"
-            out.append(Interface(name, address, prefix, mtu, wireless, operstate))
+            try:
+                loopback = bool(int((sys_net / name / "flags").read_text(), 16) & _IFF_LOOPBACK)
+            except (OSError, ValueError):
+                loopback = name == "lo"
+            out.append(Interface(name, address, prefix, mtu, wireless, operstate, loopback))
     return out
 
 
@@ -145,20 +155,35 @@ def check_route(server: str, route: Route | None, error: str = "") -> Check:
 
 
 def check_link(interface: Interface | None) -> Check:
-    """The interface that reaches the server must have its link up (a cable, a switch)."""
+    """The interface that reaches the server must have its link up (a cable, a switch).
+
+    Only "up" is a PASS. Loopback has no link (INFO), and a driver that reports no link
+    state ("unknown": tunnels, some virtual NICs) leaves it untold (SKIP), never a PASS."""
     if interface is None:
         return warned(
             "link of the interface to the server", "the interface is unknown", "fix the route", AREA
         )
-    title = f"link of {interface.name}"
-    if interface.operstate in ("down", "lowerlayerdown", "notpresent"):
+    name, state = interface.name, interface.operstate
+    title = f"link of {name}"
+    if interface.loopback:
+        return noted(title, f"{name} is the loopback interface: the server is this machine, no link", AREA)
+    if state in LINK_DOWN:
         return failed(
             title,
-            f"{interface.name} is {interface.operstate}: no link",
-            f"plug the cable, check the switch port; `ip link set {interface.name} up` if switched off",
+            f"{name} is {state}: no link",
+            f"plug the cable, check the switch port; `ip link set {name} up` if switched off",
             AREA,
         )
-    return passed(title, f"{interface.name} is {interface.operstate}", AREA)
+    if state in LINK_UNREPORTED:
+        return skipped(
+            title,
+            f"{name}'s driver reports its link state as {state or 'nothing'}: it cannot be told here",
+            "look at the port's link light, or `ethtool " + name + "` (Link detected)",
+            AREA,
+        )
+    if state != "up":  # dormant (e.g. waiting for 802.1X), testing
+        return warned(title, f"{name} is {state}: it passes no traffic yet", f"`ip link show {name}`", AREA)
+    return passed(title, f"{name} is up", AREA)
 
 
 def check_subnet_interfaces(server: str, interfaces: list[Interface], route: Route | None) -> Check:
@@ -236,7 +261,7 @@ def check_multicast(group: str, joining: str, joining_dev: str, kernel_route: Ro
             f" (a program joining without naming an interface would listen on {kernel_route.dev}; "
             "the driver names it)"
         )
-    return passed(title, evidence, AREA)
+    return noted(title, evidence, AREA)  # where it is joined; the frames check says if data comes
 
 
 def check_mtu(frame_bytes: int, interface: Interface | None) -> Check:

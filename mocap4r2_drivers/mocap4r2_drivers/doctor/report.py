@@ -11,11 +11,15 @@ from rich.table import Table
 
 
 class Status(StrEnum):
-    """PASS: works. WARN: works now but is fragile or cannot be told. FAIL: no data."""
+    """PASS: checked, and it works. WARN: works now but is fragile. FAIL: no data.
+    INFO: shown for the reader, nothing to judge (the RMW in use, loopback's link).
+    SKIP: could not be checked here (the evidence says why); never counted as a PASS."""
 
     PASS = "PASS"
     WARN = "WARN"
     FAIL = "FAIL"
+    INFO = "INFO"
+    SKIP = "SKIP"
 
 
 @dataclass(frozen=True)
@@ -44,12 +48,28 @@ def failed(title: str, evidence: str, fix: str, area: str = "") -> Check:
     return Check(Status.FAIL, title, evidence, fix, area)
 
 
+def noted(title: str, evidence: str, area: str = "") -> Check:
+    """Worth showing, but nothing was judged: no PASS where nothing was checked."""
+    return Check(Status.INFO, title, evidence, "", area)
+
+
+def skipped(title: str, why: str, fix: str = "", area: str = "") -> Check:
+    """It could not be checked here; ``why`` says what was missing."""
+    return Check(Status.SKIP, title, why, fix, area)
+
+
 def exit_code(checks: Sequence[Check]) -> int:
     """1 when any check failed, else 0."""
     return 1 if any(c.status is Status.FAIL for c in checks) else 0
 
 
-_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
+_STYLE = {
+    Status.PASS: "green",
+    Status.WARN: "yellow",
+    Status.FAIL: "bold red",
+    Status.INFO: "blue",
+    Status.SKIP: "dim",
+}
 
 
 def as_table(checks: Sequence[Check]) -> Table:

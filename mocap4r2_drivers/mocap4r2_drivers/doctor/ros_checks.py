@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .report import Check, failed, passed, warned
+from .report import Check, failed, noted, passed, warned
 
 AREA = "ros"
 # topic types whose publishers and subscribers are compared
@@ -58,16 +58,17 @@ def check_environment(env: Mapping[str, str], rmw: str) -> list[Check]:
         )
     elif discovery.upper() in ("LOCALHOST", "OFF") or localhost_only == "1":
         out.append(
-            passed(
+            noted(
                 "discovery range",
                 evidence + ": only this machine's nodes are seen (a system on another machine is not)",
                 AREA,
             )
         )
     else:
-        out.append(passed("discovery range", evidence, AREA))
+        out.append(noted("discovery range", evidence, AREA))
+    # which RMW is right depends on the other machines: shown, not judged
     out.append(
-        passed(
+        noted(
             "RMW implementation",
             f"{rmw} (RMW_IMPLEMENTATION={env.get('RMW_IMPLEMENTATION', 'unset')}): every machine "
             "must use the same one",

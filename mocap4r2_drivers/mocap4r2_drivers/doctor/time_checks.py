@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
-from .report import Check, passed, warned
+from .report import Check, noted, passed, warned
 
 AREA = "time"
 STA_UNSYNC = 0x0040
@@ -97,10 +97,10 @@ def check_clock_model(system: str, values: Mapping[str, str]) -> Check:
     """A system's clock model as its /diagnostics report it (clock_model.py's keys)."""
     title = f"clock model of {system}"
     if "clock_converged" not in values:
-        return passed(title, "this system reports no clock model (stamped on arrival)", AREA)
+        return noted(title, "this system reports no clock model (stamped on arrival)", AREA)
     if values.get("clock_converged") != "True":
         source = values.get("time_source_in_use", "?")
-        return passed(title, f"not in use or not converged yet (stamps: {source})", AREA)
+        return noted(title, f"not in use or not converged yet (stamps: {source})", AREA)
     offset = float(values.get("clock_offset_s", "nan"))
     drift = float(values.get("clock_drift_ppm", "nan"))
     resets = values.get("clock_resets", "0")

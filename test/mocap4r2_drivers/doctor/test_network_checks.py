@@ -73,10 +73,23 @@ def test_local_address_on_the_wrong_interface():
 
 
 def test_link_state():
-    assert check_link(Interface("lo", "127.0.0.1", 8, 65536, False, "unknown")).status is Status.PASS
+    up = check_link(Interface("eth0", "192.168.1.10", 24, 1500, False, "up"))
+    assert up.status is Status.PASS and "eth0 is up" in up.evidence
     unplugged = check_link(Interface("eth0", "192.168.1.10", 24, 1500, False, "down"))
     assert unplugged.status is Status.FAIL and "eth0 is down" in unplugged.evidence
     assert "ip link set eth0 up" in unplugged.fix
+
+
+def test_a_link_state_nobody_reports_is_no_pass():
+    """The kernel reports lo's operstate as "unknown" (it has no link); the doctor showed
+    "link of lo: lo is unknown" as a PASS, where nothing was checked."""
+    lo = next(i for i in local_interfaces() if i.name == "lo")  # as the kernel reports it
+    check = check_link(lo)
+    assert check.status.value != "PASS", check
+    assert check.status.value == "INFO" and "loopback" in check.evidence, check
+    # an interface whose driver does not report its link: it cannot be told here
+    tunnel = check_link(Interface("tun0", "10.8.0.2", 24, 1500, False, "unknown"))
+    assert tunnel.status.value == "SKIP" and "tun0" in tunnel.evidence and "unknown" in tunnel.evidence
 
 
 def test_mtu_against_frame_size():

@@ -27,7 +27,7 @@ def test_host_clock_states():
 
 def test_clock_model_from_the_stampers_own_keys():
     keys = FrameStamper("auto").status()  # what system_node publishes before convergence
-    assert check_clock_model("/opti", keys).status is Status.PASS
+    assert check_clock_model("/opti", keys).status is Status.INFO  # nothing to judge yet
     assert "not in use or not converged" in check_clock_model("/opti", keys).evidence
     converged = {**keys, "clock_converged": "True", "clock_offset_s": "0.001200", "clock_drift_ppm": "3.10"}
     check = check_clock_model("/opti", converged)
