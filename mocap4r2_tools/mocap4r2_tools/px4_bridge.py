@@ -143,6 +143,14 @@ LOSS_REASONS = {
 # s: how long a thread waiting for the interpreter lock waits at most (see __init__)
 GIL_SWITCH_INTERVAL = 0.0002
 
+SIM_TIME_REFUSED = (
+    "use_sim_time is true: refused. time_usec would be simulation time (the stamps of "
+    "rigid_bodies) while the bridge answers PX4's TIMESYNC on the host's system clock, so PX4 "
+    "would convert every sample by the difference of the two clocks; nothing is sent. Run "
+    "px4_bridge with use_sim_time false (PX4 SITL in lockstep takes the simulation's time from "
+    "its own simulator link, not from this bridge)"
+)
+
 ATT_POS_MOCAP_WARNING = (
     "message att_pos_mocap: PX4's EKF2 ignores ATT_POS_MOCAP; use odometry "
     "(or vision_position_estimate) for the vehicle to fuse the pose"
@@ -190,7 +198,13 @@ class Px4BridgeNode(ToolNode):
             self.create_subscription(Odometry, cfg["velocity_topic"], self._on_velocity, qos)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_timer(cfg["diagnostics_period"], self._publish_diagnostics)
-        self._worker.start()
+        # the two clocks of a sample must agree: time_usec's (ROS time) and TIMESYNC's (the
+        # host's system clock); with simulation time they do not
+        self._refused = SIM_TIME_REFUSED if self.get_parameter("use_sim_time").value else ""
+        if self._refused:
+            logger.error(self._refused)
+        else:
+            self._worker.start()
         self.mark_ready()
         if not self.body:
             logger.error("parameter body is empty: set it to the rigid body on the vehicle")
@@ -239,6 +253,8 @@ class Px4BridgeNode(ToolNode):
         )
 
     def _on_bodies(self, msg: RigidBodies) -> None:
+        if self._refused:
+            return
         now = time.monotonic()
         reading = self._followed.read(msg, self.body, now)
         if reading.status == FollowedBody.STALE:
@@ -278,7 +294,9 @@ class Px4BridgeNode(ToolNode):
         status.name = f"{self.get_fully_qualified_name()}: {self.body or '(no body)'}"
         status.hardware_id = str(self._connection)
         lost_for = gate.lost_for(now)
-        if not self.body:
+        if self._refused:
+            level, text = DiagnosticStatus.ERROR, self._refused
+        elif not self.body:
             level, text = DiagnosticStatus.ERROR, "parameter body is empty"
         elif worker.state != "connected":
             level, text = DiagnosticStatus.ERROR, f"vehicle not connected: {worker.reason}; retrying"

@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mocap4r2_control.timebase import HOST_OFFSET_CHECK_S, SYSTEM_CLOCK, HostClock, HostOffset
+
 from .frames import quat_to_euler_frd, wxyz
 from .stream import VisionSample
 from .timesync import DelayWindow, TimesyncPeer
@@ -158,10 +160,17 @@ class PymavlinkLink(Link):
 
     backend = "pymavlink"
 
-    def __init__(self, connection: Connection, system_id: int, component_id: int):
+    def __init__(
+        self, connection: Connection, system_id: int, component_id: int, clock: HostClock | None = None
+    ):
         self.connection = connection
         self.system_id = system_id
         self.component_id = component_id
+        # TIMESYNC is answered on the host clock (time_usec's clock); a step of it is
+        # found against the monotonic clock and told to the peer, which drops its
+        # readings and follows PX4's reaction (Px4TimesyncState)
+        self.clock = clock if clock is not None else SYSTEM_CLOCK
+        self._host_offset = HostOffset(self.clock)
         self._conn: Any = None
         self._send_lock = threading.Lock()  # the reader thread answers TIMESYNC while samples go out
         self._closing = threading.Event()
@@ -227,7 +236,7 @@ class PymavlinkLink(Link):
                     break
                 msg = None
                 time.sleep(0.005)  # a port that keeps failing must not spin a core
-            arrival_ns = time.time_ns()
+            arrival_ns = self._host_ns()
             if msg is not None:
                 kind = msg.get_type()
                 if kind == "TIMESYNC":
@@ -244,15 +253,26 @@ class PymavlinkLink(Link):
                 and time.monotonic() - self._last_request >= TIMESYNC_REQUEST_PERIOD
             ):
                 self._last_request = time.monotonic()
-                request = self.peer.request(time.time_ns())
+                request = self.peer.request(self._host_ns())
                 self._send_timesync(request.tc1, request.ts1)
+
+    def _host_ns(self) -> int:
+        clock = self.clock
+        return time.time_ns() if clock is SYSTEM_CLOCK else round(clock.host() * 1e9)
 
     def _on_timesync(self, msg: Any, arrival_ns: int) -> None:
         try:
             tc1, ts1 = int(msg.tc1), int(msg.ts1)
         except (TypeError, ValueError):
             return
-        reply = self.peer.on_timesync(tc1, ts1, arrival_ns, time.time_ns())
+        offset = self._host_offset
+        seen = arrival_ns * 1e-9 - self.clock.monotonic()
+        if abs(seen - offset.offset) > HOST_OFFSET_CHECK_S:
+            step = offset.check()
+            if step:
+                self.peer.host_stepped(round(step * 1e9))
+                arrival_ns = self._host_ns()  # read on the old clock: read again
+        reply = self.peer.on_timesync(tc1, ts1, arrival_ns, self._host_ns())
         if reply is not None:
             self._send_timesync(reply.tc1, reply.ts1)
 
@@ -320,6 +340,8 @@ class PymavlinkLink(Link):
         return {
             "timesync": "answered by the bridge (host system clock)",
             "timesync_converged": str(peer.vehicle_converged).lower(),
+            "px4_timesync": peer.px4_state(),
+            "host_clock_steps": str(self._host_offset.steps),
             "timesync_requests_answered": str(peer.requests_answered),
             "timesync_rtt_ms": f"{rtt:.3f}" if rtt is not None else "",
             "timesync_offset_s": f"{offset:.6f}" if offset is not None else "",

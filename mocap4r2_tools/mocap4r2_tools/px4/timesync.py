@@ -23,6 +23,7 @@ reader or sender, and /diagnostics): a lock keeps the readings whole.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -33,6 +34,17 @@ import numpy as np
 MAX_RTT_NS = 10_000_000
 # ... and this many used answers make PX4's filter converge
 PX4_CONVERGENCE_ANSWERS = 500
+# ... an answer this far off a converged estimate is skipped, and more than this many such
+# answers in a row reset the filter (a time jump of the companion)
+PX4_MAX_DEVIATION_NS = 100_000_000
+PX4_MAX_CONSECUTIVE_HIGH_DEVIATION = 5
+# the filter's gains, from INITIAL to FINAL over the convergence window (Timesync.hpp)
+PX4_GAIN_INITIAL = 0.05
+PX4_GAIN_FINAL = 0.003
+# PX4 converts time_usec well enough for EKF2 while its estimate is within this of the
+# offset its answers show; a host clock step under PX4's 100 ms deviation leaves its
+# estimate off for tens of seconds (the final gain is 0.3 % per answer)
+PX4_FOLLOWING_TOLERANCE_NS = 1_000_000
 # how many of our own requests we remember while waiting for their answers
 _OUTSTANDING = 64
 # The vehicle's offset is estimated from the used answers of this recent span only: a
@@ -51,6 +63,142 @@ class TimesyncReply:
 
     tc1: int
     ts1: int
+
+
+class Px4TimesyncState:
+    """What PX4's timesync filter is doing, predicted from the answers we send it.
+
+    PX4 (``src/lib/timesync/Timesync.cpp``) estimates its offset to the companion from
+    our answers: each gives ``(ts1 + now) / 2 - tc1``; answers with a round trip of
+    10 ms or more are dropped; the first 500 used answers converge the estimate
+    (double exponential smoothing, gains 0.05 -> 0.003); once converged an answer more
+    than 100 ms off the estimate is skipped and more than 5 of those in a row reset the
+    filter, which converges again over 500 answers (50 s at PX4's 10 Hz). Until it has
+    converged PX4 stamps every sample on its arrival. A reboot of the vehicle starts a
+    new filter, and its boot clock (the ``ts1`` of its requests) starts again near 0.
+
+    This class runs the same rules on what the bridge knows: the vehicle's request
+    stamp, the answer's ``tc1`` and round trip (the link's round trip measured on our own
+    requests, plus how long we held the request). It does not copy PX4's filter; its
+    converged flag is PX4's as far as the bridge can know it, and ``reason`` says why
+    PX4 is not converting ``time_usec`` when it is not. Pure: clocks are integers (ns).
+    """
+
+    def __init__(self) -> None:
+        self.resets = 0
+        self.reboots = 0
+        self.reason = "no answer sent yet"
+        self._last_ts1: int | None = None
+        self._host_step_ns = 0
+        self._start()
+
+    def _start(self) -> None:
+        self.sequence = 0
+        self._estimate = 0.0
+        self._skew = 0.0
+        self._high_deviation = 0
+        self._recent: deque[float] = deque(maxlen=16)
+
+    def _reset(self, reason: str) -> None:
+        self.resets += 1
+        self.reason = reason
+        self._start()
+
+    def on_request(self, ts1: int) -> None:
+        """A request of the vehicle: its boot clock going back is a reboot."""
+        last = self._last_ts1
+        self._last_ts1 = ts1
+        if last is not None and ts1 < last:
+            self.reboots += 1
+            self._host_step_ns = 0
+            self._reset(
+                f"the vehicle rebooted (its boot clock went from {last * 1e-9:.3f} s to {ts1 * 1e-9:.3f} s): "
+                "a new filter converges over 500 answers"
+            )
+
+    def host_stepped(self, step_ns: int) -> None:
+        """The host clock (the clock of our answers) stepped by ``step_ns``: PX4's
+        estimate is off by that much from the next answer on, until it resets or follows."""
+        self._host_step_ns = step_ns
+        self._recent.clear()
+        if abs(step_ns) > PX4_MAX_DEVIATION_NS:
+            self.reason = (
+                f"the host clock stepped {step_ns * 1e-9:+.3f} s: PX4 resets its filter after "
+                f"{PX4_MAX_CONSECUTIVE_HIGH_DEVIATION + 1} answers that far off, then converges again"
+            )
+        else:
+            self.reason = (
+                f"the host clock stepped {step_ns * 1e-6:+.3f} ms: under PX4's 100 ms it is not "
+                "reset, and its estimate follows at 0.3 % per answer"
+            )
+
+    def on_answer(self, tc1: int, ts1: int, round_trip_ns: int) -> None:
+        """Our answer (``tc1``) to the request stamped ``ts1``, which PX4 receives
+        ``round_trip_ns`` after it sent the request."""
+        if round_trip_ns >= MAX_RTT_NS:
+            return
+        observed = ts1 + round_trip_ns / 2 - tc1  # PX4's clock minus ours, as PX4 computes it
+        self._recent.append(observed)
+        converged = self.sequence >= PX4_CONVERGENCE_ANSWERS
+        if converged and abs(observed - self._estimate) > PX4_MAX_DEVIATION_NS:
+            self._high_deviation += 1
+            if self._high_deviation > PX4_MAX_CONSECUTIVE_HIGH_DEVIATION:
+                step = self._host_step_ns
+                self._host_step_ns = 0
+                self._reset(
+                    (
+                        f"the host clock stepped {step * 1e-9:+.3f} s"
+                        if step
+                        else "the companion's clock jumped"
+                    )
+                    + f": PX4 reset its filter ({PX4_MAX_CONSECUTIVE_HIGH_DEVIATION + 1} answers more than "
+                    "100 ms off its estimate) and converges again over 500 answers"
+                )
+            return
+        if converged:
+            gain = PX4_GAIN_FINAL
+        else:
+            progress = self.sequence / PX4_CONVERGENCE_ANSWERS
+            weight = 1.0 - math.exp(0.5 * (1.0 - 1.0 / (1.0 - progress)))
+            gain = weight * PX4_GAIN_FINAL + (1.0 - weight) * PX4_GAIN_INITIAL
+        if self.sequence == 0:
+            self._estimate = observed
+        else:
+            previous = self._estimate
+            self._estimate = gain * observed + (1.0 - gain) * (self._estimate + self._skew)
+            self._skew = gain * (self._estimate - previous) + (1.0 - gain) * self._skew
+        self.sequence += 1
+        self._high_deviation = 0
+
+    @property
+    def lag_ns(self) -> float:
+        """PX4's estimate minus the offset its recent answers show (what a converted
+        ``time_usec`` is off by), ns; 0.0 before any answer."""
+        if not self._recent:
+            return 0.0
+        recent = sorted(self._recent)
+        return self._estimate - recent[len(recent) // 2]
+
+    @property
+    def converged(self) -> bool:
+        """Whether PX4 converts ``time_usec`` to the capture time on its clock."""
+        return self.sequence >= PX4_CONVERGENCE_ANSWERS and abs(self.lag_ns) <= PX4_FOLLOWING_TOLERANCE_NS
+
+    @property
+    def stamping_on_arrival(self) -> bool:
+        """Whether PX4 stamps every sample with its arrival (its filter not converged)."""
+        return self.sequence < PX4_CONVERGENCE_ANSWERS
+
+    def describe(self) -> str:
+        """One line for /diagnostics."""
+        if self.stamping_on_arrival:
+            return (
+                f"PX4 stamps samples on arrival: its timesync has {self.sequence} of "
+                f"{PX4_CONVERGENCE_ANSWERS} answers ({self.reason})"
+            )
+        if not self.converged:
+            return f"PX4 converts time_usec {self.lag_ns * 1e-6:+.1f} ms off ({self.reason})"
+        return "PX4 converts time_usec to its clock"
 
 
 class TimesyncPeer:
@@ -74,6 +222,14 @@ class TimesyncPeer:
         # trip on our clock, round trip, vehicle's clock minus ours), ns
         self._samples: deque[tuple[int, int, int]] = deque(maxlen=window)
         self._lock = threading.Lock()
+        self.px4 = Px4TimesyncState()
+
+    def host_stepped(self, step_ns: int) -> None:
+        """The bridge's host clock stepped: the readings on the old clock are dropped."""
+        with self._lock:
+            self._samples.clear()
+            self._outstanding.clear()
+            self.px4.host_stepped(step_ns)
 
     def request(self, now_ns: int) -> TimesyncReply:
         with self._lock:
@@ -90,9 +246,14 @@ class TimesyncPeer:
             # the request took to arrive, and places our tc1 midway between its send and
             # receive times: so tc1 is the middle of the time we held the request.
             self.requests_answered += 1
-            if now_ns - arrival_ns < MAX_RTT_NS:
+            hold = now_ns - arrival_ns
+            if hold < MAX_RTT_NS:
                 self.requests_answered_fast += 1
-            return TimesyncReply((arrival_ns + now_ns) // 2, ts1)
+            reply = TimesyncReply((arrival_ns + now_ns) // 2, ts1)
+            self.px4.on_request(ts1)
+            link = self._link_rtt_ns()
+            self.px4.on_answer(reply.tc1, ts1, hold + link)
+            return reply
         if tc1 < 0 or ts1 <= 0 or ts1 not in self._outstanding:
             self.ignored += 1
             return None
@@ -113,6 +274,11 @@ class TimesyncPeer:
         while samples[0][0] < middle - self._window_ns:
             samples.popleft()
         return None
+
+    def _link_rtt_ns(self) -> int:
+        """The link's round trip (the shortest of our recent used answers), ns; 0 before any."""
+        samples = self._samples
+        return min(rtt for _, rtt, _ in samples) if samples else 0
 
     @property
     def rtt_ms(self) -> float | None:
@@ -150,10 +316,16 @@ class TimesyncPeer:
 
     @property
     def vehicle_converged(self) -> bool:
-        """Whether PX4 has had the answers its filter needs to converge (it counts
-        only those it received within 10 ms round trip; we count those we held for
-        less, which is the part of the round trip we control)."""
-        return self.requests_answered_fast >= PX4_CONVERGENCE_ANSWERS
+        """Whether PX4's filter has converged and converts time_usec to the capture time
+        (:class:`Px4TimesyncState`: false again after a reboot of the vehicle, a host
+        clock step, or an answer pattern that made PX4 reset)."""
+        with self._lock:
+            return self.px4.converged
+
+    def px4_state(self) -> str:
+        """What PX4's timesync is doing, one line."""
+        with self._lock:
+            return self.px4.describe()
 
 
 class DelayWindow:
