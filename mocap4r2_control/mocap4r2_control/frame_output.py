@@ -26,7 +26,7 @@ from .frame import MocapFrame
 from .frame_encoder import FrameEncoder
 from .pass_through import PassThrough
 from .tf_out import TransformSender
-from .timebase import split_seconds
+from .timebase import node_clock, split_seconds
 
 __all__ = ["DATA_TOPICS", "FrameOutput"]
 
@@ -70,8 +70,9 @@ class FrameOutput:
             tf=cfg["publish_tf"],
         )
         self.stats.thresholds = Thresholds(no_frame_error_s=cfg["no_frame_error"])
-        # a new connection may be a new clock: the model starts afresh on every configure
-        self.stamper = FrameStamper(cfg["time_source"])
+        # a new connection may be a new clock: the model starts afresh on every configure;
+        # its host clock is the reader's (ROS time with use_sim_time)
+        self.stamper = FrameStamper(cfg["time_source"], clock=node_clock(self.node))
         self.pass_through.reset()
 
     def close(self) -> None:
