@@ -133,6 +133,12 @@ class Panel:
         """Every request: its Host is this panel's, it is not cross-site, and it carries
         the token (loopback included). The page itself may be opened with ?token=...,
         which becomes an HttpOnly, SameSite=Strict cookie of this panel's port."""
+        length = request.content_length
+        if length is not None and length > MAX_BODY_BYTES:
+            # refused before anything else is looked at, unread (aiohttp reads and drops
+            # the rest after answering, so the client gets the 413 rather than a reset)
+            self.refused += 1
+            return _refuse(413, f"request body over {MAX_BODY_BYTES} bytes")
         host = request.headers.get("Host")
         problem = self.policy.host_problem(host)
         if problem is None:
