@@ -45,6 +45,9 @@ from mocap4r2_drivers.optitrack.simulator import CLOCK_FREQUENCY, SceneStream
 from mocap4r2_drivers.simulated.scene import Scene
 
 VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
+# natnet 0.3.0 reads the 4.2 rotational offset; natnetsdk 4.1.1 and libmotioncapture know
+# only up to 4.1 (over unicast the stand-in serves them the version they ask for)
+NEWER = ["4.2", "4.5"]
 TEST_SCENE = {
     "seed": 11,
     "rate": 100.0,
@@ -304,6 +307,10 @@ def compare_natnet_models(theirs, ours: nn.ModelDefinitions, version: nn.Version
         ]
         for a, b in zip(a_list, b_list):
             _same(a.pos, b.offset, "offset")
+            if version.description_orientation:  # natnet reads the 4.2 quaternion
+                _same(a.quat, b.orientation, "rotational offset")
+            else:
+                assert a.quat is None
             _same([m.pos for m in a.markers], b.marker_positions, "marker offsets")
             assert [m.active_label for m in a.markers] == [u32(v) for v in b.marker_labels]
             if version.rigid_body_marker_names:
@@ -322,6 +329,12 @@ def compare_natnet_models(theirs, ours: nn.ModelDefinitions, version: nn.Version
     assert [(a.name, a.asset_type, a.asset_id) for a in theirs.assets] == [
         (a.name, u32(a.asset_type), u32(a.id)) for a in ours.assets
     ]
+    for a, b in zip(theirs.assets, ours.assets):
+        bodies(a.rigid_body_descriptions, b.rigid_bodies)
+        assert [(m.name, m.marker_id, m.marker_params) for m in a.marker_descriptions] == [
+            (m.name, u32(m.id), m.params & 0xFFFF) for m in b.markers
+        ]
+        _same([m.position for m in a.marker_descriptions], [m.position for m in b.markers], "asset markers")
 
 
 # ---------------------------------------------------------------------------- natnetsdk, live
@@ -573,6 +586,7 @@ def _body_description():
             _i32,
             _i32,
             _vec(1, 3).map(lambda a: a[0]),
+            _vec(1, 4).map(lambda a: a[0]),  # the 4.2 rotational offset (not sent before 4.2)
             _vec(n, 3),
             st.lists(_i32, min_size=n, max_size=n).map(lambda v: np.asarray(v, np.int32)),
             st.lists(_name, min_size=n, max_size=n).map(tuple),
@@ -666,7 +680,7 @@ _SETTINGS = settings(
 )
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + NEWER)
 def test_same_frame_values_as_the_reference_decoders(version):
     v = nn.Version.parse(version)
     sdk = SdkClient()
@@ -679,6 +693,9 @@ def test_same_frame_values_as_the_reference_decoders(version):
         if v == (4, 0):  # natnetsdk reads 8 bytes of precision timestamps 4.0 does not have (see above)
             _, theirs = sdk._NatNetClient__unpack_mocap_data(payload + bytes(8), len(payload) + 8, 4, 0)
             compare_sdk_frame(theirs, ours, v, suffix=False)
+        elif v.imu_gpio:  # neither knows 4.5's IMU and GPIO sections: they read them as the suffix
+            _, theirs = sdk._NatNetClient__unpack_mocap_data(payload, len(payload), v.major, v.minor)
+            compare_sdk_frame(theirs, ours, v, suffix=False, stamps=False)
         else:
             _, theirs = sdk._NatNetClient__unpack_mocap_data(payload, len(payload), v.major, v.minor)
             compare_sdk_frame(theirs, ours, v)
@@ -688,6 +705,7 @@ def test_same_frame_values_as_the_reference_decoders(version):
             ),
             ours,
             v,
+            stamps=not v.imu_gpio,
         )
         # and what we decoded is what was encoded
         assert np.array_equal(ours.rigid_bodies, frame.rigid_bodies.astype(nn.RIGID_BODY_DTYPE))
@@ -697,7 +715,7 @@ def test_same_frame_values_as_the_reference_decoders(version):
         check()
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + NEWER)
 def test_same_model_values_as_the_reference_decoders(version):
     v = nn.Version.parse(version)
     sdk = SdkClient()
@@ -707,8 +725,9 @@ def test_same_model_values_as_the_reference_decoders(version):
     def check(defs):
         payload = nn.unpack(nn.encode_model_definitions(defs, v))[1]
         ours = nn.decode_model_definitions(payload, v)
-        _, theirs = sdk._NatNetClient__unpack_data_descriptions(payload, len(payload), v.major, v.minor)
-        compare_sdk_models(theirs, ours, v)
+        if v.known and not v.description_orientation:  # natnetsdk 4.1.1 skips no 4.2 quaternion
+            _, theirs = sdk._NatNetClient__unpack_data_descriptions(payload, len(payload), v.major, v.minor)
+            compare_sdk_models(theirs, ours, v)
         # natnet 0.3.0 reads force plate corners as 9 floats instead of 12: without plates for it
         without_plates = nn.ModelDefinitions(
             defs.marker_sets, defs.rigid_bodies, defs.skeletons, [], defs.devices, defs.cameras, defs.assets
@@ -763,3 +782,74 @@ def test_connect_requests_of_the_reference_clients_are_understood():
         finally:
             nclient._NatNetClient__command_socket.close()
         assert message_id == nn.MessageId.CONNECT and nn.decode_connect(payload).client_name == "Ping"
+
+
+# ---------------------------------------------------------------------------- 4.2 and later, live
+@pytest.mark.parametrize("mode", ["unicast", "multicast"])
+def test_natnet_client_decodes_the_42_stand_in_with_assets(procs, tmp_path, mode):
+    """natnet 0.3.0 (which reads the 4.2 rotational offset) against a Motive 3.2 stand-in
+    streaming 4.2 with an asset: on the very bytes it received, our decoder and it agree
+    on every body, bone, asset, marker and name.
+
+    natnet 0.3.0 reads no 4.1+ precision timestamp, so the 16 bits it takes as the frame
+    params are the low bits of the precision seconds: params are not compared (the other
+    suffix fields sit before them and are)."""
+    stand_in = StandIn(
+        procs, tmp_path, "--natnet-version", "4.2", f"--{mode}", "--assets", "--rate", "100", scene=TEST_SCENE
+    )
+    v = nn.Version(4, 2)
+    frames: list = []
+    models: list = []
+    raw: dict[int, list[bytes]] = {nn.MessageId.FRAMEOFDATA: [], nn.MessageId.MODELDEF: []}
+    client = natnet.NatNetClient(
+        server_ip_address="127.0.0.1",
+        local_ip_address="127.0.0.1",
+        command_port=stand_in.command_port,
+        data_port=stand_in.data_port,
+        use_multicast=mode == "multicast",
+    )
+    process = client._NatNetClient__process_message
+
+    def recording(buffer):  # the bytes it decodes, untouched, then its own decoding
+        message_id = int.from_bytes(bytes(buffer.data[:2]), "little")
+        if message_id in raw:
+            raw[message_id].append(bytes(buffer.data))
+        return process(buffer)
+
+    client._NatNetClient__process_message = recording
+    client.on_data_frame_received_event.handlers.append(frames.append)
+    client.on_data_description_received_event.handlers.append(models.append)
+    with contextlib.redirect_stdout(io.StringIO()):
+        client.connect(10.0)
+        try:
+            assert client.server_info.nat_net_protocol_version == natnet.Version(4, 2, 0, 0)
+            client.run_async()
+            client.request_modeldef()
+            _wait(lambda: models and len(frames) >= 40, WAIT, "natnet: no model definitions or < 40 frames")
+        finally:
+            client.shutdown()
+    # same bytes, same values: models (with the quaternions, the asset) and every frame
+    ours_models = nn.decode_model_definitions(nn.unpack(raw[nn.MessageId.MODELDEF][-1])[1], v)
+    compare_natnet_models(models[-1], ours_models, v)
+    assert [a.name for a in models[-1].assets] == ["drone1_markerset"]
+    assert [b.name for b in models[-1].rigid_bodies] == ["drone1", "robot1", "wand"]
+    assert len(frames) == len(raw[nn.MessageId.FRAMEOFDATA])
+    for theirs, packet in zip(frames, raw[nn.MessageId.FRAMEOFDATA]):
+        ours = nn.decode_frame(nn.unpack(packet)[1], v)
+        compare_natnet_frame(theirs, ours, v)
+        assert len(theirs.assets) == 1 and len(theirs.assets[0].markers) == 4
+        # and those bytes are the scene's frame
+        expected = stand_in.expected(ours.frame_number)
+        assert np.array_equal(ours.rigid_bodies, expected.rigid_bodies)
+
+
+@pytest.mark.parametrize("version", ["4.2", "4.5"])
+def test_natnetsdk_is_served_the_41_it_asks_for_by_a_newer_stand_in(procs, tmp_path, version):
+    """natnetsdk 4.1.1 knows up to 4.1 and asks for it in its NAT_CONNECT: a Motive 3.2+
+    stand-in serves it 4.1 over unicast (NAT_SERVERINFO, models, frames), which it decodes
+    exactly."""
+    stand_in = StandIn(
+        procs, tmp_path, "--natnet-version", version, "--unicast", "--rate", "100", scene=TEST_SCENE
+    )
+    with SdkRecorder(stand_in, multicast=False) as sdk:
+        _check_sdk_session(sdk, stand_in, nn.Version(4, 1), frames=True)
