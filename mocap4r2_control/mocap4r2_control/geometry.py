@@ -3,16 +3,19 @@ Z-up, and which poses are usable at all.
 
 Quaternions are ``x, y, z, w`` rows (geometry_msgs order); their algebra (products,
 rotations, matrices, exp/log, slerp) is in :mod:`mocap4r2_control.rotation`.
+:class:`Transform` is the suite's one rigid transform (the world model's frame graph,
+robot_ground_truth's poses and offsets, the tools).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .rotation import FloatArray
+from .rotation import FloatArray, quat_conjugate, quat_multiply, quat_rotate
 
 # Up-axis conventions. ROS (REP-103) is Z-up; Motive streams Y-up by default (X right, Y up,
 # Z toward the viewer), QTM may be set to any up axis. Each convention names the axis that
@@ -100,3 +103,33 @@ def pose_msg_arrays(pose: Any) -> tuple[FloatArray, FloatArray] | None:
     p = getattr(pose, "position", None) or pose.translation
     q = getattr(pose, "orientation", None) or pose.rotation
     return usable_pose((p.x, p.y, p.z), (q.x, q.y, q.z, q.w))
+
+
+_IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A rigid transform: x_parent = rotate(rotation, x_child) + translation; ``rotation``
+    is a unit quaternion x, y, z, w."""
+
+    translation: FloatArray
+    rotation: FloatArray
+
+    @classmethod
+    def identity(cls) -> Transform:
+        return cls(np.zeros(3), _IDENTITY)
+
+    def __mul__(self, other: Transform) -> Transform:
+        return Transform(
+            self.translation + quat_rotate(self.rotation, other.translation),
+            quat_multiply(self.rotation, other.rotation),
+        )
+
+    def inverse(self) -> Transform:
+        inv = quat_conjugate(self.rotation)
+        return Transform(-quat_rotate(inv, self.translation), inv)
+
+    def apply(self, point: npt.ArrayLike) -> FloatArray:
+        """The point (3,) given in the child frame, in the parent frame."""
+        return quat_rotate(self.rotation, point) + self.translation

@@ -16,16 +16,23 @@ otherwise; rotation vectors are axis * angle in radians.
 q and -q are the same rotation. :func:`quat_log`, :func:`quat_angle`,
 :func:`quat_relative` and :func:`quat_slerp` take the shorter way round, so a sign flip
 between two samples (which mocap systems and conversions produce freely) is no rotation.
-Anything heavier (Euler angles, means of rotations) uses scipy.spatial.transform.
+Euler angles are here too (:func:`quat_to_rpy_one`, :func:`quat_from_rpy_one`,
+:func:`quat_to_euler_zyx_one`). This is the only module that imports scipy's
+``Rotation``; :func:`as_scipy` hands it over for what is not here (means of rotations,
+other Euler sequences), so that every caller starts from one vocabulary.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:  # imported when asked for (as_scipy): most users of this module never need scipy
+    from scipy.spatial.transform import Rotation as Rotation  # re-exported for annotations
 
 FloatArray = npt.NDArray[np.float64]
 # below this rotation angle (rad) exp and log use their first-order series: sin(a)/a
@@ -351,3 +358,44 @@ def quat_to_rpy_one(q: Floats) -> Vector:
         math.asin(sin_pitch),
         math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)),
     )
+
+
+def quat_to_euler_zyx_one(q: Floats) -> Vector:
+    """(yaw, pitch, roll) in radians of a quaternion (normalised first), the aerospace
+    Z-Y-X convention (R = Rz(yaw) Ry(pitch) Rx(roll)), as scipy's ``as_euler("ZYX")``
+    gives them: the angles of :func:`quat_to_rpy_one` in the other order, except at
+    gimbal lock (pitch +-pi/2), where yaw carries the shared degree of freedom and roll
+    is 0."""
+    x, y, z, w = q
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / n, y / n, z / n, w / n
+    sin_pitch = 2.0 * (w * y - z * x)
+    if abs(sin_pitch) > 1.0 - 1e-12:
+        yaw = -math.copysign(2.0, sin_pitch) * math.atan2(x, w)
+        yaw = math.remainder(yaw, 2.0 * math.pi)
+        return (yaw, math.copysign(math.pi / 2.0, sin_pitch), 0.0)
+    roll, pitch, yaw = quat_to_rpy_one((x, y, z, w))
+    return (yaw, pitch, roll)
+
+
+def quat_from_rpy_one(roll: float, pitch: float, yaw: float) -> Quat:
+    """The unit quaternion of fixed-axis roll about X, then pitch about Y, then yaw about
+    Z (R = Rz(yaw) Ry(pitch) Rx(roll)): URDF's ``<origin rpy>``, scipy's
+    ``from_euler("xyz", (roll, pitch, yaw))``."""
+    cr, sr = math.cos(roll / 2.0), math.sin(roll / 2.0)
+    cp, sp = math.cos(pitch / 2.0), math.sin(pitch / 2.0)
+    cy, sy = math.cos(yaw / 2.0), math.sin(yaw / 2.0)
+    return (
+        sr * cp * cy - cr * sp * sy,
+        cr * sp * cy + sr * cp * sy,
+        cr * cp * sy - sr * sp * cy,
+        cr * cp * cy + sr * sp * sy,
+    )
+
+
+def as_scipy(q: npt.ArrayLike) -> Rotation:
+    """Scipy's Rotation of quaternions (x, y, z, w; normalised by scipy): for what this
+    module does not offer (means of rotations, other Euler sequences, tests)."""
+    from scipy.spatial.transform import Rotation
+
+    return Rotation.from_quat(np.asarray(q, dtype=np.float64))

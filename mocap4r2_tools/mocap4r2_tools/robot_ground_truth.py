@@ -28,9 +28,10 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped
 from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from scipy.spatial.transform import Rotation
 
+from mocap4r2_control.geometry import Transform
 from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_control.rotation import quat_from_rpy_one, quat_normalize
 from mocap4r2_control.tf_out import TransformSender
 from mocap4r2_interfaces.msg import RigidBodies
 from mocap4r2_interfaces.srv import SetOrigin
@@ -90,27 +91,6 @@ PARAMETERS = (
 )
 
 
-class Pose:
-    """A rigid transform (rotation as scipy Rotation)."""
-
-    __slots__ = ("t", "r")
-
-    def __init__(self, t: np.ndarray, r: Rotation):
-        self.t = t
-        self.r = r
-
-    @classmethod
-    def identity(cls) -> Pose:
-        return cls(np.zeros(3), Rotation.identity())
-
-    def __mul__(self, other: Pose) -> Pose:
-        return Pose(self.t + self.r.apply(other.t), self.r * other.r)
-
-    def inverse(self) -> Pose:
-        inv = self.r.inv()
-        return Pose(-inv.apply(self.t), inv)
-
-
 class RobotGroundTruthNode(ToolNode):
     """Publishes one rigid body as a robot's ground truth (nav_msgs/Odometry) relative to a
     settable origin."""
@@ -119,9 +99,9 @@ class RobotGroundTruthNode(ToolNode):
         super().__init__("robot_ground_truth", PARAMETERS, **kwargs)
         cfg = self.values()
         self._apply_config()
-        self.origin = Pose.identity()
+        self.origin = Transform.identity()
         self._estimator = make_estimator(self.twist_method, window_seconds=self.twist_window)
-        self._current: Pose | None = None  # base pose in the mocap frame, last tracked sample
+        self._current: Transform | None = None  # base pose in the mocap frame, last tracked sample
         self._state = "waiting"  # waiting | tracking | not_tracked | missing
         self._last_tracked = 0.0  # monotonic time of the last tracked sample
         self._published = 0
@@ -152,8 +132,8 @@ class RobotGroundTruthNode(ToolNode):
         self.body = cfg["body"]
         self.root_frame = cfg["root_frame"]
         self.child_frame = cfg["robot_frame"] + "_gt"
-        self.offset = Pose(
-            np.asarray(cfg["offset_xyz"], float), Rotation.from_euler("xyz", cfg["offset_rpy"])
+        self.offset = Transform(
+            np.asarray(cfg["offset_xyz"], float), np.array(quat_from_rpy_one(*cfg["offset_rpy"]))
         )
         self.publish_tf = cfg["publish_tf"]
         self.twist_window = cfg["twist_window"]
@@ -185,7 +165,7 @@ class RobotGroundTruthNode(ToolNode):
         if status != FollowedBody.TRACKED or reading.position is None or reading.quaternion is None:
             return
         stamp = reading.stamp
-        base = Pose(reading.position, Rotation.from_quat(reading.quaternion)) * self.offset
+        base = Transform(reading.position, quat_normalize(reading.quaternion)) * self.offset
         was = self._state
         self._state = "tracking"
         self._last_tracked = now
@@ -210,17 +190,17 @@ class RobotGroundTruthNode(ToolNode):
             self._publish_diagnostics()
 
     # ------------------------------------------------------------------ output
-    def _publish(self, stamp_msg, stamp: float, base: Pose) -> None:
+    def _publish(self, stamp_msg, stamp: float, base: Transform) -> None:
         """``base``: the robot base in the mocap frame; published relative to the origin."""
         pose = self.origin.inverse() * base
-        quat = pose.r.as_quat()
+        quat = pose.rotation
         if self.publish_tf:
             tf = TransformStamped()
             tf.header.stamp = stamp_msg
             tf.header.frame_id = self.root_frame
             tf.child_frame_id = self.child_frame
             tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z = (
-                float(v) for v in pose.t
+                float(v) for v in pose.translation
             )
             (
                 tf.transform.rotation.x,
@@ -231,7 +211,7 @@ class RobotGroundTruthNode(ToolNode):
             self._tf.send([tf])
         # from mocap-frame poses: the body-frame twist does not depend on the origin, and
         # an origin change between two samples must not look like motion
-        estimate = self._estimator.update(stamp, base.t, base.r.as_quat())
+        estimate = self._estimator.update(stamp, base.translation, base.rotation)
         if estimate is None:
             return  # first fresh pose: no twist yet, and no odometry with a made-up one
         odom = Odometry()
@@ -239,7 +219,7 @@ class RobotGroundTruthNode(ToolNode):
         odom.header.frame_id = self.root_frame
         odom.child_frame_id = self.child_frame
         pp = odom.pose.pose
-        pp.position.x, pp.position.y, pp.position.z = (float(v) for v in pose.t)
+        pp.position.x, pp.position.y, pp.position.z = (float(v) for v in pose.translation)
         pp.orientation.x, pp.orientation.y, pp.orientation.z, pp.orientation.w = (float(v) for v in quat)
         linear, angular = estimate.linear, estimate.angular
         odom.twist.covariance = [float(v) for v in estimate.twist_covariance.ravel()]
@@ -293,7 +273,9 @@ class RobotGroundTruthNode(ToolNode):
             "mocap_frame": self._followed.mocap_frame,
             "odometry_published": str(self._published),
             "tracking_losses": str(self._lost_events),
-            "origin": " ".join(f"{v:.4f}" for v in np.concatenate((self.origin.t, self.origin.r.as_quat()))),
+            "origin": " ".join(
+                f"{v:.4f}" for v in np.concatenate((self.origin.translation, self.origin.rotation))
+            ),
         }
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         array = DiagnosticArray()
@@ -323,11 +305,13 @@ class RobotGroundTruthNode(ToolNode):
                 response.success = False
                 response.message = f"origin orientation must be a unit quaternion (norm {norm:.6g})"
                 return response
-            self.origin = Pose(position, Rotation.from_quat(quat / norm))
+            self.origin = Transform(position, np.asarray(quat, dtype=float) / norm)
             response.message = "origin set to the given pose"
         # the twist comes from mocap-frame poses: the pose history stays valid
         response.success = True
-        self.get_logger().info(response.message + f" ({' '.join(f'{v:.4f}' for v in self.origin.t)})")
+        self.get_logger().info(
+            response.message + f" ({' '.join(f'{v:.4f}' for v in self.origin.translation)})"
+        )
         return response
 
 

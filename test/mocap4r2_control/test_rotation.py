@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation, Slerp
 
 from mocap4r2_control.rotation import (
+    as_scipy,
     norm3,
     quat_angle,
     quat_angle_one,
@@ -22,6 +23,7 @@ from mocap4r2_control.rotation import (
     quat_exp_one,
     quat_from_axis_angle,
     quat_from_matrix,
+    quat_from_rpy_one,
     quat_from_yaw,
     quat_log,
     quat_log_one,
@@ -36,6 +38,7 @@ from mocap4r2_control.rotation import (
     quat_rotate_one,
     quat_slerp,
     quat_slerp_one,
+    quat_to_euler_zyx_one,
     quat_to_matrix,
     quat_to_rpy_one,
 )
@@ -205,3 +208,35 @@ def test_rpy_equals_scipys_fixed_axis_xyz_euler_angles():
     rpy = quat_to_rpy_one(gimbal)
     assert abs(rpy[1] - math.pi / 2) < 1e-6
     assert same_rotation(Rotation.from_euler("xyz", rpy).as_quat()[None], gimbal[None]) < 1e-7
+
+
+def test_zyx_euler_angles_are_scipys_also_at_gimbal_lock():
+    """The aerospace Z-Y-X angles (MAVLink's) equal scipy's as_euler("ZYX") to float
+    rounding, for quaternions of any length, and at pitch +-90 deg scipy's split too
+    (roll 0, yaw carries the shared freedom)."""
+    rng = np.random.default_rng(11)
+    import warnings
+
+    quats = rng.normal(size=(2000, 4)) * rng.uniform(0.5, 2.0, (2000, 1))
+    for q in quats:
+        got = np.array(quat_to_euler_zyx_one(q))
+        assert np.abs(got - Rotation.from_quat(q).as_euler("ZYX")).max() < 1e-13
+    for pitch in (math.pi / 2, -math.pi / 2):
+        for yaw, roll in ((0.3, 0.0), (2.5, -1.0), (-3.0, 0.4)):
+            q = Rotation.from_euler("ZYX", [yaw, pitch, roll]).as_quat()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # scipy warns of the gimbal lock
+                expected = Rotation.from_quat(q).as_euler("ZYX")
+            assert np.abs(np.array(quat_to_euler_zyx_one(q)) - expected).max() < 1e-12
+
+
+def test_rpy_to_quaternion_is_scipys_fixed_axis_xyz():
+    rng = np.random.default_rng(12)
+    for rpy in rng.uniform(-4.0, 4.0, (500, 3)):
+        q = np.array(quat_from_rpy_one(*rpy))
+        assert same_rotation(q[None], Rotation.from_euler("xyz", rpy).as_quat()[None]) < 1e-15
+        assert np.allclose(quat_to_rpy_one(q), Rotation.from_quat(q).as_euler("xyz"), atol=1e-9)
+
+
+def test_as_scipy_hands_the_same_rotation_over():
+    assert same_rotation(as_scipy(Q.as_quat()).as_quat(), Q.as_quat()) < 1e-15

@@ -24,9 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.rotation import FloatArray, quat_from_matrix, quat_normalize, quat_to_matrix
+from mocap4r2_control.rotation import (
+    FloatArray,
+    quat_from_matrix,
+    quat_normalize,
+    quat_to_euler_zyx_one,
+    quat_to_matrix,
+)
 
 A_NED_ENU = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
 B_FLU_FRD = np.diag([1.0, -1.0, -1.0])
@@ -54,10 +59,9 @@ def flu_to_frd(vector: npt.ArrayLike) -> FloatArray:
 def quat_to_euler_frd(quat_xyzw: npt.ArrayLike) -> tuple[float, float, float]:
     """(roll, pitch, yaw) in rad of an FRD-in-NED quaternion, the aerospace Z-Y-X
     convention MAVLink's VISION_POSITION_ESTIMATE uses (yaw 0 = north, +pi/2 = east)."""
-    # Euler angles are outside mocap4r2_control.rotation's vocabulary: scipy's, with its
-    # gimbal-lock handling
-    yaw, pitch, roll = Rotation.from_quat(np.asarray(quat_xyzw, dtype=np.float64)).as_euler("ZYX")
-    return float(roll), float(pitch), float(yaw)
+    # scipy's as_euler("ZYX") convention, gimbal lock included (yaw carries it)
+    yaw, pitch, roll = quat_to_euler_zyx_one([float(v) for v in np.asarray(quat_xyzw, dtype=np.float64)])
+    return roll, pitch, yaw
 
 
 def wxyz(quat_xyzw: npt.ArrayLike) -> list[float]:

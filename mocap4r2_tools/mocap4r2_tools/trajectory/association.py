@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.spatial.transform import Rotation
+
+from mocap4r2_control.rotation import quat_slerp, quat_slerp_one
 
 from .poses import Trajectory, TrajectoryInputError
 
@@ -118,9 +119,7 @@ def interpolate(traj: Trajectory, times: Array) -> Trajectory:
     positions = traj.positions[lower] + frac[:, None] * (traj.positions[upper] - traj.positions[lower])
     # slerp per bracketing pair (only the intervals used, so a million-pose ground truth
     # sampled at a few thousand stamps costs only those), along the shorter arc
-    start = Rotation.from_quat(traj.orientations[lower])
-    step = (start.inv() * Rotation.from_quat(traj.orientations[upper])).as_rotvec()
-    orientations = (start * Rotation.from_rotvec(frac[:, None] * step)).as_quat()
+    orientations = quat_slerp(traj.orientations[lower], traj.orientations[upper], frac)
     return Trajectory(times, positions, orientations, traj.name)
 
 
@@ -240,11 +239,5 @@ class StreamAssociator:
         lo, hi = candidates
         frac = (t - times[lo]) / (times[hi] - times[lo])
         position = self._p[lo] + frac * (self._p[hi] - self._p[lo])
-        orientation = _slerp(self._q[lo], self._q[hi], frac)
+        orientation = np.array(quat_slerp_one(self._q[lo], self._q[hi], frac))
         return PosePair(t, position, orientation, p, q)
-
-
-def _slerp(q0: Array, q1: Array, frac: float) -> Array:
-    r0 = Rotation.from_quat(q0)
-    step = (r0.inv() * Rotation.from_quat(q1)).as_rotvec()
-    return (r0 * Rotation.from_rotvec(frac * step)).as_quat()

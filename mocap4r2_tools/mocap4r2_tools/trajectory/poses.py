@@ -8,13 +8,15 @@ returns a new one, so an association or alignment never changes its input.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.spatial.transform import Rotation
 
-from mocap4r2_control.rotation import FloatArray, row_norms
+from mocap4r2_control.rotation import FloatArray, as_scipy, row_norms
+
+if TYPE_CHECKING:
+    from mocap4r2_control.rotation import Rotation
 
 
 class TrajectoryInputError(ValueError):
@@ -154,7 +156,7 @@ class Trajectory:
         return Trajectory(np.asarray(stamps, dtype=np.float64), self.positions, self.orientations, self.name)
 
     def rotations(self) -> Rotation:
-        return Rotation.from_quat(self.orientations)
+        return as_scipy(self.orientations)
 
     @property
     def duration(self) -> float:

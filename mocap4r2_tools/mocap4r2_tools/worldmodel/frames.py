@@ -12,41 +12,10 @@ from __future__ import annotations
 
 import builtins
 from collections import deque
-from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
+from mocap4r2_control.geometry import Transform
 
-from mocap4r2_control.rotation import FloatArray, quat_conjugate, quat_multiply, quat_rotate
-
-_IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
-
-
-@dataclass(frozen=True)
-class Transform:
-    """x_parent = rotate(rotation, x_child) + translation; ``rotation`` is a unit
-    quaternion x, y, z, w."""
-
-    translation: FloatArray
-    rotation: FloatArray
-
-    @classmethod
-    def identity(cls) -> Transform:
-        return cls(np.zeros(3), _IDENTITY)
-
-    def __mul__(self, other: Transform) -> Transform:
-        return Transform(
-            self.translation + quat_rotate(self.rotation, other.translation),
-            quat_multiply(self.rotation, other.rotation),
-        )
-
-    def inverse(self) -> Transform:
-        inv = quat_conjugate(self.rotation)
-        return Transform(-quat_rotate(inv, self.translation), inv)
-
-    def apply(self, point: npt.ArrayLike) -> FloatArray:
-        """The point (3,) given in the child frame, in the parent frame."""
-        return quat_rotate(self.rotation, point) + self.translation
+__all__ = ["FrameGraph", "Transform"]
 
 
 class FrameGraph:
