@@ -49,7 +49,12 @@ def adapter_rate(scene: Path, rate: float, tmp: Path) -> str:
 
     sim, base_port = _qtm(scene, rate, tmp / "sim.log")
     try:
-        adapter = QualisysAdapter("127.0.0.1", base_port, "1.25", ["6dres", "3dres", "3dnolabelsres"])
+        adapter = QualisysAdapter(
+            host="127.0.0.1",
+            port=base_port,
+            protocol_version="1.25",
+            components=["6dres", "3dres", "3dnolabelsres"],
+        )
         adapter.connect()
         adapter.start_streaming()
         numbers: list[int] = []

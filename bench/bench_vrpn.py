@@ -212,7 +212,7 @@ def adapter_cost(trackers: int, tmp: Path) -> None:
 
     sim, port, _ = start_stand_in(_scene(tmp, trackers), tmp / f"sim_adapter_{trackers}.log")
     try:
-        adapter = VrpnAdapter("127.0.0.1", port)
+        adapter = VrpnAdapter(host="127.0.0.1", port=port)
         adapter.connect()
         frames, cpu = 0, 0.0
         warm = time.monotonic() + 0.5

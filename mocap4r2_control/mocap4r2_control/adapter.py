@@ -6,16 +6,22 @@ An adapter knows its mocap system and nothing of ROS. The
 ``disconnect`` on cleanup and shutdown.
 
 Adapters declare their own parameters as :class:`~mocap4r2_control.parameters.ParameterSpec`; the node
-declares
-them (with descriptions), validates every value, and passes the current values to
-``from_parameters`` when it configures.
+declares them (with descriptions), validates every value, and passes the current values to
+``from_parameters`` when it configures. An adapter's constructor takes its parameters by
+keyword, each under its parameter's name, so the default ``from_parameters`` is
+``cls(**values)``: a constructor that checks a combination of values raises
+:class:`ConfigurationError` itself, and nothing copies parameters by hand.
+
+What turns a vendor's data into frames (an adapter's ``converter``) has one of two
+shapes, declared below: :class:`FrameConverter` for vendors whose data comes in frames,
+:class:`FrameAssembler` for those whose data comes in pieces.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from .frame import AssetNames, MocapFrame
 from .parameters import ParameterSpec
@@ -33,6 +39,41 @@ class ConfigurationError(AdapterError):
     words, not as a failure to connect."""
 
 
+VendorFrame = TypeVar("VendorFrame", contravariant=True)
+
+
+@runtime_checkable
+class FrameConverter(Protocol[VendorFrame]):
+    """A vendor whose data comes in frames: one frame in the vendor's terms in, one
+    :class:`MocapFrame` out, at once. ``VendorFrame`` is what the vendor hands over:
+    NatNet's decoded ``FrameOfData`` (optitrack), a QTM RT data packet's bytes (qualisys),
+    the DataStream SDK client holding its current frame (vicon).
+
+    ``convert`` returns None where the vendor's frame yields no frame to publish (the
+    Vicon SDK without a new frame); a frame that cannot be converted raises the vendor's
+    protocol error, which the adapter counts and drops."""
+
+    def convert(self, data: VendorFrame, /) -> MocapFrame | None:
+        """The frame ``data`` holds, in the suite's units, axes and names."""
+
+
+@runtime_checkable
+class FrameAssembler(Protocol):
+    """A vendor whose data comes in pieces, from which frames are assembled: VRPN sends
+    one report per tracker (``add(tracker, report, time)``), Gazebo one pose per model
+    (``add(name, stamp, position, orientation, arrival)``). ``add`` takes one piece, in the
+    vendor's own terms, so its arguments are the vendor's.
+
+    When a frame is complete is the vendor's own rule, so how frames come out is not
+    declared here: VRPN's frame is complete when every body of an instant has reported or
+    a read ends (``add`` returns it, ``flush`` at the end of a read), Gazebo's frames are
+    due at the emulated rate of the simulation's clock (``advance(now)``). One method for
+    both would hide that one is driven by the data and the other by a clock."""
+
+    def add(self, *piece: Any, **details: Any) -> object:
+        """Take one piece (a report, a pose) of a frame being assembled."""
+
+
 class MocapAdapter(abc.ABC):
     """One mocap system behind the neutral frame type.
 
@@ -46,9 +87,11 @@ class MocapAdapter(abc.ABC):
     parameters: ClassVar[Sequence[ParameterSpec]] = ()
 
     @classmethod
-    @abc.abstractmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> MocapAdapter:
-        """Build an adapter from the current values of ``parameters``."""
+        """Build an adapter from the current values of ``parameters``: the constructor,
+        given each parameter by its name (a value not given keeps the constructor's
+        default). Override only where the values are not the constructor's arguments."""
+        return cls(**{spec.name: values[spec.name] for spec in cls.parameters if spec.name in values})
 
     @abc.abstractmethod
     def connect(self) -> AssetNames:

@@ -14,23 +14,13 @@ from typing import Any
 import yaml
 
 from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_drivers import registry
 
 from .network_checks import Interface
 from .report import Check, failed, passed, warned
 
 AREA = "configuration"
 
-# system name -> (module, adapter class); only the system checked is imported: each
-# pulls in rclpy and its driver, and the `mocap4r2` command line loads this module for
-# every verb it lists
-SYSTEMS: dict[str, tuple[str, str]] = {
-    "optitrack": ("mocap4r2_drivers.optitrack.optitrack_system", "OptiTrackAdapter"),
-    "qualisys": ("mocap4r2_drivers.qualisys.qualisys_system", "QualisysAdapter"),
-    "vicon": ("mocap4r2_drivers.vicon.vicon_system", "ViconAdapter"),
-    "vrpn": ("mocap4r2_drivers.vrpn.vrpn_system", "VrpnAdapter"),
-    "gazebo": ("mocap4r2_drivers.gazebo.gazebo_system", "GazeboAdapter"),
-    "sim": ("mocap4r2_drivers.simulated.simulated_system", "SimulatedAdapter"),
-}
 # parameters that hold an address of a remote server (checked against local subnets)
 SERVER_ADDRESS_KEYS = ("server_address", "host")
 # parameters rclpy itself accepts for every node
@@ -38,12 +28,22 @@ ROS_KEYS = frozenset({"use_sim_time", "start_type_description_service"})
 
 
 def system_specs(system: str) -> dict[str, ParameterSpec]:
-    """Every parameter a system's node declares: the common ones and its adapter's."""
-    from mocap4r2_control.system_node import BASE_PARAMETERS  # here: it imports rclpy (see SYSTEMS)
+    """Every parameter a system's node declares: the common ones and its adapter's (the
+    adapter named by the system's row in registry.py; ImportError where its package is
+    not installed)."""
+    # imported here, as the system's adapter: each pulls in rclpy and its driver, and the
+    # `mocap4r2` command line loads this module for every verb it lists
+    from mocap4r2_control.system_node import BASE_PARAMETERS
 
-    module_name, class_name = SYSTEMS[system]
-    adapter = getattr(importlib.import_module(module_name), class_name)
+    row = registry.get(system)
+    adapter = getattr(importlib.import_module(row.module), row.adapter_class)
     return {spec.name: spec for spec in (*BASE_PARAMETERS, *adapter.parameters)}
+
+
+def docs_page(system: str) -> str:
+    """Where a user reads about ``system``'s parameters."""
+    page = registry.get(system).docs
+    return f"docs/{page}" if page else "README.md"
 
 
 def read_params_file(path: Path) -> dict[str, dict[str, Any]]:
@@ -99,7 +99,7 @@ def check_parameters(
                     failed(
                         f"parameter {key} ({node})",
                         f"{system} has no parameter {key!r}: the node ignores it and keeps its default",
-                        fix + f"remove it or use one of {system}'s parameters (docs/{system}.md)",
+                        fix + f"remove it or use one of {system}'s parameters ({docs_page(system)})",
                         AREA,
                     )
                 )

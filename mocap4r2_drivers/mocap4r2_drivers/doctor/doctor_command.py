@@ -3,6 +3,9 @@
     mocap4r2 doctor --system optitrack --params-file config/optitrack.yaml
     mocap4r2 doctor --json          # ROS and time checks only, machine-readable
 
+Every system of registry.py can be checked: its parameters, then its own probe
+(probes.py; the row names it), then the ROS graph with the topics it reads.
+
 The values checked are the system's defaults overridden by the params file, as the node
 would see them (a refused value is reported and the default used, as the node does).
 """
@@ -10,6 +13,7 @@ would see them (a refused value is reported and the default used, as the node do
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import socket
 import sys
@@ -20,7 +24,9 @@ from typing import Any
 
 from rich.console import Console
 
-from . import config_checks, network_checks, ros_checks, server_checks, time_checks
+from mocap4r2_drivers import registry
+
+from . import config_checks, network_checks, probes, ros_checks, server_checks, time_checks
 from .report import Check, as_json, as_table, exit_code, failed
 
 # rclpy, the ROS messages and the drivers' system modules are imported inside the
@@ -59,18 +65,30 @@ def _server_address(values: dict[str, Any]) -> str | None:
     return None
 
 
+def probe_of(system: str) -> probes.Probe | None:
+    """The doctor's probe of ``system``, as its row in registry.py names it (None: only
+    its parameters can be checked)."""
+    row = registry.get(system)
+    if not row.probe:
+        return None
+    module, _, function = row.probe.partition(":")
+    probe: probes.Probe = getattr(importlib.import_module(module), function)
+    return probe
+
+
 def network_and_server(system: str, values: dict[str, Any], timeout: float) -> list[Check]:
-    """Route, interfaces and the server's answer for a system that talks to one."""
+    """The system's own probe; first, for a system that talks to a server, the route and
+    interfaces that reach it (the probe is given them)."""
+    probe = probe_of(system)
     name = _server_address(values)
     if name is None:
-        return []
+        return probe(probes.Target(values, timeout)) if probe is not None else []
     out: list[Check] = []
     try:  # a host name (VRPN, Vicon, QTM accept them) to the address the checks compare
         server = str(socket.getaddrinfo(name, None, socket.AF_INET)[0][4][0])
     except (OSError, IndexError) as exc:
         return [failed("server address", f"cannot resolve {name}: {exc}", "check the host name", "network")]
     interfaces = network_checks.local_interfaces()
-    route: network_checks.Route | None = None
     try:
         route = network_checks.route_to(server)
         out.append(network_checks.check_route(server, route))
@@ -80,61 +98,21 @@ def network_and_server(system: str, values: dict[str, Any], timeout: float) -> l
     out.append(network_checks.check_link(next((i for i in interfaces if i.name == route.dev), None)))
     out.append(network_checks.check_subnet_interfaces(server, interfaces, route))
     out += config_checks.check_address_subnets(values, interfaces)
-    if system == "optitrack":
-        out += _optitrack(values, interfaces, route, timeout)
-    elif system == "qualisys":
-        out += server_checks.probe_qtm(server, int(values["port"]), str(values["protocol_version"]), timeout)
-    elif system == "vrpn":
-        out.append(server_checks.probe_vrpn(server, int(values["port"]), str(values["connection"]), timeout))
-    elif system == "vicon":
-        out.append(
-            server_checks.probe_tcp(
-                "Vicon DataStream server",
-                server,
-                int(values["port"]),
-                "start Nexus/Tracker/Shogun with the DataStream server on; set host and port (801)",
-                timeout,
-            )
-        )
+    if probe is not None:
+        out += probe(probes.Target(values, timeout, server, interfaces, route))
     return out
 
 
-def _optitrack(
-    values: dict[str, Any],
-    interfaces: list[network_checks.Interface],
-    route: network_checks.Route,
-    timeout: float,
-) -> list[Check]:
-    from mocap4r2_drivers.optitrack.optitrack_system import OptiTrackAdapter
-
-    config = OptiTrackAdapter.from_parameters(values).config
-    local = network_checks.check_local_address(config.local_address, config.server_address, interfaces, route)
-    out = [local]
-    if local.status.value == "FAIL":
-        return out  # the probe would fail for the same reason
-    probe = server_checks.probe_natnet(config, timeout)
-    joining = probe.local_address or route.src
-    joining_dev = next((i.name for i in interfaces if i.address == joining), "")
-    if config.connection_type == "multicast":
-        try:
-            group_route: network_checks.Route | None = network_checks.route_to(config.multicast_address)
-        except OSError:
-            group_route = None
-        out.append(
-            network_checks.check_multicast(config.multicast_address, joining, joining_dev, group_route)
-        )
-    out += probe.checks
-    if probe.frame_bytes:
-        out.append(
-            network_checks.check_mtu(
-                probe.frame_bytes, next((i for i in interfaces if i.name == joining_dev), None)
-            )
-        )
-    out.append(network_checks.check_udp_to_self(joining, config.data_port))
-    return out
+def input_topics(system: str, values: dict[str, Any]) -> list[str]:
+    """The ROS topics ``system`` reads (its registry row's ``input_topics`` parameter)."""
+    key = registry.get(system).input_topics
+    if not key:
+        return []
+    value = values.get(key, [])
+    return [str(t) for t in ([value] if isinstance(value, str) else value) if str(t)]
 
 
-def ros_and_time(wait: float, pose_topics: Sequence[str] = ()) -> list[Check]:
+def ros_and_time(wait: float, inputs: Sequence[str] = (), system: str = "") -> list[Check]:
     """The ROS checks through a ControlSession of its own, then the host clock."""
     from diagnostic_msgs.msg import DiagnosticArray
 
@@ -154,13 +132,14 @@ def ros_and_time(wait: float, pose_topics: Sequence[str] = ()) -> list[Check]:
         systems = session.client.wait_for_systems(count=1, timeout=wait, min_wait=wait)
         out += ros_checks.check_systems(systems)
         out += ros_checks.check_qos(session.node, ros_checks.data_topics(session.node, systems))
-        out += ros_checks.check_publishers(
-            session.node,
-            pose_topics,
-            "Gazebo poses",
-            "bridge the PosePublisher's pose topic: ros_gz_bridge parameter_bridge "
-            "<topic>@tf2_msgs/msg/TFMessage[gz.msgs.Pose_V (docs/gazebo.md); or correct pose_topics",
-        )
+        if inputs:
+            key = registry.get(system).input_topics
+            out += ros_checks.check_publishers(
+                session.node,
+                inputs,
+                f"{system}'s input",
+                f"start what publishes it ({config_checks.docs_page(system)}), or correct {key}",
+            )
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(name not in latest for name in systems):
             time.sleep(0.05)  # polling the callback's dict; bounded by --wait
@@ -178,25 +157,49 @@ def run_checks(
 ) -> list[Check]:
     """Every check that applies: configuration, network and server for ``system``, ROS, time."""
     out: list[Check] = []
-    pose_topics: list[str] = []
+    inputs: list[str] = []
     if system is not None:
-        specs = config_checks.system_specs(system)
-        sections: dict[str, dict[str, Any]] = {}
-        if params_file is not None:
-            try:
-                sections = config_checks.read_params_file(params_file)
-            except ValueError as exc:
-                out.append(failed("params file", str(exc), "give a ROS 2 params file", "configuration"))
-            out += config_checks.check_parameters(system, sections, specs)
-        values = effective_values(specs, sections)
-        out += network_and_server(system, values, timeout)
-        if system == "gazebo":
-            pose_topics = [str(t) for t in values["pose_topics"]]
+        try:
+            specs = config_checks.system_specs(system)
+        except (ImportError, RuntimeError) as exc:  # its package is not installed, or cannot load
+            specs = None
+            out.append(probes.unavailable(system, exc))
+        if specs is not None:
+            sections: dict[str, dict[str, Any]] = {}
+            if params_file is not None:
+                try:
+                    sections = config_checks.read_params_file(params_file)
+                except ValueError as exc:
+                    out.append(failed("params file", str(exc), "give a ROS 2 params file", "configuration"))
+                out += config_checks.check_parameters(system, sections, specs)
+            values = effective_values(specs, sections)
+            out += network_and_server(system, values, timeout)
+            inputs = input_topics(system, values)
     if ros:
-        out += ros_and_time(wait, pose_topics)
+        out += ros_and_time(wait, inputs, system or "")
     else:
         out.append(time_checks.check_host_clock(time_checks.kernel_sync(), time_checks.chrony_tracking()))
     return out
+
+
+DESCRIPTION = """\
+Check a lab's mocap setup end to end, each finding with the evidence seen and its fix:
+the params file against the system's parameters, the network path to the server (route,
+link, subnet, multicast, MTU, firewall), the server itself with the driver's own
+protocol code (NatNet, QTM RT, VRPN, Vicon's port), a replay's file, the tracker's
+bodies and compiled kernels, the ROS graph (domain, discovery, announced systems, QoS,
+input topics) and the host clock.
+
+PASS: checked and works. WARN: works, but fragile. FAIL: no data until fixed (exit 1).
+INFO: shown, nothing to judge. SKIP: could not be checked here (it says why)."""
+
+EXAMPLES = """\
+examples:
+  mocap4r2 doctor --system optitrack --params-file config/optitrack.yaml
+  mocap4r2 doctor --system vrpn --params-file config/vrpn.yaml --no-ros
+  mocap4r2 doctor --system replay --params-file config/replay.yaml   # the file, readable and known
+  mocap4r2 doctor --system tracker --timeout 60   # first run: let numba fill its cache
+  mocap4r2 doctor --json                          # ROS and time only, machine-readable"""
 
 
 class DoctorCommand:
@@ -206,8 +209,14 @@ class DoctorCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--params-file", type=Path, help="the system's ROS 2 params file")
+        parser.description = DESCRIPTION
+        parser.epilog = EXAMPLES
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
         parser.add_argument(
-            "--system", choices=sorted(config_checks.SYSTEMS), help="the mocap system to check"
+            "--system",
+            choices=registry.names(),
+            metavar="SYSTEM",
+            help=f"the mocap system to check, one of: {', '.join(registry.names())}",
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
         parser.add_argument(

@@ -369,59 +369,74 @@ def probe_tcp(what: str, host: str, port: int, fix: str, timeout: float = STEP_T
         return failed(title, str(detail), fix, AREA)
 
 
-def _read_exactly(sock: socket.socket, size: int, deadline: float) -> bytes:
-    data = b""
-    while len(data) < size:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        sock.settimeout(remaining)
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def probe_vrpn(host: str, port: int, connection: str, timeout: float = STEP_TIMEOUT) -> Check:
-    """VRPN's cookie: over ``tcp`` the server writes it once connected; over ``udp`` (vrpn's
-    default) we listen on a TCP port, ask by UDP datagram, and the server connects back."""
+def probe_vrpn(host: str, port: int, connection: str, timeout: float = STEP_TIMEOUT) -> list[Check]:
+    """The driver's own VRPN handshake (``VrpnClient.connect``: the connection over UDP
+    request or ``tcp``, both cookies, our descriptions, the server's senders and types),
+    then tracker reports for up to ``timeout``: the server is there, speaks VRPN 07, names
+    its trackers, and sends their poses."""
     from mocap4r2_drivers.vrpn import protocol as vp
+    from mocap4r2_drivers.vrpn.client import VrpnClient
+    from mocap4r2_drivers.vrpn.dialog import PoseBlock
+    from mocap4r2_drivers.vrpn.transport import VrpnConnectionError
 
     title = f"VRPN server at {host}:{port} ({connection})"
-    deadline = time.monotonic() + timeout
+    client = VrpnClient(host, port, tcp_only=connection == "tcp", timeout=timeout, pose_blocks=True)
     try:
-        if connection == "tcp":
-            with socket.create_connection((host, port), timeout=timeout) as sock:
-                data = _read_exactly(sock, vp.COOKIE_SIZE, deadline)
+        try:
+            trackers = client.connect()
+        except VrpnConnectionError as exc:
+            return [_vrpn_refusal(title, exc, connection, timeout)]
+        names = ", ".join(trackers) or "none"
+        out = [passed(title, f"VRPN {client.server_version} handshake; trackers announced: {names}", AREA)]
+        reports: dict[str, int] = {}
+        deadline = time.monotonic() + timeout
+        try:
+            while not reports and (left := deadline - time.monotonic()) > 0:
+                for item in client.read(left):
+                    if isinstance(item, PoseBlock):
+                        for sender in item.trackers:
+                            reports[sender] = reports.get(sender, 0) + 1
+                    elif item.type == vp.POS_QUAT:
+                        reports[item.sender] = reports.get(item.sender, 0) + 1
+        except VrpnConnectionError as exc:
+            out.append(failed("VRPN tracker reports", str(exc), "check the server's log", AREA))
+            return out
+        if reports:
+            seen = ", ".join(f"{name} ({count})" for name, count in sorted(reports.items()))
+            out.append(passed("VRPN tracker reports", f"poses within {timeout:g} s from {seen}", AREA))
         else:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as request:
-                request.connect((host, port))  # picks the local address facing the server
-                local = request.getsockname()[0]
-                with socket.socket() as listener:
-                    listener.bind((local, 0))
-                    listener.listen(1)
-                    request.send(vp.connect_request(local, listener.getsockname()[1]))
-                    listener.settimeout(timeout)
-                    accepted, _ = listener.accept()
-                    with accepted:
-                        data = _read_exactly(accepted, vp.COOKIE_SIZE, deadline)
-    except ConnectionRefusedError:
+            out.append(
+                failed(
+                    "VRPN tracker reports",
+                    f"connected, but no tracker pose within {timeout:g} s (trackers announced: {names})",
+                    "the server streams nothing: track a body in it (Motive: rigid bodies, VRPN "
+                    "streaming on; Vicon Tracker: objects enabled); over UDP, allow its datagrams "
+                    "to this machine in the firewall, or set connection: tcp",
+                    AREA,
+                )
+            )
+        return out
+    finally:
+        client.close()
+
+
+def _vrpn_refusal(title: str, exc: Exception, connection: str, timeout: float) -> Check:
+    """A handshake that failed, named by its cause."""
+    from mocap4r2_drivers.vrpn import protocol as vp
+
+    cause = exc.__cause__
+    if isinstance(cause, ConnectionRefusedError):
         return failed(
             title,
             "connection refused: nothing listens on that port",
             "start the VRPN server (Motive/Tracker: VRPN streaming on); set host and port (3883)",
             AREA,
         )
-    except TimeoutError:
+    if isinstance(cause, TimeoutError | socket.timeout):
         fix = "check host and port; allow the server's TCP connection back to this machine in its firewall"
         if connection == "tcp":
             fix = "check host and port, and the firewall"
         return failed(title, f"no connection within {timeout:g} s", fix, AREA)
-    except OSError as exc:
-        return failed(title, exc.strerror or str(exc), "check host and port", AREA)
-    try:
-        version = vp.check_cookie(data)
-    except vp.VrpnProtocolError as exc:
+    if isinstance(cause, vp.VrpnProtocolError):
         return failed(title, str(exc), "host and port must name a VRPN server", AREA)
-    return passed(title, f"VRPN {version} cookie", AREA)
+    return failed(title, str(exc), "check host and port", AREA)

@@ -20,8 +20,7 @@ The subscriptions (:mod:`.client`) live on the system node, handed over by
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -126,32 +125,53 @@ class GazeboAdapter(MocapAdapter):
         ),
     )
 
-    def __init__(self, values: Mapping[str, Any]):
-        self.topics = [t for t in values["pose_topics"] if t]
-        models = [ros_name(m) for m in values["models"] if m]
-        ids = [int(i) for i in values["model_ids"]]
+    def __init__(
+        self,
+        *,
+        pose_topics: Sequence[str] = ("/model/robot/pose",),
+        world: str = "default",
+        models: Sequence[str] = (),
+        model_ids: Sequence[int] = (0,),
+        marker_layouts: str = "",
+        rate: float = 100.0,
+        latency: float = 0.005,
+        latency_jitter: float = 0.0,
+        noise: float = 0.0003,
+        occlusion: float = 0.0,
+        dropped_frames: float = 0.0,
+        stale_timeout: float = 0.5,
+        seed: int = 0,
+        best_effort: bool = False,
+        connect_timeout: float = 5.0,
+        stamp: str = "simulation",
+    ):
+        """Each argument is the parameter of its name; AdapterError for models, ids,
+        layouts and topics that do not fit together."""
+        self.topics = [t for t in pose_topics if t]
+        models = [ros_name(m) for m in models if m]
+        ids = [int(i) for i in model_ids]
         if ids and ids != [0] and len(ids) != len(models):
             raise AdapterError(f"model_ids has {len(ids)} ids for {len(models)} models")
         if ids == [0] or not ids:
             ids = list(range(1, len(models) + 1))
         if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
             raise AdapterError(f"model_ids must be distinct and non-negative, got {ids}")
-        layouts = {ros_name(k): v for k, v in parse_layouts(values["marker_layouts"]).items()}
+        layouts = {ros_name(k): v for k, v in parse_layouts(marker_layouts).items()}
         unknown = sorted(set(layouts) - set(models)) if models else []
         if unknown:
             raise AdapterError(f"marker_layouts names models that are not in models: {unknown}")
         if not self.topics:
             raise AdapterError("pose_topics is empty: give the TFMessage topic(s) of ros_gz_bridge")
-        self.world = str(values["world"])
+        self.world = str(world)
         self.settings = Emulation(
-            rate=float(values["rate"]),
-            latency=float(values["latency"]),
-            latency_jitter=float(values["latency_jitter"]),
-            noise=float(values["noise"]),
-            occlusion=float(values["occlusion"]),
-            dropped_frames=float(values["dropped_frames"]),
-            stale_timeout=float(values["stale_timeout"]),
-            seed=int(values["seed"]),
+            rate=float(rate),
+            latency=float(latency),
+            latency_jitter=float(latency_jitter),
+            noise=float(noise),
+            occlusion=float(occlusion),
+            dropped_frames=float(dropped_frames),
+            stale_timeout=float(stale_timeout),
+            seed=int(seed),
         )
         specs = [
             ModelSpec(name, i, layouts.get(name, np.asarray(DEFAULT_LAYOUT))) for name, i in zip(models, ids)
@@ -160,16 +180,12 @@ class GazeboAdapter(MocapAdapter):
         # Gazebo has poses, not frames: the converter takes poses (add) and hands out the
         # frames they complete at the emulated rate (advance)
         self.converter = MocapEmulator(specs if models else None, self.settings)
-        self.connect_timeout = float(values["connect_timeout"])
-        self.simulation_stamps = values["stamp"] == "simulation"
-        self.input = BridgeSubscriptions(self.topics, bool(values["best_effort"]), self._on_poses)
+        self.connect_timeout = float(connect_timeout)
+        self.simulation_stamps = stamp == "simulation"
+        self.input = BridgeSubscriptions(self.topics, bool(best_effort), self._on_poses)
         self.delay = DelayLine()
         self.poses = PoseIntake(self.converter, self.world, self.simulation_stamps, self.settings.rate)
         self._streaming = False
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> GazeboAdapter:
-        return cls(values)
 
     @property
     def pose_rate(self) -> float:

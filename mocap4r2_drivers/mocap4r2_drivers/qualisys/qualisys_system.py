@@ -19,10 +19,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter
+from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
@@ -126,17 +125,24 @@ class QualisysAdapter(MocapAdapter):
 
     def __init__(
         self,
-        host: str,
-        port: int,
-        version: str,
-        components: list[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 22222,
+        protocol_version: str = "1.25",
+        components: Sequence[str] = DEFAULT_COMPONENTS,
         take_control: bool = False,
         password: str = "",
-        timeout: float = 5.0,
+        connect_timeout: float = 5.0,
         reconnect_period: float = 1.0,
         record_on_start: bool = False,
         reconnect_after: float = 2.0,
     ):
+        """Each argument is the parameter of its name; ConfigurationError for components
+        or a protocol version the parameters' checks refuse."""
+        problem = _check_components(list(components)) or _check_version(protocol_version)
+        if problem:
+            raise ConfigurationError(problem)
+        version, timeout = protocol_version, connect_timeout
         self.record_on_start = record_on_start
         self.capture_session = ""  # the session QTM is capturing for, if any
         self.host = host
@@ -155,25 +161,6 @@ class QualisysAdapter(MocapAdapter):
         self.last_decode_error = ""
         self.frame_stats = ClientStats()  # frames the converter refused, by kind (logged once each)
         self._lost_reported = False
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> QualisysAdapter:
-        for check, key in ((_check_components, "components"), (_check_version, "protocol_version")):
-            problem = check(values[key])
-            if problem:
-                raise AdapterError(problem)
-        return cls(
-            values["host"],
-            int(values["port"]),
-            values["protocol_version"],
-            list(values["components"]),
-            bool(values["take_control"]),
-            values["password"],
-            float(values["connect_timeout"]),
-            float(values["reconnect_period"]),
-            bool(values["record_on_start"]),
-            float(values.get("reconnect_after", 2.0)),
-        )
 
     def session_started(self, session_id: str) -> str:
         if not self.record_on_start:

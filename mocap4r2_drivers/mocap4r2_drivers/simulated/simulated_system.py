@@ -20,7 +20,6 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -80,14 +79,17 @@ class SimulatedAdapter(MocapAdapter):
 
     def __init__(
         self,
-        scene_path: str,
-        seed: int,
-        rate: float,
-        max_backlog: int,
+        *,
+        scene: str = "",
+        seed: int = -1,
+        rate: float = 0.0,
+        max_backlog: int = 0,
         batch_frames: int = 0,
         publish_labels: bool = True,
     ):
-        self.scene_path = scene_path or str(default_scene_path())
+        """Each argument is the parameter of its name (``scene``: the scene file, empty for
+        the demo scene)."""
+        self.scene_path = scene or str(default_scene_path())
         self.seed = None if seed < 0 else seed
         self.rate_override = rate
         self.max_backlog = max_backlog
@@ -110,17 +112,6 @@ class SimulatedAdapter(MocapAdapter):
         self._released = 0.0  # when the previous frame arrived: deliveries stay in order
         self._jitter_group = -1
         self._jitter = 0.0
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> SimulatedAdapter:
-        return cls(
-            values["scene"],
-            values["seed"],
-            values["rate"],
-            values["max_backlog"],
-            values["batch_frames"],
-            values["publish_labels"],
-        )
 
     def connect(self) -> AssetNames:
         try:

@@ -11,12 +11,11 @@ forward/left/up, is ROS's Z-up).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter
+from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
@@ -89,29 +88,40 @@ class ViconAdapter(MocapAdapter):
         ),
     )
 
-    def __init__(self, values: Mapping[str, Any]):
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 801,
+        stream_mode: str = "server_push",
+        axis_mapping: Sequence[str] = ("forward", "left", "up"),
+        labeled_markers: bool = True,
+        unlabeled_markers: bool = True,
+        segments_as_skeletons: bool = True,
+        buffer_size: int = 1,
+        connect_timeout: float = 5.0,
+        reconnect_period: float = 1.0,
+    ):
+        """Each argument is the parameter of its name; ConfigurationError for an axis
+        mapping that is no right-handed frame."""
+        problem = _check_axes(list(axis_mapping))
+        if problem:
+            raise ConfigurationError(problem)
         self.settings = ClientSettings(
-            host=str(values["host"]),
-            port=int(values["port"]),
-            stream_mode=values["stream_mode"],
-            axis_mapping=tuple(values["axis_mapping"]),
-            labeled=bool(values["labeled_markers"]),
-            unlabeled=bool(values["unlabeled_markers"]),
-            buffer_size=int(values["buffer_size"]),
-            connect_timeout=float(values["connect_timeout"]),
-            reconnect_period=float(values["reconnect_period"]),
+            host=str(host),
+            port=int(port),
+            stream_mode=stream_mode,
+            axis_mapping=(axis_mapping[0], axis_mapping[1], axis_mapping[2]),  # three: checked above
+            labeled=bool(labeled_markers),
+            unlabeled=bool(unlabeled_markers),
+            buffer_size=int(buffer_size),
+            connect_timeout=float(connect_timeout),
+            reconnect_period=float(reconnect_period),
         )
-        self.skeletons = bool(values["segments_as_skeletons"])
+        self.skeletons = bool(segments_as_skeletons)
         self.sdk_client: ViconClient | None = None
         self.converter: FrameConverter | None = None  # the SDK's frames to MocapFrames, in the SDK thread
         self._last_client: ViconClient | None = None  # kept after disconnect for its counters
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> ViconAdapter:
-        problem = _check_axes(list(values["axis_mapping"]))
-        if problem:
-            raise AdapterError(problem)
-        return cls(values)
 
     @property
     def address(self) -> str:

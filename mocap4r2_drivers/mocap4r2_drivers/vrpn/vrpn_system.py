@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
 from mocap4r2_control.frame import AssetNames, MocapFrame
@@ -132,13 +131,13 @@ class VrpnAdapter(MocapAdapter):
 
     def __init__(
         self,
-        host: str,
-        port: int = vp.DEFAULT_PORT,
         *,
-        tcp_only: bool = False,
-        trackers: list[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int = vp.DEFAULT_PORT,
+        connection: str = "udp",
+        trackers: Sequence[str] = (),
         multi_sensor: bool = False,
-        body_names: dict[str, str] | None = None,
+        body_names: Sequence[str] = (),
         up_axis: str = "+Z",
         untracked_after: float = 0.1,
         connect_timeout: float = 5.0,
@@ -146,17 +145,26 @@ class VrpnAdapter(MocapAdapter):
         silence_timeout: float = 3.0,
         continuation_wait: float = CONTINUATION_WAIT,
     ) -> None:
+        """Each argument is the parameter of its name (``continuation_wait`` is not one:
+        tests shorten it); ConfigurationError for a host, trackers or body names the
+        parameters' checks refuse."""
+        problem = _check_host(host) or _check_trackers(list(trackers)) or _check_body_names(list(body_names))
+        if problem:
+            raise ConfigurationError(problem)
+        tcp_only = connection == "tcp"
         self.where = f"{'tcp://' if tcp_only else ''}{host}:{port}"
         self.reconnect_period = reconnect_period
         self.client = VrpnClient(
-            host,
-            port,
+            str(host),
+            int(port),
             tcp_only=tcp_only,
             timeout=connect_timeout,
             silence_timeout=silence_timeout,
             pose_blocks=True,
         )
-        self.converter = FrameAssembler(trackers or [], multi_sensor, body_names, untracked_after, up_axis)
+        self.converter = FrameAssembler(
+            list(trackers), multi_sensor, parse_body_names(list(body_names)), untracked_after, up_axis
+        )
         self.frames = DeliveredFrames(self.converter, self.client.stats)
         self.continuation_wait = continuation_wait
         # monotonic time until which a frame whose rest the server is still sending is held
@@ -164,30 +172,6 @@ class VrpnAdapter(MocapAdapter):
         self._next_attempt = 0.0
         self._lost_reported = False
         self.reconnects = 0
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> VrpnAdapter:
-        for check, key in (
-            (_check_host, "host"),
-            (_check_trackers, "trackers"),
-            (_check_body_names, "body_names"),
-        ):
-            problem = check(values[key])
-            if problem:
-                raise ConfigurationError(problem)
-        return cls(
-            str(values["host"]),
-            int(values["port"]),
-            tcp_only=values["connection"] == "tcp",
-            trackers=list(values["trackers"]),
-            multi_sensor=bool(values["multi_sensor"]),
-            body_names=parse_body_names(values["body_names"]),
-            up_axis=str(values["up_axis"]),
-            untracked_after=float(values["untracked_after"]),
-            connect_timeout=float(values["connect_timeout"]),
-            reconnect_period=float(values["reconnect_period"]),
-            silence_timeout=float(values["silence_timeout"]),
-        )
 
     # ------------------------------------------------------------------ lifecycle
     def connect(self) -> AssetNames:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mocap4r2_drivers import registry
 from mocap4r2_drivers.doctor.config_checks import (
-    SYSTEMS,
     check_address_subnets,
     check_parameters,
     read_params_file,
@@ -19,8 +19,8 @@ from mocap4r2_drivers.doctor.network_checks import Interface
 from mocap4r2_drivers.doctor.report import Status
 
 CONFIG = Path(__file__).resolve().parents[3] / "config"
-SHIPPED = {system: f"{system}.yaml" for system in ("optitrack", "qualisys", "vicon", "vrpn", "gazebo")}
-SHIPPED["sim"] = "simulated.yaml"
+# every system's shipped params file, as its registry row names it
+SHIPPED = {s.name: s.config for s in registry.systems() if s.config}
 
 
 @pytest.mark.parametrize("system", sorted(SHIPPED))
@@ -31,7 +31,7 @@ def test_shipped_params_files_pass(system):
 
 
 def test_every_system_has_specs():
-    for system in SYSTEMS:
+    for system in registry.names():  # names and aliases (sim)
         specs = system_specs(system)
         assert "frame_id" in specs and len(specs) > len(("frame_id",)), system
 

@@ -1,6 +1,7 @@
 """The doctor's server probes against the stand-ins on loopback: a healthy NatNet server
 (multicast and unicast), a wrong port, a server that does not answer, a multicast group
-nobody sends to; QTM's banner and version; VRPN's cookie both ways; a Vicon-like TCP
+nobody sends to; QTM's banner and version; VRPN's handshake both ways, its reports and a
+server that sends none; a Vicon-like TCP
 port open and closed."""
 
 from __future__ import annotations
@@ -117,11 +118,39 @@ def test_tcp_port_open_and_closed():
 
 
 @pytest.mark.parametrize("connection", ["udp", "tcp"])
-def test_vrpn_cookie(procs, tmp_path, connection):
+def test_vrpn_handshake_and_reports(procs, tmp_path, connection):
+    """The driver's handshake (cookies, descriptions) names the stand-in's trackers, and
+    their poses arrive, both ways of connecting."""
     _proc, port, _scene, _origin = start_vrpn(procs, tmp_path, SCENE)
-    check = probe_vrpn("127.0.0.1", port, connection)
-    assert check.status is Status.PASS, check
-    assert check.evidence.startswith("VRPN 07.") and check.evidence.endswith("cookie")
+    handshake, reports = probe_vrpn("127.0.0.1", port, connection, timeout=10.0)
+    assert handshake.status is Status.PASS, handshake
+    assert handshake.evidence.startswith("VRPN 07.") and "trackers announced: drone1" in handshake.evidence
+    assert reports.status is Status.PASS and "drone1 (" in reports.evidence, reports
+
+
+def test_vrpn_server_that_sends_no_reports_fails_the_reports_check():
+    """A VRPN server that completes the handshake but streams nothing: the handshake
+    passes, the reports check fails with what to do."""
+    from mocap4r2_drivers.vrpn import protocol as vp
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+
+        def quiet_server() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.sendall(vp.cookie())
+                conn.recv(vp.COOKIE_SIZE)
+                time.sleep(3.0)  # connected, silent
+
+        server = threading.Thread(target=quiet_server, daemon=True)
+        server.start()
+        checks = probe_vrpn("127.0.0.1", port, "tcp", timeout=1.0)
+        server.join(5)
+    assert [c.status for c in checks] == [Status.PASS, Status.FAIL], checks
+    assert "no tracker pose within 1 s" in checks[1].evidence and "firewall" in checks[1].fix
 
 
 def test_vrpn_probe_names_a_server_that_is_not_vrpn():
@@ -137,8 +166,8 @@ def test_vrpn_probe_names_a_server_that_is_not_vrpn():
 
         server = threading.Thread(target=answer_http, daemon=True)
         server.start()
-        check = probe_vrpn("127.0.0.1", port, "tcp")
+        (check,) = probe_vrpn("127.0.0.1", port, "tcp")
         server.join(5)
     assert check.status is Status.FAIL and "not a VRPN" in check.evidence
-    closed = probe_vrpn("127.0.0.1", port, "tcp")
+    (closed,) = probe_vrpn("127.0.0.1", port, "tcp")
     assert closed.status is Status.FAIL and "refused" in closed.evidence

@@ -196,7 +196,7 @@ def test_parameters_are_checked():
 
 
 def test_unusable_transforms_are_skipped_and_counted():
-    adapter = GazeboAdapter(adapter_values(models=["robot"], noise=0.0))
+    adapter = GazeboAdapter(**adapter_values(models=["robot"], noise=0.0))
     adapter.start_streaming()
     bad = [
         transform("robot", 1.0, ((float("nan"), 0, 0), (0, 0, 0, 1))),
@@ -270,7 +270,7 @@ def test_one_topic_a_second_behind_is_not_a_simulation_restart():
 
 # ====================================================================== what the bridge delivers
 def attached(**changes) -> GazeboAdapter:
-    adapter = GazeboAdapter(adapter_values(**{"connect_timeout": 1.0, **changes}))
+    adapter = GazeboAdapter(**adapter_values(**{"connect_timeout": 1.0, **changes}))
     adapter.attach(_Recorder())
     return adapter
 
@@ -408,7 +408,7 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
         latency=0.02,
         connect_timeout=WAIT,
     )
-    adapter = GazeboAdapter(values)
+    adapter = GazeboAdapter(**values)
     adapter.attach(ros.node)
     received = {"robot": [], "drone": []}  # (stamp, monotonic arrival) of each pose, in arrival order
     built = {}  # frame number -> (monotonic time built, poses received by then)

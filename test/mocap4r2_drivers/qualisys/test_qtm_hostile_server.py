@@ -92,11 +92,11 @@ def server(tmp_path):
 @pytest.fixture
 def adapter(server):
     a = QualisysAdapter(
-        "127.0.0.1",
-        server.port - 1,
-        "1.25",
-        ["6d", "3d", "3dnolabels"],
-        timeout=5.0,
+        host="127.0.0.1",
+        port=server.port - 1,
+        protocol_version="1.25",
+        components=["6d", "3d", "3dnolabels"],
+        connect_timeout=5.0,
         reconnect_period=0.2,
         reconnect_after=0.5,
     )

@@ -43,7 +43,7 @@ def clock(monkeypatch):
 def test_a_reader_that_falls_behind_loses_the_oldest_frames_beyond_the_backlog(
     clock, rate, max_backlog, backlog
 ):
-    adapter = SimulatedAdapter(str(default_scene_path()), seed=-1, rate=rate, max_backlog=max_backlog)
+    adapter = SimulatedAdapter(scene=str(default_scene_path()), seed=-1, rate=rate, max_backlog=max_backlog)
     adapter.connect()
     scene = adapter.scene
     assert adapter.backlog == backlog
@@ -71,7 +71,7 @@ def test_a_reader_that_falls_behind_loses_the_oldest_frames_beyond_the_backlog(
 
 
 def test_a_reader_that_keeps_up_loses_nothing(clock):
-    adapter = SimulatedAdapter(str(default_scene_path()), seed=-1, rate=2000.0, max_backlog=0)
+    adapter = SimulatedAdapter(scene=str(default_scene_path()), seed=-1, rate=2000.0, max_backlog=0)
     adapter.connect()
     adapter.start_streaming()
     numbers = []
@@ -89,9 +89,9 @@ def test_a_reader_that_keeps_up_loses_nothing(clock):
 def test_without_labels_the_system_sends_the_cloud_of_the_labeled_systems_frames(clock):
     """publish_labels false: no assets named, no bodies or skeletons, the seen markers
     unlabeled and shuffled; the same scene and seed labeled give the truth of each frame."""
-    truth = SimulatedAdapter(str(default_scene_path()), seed=3, rate=200.0, max_backlog=0)
+    truth = SimulatedAdapter(scene=str(default_scene_path()), seed=3, rate=200.0, max_backlog=0)
     cloud = SimulatedAdapter(
-        str(default_scene_path()), seed=3, rate=200.0, max_backlog=0, publish_labels=False
+        scene=str(default_scene_path()), seed=3, rate=200.0, max_backlog=0, publish_labels=False
     )
     assert len(truth.connect().rigid_bodies) > 0
     names = cloud.connect()

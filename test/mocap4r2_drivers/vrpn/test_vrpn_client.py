@@ -322,7 +322,7 @@ def test_activating_after_a_pause_drops_old_reports_and_keeps_the_connection(pro
     from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
 
     proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
-    adapter = VrpnAdapter("127.0.0.1", port, connect_timeout=10.0, silence_timeout=0.5)
+    adapter = VrpnAdapter(host="127.0.0.1", port=port, connect_timeout=10.0, silence_timeout=0.5)
     adapter.connect()
     adapter.start_streaming()
     frames = [adapter.read_frame(0.1) for _ in range(20)]
@@ -381,7 +381,7 @@ def test_a_frame_whose_rest_is_on_its_way_waits_for_it():
     rest = threading.Event()
     server, go = _cut_instant_server(rest)
     adapter = VrpnAdapter(
-        "127.0.0.1", server.port, tcp_only=True, connect_timeout=3.0, continuation_wait=30.0
+        host="127.0.0.1", port=server.port, connection="tcp", connect_timeout=3.0, continuation_wait=30.0
     )
     adapter.connect()
     first = _frames_until(adapter, lambda f: f and f[-1].bodies.names == ("drone", "cart"))
@@ -402,7 +402,9 @@ def test_a_frame_whose_rest_never_comes_is_published_after_the_wait():
     from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
 
     server, go = _cut_instant_server(None)
-    adapter = VrpnAdapter("127.0.0.1", server.port, tcp_only=True, connect_timeout=3.0, continuation_wait=0.3)
+    adapter = VrpnAdapter(
+        host="127.0.0.1", port=server.port, connection="tcp", connect_timeout=3.0, continuation_wait=0.3
+    )
     adapter.connect()
     assert _frames_until(adapter, lambda f: f and f[-1].bodies.names == ("drone", "cart"))
     go.set()
@@ -423,7 +425,7 @@ def test_an_instant_whose_datagram_ends_it_is_published_without_waiting(procs, t
     from mocap4r2_drivers.vrpn.vrpn_system import VrpnAdapter
 
     proc, port, scene, origin = start_vrpn(procs, tmp_path, {**SCENE, "occlusion": 0.4})
-    adapter = VrpnAdapter("127.0.0.1", port, connect_timeout=10.0, continuation_wait=30.0)
+    adapter = VrpnAdapter(host="127.0.0.1", port=port, connect_timeout=10.0, continuation_wait=30.0)
     adapter.connect()
     frames, held, incomplete = 0, 0, 0
     end = time.monotonic() + 1.5
