@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .cdr_layout import align
+from .cdr_layout import MARKER_TAIL, align, marker_point
 
 __all__ = [
     "KINDS",
@@ -35,6 +35,7 @@ __all__ = [
     "MarkerOffsets",
     "MessageWalk",
     "check_encapsulation",
+    "marker_places",
     "walk_message",
 ]
 
@@ -151,6 +152,32 @@ class MarkerOffsets:
         self.positions.append(cursor.fixed(8, 3))
         self.occluded.append(cursor.fixed(1))
         self.residuals.append(cursor.fixed(4))
+
+
+def marker_places(cursor: CdrCursor, count: int) -> tuple[list[int], list[int]]:
+    """The offsets of the ids and Points of ``count`` Markers at the cursor, walked name
+    length by name length (only the lengths are read: no name is decoded), the cursor
+    left after the last; what a reader of ids and positions needs, several times faster
+    than :class:`MarkerOffsets` for labeled markers."""
+    data, error = cursor.data, cursor.error
+    size = len(data) - 4
+    ids: list[int] = []
+    points: list[int] = []
+    at = cursor.pos
+    unpack = _U32.unpack_from
+    for i in range(count):
+        at = align(at, 4)
+        if at + 8 > size:
+            raise error(f"truncated message: marker {i} at offset {at + 4}")
+        name_len = unpack(data, at + 8)[0]
+        point = marker_point(at, name_len)
+        if name_len < 1 or point + MARKER_TAIL > size:
+            raise error(f"marker {i}: name length {name_len} does not fit in the message")
+        ids.append(at + 4)
+        points.append(point + 4)
+        at = point + MARKER_TAIL
+    cursor.pos = at
+    return ids, points
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ them down, cdr_reader.py reads by them): this module adds only the point cloud's
 A point cloud (every name empty, as an unlabeled system or the simulated system with
 ``publish_labels: false`` sends) has elements of one size after the first: their places are
 computed at once and checked. Markers with names (a labeled system) are walked name
-length by name length (cdr_reader.MarkerOffsets); no message object is built.
+length by name length (cdr_reader.marker_places); no message object is built.
 
 Every count and length read is checked against the bytes that are there: a message that
 does not hold what it says raises :class:`MarkersDecodeError` with the reason.
@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mocap4r2_control.cdr_layout import ENCAPSULATION, MARKER_TAIL, marker_point
-from mocap4r2_control.cdr_reader import CdrCursor, CdrDecodeError, MarkerOffsets
+from mocap4r2_control.cdr_reader import CdrCursor, CdrDecodeError, marker_places
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -69,11 +69,9 @@ def decode_markers(data: bytes, max_markers: int = 100_000) -> DecodedMarkers:
     raw = np.frombuffer(data, np.uint8)
     starts = _cloud_starts(raw, cursor.offset, count)
     if starts is None:
-        walked = MarkerOffsets()
-        for _ in range(count):
-            walked.walk(cursor)
-        starts = np.asarray(walked.ids, dtype=np.int64)
-        points = np.asarray(walked.positions, dtype=np.int64)
+        ids_at, points_at = marker_places(cursor, count)
+        starts = np.asarray(ids_at, dtype=np.int64)
+        points = np.asarray(points_at, dtype=np.int64)
     else:
         name_len = _gather(raw, starts + 4, 4).view("<u4").reshape(-1).astype(np.int64)
         points = marker_point(starts - 4, name_len) + 4
