@@ -28,8 +28,6 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
 
 import yaml
 
@@ -158,12 +156,6 @@ class ReplayAdapter(MocapAdapter):
         #: the monotonic time the last frame handed over was due at
         self.last_due = 0.0
         self.finished = ""
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> ReplayAdapter:
-        # kept while adapter.py's from_parameters is abstract in the committed tree (the
-        # keyword-only constructors' default cls(**values) replaces it)
-        return cls(**{spec.name: values[spec.name] for spec in cls.parameters})
 
     @property
     def loops(self) -> int:
