@@ -1,9 +1,14 @@
 """NatNet under fuzzing, floods and server restarts (OptiTrack: natnet_simulator and
 optitrack_system as processes, the decoder in this process).
 
-1. Mutated NAT_FRAMEOFDATA packets (every bitstream version) through the reading path:
-   unpack, strict decode, conversion to a MocapFrame, the frame's consistency check.
-2. Garbage and spoofed datagrams at a live optitrack_system: every rigid-body message it
+1. Mutated NAT_FRAMEOFDATA packets (every bitstream version, 3.0 to 4.5 and a "future
+   Motive" 4.6 with an unknown section; 4.1+ with an asset, 4.5 with IMU and GPIO
+   sections) through the reading path: unpack, strict decode, conversion to a
+   MocapFrame, the frame's consistency check; and mutated NAT_MODELDEF packets (4.1 to
+   4.6: quaternions, an asset, anchor markers, an unknown description type) through
+   decode and the model index.
+2. Garbage and spoofed datagrams at a live optitrack_system reading a 4.5 stand-in
+   (well-formed and mutated 4.5 frames among them): every rigid-body message it
    publishes meanwhile is compared with the scene the stand-in served (frame number
    advancing, poses equal); the driver must stay alive and its log bounded.
 3. natnet_simulator killed (SIGKILL) and restarted under a live driver: time to the
@@ -66,19 +71,30 @@ def natnet_path():
 
     from mocap4r2_drivers.optitrack import protocol as nn
     from mocap4r2_drivers.optitrack.convert import FrameConverter, ModelIndex
-    from mocap4r2_drivers.optitrack.simulator import SceneStream
+    from mocap4r2_drivers.optitrack.server_commands import MotiveCommands
+    from mocap4r2_drivers.optitrack.simulator import FUTURE_VERSION, SceneStream
 
     _, scene = _scene(Path(tempfile.mkdtemp(prefix="mocap4r2-stress-")))
-    stream = SceneStream(scene)
-    versions = [nn.Version.parse(v) for v in ("3.0", "3.1", "4.0", "4.1")]
+    # what a Motive 3.2+ streams: an asset, rotational offsets, IMU/GPIO from 4.5 on
+    stream = SceneStream(scene, assets=True, rotational_offsets=True)
+    future = SceneStream(scene, assets=True, rotational_offsets=True, future=True)
+    versions = [nn.Version.parse(v) for v in ("3.0", "3.1", "4.0", "4.1", "4.2", "4.3", "4.4", "4.5")]
     bases, base_version = [], []
-    for version in versions:
+    for version in [*versions, FUTURE_VERSION]:
+        source = future if version == FUTURE_VERSION else stream
         for k in (0, 37, 81):
-            bases.append(nn.encode_frame(stream.frame_of_data(k), version))
+            bases.append(nn.encode_frame(source.frame_of_data(k), version))
             base_version.append(version)
+    frames = len(bases)
+    for version in [*versions[3:], FUTURE_VERSION]:  # model definitions, 4.1 on
+        is_future = version == FUTURE_VERSION
+        bases.append(
+            MotiveCommands(future if is_future else stream, version, 100.0, is_future).models_packet()
+        )
+        base_version.append(version)
     converter = FrameConverter("y", "global")
     converter.set_models(ModelIndex.build(stream.model_definitions(), 1))
-    reference = [nn.decode_frame(nn.unpack(b)[1], v) for b, v in zip(bases, base_version)]
+    reference = [nn.decode_frame(nn.unpack(b)[1], v) for b, v in zip(bases[:frames], base_version)]
 
     def structure(frame):
         return (
@@ -90,11 +106,18 @@ def natnet_path():
 
     shapes = [structure(f) for f in reference]
     frame_id = nn.MessageId.FRAMEOFDATA
+    models_id = nn.MessageId.MODELDEF
     error = nn.NatNetProtocolError
 
     def step(base: int, packet: bytes) -> str:
         try:
             message_id, payload = nn.unpack(packet)
+            if base >= frames:  # model definitions: decoded and indexed as the client does
+                if message_id != models_id:
+                    return "rejected"
+                defs = nn.decode_model_definitions(payload, base_version[base])
+                ModelIndex.build(defs).asset_names()
+                return "accepted"
             if message_id != frame_id:
                 return "rejected"
             frame = nn.decode_frame(payload, base_version[base])
@@ -133,12 +156,12 @@ def _start_stand_in(live: live_parts.Live, scene_path, command_port: int, data_p
     return proc, int(match.group(2)), int(match.group(3)), ready
 
 
-def _streaming_driver(live: live_parts.Live, scene_path, ns: str, reconnect_after: float):
+def _streaming_driver(live: live_parts.Live, scene_path, ns: str, reconnect_after: float, *extra: str):
     """A multicast stand-in and an optitrack_system in ``ns`` streaming its two bodies:
     (stand_in, command_port, data_port, rigid_bodies collector, driver)."""
     from mocap4r2_interfaces.msg import RigidBodies
 
-    stand_in, command_port, data_port, _ = _start_stand_in(live, scene_path, 0, 0, "--multicast")
+    stand_in, command_port, data_port, _ = _start_stand_in(live, scene_path, 0, 0, "--multicast", *extra)
     bodies = live.ros.subscribe(f"{ns}/rigid_bodies", RigidBodies)
     driver = live.procs.start(
         "mocap4r2_drivers",
@@ -163,11 +186,11 @@ def flood(live: live_parts.Live, datagrams: int) -> list[tuple]:
 
     scene_path, scene = _scene(live.tmp)
     stand_in, command_port, data_port, bodies, driver = _streaming_driver(
-        live, scene_path, "/stress_natnet_flood", reconnect_after=1.0
+        live, scene_path, "/stress_natnet_flood", 1.0, "--natnet-version", "4.5"
     )
     log_before = len(driver.log())
     stream = SceneStream(scene)
-    version = nn.Version.parse("4.1")
+    version = nn.Version.parse("4.5")  # IMU and GPIO sections in every frame
     good = bytearray(nn.encode_frame(stream.frame_of_data(5), version))
     models = stream.model_definitions()
     models.rigid_bodies[0].name = "hijacked"
