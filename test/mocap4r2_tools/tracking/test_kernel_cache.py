@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -25,49 +24,25 @@ import numpy as np
 import pytest
 import yaml
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from read_only_mounts import NO_HOME, ROOT, TEMPS, read_only, why_not_here
 from support import executable, wait_subscribed
 
 from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC, ControlClient
 from mocap4r2_interfaces.msg import Marker, Markers, MocapSystemInfo, RigidBodies
 
-ROOT = Path(__file__).resolve().parents[3]
-NO_HOME = str(ROOT / ".no-home")  # inside the read-only tree: cannot be made
-TEMPS = ["/tmp", "/var/tmp"]
 KERNELS = 8  # the @kernel functions of tracking/kernels.py
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 LAYOUT = np.array([[0.0, 0.0, 0.02], [0.025, 0.0, 0.0], [-0.01, 0.018, 0.0], [-0.012, -0.02, 0.005]])
 COMPILE_WAIT = 180.0  # s: compiling under a heavy load
 
 
-def _why_no_namespace() -> str | None:
-    """None where a private mount namespace with a read-only bind mount can be made."""
-    try:
-        done = subprocess.run(
-            _read_only(["true"], [str(ROOT)]), capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unshare -m cannot run here ({exc})"
-    if done.returncode:
-        return f"unshare -m + mount --bind -o ro is not permitted here: {done.stderr.strip()[:200]}"
-    return None
-
-
 @pytest.fixture(scope="module")
 def namespaces() -> None:
-    reason = _why_no_namespace()
+    reason = why_not_here()
     if reason is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason} (CI must run the read-only install tests)")
         pytest.skip(reason)
-
-
-def _read_only(command: list[str], directories: list[str]) -> list[str]:
-    """``command`` in a private mount namespace where ``directories`` are read-only."""
-    mounts = " && ".join(
-        f"mount --bind {shlex.quote(d)} {shlex.quote(d)} && mount -o remount,bind,ro {shlex.quote(d)}"
-        for d in directories
-    )
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mounts} && exec "$@"', "sh", *command]
 
 
 def _environment(**extra: str) -> dict[str, str]:
@@ -92,9 +67,9 @@ print(json.dumps({"kind": prepared.cache.kind, "directory": prepared.cache.direc
 """
 
 
-def _probe(env: dict[str, str], read_only: list[str]) -> tuple[dict[str, object], str]:
+def _probe(env: dict[str, str], directories: list[str]) -> tuple[dict[str, object], str]:
     done = subprocess.run(
-        _read_only([sys.executable, "-c", PROBE], read_only),
+        read_only([sys.executable, "-c", PROBE], directories),
         capture_output=True,
         text=True,
         env=env,
@@ -195,7 +170,7 @@ def test_the_tracker_starts_on_a_read_only_install_with_nothing_writable(namespa
         procs,
         tmp_path,
         "ro_none",
-        lambda command: _read_only([*command, "--disable-external-lib-logs"], [str(ROOT), *TEMPS]),
+        lambda command: read_only([*command, "--disable-external-lib-logs"], [str(ROOT), *TEMPS]),
         _environment(),
     )
     log = proc.log()
