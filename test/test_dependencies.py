@@ -106,6 +106,7 @@ DEPENDENCIES: dict[str, Provider] = {
     # reference clients and readers the tests compare with, pip only
     "natnet": Provider("natnet", None),
     "natnetsdk": Provider("natnetsdk", None),
+    "cv2": Provider("opencv-python-headless", "python3-opencv"),
     "evo": Provider("evo", None),
     "ezc3d": Provider("ezc3d", None),
     # libmotioncapture's binding, whose embedded VRPN client reads vrpn_simulator, pip only

@@ -12,6 +12,9 @@
   forward kinematics: the tip of every link, the end effector last, in ``frame_id``) and
   ``~/ee_pose`` (geometry_msgs/PoseStamped: the commanded end-effector pose, the same
   pose and stamp as the last entry of ``~/link_poses``, for trajectory_error);
+* topic ``~/tool_pose`` (geometry_msgs/PoseStamped): a tool mounted on the end effector
+  (the flange) at ``tool_offset``, the pose a mocap system tracking the tool reports (the
+  known answer of `mocap4r2 calibrate hand_eye/robot_world` against ``~/ee_pose``);
 * topic ``~/accepted_goals`` (motion_control_interfaces/action/QueueTrajectory_Goal,
   reliable, transient local, the last ``ACCEPTED_GOALS_DEPTH``): every goal accepted, so
   a trajectory_monitor elsewhere evaluates the same monitors the goal carries.
@@ -19,9 +22,11 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict, deque
 
+import numpy as np
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
 from rclpy.action import ActionServer, GoalResponse
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -29,11 +34,13 @@ from rclpy.task import Future
 from sensor_msgs.msg import JointState
 
 from mocap4r2_control.parameters import ParameterSpec
+from mocap4r2_control.rotation import quat_normalize
 from mocap4r2_control.timebase import time_msg
 from motion_control_interfaces.action import QueueTrajectory
 from motion_control_interfaces.msg import MonitorResult, MonitorResultsStamped, TrajectoryFeedbackStamped
 from motion_control_interfaces.srv import GetTrajectoryStatus
 
+from .calibration.se3 import Poses
 from .motion.arm import Point, forward_kinematics, sample, validate
 from .motion.monitors import Feedback, MonitorError, MonitorSet, monitor_from_msg
 from .tool_node import ToolNode, frame_check, run_tool, vector_check
@@ -48,6 +55,14 @@ ACCEPTED_GOALS_QOS = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
+
+
+def _tool_check(value: list) -> str | None:
+    if len(value) != 7 or not all(isinstance(v, float) and math.isfinite(v) for v in value):
+        return f"tool_offset must be 7 finite numbers x y z qx qy qz qw, got {value!r}"
+    if math.hypot(*value[3:]) < 1e-6:
+        return f"tool_offset's quaternion {value[3:]!r} is not a rotation"
+    return None
 
 
 def _links_check(value: list) -> str | None:
@@ -74,6 +89,13 @@ PARAMETERS = (
     ParameterSpec("frame_id", "world", "Frame of the link poses.", check=frame_check("frame_id")),
     ParameterSpec(
         "rate", 50.0, "Execution and publishing rate, Hz.", min_value=1.0, max_value=1000.0, read_only=True
+    ),
+    ParameterSpec(
+        "tool_offset",
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+        "Pose of the tool of ~/tool_pose in the end-effector (flange) frame: x y z (m) qx qy qz qw.",
+        check=_tool_check,
+        read_only=True,
     ),
 )
 
@@ -109,6 +131,9 @@ class SimulatedArmNode(ToolNode):
         self._js_pub = self.create_publisher(JointState, "~/joint_states", 10)
         self._links_pub = self.create_publisher(PoseArray, "~/link_poses", 10)
         self._ee_pub = self.create_publisher(PoseStamped, "~/ee_pose", 10)
+        self._tool_pub = self.create_publisher(PoseStamped, "~/tool_pose", 10)
+        offset = [float(v) for v in cfg["tool_offset"]]
+        self._tool = Poses(np.array(offset[:3]), quat_normalize(np.array(offset[3:])))
         self._goals_pub = self.create_publisher(QueueTrajectory.Goal, "~/accepted_goals", ACCEPTED_GOALS_QOS)
         self._server = ActionServer(
             self,
@@ -249,6 +274,17 @@ class SimulatedArmNode(ToolNode):
         ee.header = links.header
         ee.pose = links.poses[-1]
         self._ee_pub.publish(ee)
+        self._tool_pub.publish(self._tool_pose(ee))
+
+    def _tool_pose(self, ee: PoseStamped) -> PoseStamped:
+        p, q = ee.pose.position, ee.pose.orientation
+        tool = Poses(np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])).compose(self._tool)
+        out = PoseStamped()
+        out.header = ee.header
+        out.pose.position.x, out.pose.position.y, out.pose.position.z = (float(v) for v in tool.t)
+        o = out.pose.orientation
+        o.x, o.y, o.z, o.w = (float(v) for v in tool.q)
+        return out
 
     def _finish(self, job: _Job) -> None:
         tid = job.goal.trajectory_id

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from calibration_cases import errors, exact_pairs
 
 from mocap4r2_control.rotation import quat_exp, quat_multiply
 from mocap4r2_tools.calibration import (
@@ -18,12 +19,7 @@ from mocap4r2_tools.calibration import (
 )
 from mocap4r2_tools.calibration.se3 import difference
 from mocap4r2_tools.calibration.synthetic import (
-    ARM_BASE_IN_MOCAP,
-    CAMERA,
-    MAP_IN_MOCAP,
-    TOOL,
     Corruption,
-    arm_flange,
     arm_scene,
     drone_body,
     drone_scene,
@@ -31,24 +27,6 @@ from mocap4r2_tools.calibration.synthetic import (
 )
 
 EXACT = Corruption(noise_m=0.0, noise_deg=0.0, outlier_share=0.0, delay=0.0)
-
-
-def errors(found: Poses, truth: Poses) -> tuple[float, float]:
-    """(translation error mm, rotation error deg)."""
-    d = difference(found, truth)
-    return float(np.linalg.norm(d[3:]) * 1e3), float(np.degrees(np.linalg.norm(d[:3])))
-
-
-def exact_pairs(kind: str, n: int = 60) -> tuple[Poses, Poses, Poses, Poses]:
-    """Exact pairs at common times, and the truth (X, Y) of A X = Y B."""
-    times = np.linspace(0.0, 30.0, n, dtype=np.float64)
-    if kind == "robot_world":
-        a = arm_flange(times)
-        return a, ARM_BASE_IN_MOCAP.compose(a.compose(TOOL)), TOOL, ARM_BASE_IN_MOCAP.inverse()
-    a = drone_body(times)
-    if kind == "hand_eye":
-        return a, MAP_IN_MOCAP.inverse().compose(a.compose(CAMERA)), CAMERA, MAP_IN_MOCAP
-    return a, MAP_IN_MOCAP.inverse().compose(a), MAP_IN_MOCAP, MAP_IN_MOCAP
 
 
 def test_se3_compose_inverse_and_matrices_agree():
