@@ -7,7 +7,8 @@ and checks of the tracked bodies), :mod:`.single_hold` (a single marker found af
 is held until confirmed), :mod:`.reacquisition` (lost bodies restarted from the search of
 :mod:`.acquisition`), sharing the per-body state of :mod:`.track_state`; :mod:`.kabsch` is
 the batched rigid fit; :mod:`.kernels` holds the per-frame steps compiled with numba (the
-fit from the prior, the gated neighbour search, the direct pairing); :mod:`.markers_cdr` reads
+fit from the prior, the gated neighbour search, the direct pairing), cached where
+:mod:`.kernel_cache` finds a place; :mod:`.markers_cdr` reads
 serialized Markers with numpy and :mod:`.tracked_frame` builds what the marker_tracker node
 publishes; :mod:`.teach` makes a layout from a still cluster. docs/tracking.md explains them.
 """

@@ -15,7 +15,9 @@ Per frame (:meth:`Tracker.update`):
 5. (re)acquire bodies not tracked from the free markers: a layout is searched by the
    pairwise distances of its marker triangles (any position, any orientation); identical
    bodies and single-marker bodies only near their ``initial_position`` or last known
-   position. Candidates are handed out best first without sharing markers.
+   position. Bodies that can take each other's placements (identical layouts, single
+   markers) get them by one assignment per group; the others best first; never a marker
+   to two bodies.
 
 Markers left over are strays (ghosts, other objects). Times are the frames' own stamps,
 never the host clock. A single-marker body reports the identity orientation.
