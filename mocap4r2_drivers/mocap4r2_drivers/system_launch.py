@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mocap4r2_drivers import registry
+
 PACKAGE = "mocap4r2_drivers"
 # the argument naming the parameters file of a system (the tools' launch files use their own)
 SYSTEM_PARAMS = "system_params"
@@ -45,8 +47,8 @@ class LaunchArgument:
 
 @dataclass(frozen=True)
 class SystemLaunch:
-    """The launch plan of one system: ``system`` names the executable (``<system>_system``,
-    also the node's name) and the parameters file (``config/<system>.yaml``); ``namespace``
+    """The launch plan of one system: ``system`` is its name in registry.py, whose row
+    names the executable (also the node's name) and the parameters file; ``namespace``
     is the default of the namespace argument (the system's name when empty); each of
     ``arguments`` is declared and passed to the node as the parameter of the same name."""
 
@@ -56,13 +58,15 @@ class SystemLaunch:
 
     @property
     def executable(self) -> str:
-        return f"{self.system}_system"
+        """The system's node executable, as its row in registry.py names it."""
+        return registry.get(self.system).node_executable
 
     def config_path(self) -> str:
-        """The installed parameters file of the system (where `ros2 launch` finds it)."""
+        """The installed parameters file of the system (where `ros2 launch` finds it), as
+        its row in registry.py names it."""
         from ament_index_python.packages import get_package_share_directory
 
-        return os.path.join(get_package_share_directory(PACKAGE), "config", f"{self.system}.yaml")
+        return os.path.join(get_package_share_directory(PACKAGE), "config", registry.get(self.system).config)
 
     def declared_arguments(self) -> tuple[LaunchArgument, ...]:
         """Every argument the launch file declares, in the order `ros2 launch` lists them."""

@@ -112,7 +112,7 @@ def test_a_toy_vendor_is_found_by_the_executables(toy):
         [
             sys.executable,
             "-c",
-            "from mocap4r2_drivers.executables import run; raise SystemExit(run('toy_x'))",
+            "from mocap4r2_drivers.executables import run; raise SystemExit(run('x'))",
         ],
         capture_output=True,
         text=True,
