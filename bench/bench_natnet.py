@@ -9,6 +9,9 @@
    rigid_bodies messages per second at rising rates; the highest rate received in full
    (>= 97 % of the frames the stand-in sent) is the sustained rate.
 Configurations: 10 bodies / 100 markers and 50 bodies / 500 markers (10 markers each).
+0. versions (first; alone: `python -m bench natnet versions`): decoding 4.2 and 4.5 frames
+   of 50 bodies (4.5 with its IMU and GPIO sections) against 4.1 frames of the same scene,
+   measured in turns in the same run: the ratios (target <= 1.05, issue 37).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from bench.stand_ins import ROOT, StandIn, SystemProcess, generated_scene, missi
 from bench.timing import best_microseconds_per_item
 
 SECONDS = 3.0
+ARGUMENTS = ("versions",)  # `python -m bench natnet versions`: only the version ratios
+VERSION_ROUNDS = 21  # rounds of the version comparison; each version's best round counts
+VERSION_TARGET = 1.05
 # rates rise until one is not received in full, so the output shows where it fails
 # (the issue's reference: every frame at 1000 Hz with 50 bodies)
 CONFIGS = [
@@ -103,6 +109,40 @@ def decode_cost(bodies: int, version_text: str) -> str:
     )
 
 
+def version_cost(bodies: int = 50) -> str:
+    """4.2 and 4.5 frames against 4.1 frames of the same scene, timed in turns (the order
+    rotating each round, so that a burst of other load does not fall on one version), the
+    best round of each: the ratios, against the issue's target."""
+    from mocap4r2_drivers.optitrack import protocol as nn
+
+    versions = [nn.Version(4, 1), nn.Version(4, 2), nn.Version(4, 5)]
+    work = {}
+    for version in versions:
+        packets, _ = _packets(bodies, version)
+
+        def decode(packets=packets, version=version) -> None:
+            for p in packets:
+                nn.decode_frame(p, version)
+
+        work[version] = (decode, len(packets), len(packets[0]))
+    best = dict.fromkeys(versions, float("inf"))
+    for round_ in range(VERSION_ROUNDS):
+        for i in range(len(versions)):
+            version = versions[(round_ + i) % len(versions)]
+            fn, count, _ = work[version]
+            best[version] = min(best[version], best_microseconds_per_item(fn, count, repeats=1))
+    base = best[versions[0]]
+    parts = [f"4.1 {base:5.1f} us ({work[versions[0]][2]} B)"]
+    for version in versions[1:]:
+        ratio = best[version] / base
+        parts.append(
+            f"{version} {best[version]:5.1f} us ({work[version][2]} B) -> {ratio:4.2f}x "
+            f"({'met' if ratio <= VERSION_TARGET else 'NOT met'}: <= {VERSION_TARGET})"
+        )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return f"NatNet decode, {bodies} bodies, best of {VERSION_ROUNDS} rounds: {'; '.join(parts)}; load {load}"
+
+
 def client_rate(scene: Path, rate: float, tmp: Path) -> str:
     from mocap4r2_drivers.optitrack.client import ClientConfig, NatNetClient
 
@@ -166,6 +206,9 @@ def node_rate(scene: Path, rate: float, tmp: Path) -> tuple[float, float, str]:
 
 
 def run() -> None:
+    print(f"versions      : {version_cost(50)}", flush=True)
+    if "versions" in sys.argv[1:]:
+        return
     own_domain()
     with tempfile.TemporaryDirectory(prefix="bench_natnet_") as name:
         tmp = Path(name)

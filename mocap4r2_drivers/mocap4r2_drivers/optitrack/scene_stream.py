@@ -144,17 +144,17 @@ class SceneStream:
             ]
             defs.skeletons.append(nn.SkeletonDescription(skeleton.name, skeleton.id, bones))
         if self.assets:
-            body = defs.rigid_bodies[0]
+            owner = defs.rigid_bodies[0]
             defs.assets.append(
                 nn.AssetDescription(
-                    f"{body.name}_markerset",
+                    f"{owner.name}_markerset",
                     ASSET_TYPE_TRAINED_MARKERSET,
                     ASSET_ID,
-                    [body],
+                    [owner],
                     [
                         nn.MarkerDescription(name, member, position, MARKER_SIZE, 0)
                         for member, (name, position) in enumerate(
-                            zip(body.marker_names, body.marker_positions), start=1
+                            zip(owner.marker_names, owner.marker_positions), start=1
                         )
                     ],
                 )
