@@ -30,6 +30,11 @@ def _residuals_m(residuals_mm: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the marker components, the one with residuals first
+_LABELED = (qp.ComponentType.MARKERS_3D_RESIDUALS, qp.ComponentType.MARKERS_3D)
+_UNLABELED = (qp.ComponentType.MARKERS_3D_NO_LABELS_RESIDUALS, qp.ComponentType.MARKERS_3D_NO_LABELS)
+
+
 class FrameConverter:
     """Turns QTM data packets into MocapFrames, for one set of QTM parameters."""
 
@@ -130,22 +135,30 @@ class FrameConverter:
         self._all_names_cache[key] = (labeled, names)
         return names
 
-    def _labeled(self, comps: dict) -> MarkerArrays | None:
-        ctype = next(
-            (c for c in (qp.ComponentType.MARKERS_3D_RESIDUALS, qp.ComponentType.MARKERS_3D) if c in comps),
-            None,
-        )
+    def _markers(
+        self, comps: dict, types: tuple[qp.ComponentType, ...]
+    ) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """The markers of the first of ``types`` the packet holds: their count, positions
+        (m, Z-up) and residuals (m, -1 unknown); None when it holds none of them."""
+        ctype = next((c for c in types if c in comps), None)
         if ctype is None:
             return None
         records = qp.unpack_markers(ctype, comps[ctype])
         n = len(records)
         positions, _ = self._z_up(records["position"].astype(np.float64) * 1e-3)
-        occluded = ~np.isfinite(positions).all(axis=1)
         residuals = (
             _residuals_m(records["residual"])
             if "residual" in (records.dtype.names or ())
             else np.full(n, -1.0, np.float32)
         )
+        return n, positions, residuals
+
+    def _labeled(self, comps: dict) -> MarkerArrays | None:
+        found = self._markers(comps, _LABELED)
+        if found is None:
+            return None
+        n, positions, residuals = found
+        occluded = ~np.isfinite(positions).all(axis=1)
         residuals[occluded] = -1.0
         ids = self.label_ids if n == len(self.labels) else np.arange(1, n + 1, dtype=np.int32)
         return MarkerArrays(
@@ -157,27 +170,10 @@ class FrameConverter:
         )
 
     def _unlabeled(self, comps: dict) -> MarkerArrays | None:
-        ctype = next(
-            (
-                c
-                for c in (
-                    qp.ComponentType.MARKERS_3D_NO_LABELS_RESIDUALS,
-                    qp.ComponentType.MARKERS_3D_NO_LABELS,
-                )
-                if c in comps
-            ),
-            None,
-        )
-        if ctype is None:
+        found = self._markers(comps, _UNLABELED)
+        if found is None:
             return None
-        records = qp.unpack_markers(ctype, comps[ctype])
-        n = len(records)
-        positions, _ = self._z_up(records["position"].astype(np.float64) * 1e-3)
-        residuals = (
-            _residuals_m(records["residual"])
-            if "residual" in (records.dtype.names or ())
-            else np.full(n, -1.0, np.float32)
-        )
+        n, positions, residuals = found
         # QTM's ids of unlabeled markers only follow a trajectory for a while: they
         # are not stable identities, so these markers are published as unlabeled
         return MarkerArrays(
