@@ -212,18 +212,35 @@ SUFFIX_SIZE = _SUFFIX_3.size + _PRECISION.size + _U16.size
 SUFFIX_MAX = SUFFIX_SIZE + 4
 #: sized sections after the devices that one frame may hold (4.5 has 2): a bound on the loop
 MAX_EXTRA_SECTIONS = 64
-_IMU_GPIO = ("imu", "gpio")
 _FIRST_EXTRA_SECTION = 9  # sections 1-8: marker sets .. devices; 4.5's IMU and GPIO are 9 and 10
 
 
 def _skip_section(r: _Reader, name: str, known: bool) -> Skipped:
-    count = r.count(name, 0)
-    end = r.byte_count(name)
-    if r.end - end < SUFFIX_SIZE:
-        raise r.fail(f"{name}: its byte count leaves no room for the frame suffix")
-    skipped = Skipped(name, count, end - r.pos, known)
-    r.pos = end
+    """One sized section read past: (count, size) checked against the bytes left, which
+    must still hold the frame suffix."""
+    pos = r.pos
+    if r.end - pos < 8:
+        r.need(8, f"{name} count and byte count")
+    count, size = _COUNT_AND_SIZE.unpack_from(r.buf, pos)
+    pos += 8
+    if count < 0 or size < 0 or r.end - pos - size < SUFFIX_SIZE:
+        r.pos = pos
+        raise r.fail(
+            f"{name}: count {count}, byte count {size}: "
+            + ("negative" if count < 0 or size < 0 else "leaves no room for the frame suffix")
+        )
+    r.pos = pos + size
+    key = (name, count, size)
+    skipped = _SKIPPED.get(key)
+    if skipped is None:  # frames repeat their sections' sizes: one tuple for them all
+        if len(_SKIPPED) >= _SKIPPED_KEPT:
+            _SKIPPED.clear()
+        skipped = _SKIPPED[key] = Skipped(name, count, size, known)
     return skipped
+
+
+_SKIPPED: dict[tuple[str, int, int], Skipped] = {}
+_SKIPPED_KEPT = 256
 
 
 def _skip_sections(r: _Reader, version: Version) -> tuple[Skipped, ...]:
@@ -232,7 +249,14 @@ def _skip_sections(r: _Reader, version: Version) -> tuple[Skipped, ...]:
     Motive adds. Such a section is recognised by the bytes left: more than the suffix and
     its end tag (a section's count and size alone are 8 bytes, so the two cannot be
     confused)."""
-    out = [_skip_section(r, name, True) for name in _IMU_GPIO] if version.imu_gpio else []
+    if version.imu_gpio:
+        imu = _skip_section(r, "imu", True)
+        gpio = _skip_section(r, "gpio", True)
+        if r.end - r.pos <= SUFFIX_MAX:
+            return (imu, gpio)
+        out = [imu, gpio]
+    else:
+        out = []
     number = _FIRST_EXTRA_SECTION + len(out)
     while r.end - r.pos > SUFFIX_MAX:
         if len(out) >= MAX_EXTRA_SECTIONS:
