@@ -41,6 +41,7 @@ class Counters:
             "dropped": self.dropped,
             "bad": self.bad,
             "sent": self.sent,
+            "sent_per_topic": dict(self.per_topic),
         }
 
 

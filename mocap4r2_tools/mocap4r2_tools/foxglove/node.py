@@ -146,20 +146,31 @@ class FoxgloveNode(ToolNode):
 
     def __init__(self, **kwargs: Any):
         super().__init__("foxglove", PARAMETERS, **kwargs)
+        # what destroy_node releases exists from the start: rclpy destroys a node whose
+        # __init__ failed (a busy port) too
+        self._stop = threading.Event()
+        self._sender: threading.Thread | None = None
+        self._server: Any = None
         cfg = self.values()
         self._style = self._make_style()
         self.feed = Feed(cfg["max_rate"], cfg["queue_size"])
+        self._stats_period = cfg["stats_period"]
         self._sdk_context = foxglove.Context()
         self._channels: dict[str, foxglove.Channel] = {}
         self._listener = _Listener()
-        self._server = foxglove.start_server(
-            name="mocap4r2",
-            host=cfg["host"],
-            port=cfg["port"],
-            context=self._sdk_context,
-            server_listener=self._listener,
-            message_backlog_size=cfg["client_backlog"],
-        )
+        try:
+            self._server = foxglove.start_server(
+                name="mocap4r2",
+                host=cfg["host"],
+                port=cfg["port"],
+                context=self._sdk_context,
+                server_listener=self._listener,
+                message_backlog_size=cfg["client_backlog"],
+            )
+        except Exception as exc:  # the SDK's error for a busy port or a bad address
+            raise RuntimeError(
+                f"cannot serve a Foxglove WebSocket on {cfg['host']}:{cfg['port']}: {exc}"
+            ) from None
         self.port = self._server.port
         self._node_channel = self._channel(
             NODE_TOPIC,
@@ -179,10 +190,8 @@ class FoxgloveNode(ToolNode):
             self._subscribe("/tf", convert.TF, TF_QOS)
         if cfg["diagnostics"]:
             self._subscribe("/diagnostics", convert.DIAGNOSTICS, 100)
-        self._stop = threading.Event()
         self._sender = threading.Thread(target=self._send_loop, name="foxglove-sender", daemon=True)
         self._sender.start()
-        self._stats_timer = self.create_timer(cfg["stats_period"], self._report)
         self.mark_ready()
         self.get_logger().info(
             f"serving Foxglove WebSocket on ws://{cfg['host']}:{self.port} "
@@ -204,10 +213,7 @@ class FoxgloveNode(ToolNode):
     def on_parameters_changed(self, names: set[str]) -> None:
         self._style = self._make_style()
         self.feed.max_rate = self.value("max_rate")
-        if "stats_period" in names:
-            self._stats_timer.cancel()
-            self.destroy_timer(self._stats_timer)
-            self._stats_timer = self.create_timer(self.value("stats_period"), self._report)
+        self._stats_period = self.value("stats_period")
 
     # ------------------------------------------------------------------ sources
     def _on_system(self, info: MocapSystemInfo) -> None:
@@ -248,9 +254,17 @@ class FoxgloveNode(ToolNode):
         return channel
 
     def _send_loop(self) -> None:
+        """The sender thread: converts and logs what the feed has due, and the counters
+        every ``stats_period`` (from this thread, so a report follows exactly the records
+        it counts on every client's connection)."""
         counters = self.feed.counters
+        next_report = time.monotonic()
         while not self._stop.is_set():
-            for item in self.feed.take(0.2):
+            now = time.monotonic()
+            if now >= next_report:
+                self._report()
+                next_report = now + self._stats_period
+            for item in self.feed.take(min(0.2, max(0.0, next_report - now))):
                 try:
                     msg = deserialize_message(item.data, _TYPES.get(item.type_name) or _tf_message_class())
                     out: list[Record] = records(item.topic, item.type_name, msg, self._style)
@@ -275,9 +289,11 @@ class FoxgloveNode(ToolNode):
 
     def destroy_node(self) -> None:
         self._stop.set()
-        self.feed.wake()
-        self._sender.join(timeout=2.0)
-        self._server.stop()
+        if self._sender is not None:
+            self.feed.wake()
+            self._sender.join(timeout=2.0)
+        if self._server is not None:
+            self._server.stop()
         super().destroy_node()
 
 

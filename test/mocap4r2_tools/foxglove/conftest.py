@@ -1,0 +1,6 @@
+"""The Foxglove tests' helpers (``fox_client.py``, importable by the tests)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
