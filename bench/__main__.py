@@ -4,7 +4,8 @@ Benchmarks print figures, including ratios against a reference measured in the s
 run; they assert nothing about speed (the machines are shared and noisy).
 `python -m bench natnet core` runs only the modules whose names contain those words
 (a word a chosen module takes as its own argument chooses no other: see selected());
-`--json FILE` asks those that can (bench_timing) to write their figures there too.
+`--json FILE` asks those that can (bench_timing, bench_calibration) to write their figures
+there too.
 """
 
 from __future__ import annotations

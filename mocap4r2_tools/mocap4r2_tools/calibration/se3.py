@@ -76,7 +76,7 @@ class Poses:
 def difference(left: Poses, right: Poses) -> FloatArray:
     """(n, 6) rows of (rotation vector of left^-1 right in left's axes (rad), right's
     translation minus left's (m)): zero where the two transforms agree."""
-    out = np.empty(left.t.shape[:-1] + (6,))
+    out = np.empty(np.broadcast_shapes(left.t.shape, right.t.shape)[:-1] + (6,))
     out[..., 0:3] = quat_log(quat_multiply(quat_conjugate(left.q), right.q))
     out[..., 3:6] = right.t - left.t
     return out
