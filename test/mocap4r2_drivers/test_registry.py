@@ -188,6 +188,19 @@ def test_every_vendor_folder_and_launch_file_has_a_row():
     assert shipped == launches
 
 
+def test_every_launch_file_has_its_launch_test():
+    """Each shipped launch file (systems', the demo's, the tools') is started by a
+    launch_testing test of its name in test/launch_files/."""
+    tests = {p.name for p in (ROOT / "test" / "launch_files").glob("test_*_launch.py")}
+    launch_files = [
+        path.name.removesuffix(".launch.py")
+        for package in ("mocap4r2_drivers", "mocap4r2_tools")
+        for path in (ROOT / package / "launch").glob("*.launch.py")
+    ]
+    missing = [name for name in launch_files if f"test_{name}_launch.py" not in tests]
+    assert launch_files and not missing, f"launch files without a launch_testing test: {missing}"
+
+
 def test_setup_py_and_bin_follow_the_table():
     arguments = setup_arguments("mocap4r2_drivers")
     assert sorted(arguments["entry_points"]["console_scripts"]) == sorted(registry.console_scripts())

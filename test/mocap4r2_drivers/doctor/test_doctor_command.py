@@ -102,6 +102,19 @@ def test_json_and_exit_code_of_a_report():
     }
 
 
+def test_help_has_a_description_examples_and_every_registered_system():
+    from mocap4r2_drivers import registry
+
+    out = doctor("--help", timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "Check a lab's mocap setup end to end" in text and "SKIP: could not be checked here" in text
+    assert "examples: mocap4r2 doctor --system optitrack --params-file config/optitrack.yaml" in text
+    for name in registry.names():  # replay, tracker and vrpn included
+        assert name in text, name
+    assert {"replay", "tracker", "vrpn"} <= set(registry.names())
+
+
 def test_bad_arguments_are_refused_with_the_reason(tmp_path):
     nan = doctor("--timeout", "nan", "--no-ros")
     assert nan.returncode == 2 and "must be between 0 and 600 s, got 'nan'" in nan.stderr
