@@ -207,7 +207,10 @@ class TrajectoryErrorNode(ToolNode):
     def _build_evaluation(self) -> None:
         cfg = self.values()
         self.associator = StreamAssociator(
-            cfg["max_diff"], cfg["time_offset"], cfg["association"], horizon=cfg["gt_buffer"]
+            max_diff=cfg["max_diff"],
+            offset=cfg["time_offset"],
+            method=cfg["association"],
+            horizon=cfg["gt_buffer"],
         )
         self.ate = RunningATE(cfg["align"], cfg["align_first_n"], cfg["history_size"])
         unit = cfg["rpe_unit"]
@@ -368,7 +371,7 @@ class TrajectoryErrorNode(ToolNode):
         gt, est = self._offset.take()
         cfg = self.values()
         self.associator = StreamAssociator(
-            cfg["max_diff"], offset, cfg["association"], horizon=cfg["gt_buffer"]
+            max_diff=cfg["max_diff"], offset=offset, method=cfg["association"], horizon=cfg["gt_buffer"]
         )
         self.ate = RunningATE(cfg["align"], cfg["align_first_n"], cfg["history_size"])
         self.rpe = RunningRPE(self.rpe.delta, self.rpe.unit)

@@ -105,6 +105,7 @@ class QtmCommands:
     def __init__(
         self,
         scene: Scene,
+        *,
         current_packet: Callable[[list[str]], bytes],
         streams_changed: Callable[[], None],
         log: Callable[[str], None],

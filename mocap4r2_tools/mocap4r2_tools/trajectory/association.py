@@ -147,6 +147,7 @@ class StreamAssociator:
 
     def __init__(
         self,
+        *,
         max_diff: float = 0.01,
         offset: float = 0.0,
         method: str = "nearest",
