@@ -6,11 +6,14 @@ most once and no marker to two bodies, and starts each body it hands out afresh 
 found pose: velocity unknown (the gap says nothing about it), counted as a re-acquisition
 when the body had been found before.
 
-Bodies that can take each other's placements (identical layouts; single-marker bodies,
-which any marker fits) get them by one assignment for the group (:func:`group_assignment`):
-handed out best first, twins placed nearer each other's anchor started with swapped names
-(the nearest pair went first, and the other twin took what was left). Other bodies, and
-what the assignment could not place, are handed out best first as before.
+Which placements are taken is decided best first: a body whose own markers are hidden
+stays unplaced rather than push another body off its placement (an assignment that placed
+as many bodies as it could would chain one body onto the next one's markers). Which body
+takes which of them, among bodies that can take each other's placements (identical
+layouts; single-marker bodies, which any marker fits), is then one assignment for the
+group (:func:`regroup`): handed out best first alone, twins each standing nearer the
+other's anchor started with swapped names (the nearest pair went first, and the other twin
+took what was left).
 """
 
 from __future__ import annotations
@@ -35,51 +38,30 @@ _FORBIDDEN = 1e12
 SINGLE_GROUP = -1  # every single-marker body can take any free marker
 
 
-def group_assignment(candidates: list[Candidate], members: list[int]) -> list[int]:
-    """The candidates (indices into ``candidates``) that place the group's bodies all at
-    once: the most bodies placed, then the least sum of costs (the cost already puts the
-    markers a placement explains first, then its distance to the anchor and residual),
-    with no marker in two placements. A placement found for several bodies is one column;
-    when the cheapest assignment gives two bodies placements that share a marker (two
-    readings of overlapping markers), the dearer of them is dropped and it is solved
-    again (at most once per placement)."""
-    bodies = sorted({candidates[i][1] for i in members})
+def _key(candidate: Candidate) -> bytes:
+    """A placement's identity: the markers it takes (the same for every body of a group)."""
+    slots = candidate[2]
+    return np.sort(slots[slots >= 0]).tobytes()
+
+
+def regroup(candidates: list[Candidate], chosen: list[int]) -> list[int]:
+    """The ``chosen`` candidates (indices, handed out best first, bodies of one group)
+    given to the same bodies and placements again by one assignment: the least sum of
+    costs (distance to each body's anchor and residual, with the markers a placement
+    explains first) over every pairing of those bodies with those placements that the
+    candidates allow (a placement beyond a body's radius is no candidate of it)."""
+    bodies = [candidates[i][1] for i in chosen]
+    column = {_key(candidates[i]): c for c, i in enumerate(chosen)}
     row = {body: r for r, body in enumerate(bodies)}
-    keys: dict[bytes, int] = {}
-    markers: list[IntArray] = []
-    wide: FloatArray = np.full((len(bodies), len(members)), _FORBIDDEN)
-    where: IntArray = np.full((len(bodies), len(members)), -1, dtype=np.intp)
-    for i in members:
-        value, body, slots = candidates[i][0], candidates[i][1], candidates[i][2]
-        picked = np.sort(slots[slots >= 0])
-        column = keys.setdefault(picked.tobytes(), len(keys))
-        if column == len(markers):
-            markers.append(picked)
-        if value < wide[row[body], column]:
-            wide[row[body], column] = value
-            where[row[body], column] = i
-    cost, index = wide[:, : len(keys)], where[:, : len(keys)]
-    while True:
-        solved: tuple[IntArray, IntArray] = linear_sum_assignment(cost)
-        real = cost[solved] < _FORBIDDEN
-        rows, cols = solved[0][real], solved[1][real]
-        clash = _first_clash([markers[c] for c in cols])
-        if clash is None:
-            return [int(i) for i in index[rows, cols]]
-        first, second = cols[clash[0]], cols[clash[1]]
-        dearer = first if cost[rows[clash[0]], first] > cost[rows[clash[1]], second] else second
-        cost[:, dearer] = _FORBIDDEN
-
-
-def _first_clash(placements: list[IntArray]) -> tuple[int, int] | None:
-    """The first two of ``placements`` (marker indices) that share a marker, or None."""
-    owner: dict[int, int] = {}
-    for k, picked in enumerate(placements):
-        for marker in picked.tolist():
-            if marker in owner:
-                return owner[marker], k
-            owner[marker] = k
-    return None
+    cost: FloatArray = np.full((len(chosen), len(chosen)), _FORBIDDEN)
+    index: IntArray = np.full((len(chosen), len(chosen)), -1, dtype=np.intp)
+    for i, candidate in enumerate(candidates):
+        r, c = row.get(candidate[1]), column.get(_key(candidate))
+        if r is not None and c is not None and candidate[0] < cost[r, c]:
+            cost[r, c] = candidate[0]
+            index[r, c] = i
+    rows, cols = linear_sum_assignment(cost)  # the best-first pairing is one of the allowed ones
+    return [int(i) for i in index[rows, cols]]
 
 
 class Reacquisition:
@@ -94,26 +76,6 @@ class Reacquisition:
         self.counters = counters
         # bodies that can take each other's placements share a group
         self.group = np.where(search.single, SINGLE_GROUP, search.layout_group)
-
-    def _assigned_first(self, candidates: list[Candidate]) -> list[Candidate]:
-        """``candidates`` (best first) in the order they are handed out: per group of
-        bodies that can take each other's placements, the pairs of its assignment
-        (:func:`group_assignment`), with the candidates of bodies alone in their group,
-        best first; then the rest, best first, for what the assignment could not place
-        (a marker taken by a body of another group meanwhile)."""
-        groups: dict[int, list[int]] = defaultdict(list)
-        for i, candidate in enumerate(candidates):
-            groups[int(self.group[candidate[1]])].append(i)
-        first: list[int] = []
-        for members in groups.values():
-            if len({candidates[i][1] for i in members}) < 2:
-                first += members
-            else:
-                first += group_assignment(candidates, members)
-        chosen = set(first)
-        return [candidates[i] for i in sorted(first)] + [
-            c for i, c in enumerate(candidates) if i not in chosen
-        ]
 
     def acquire(
         self,
@@ -137,14 +99,20 @@ class Reacquisition:
             todo, points, state.acquired, state.position, state.velocity, state.last_good, stamp
         )
         used = np.zeros(len(points), dtype=bool)
-        done: list[int] = []
         busy = np.zeros(len(valid), dtype=bool)
-        for _, body, slots, rot, pos, rms in self._assigned_first(candidates):
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, (_, body, slots, _, _, _) in enumerate(candidates):
             picked = slots[slots >= 0]
             if busy[body] or used[picked].any():
                 continue
             busy[body] = True
             used[picked] = True
+            groups[int(self.group[body])].append(i)
+        chosen: list[int] = []
+        for members in groups.values():
+            chosen += regroup(candidates, members) if len(members) > 1 else members
+        done: list[int] = []
+        for _, body, slots, rot, pos, rms in (candidates[i] for i in sorted(chosen)):
             if state.acquired[body]:
                 self.counters.reacquisitions[body] += 1
             state.acquired[body] = True
