@@ -128,25 +128,39 @@ def test_vrpn_handshake_and_reports(procs, tmp_path, connection):
     assert reports.status is Status.PASS and "drone1 (" in reports.evidence, reports
 
 
+def serve_once(listener: socket.socket, answer) -> threading.Thread:
+    """A thread accepting one TCP connection on ``listener`` and handing it to ``answer``."""
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            answer(conn)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    return server
+
+
+def listening() -> tuple[socket.socket, int]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    return listener, listener.getsockname()[1]
+
+
 def test_vrpn_server_that_sends_no_reports_fails_the_reports_check():
     """A VRPN server that completes the handshake but streams nothing: the handshake
     passes, the reports check fails with what to do."""
     from mocap4r2_drivers.vrpn import protocol as vp
 
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(1)
-        port = listener.getsockname()[1]
+    def quiet(conn: socket.socket) -> None:
+        conn.sendall(vp.cookie())
+        conn.recv(vp.COOKIE_SIZE)
+        time.sleep(3.0)  # connected, silent
 
-        def quiet_server() -> None:
-            conn, _ = listener.accept()
-            with conn:
-                conn.sendall(vp.cookie())
-                conn.recv(vp.COOKIE_SIZE)
-                time.sleep(3.0)  # connected, silent
-
-        server = threading.Thread(target=quiet_server, daemon=True)
-        server.start()
+    listener, port = listening()
+    with listener:
+        server = serve_once(listener, quiet)
         checks = probe_vrpn("127.0.0.1", port, "tcp", timeout=1.0)
         server.join(5)
     assert [c.status for c in checks] == [Status.PASS, Status.FAIL], checks
@@ -154,18 +168,11 @@ def test_vrpn_server_that_sends_no_reports_fails_the_reports_check():
 
 
 def test_vrpn_probe_names_a_server_that_is_not_vrpn():
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(1)
-        port = listener.getsockname()[1]
-
-        def answer_http() -> None:
-            conn, _ = listener.accept()
-            with conn:
-                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n".ljust(24, b" "))
-
-        server = threading.Thread(target=answer_http, daemon=True)
-        server.start()
+    listener, port = listening()
+    with listener:
+        server = serve_once(
+            listener, lambda conn: conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n".ljust(24, b" "))
+        )
         (check,) = probe_vrpn("127.0.0.1", port, "tcp")
         server.join(5)
     assert check.status is Status.FAIL and "not a VRPN" in check.evidence
