@@ -353,3 +353,21 @@ def test_identical_bodies_placed_crossed_start_with_their_own_names(layout, seed
     result = Tracker(cfg).update(cloud[order], 0.0)
     assert result.valid.tolist() == [True, True]
     assert np.allclose(result.positions, truth, atol=1e-9), result.positions
+
+
+def test_a_body_whose_marker_is_hidden_does_not_push_a_twin_off_its_own():
+    """a's marker is hidden; b's is where b starts, and a stray lies 0.25 m beyond it
+    (within b's init_radius, not a's). Placing as many bodies as possible would give a
+    b's marker and b the stray; a stays unplaced instead, and b keeps its own."""
+    cfg = parse_config(
+        {
+            "layouts": {"dot": [[0.0, 0.0, 0.0]]},
+            "bodies": [
+                {"name": "a", "layout": "dot", "initial_position": [0.0, 0.0, 1.0]},
+                {"name": "b", "layout": "dot", "initial_position": [0.2, 0.0, 1.0]},
+            ],
+        }
+    )
+    result = Tracker(cfg).update(np.array([[0.45, 0.0, 1.0], [0.2, 0.0, 1.0]]), 0.0)
+    assert result.valid.tolist() == [False, True]
+    assert np.allclose(result.positions[1], [0.2, 0.0, 1.0])
