@@ -1,4 +1,5 @@
-"""The fault section's tracker case: marker_tracker started on a read-only install.
+"""The fault section's tracker case (stress_faults.py): marker_tracker started on a
+read-only install.
 
 Each start is a real marker_tracker process in a private mount namespace
 (test/fixtures/read_only_mounts.py: ``unshare -m``, the repository bind-mounted
@@ -160,7 +161,8 @@ def _within(value: object, limit: float) -> bool:
     return isinstance(value, float) and value <= limit
 
 
-def run() -> list[Row]:
+def read_only_start() -> list[Row]:
+    """The rows of the case (see the module docstring)."""
     reason = why_not_here()
     if reason is not None:
         return [Row("tracker read-only start: a private mount namespace", reason[:60], "possible", False)]
