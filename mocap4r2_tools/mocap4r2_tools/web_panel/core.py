@@ -462,7 +462,7 @@ IDLE_MEANING = {
 }
 
 
-def system_status(state: str, level: int, message: str) -> tuple[str, str]:
+def system_status(state: str, level: int, message: str, kind: str = "") -> tuple[str, str]:
     """The status cell of a system: (tone, text). The colour follows the lifecycle state
     as well as /diagnostics: only an active system that reports OK is green (an
     unconfigured one reports OK too: it is not streaming, so it is shown as idle); an
@@ -471,7 +471,8 @@ def system_status(state: str, level: int, message: str) -> tuple[str, str]:
     if level >= 2:
         return "error", "ERROR" + (f": {message}" if message else "")
     if state != "active":
-        text = f"idle: {IDLE_MEANING.get(state, state)}"
+        meaning = "not recording; START a session" if kind == "recorder" else IDLE_MEANING.get(state, state)
+        text = f"idle: {meaning}"
         if level == 1:
             return "warn", "WARN: " + (message or text)
         return "idle", text

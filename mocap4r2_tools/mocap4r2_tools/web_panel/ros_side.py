@@ -112,7 +112,9 @@ class PanelRos:
             values = diag.values if diag else {}
             ratios = {k.split("/", 1)[1]: v for k, v in values.items() if k.startswith("tracking_ratio/")}
             level = diag.level if diag else -1
-            tone, status_text = system_status(info.state.label, level, diag.message if diag else "")
+            tone, status_text = system_status(
+                info.state.label, level, diag.message if diag else "", info.type
+            )
             rows.append(
                 {
                     "system": name,

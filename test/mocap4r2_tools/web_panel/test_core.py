@@ -169,6 +169,7 @@ def test_the_status_colour_follows_the_lifecycle_state():
     """Issue 40: an unconfigured system reporting OK was shown as a green OK."""
     assert system_status("unconfigured", 0, "unconfigured: not streaming")[0] == "idle"
     assert system_status("inactive", 0, "")[0] == "idle"
+    assert "not recording" in system_status("inactive", 0, "", "recorder")[1]
     assert system_status("active", 0, "streaming at 120.0 Hz") == ("ok", "OK: streaming at 120.0 Hz")
     assert system_status("active", 1, "2 dropped frames")[0] == "warn"
     assert system_status("inactive", 2, "cannot connect")[0] == "error"
