@@ -21,6 +21,11 @@ import yaml
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: the bag files by suffix: the bytes they start with, and what they are called
+_KINDS = {
+    ".mcap": (MCAP_MAGIC, "an MCAP file"),
+    ".db3": (SQLITE_MAGIC, "an SQLite database (a .db3 bag is one)"),
+}
 C3D_BLOCK = 512
 C3D_MAGIC = 0x50  # the second byte of a C3D file
 C3D_PROCESSORS = {84: "<", 85: "<", 86: ">"}  # Intel, DEC (little-endian words), MIPS
@@ -85,27 +90,21 @@ def _file_damage(path: Path, said: str) -> str | None:
     empty = _empty(path)
     if empty is not None:
         return f"{empty} {said}"
-    suffix = path.suffix.lower()
-    if suffix == ".mcap":
-        head = _head(path, len(MCAP_MAGIC))
-        if head != MCAP_MAGIC:
-            return (
-                f"{path} is not an MCAP file: it starts with {_bytes(head)}, not MCAP's magic "
-                f"bytes; it is another kind of file, or not a recording at all {said}"
-            )
-        if _tail(path, len(MCAP_MAGIC)) != MCAP_MAGIC:
-            return (
-                f"{path} is an MCAP file cut short (it has no footer: its recorder stopped before "
-                f"closing it); 'mocap4r2 recover {path}' rebuilds what it holds {said}"
-            )
+    kind = _KINDS.get(path.suffix.lower())
+    if kind is None:
         return None
-    if suffix == ".db3":
-        head = _head(path, len(SQLITE_MAGIC))
-        if head != SQLITE_MAGIC:
-            return (
-                f"{path} is not an SQLite database (a .db3 bag is one): it starts with "
-                f"{_bytes(head[:8])} {said}"
-            )
+    magic, what = kind
+    head = _head(path, len(magic))
+    if head != magic:
+        return (
+            f"{path} is not {what}: it starts with {_bytes(head[:8])}, not its magic bytes; "
+            f"it is another kind of file, or not a recording at all {said}"
+        )
+    if magic == MCAP_MAGIC and _tail(path, len(MCAP_MAGIC)) != MCAP_MAGIC:
+        return (
+            f"{path} is an MCAP file cut short (it has no footer: its recorder stopped before "
+            f"closing it); 'mocap4r2 recover {path}' rebuilds what it holds {said}"
+        )
     return None
 
 
