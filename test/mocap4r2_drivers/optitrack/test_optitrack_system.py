@@ -18,7 +18,7 @@ from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.simulated.scene import Scene
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
-VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
+VERSIONS = ["3.0", "3.1", "4.0", "4.1", "4.5"]  # 4.2: test_motive_32_streaming_42_multicast_is_read
 SCENE = {
     "seed": 21,
     "rate": 100.0,
@@ -364,3 +364,58 @@ def test_motive_32_streaming_42_multicast_is_read(ros, procs, tmp_path):
     check_stream(stand_in.scene, bodies, markers, skeletons, driver)
     log = driver.log()
     assert "NatNet 4.2" in log and "not supported" not in log
+
+
+def _diagnostic_values(diagnostics, fqn: str, predicate) -> dict[str, str]:
+    found: dict[str, str] = {}
+
+    def match(msg) -> bool:
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            if status.hardware_id == fqn and predicate(values):
+                found.update(values)
+                return True
+        return False
+
+    diagnostics.wait_for(match, timeout=WAIT)
+    return found
+
+
+def test_a_future_motive_multicast_is_read_and_its_extras_counted(ros, procs, tmp_path):
+    """A Motive newer than any known (4.6: an unknown frame section and description type on
+    top of 4.5's IMU/GPIO sections and anchor markers) multicast: read with the 4.5 layout,
+    each skipped part counted in /diagnostics, each unknown one warned about once."""
+    stand_in = StandIn(procs, tmp_path, "--future-motive", "--multicast", scene=SCENE)
+    driver, ns = start_driver(procs, stand_in, "multicast", diagnostics_period=0.2, bitstream_version="'4.1'")
+    bodies, markers, skeletons = subscribe(ros, ns)
+    diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)
+    check_stream(stand_in.scene, bodies, markers, skeletons, driver)
+    values = _diagnostic_values(
+        diagnostics, f"{ns}/optitrack", lambda v: int(v.get("skipped_imu", "0").split()[0]) > 10
+    )
+    assert values["natnet_version"] == "4.6"
+    assert values["bitstream_requested"] == "4.1 (multicast: Motive decides)"
+    for key in (
+        "skipped_gpio",
+        "skipped_anchor_marker",
+        "skipped_frame_section_11",
+        "skipped_description_type_99",
+    ):
+        assert key in values, values
+    log = driver.log()
+    assert "not asked for over multicast: Motive streams its own bitstream" in log
+    assert log.count("skipping frame section 11 of the frames") == 1
+    assert log.count("skipping description type 99 of the model definitions") == 1
+
+
+def test_unicast_bitstream_version_is_asked_for(ros, procs, tmp_path):
+    """bitstream_version over unicast: a 4.5 stand-in serves the driver 4.1."""
+    stand_in = StandIn(procs, tmp_path, "--natnet-version", "4.5", "--unicast", scene=SCENE)
+    driver, ns = start_driver(procs, stand_in, "unicast", diagnostics_period=0.2, bitstream_version="'4.1'")
+    bodies, markers, skeletons = subscribe(ros, ns)
+    diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)
+    check_stream(stand_in.scene, bodies, markers, skeletons, driver)
+    values = _diagnostic_values(diagnostics, f"{ns}/optitrack", lambda v: v.get("natnet_version") == "4.1")
+    assert values["bitstream_requested"] == "4.1"
+    assert not any(key.startswith("skipped_") for key in values), values  # 4.1: no IMU/GPIO sections
+    assert "NatNet 4.1" in stand_in.proc.log()  # the stand-in says what the client gets
