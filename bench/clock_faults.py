@@ -148,14 +148,19 @@ def stamp(series: Series, stamper: Any | None = None) -> np.ndarray:
     return out
 
 
-def figures(series: Series, stamps: np.ndarray) -> dict[str, Any]:
+def figures(series: Series, stamps: np.ndarray, baseline: np.ndarray | None = None) -> dict[str, Any]:
     """What a case is judged on: recovery after the fault, error after recovery, and the
-    stamps' rules (repeats, going back, after arrival)."""
+    stamps' rules (repeats, going back, after arrival). ``baseline``: the errors of the
+    same frames without the fault; a frame that is as far off without the fault does not
+    count against the recovery (the stream's own impairment, not the fault)."""
     case = series.case
     error = np.abs(stamps - series.truth)
     fault = MONO_ORIGIN + case.fault_at
     after = series.mono >= fault
-    bad = np.flatnonzero(after & (error >= RECOVERED_BELOW))
+    caused = error >= RECOVERED_BELOW
+    if baseline is not None:
+        caused &= baseline < RECOVERED_BELOW
+    bad = np.flatnonzero(after & caused)
     recovery = float(series.mono[bad[-1]] - fault) if bad.size else 0.0
     settled = series.mono >= fault + 1.0
     diffs = np.diff(stamps)
@@ -183,7 +188,17 @@ def run_case(case: ClockCase) -> dict[str, Any]:
 
     series = make_series(case)
     stamper = FrameStamper("auto", clock=clock_at_start(series))
-    out = figures(series, stamp(series, stamper))
+    stamps = stamp(series, stamper)
+    baseline = None
+    if case.gap == 0 and (case.host_step or case.vendor_step):
+        # the same frames without the fault (the series' random draws do not depend on it)
+        twin = make_series(replace(case, host_step=0.0, vendor_step=0.0))
+        twin_stamps = stamp(twin, FrameStamper("auto", clock=clock_at_start(twin)))
+        baseline = np.abs(twin_stamps - twin.truth)
+    out = figures(series, stamps, baseline)
+    if baseline is not None:
+        settled = series.mono >= MONO_ORIGIN + case.fault_at + 1.0
+        out["baseline_after_max_ms"] = float(np.max(baseline[settled]) * 1e3) if settled.any() else math.nan
     status = stamper.status()
     out["status"] = {k: status[k] for k in sorted(status) if k.startswith(("clock", "host", "bad"))}
     return out

@@ -67,6 +67,8 @@ FRAME_RESTART_BACK = 16
 # an arrival this far before the previous stamp, with no step of this stamper's clock
 # seen, comes from another clock that went back: the stamps follow it
 HOST_STEP_RESET_S = 0.05
+# a line that comes down this soon (system s) after a step back is applied at once
+STEP_BACK_REVERT_S = 2.0
 # transport delays kept for the p50/p99 of /diagnostics
 DELAY_HISTORY = 2048
 
@@ -109,7 +111,7 @@ class ClockModelSettings:
     # lowest point of each of the last step_back_blocks blocks lies more than
     # max(step_back_min_s, step_back_noise x the blocks' usual lowest residual) above the line
     step_back_blocks: int = 3
-    step_back_min_s: float = 0.4e-3
+    step_back_min_s: float = 0.5e-3
     step_back_noise: float = 4.0
 
     def __post_init__(self) -> None:
@@ -452,6 +454,8 @@ class FrameStamper:
         self._applied_offset: float | None = None
         self._applied_s = 0.0
         self._generation = 0
+        self._generation_s = -math.inf  # system time of the last step back
+        self._steps_back = 0
         self._slew_rate = self.model.settings.slew_ppm * 1e-6  # s per system s
         self._step_s = self.model.settings.step_s
         self.correction = 0.0  # applied mapping minus the model's line at the newest frame, s
@@ -572,6 +576,9 @@ class FrameStamper:
         applied = self._applied_offset
         generation = self.model.generation
         if applied is None or generation != self._generation:  # (re)converged or stepped
+            if generation != self._generation and self.model.steps_back != self._steps_back:
+                self._steps_back = self.model.steps_back
+                self._generation_s = system_time
             self._generation = generation
             applied = target
         else:
@@ -586,9 +593,11 @@ class FrameStamper:
                 self.mapping_steps += 1
             elif gap > room:
                 applied = predicted + room
-            elif gap < -room:
+            elif gap < -room and system_time - self._generation_s > STEP_BACK_REVERT_S:
                 applied = predicted - room
             else:
+                # (also a line coming down soon after a step back: the step was a stretch of
+                # late frames after all, undone at once as it was made)
                 applied = target
         if system_time + applied > arrival:
             # the frame arrived before the mapping says it was captured: the mapping is

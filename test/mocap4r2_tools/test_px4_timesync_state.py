@@ -17,7 +17,12 @@ import pytest
 from px4_vehicle import Px4Timesync, Px4VehicleStandIn, free_udp_port
 
 from mocap4r2_tools.px4.links import Connection, PymavlinkLink
-from mocap4r2_tools.px4.timesync import PX4_CONVERGENCE_ANSWERS, TimesyncPeer, recommended_ev_delay_ms
+from mocap4r2_tools.px4.timesync import (
+    CONVERGENCE_MARGIN,
+    PX4_CONVERGENCE_ANSWERS,
+    TimesyncPeer,
+    recommended_ev_delay_ms,
+)
 
 MS = 1_000_000  # ns
 
@@ -48,11 +53,11 @@ class Exchange:
 
 
 def agree(ex: Exchange) -> None:
-    # whenever the bridge says converged, PX4 converts within 1 ms; and PX4 stamping on
+    # whenever the bridge says converged, PX4 converts within 2 ms; and PX4 stamping on
     # arrival is never called converged
     if ex.peer.vehicle_converged:
         assert ex.px4.converged
-        assert abs(ex.px4_error_ms()) <= 1.0 + 0.1
+        assert abs(ex.px4_error_ms()) <= 2.0 + 0.1
 
 
 def test_converges_with_px4_and_not_before():
@@ -61,13 +66,15 @@ def test_converges_with_px4_and_not_before():
     assert not ex.peer.vehicle_converged and not ex.px4.converged
     assert "stamps samples on arrival" in ex.peer.px4_state()
     ex.run(1, agree)
-    assert ex.peer.vehicle_converged and ex.px4.converged
+    assert ex.px4.converged and not ex.peer.vehicle_converged  # the margin for answers PX4 dropped
+    ex.run(CONVERGENCE_MARGIN, agree)
+    assert ex.peer.vehicle_converged
     assert ex.peer.px4_state() == "PX4 converts time_usec to its clock"
 
 
 def test_a_vehicle_reboot_makes_it_false_until_px4_converged_again():
     ex = Exchange(1_700_000_000 * 10**9)
-    ex.run(PX4_CONVERGENCE_ANSWERS + 10, agree)
+    ex.run(PX4_CONVERGENCE_ANSWERS + CONVERGENCE_MARGIN + 10, agree)
     assert ex.peer.vehicle_converged
     # the vehicle reboots: a new filter, and its boot clock starts again
     ex.px4 = Px4Timesync()
@@ -80,13 +87,13 @@ def test_a_vehicle_reboot_makes_it_false_until_px4_converged_again():
     assert recommended_ev_delay_ms(ex.peer.vehicle_converged, 5.0, 1.0) == pytest.approx(5.5)
     ex.run(PX4_CONVERGENCE_ANSWERS - 2, agree)
     assert not ex.px4.converged and not ex.peer.vehicle_converged
-    ex.run(1, agree)
+    ex.run(1 + CONVERGENCE_MARGIN, agree)
     assert ex.px4.converged and ex.peer.vehicle_converged
 
 
 def test_a_host_step_beyond_100_ms_is_followed_through_px4s_reset():
     ex = Exchange(1_700_000_000 * 10**9)
-    ex.run(PX4_CONVERGENCE_ANSWERS + 10, agree)
+    ex.run(PX4_CONVERGENCE_ANSWERS + CONVERGENCE_MARGIN + 10, agree)
     ex.host_minus_vehicle += 500 * MS  # NTP steps the host clock forward 0.5 s
     ex.peer.host_stepped(500 * MS)
     ex.run(1, agree)
@@ -95,14 +102,14 @@ def test_a_host_step_beyond_100_ms_is_followed_through_px4s_reset():
     ex.run(6, agree)
     assert ex.px4.resets == 1 and not ex.px4.converged  # PX4 reset after 6 answers that far off
     assert "reset its filter" in ex.peer.px4_state()
-    ex.run(PX4_CONVERGENCE_ANSWERS, agree)
+    ex.run(PX4_CONVERGENCE_ANSWERS + CONVERGENCE_MARGIN, agree)
     assert ex.px4.converged and ex.peer.vehicle_converged
 
 
 @pytest.mark.parametrize("step_ms", [30, -30])
 def test_a_host_step_under_100_ms_is_false_until_px4_has_followed(step_ms):
     ex = Exchange(1_700_000_000 * 10**9)
-    ex.run(PX4_CONVERGENCE_ANSWERS + 10, agree)
+    ex.run(PX4_CONVERGENCE_ANSWERS + CONVERGENCE_MARGIN + 10, agree)
     ex.host_minus_vehicle += step_ms * MS
     ex.peer.host_stepped(step_ms * MS)
     ex.run(1, agree)
@@ -115,7 +122,7 @@ def test_a_host_step_under_100_ms_is_false_until_px4_has_followed(step_ms):
             followed += 1
             break
     assert followed, "PX4 never followed the step"
-    assert abs(ex.px4_error_ms()) <= 1.1
+    assert abs(ex.px4_error_ms()) <= 2.1
 
 
 # ---------------------------------------------------------------------------- over UDP

@@ -44,7 +44,10 @@ PX4_GAIN_FINAL = 0.003
 # PX4 converts time_usec well enough for EKF2 while its estimate is within this of the
 # offset its answers show; a host clock step under PX4's 100 ms deviation leaves its
 # estimate off for tens of seconds (the final gain is 0.3 % per answer)
-PX4_FOLLOWING_TOLERANCE_NS = 1_000_000
+PX4_FOLLOWING_TOLERANCE_NS = 2_000_000
+# PX4 drops answers whose round trip it measures at 10 ms or more, which the bridge can only
+# estimate (a loaded host reads late): converged is said this many answers after the 500
+CONVERGENCE_MARGIN = 25
 # how many of our own requests we remember while waiting for their answers
 _OUTSTANDING = 64
 # The vehicle's offset is estimated from the used answers of this recent span only: a
@@ -182,7 +185,10 @@ class Px4TimesyncState:
     @property
     def converged(self) -> bool:
         """Whether PX4 converts ``time_usec`` to the capture time on its clock."""
-        return self.sequence >= PX4_CONVERGENCE_ANSWERS and abs(self.lag_ns) <= PX4_FOLLOWING_TOLERANCE_NS
+        return (
+            self.sequence >= PX4_CONVERGENCE_ANSWERS + CONVERGENCE_MARGIN
+            and abs(self.lag_ns) <= PX4_FOLLOWING_TOLERANCE_NS
+        )
 
     @property
     def stamping_on_arrival(self) -> bool:
