@@ -23,12 +23,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from markers_messages import markers_message
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from read_only_mounts import NO_HOME, ROOT, TEMPS, read_only, why_not_here
 from support import executable, wait_subscribed
 
 from mocap4r2_control.control_plane import SYSTEMS_QOS, SYSTEMS_TOPIC, ControlClient
-from mocap4r2_interfaces.msg import Marker, Markers, MocapSystemInfo, RigidBodies
+from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies
 
 KERNELS = 8  # the @kernel functions of tracking/kernels.py
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -98,20 +99,6 @@ def test_on_a_read_only_install_the_kernels_are_kept_in_a_private_temporary_cach
     assert int(str(second["cache_hits"])) >= 2 and first["cache_hits"] == 0
 
 
-def _markers(number: int, points: np.ndarray) -> Markers:
-    msg = Markers()
-    msg.header.frame_id = "world"
-    msg.header.stamp.sec = 1_700_000_000 + number // 100
-    msg.header.stamp.nanosec = (number % 100) * 10_000_000
-    msg.frame_number = number
-    for p in points:
-        marker = Marker()
-        marker.id = -1
-        marker.position.x, marker.position.y, marker.position.z = (float(v) for v in p)
-        msg.markers.append(marker)
-    return msg
-
-
 def _start_and_track(ros, procs, tmp_path, name: str, command_of, env: dict[str, str], look=None):
     """Start marker_tracker (``command_of`` wraps its command), wait for its announcement,
     START it through the control plane with the control plane's own 10 s timeout, and
@@ -154,7 +141,7 @@ def _start_and_track(ros, procs, tmp_path, name: str, command_of, env: dict[str,
     publisher = ros.publisher(f"{namespace}/cloud", Markers, RELIABLE)
     wait_subscribed(publisher)
     for number in range(1, 40):
-        publisher.publish(_markers(number, LAYOUT + [0.5 + 0.001 * number, 0.0, 1.0]))
+        publisher.publish(markers_message(number, LAYOUT + [0.5 + 0.001 * number, 0.0, 1.0]))
     first = tracked.wait_for(lambda m: m.rigid_bodies and m.rigid_bodies[0].tracking_valid, timeout=30)
     assert first.rigid_bodies[0].name == "solo"
     return proc, seen, looked

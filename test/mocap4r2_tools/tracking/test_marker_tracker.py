@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
+from markers_messages import markers_message
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import serialize_message
 from support import wait_for, wait_subscribed
 
 from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_QOS, SYSTEMS_TOPIC, ControlClient
-from mocap4r2_interfaces.msg import Marker, Markers, MocapSystemInfo, RigidBodies
+from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENE = ROOT / "config" / "swarm_scene.yaml"
@@ -199,21 +200,6 @@ def test_a_malformed_bodies_file_is_refused_at_configure_with_the_reason(
 LAYOUT = np.array([[0.0, 0.0, 0.02], [0.025, 0.0, 0.0], [-0.01, 0.018, 0.0], [-0.012, -0.02, 0.005]])
 
 
-def _markers(number: int, points: np.ndarray) -> Markers:
-    msg = Markers()
-    msg.header.frame_id = "world"
-    t = 1_700_000_000.0 + number / 100.0
-    msg.header.stamp.sec = int(t)
-    msg.header.stamp.nanosec = int(round((t - int(t)) * 1e9))
-    msg.frame_number = number
-    for p in points:
-        marker = Marker()
-        marker.id = -1
-        marker.position.x, marker.position.y, marker.position.z = (float(v) for v in p)
-        msg.markers.append(marker)
-    return msg
-
-
 def test_nan_markers_and_unreadable_messages_are_counted_and_tracking_goes_on(ros, procs, tmp_path):
     path = tmp_path / "bodies.yaml"
     path.write_text(
@@ -243,11 +229,11 @@ def test_nan_markers_and_unreadable_messages_are_counted_and_tracking_goes_on(ro
     for number in range(1, 121):
         position = np.array([0.5 + 0.002 * number, 0.0, 1.0])
         points = np.vstack([LAYOUT + position, nan, [[np.inf, 0.0, 0.0]]])
-        data = serialize_message(_markers(number, points))
+        data = serialize_message(markers_message(number, points))
         if number % 30 == 0:
             publisher.publish(data[: len(data) // 2])  # cut short: unreadable
         elif number % 40 == 1:
-            publisher.publish(_markers(number, nan))  # nothing but NaN
+            publisher.publish(markers_message(number, nan))  # nothing but NaN
         else:
             publisher.publish(data)
             sent += 1
