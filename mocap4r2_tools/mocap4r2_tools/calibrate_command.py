@@ -306,7 +306,11 @@ def _online_node_class() -> Any:
             add(self._stamp_to_seconds(msg.header.stamp), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w))
 
         def _try(self) -> None:
-            attempt = self.collector.attempt(self.options)
+            try:
+                attempt = self.collector.attempt(self.options)
+            except Exception as exc:  # noqa: BLE001 - a failed try must not end the node: said, retried
+                self.get_logger().error(f"calibration failed ({type(exc).__name__}: {exc}); trying again")
+                return
             if attempt.calibration is None:
                 if attempt.waiting_for != self.waiting_for:
                     self.get_logger().info(f"not yet: {attempt.waiting_for}")

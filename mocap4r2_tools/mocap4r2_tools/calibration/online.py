@@ -11,7 +11,7 @@ import numpy as np
 
 from mocap4r2_control.geometry import usable_pose
 
-from .errors import CalibrationError
+from ..trajectory.poses import TrajectoryInputError
 from .solve import Calibration, CalibrationOptions, calibrate
 from .streams import Stream, clean_stream
 
@@ -67,7 +67,7 @@ class PairCollector:
         a, b = self.streams()
         try:
             return Attempt(calibrate(a, b, options), "")
-        except CalibrationError as exc:
+        except TrajectoryInputError as exc:  # CalibrationError, or the association's refusal
             return Attempt(None, str(exc))
 
 

@@ -87,3 +87,25 @@ def test_online_node_says_what_is_missing_then_publishes_the_static_transform(ro
     assert node.alive()
     node.stop()
     assert "static_transform_publisher" in node.log()
+
+
+def test_the_collector_counts_bad_poses_and_says_what_is_missing_without_raising():
+    from mocap4r2_tools.calibration import CalibrationOptions
+    from mocap4r2_tools.calibration.online import PairCollector
+
+    collector = PairCollector(max_samples=50)
+    assert "0 of A and 0 of B" in collector.attempt(CalibrationOptions()).waiting_for
+    assert not collector.add_a(1.0, (float("nan"), 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+    assert not collector.add_b(1.0, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0))
+    assert not collector.add_b(float("inf"), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+    assert (collector.dropped_a, collector.dropped_b) == (1, 2)
+    scene = drone_scene(seconds=4.0, rate_a=25.0, rate_b=25.0, corruption=Corruption(seed=1))
+    a, b = scene.a.trajectory, scene.b.trajectory
+    for k in range(len(a)):
+        collector.add_a(a.stamps[k], a.positions[k], a.orientations[k])
+        collector.add_b(b.stamps[k] + 500.0, b.positions[k], b.orientations[k])  # another clock
+    assert len(collector.a) == 50  # bounded: the oldest forgotten
+    attempt = collector.attempt(CalibrationOptions(offset=0.0))
+    assert attempt.calibration is None and "do not overlap in time" in attempt.waiting_for
+    stream_a, stream_b = collector.streams()
+    assert (stream_a.dropped, stream_b.dropped) == (1, 2)
