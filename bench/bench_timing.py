@@ -60,8 +60,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "reset": {**IMPAIRED, "clock_reset_at": RESET_AT},
 }
 PATHS = ("natnet_unicast", "natnet_multicast", "qtm", "vicon", "sim", "vrpn")
+#: `python -m bench timing faults`: the clock faults of bench/clock_faults.py through the
+#: real FrameStamper with injected clocks (no stand-in; seconds, not minutes)
+FAULTS = "faults"
 #: words of `python -m bench timing ...` that are this bench's, not other benchmarks' names
-ARGUMENTS = PATHS
+ARGUMENTS = (*PATHS, FAULTS)
 RECOVERED_BELOW = 0.5e-3
 # offset steps count from here on: the model stamps from 0.3 s (test_qualisys_system's 0.5 s)
 OFFSET_STEPS_FROM = 0.5
@@ -533,11 +536,42 @@ def _targets(cell: dict[str, Any], scenario: str) -> list[str]:
     return notes
 
 
+def run_faults() -> dict[str, Any]:
+    """Figures of every clock fault case (bench/clock_faults.py), and the model's CPU per frame."""
+    from bench import clock_faults
+
+    cost, reference = model_cost_us()
+    ratio = cost / reference
+    print(f"model CPU per frame at 1 kHz: {cost:.2f} us (arrival rule {reference:.2f} us, x{ratio:.1f})")
+    print(
+        f"{'case':<44}{'recovery s':>11}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}"
+        "  repeats (first 0.3 s) / back / after arrival (max us)  drift ppm"
+    )
+    out: dict[str, Any] = {"model_us_per_frame": round(cost, 3), "arrival_us_per_frame": round(reference, 3)}
+    for case in clock_faults.CASES:
+        f = clock_faults.run_case(case)
+        out[case.name] = f
+        print(
+            f"{case.name:<44}{f['recovery_s']:>11.3f}{f['after_p50_ms']:>8.3f}{f['after_p99_ms']:>8.3f}"
+            f"{f['after_max_ms']:>8.3f}  {f['repeats']} ({f['repeats_first_0.3s']}) / {f['backwards']} / "
+            f"{f['after_arrival']} ({f['after_arrival_max_us']:.1f})  "
+            f"{f['status'].get('clock_drift_ppm', '-')}",
+            flush=True,
+        )
+    return out
+
+
 def run(json_path: str | None = None, paths: tuple[str, ...] | None = None) -> dict[str, Any]:
     json_path = json_path or os.environ.get(JSON_ENV) or None
     if paths is None:
         # `python -m bench timing qtm vicon`: the path names among the command's words
-        paths = tuple(word for word in sys.argv[1:] if word in PATHS) or PATHS
+        paths = tuple(word for word in sys.argv[1:] if word in PATHS)
+        if not paths and FAULTS in sys.argv[1:]:
+            faults = run_faults()
+            if json_path:
+                Path(json_path).write_text(json.dumps({"faults": faults}, indent=1, allow_nan=True))
+            return {"faults": faults}
+        paths = paths or PATHS
     # "paths" has exactly the shape of issue 23; "extra" what the bench adds to it
     result: dict[str, Any] = {"paths": {}, "extra": {"paths": {}}}
     cost, reference = model_cost_us()
@@ -606,6 +640,11 @@ def main(argv: list[str]) -> int:
         del args[i : i + 2]
     if args:
         paths = [p for p in PATHS if p in args]
+        if not paths and FAULTS in args:
+            faults = run_faults()
+            if json_path:
+                Path(json_path).write_text(json.dumps({"faults": faults}, indent=1, allow_nan=True))
+            return 0
     from bench.domain import isolate
 
     isolate()

@@ -610,6 +610,9 @@ class FrameStamper:
 
     def _bounded(self, stamp: float, arrival: float) -> float:
         last = self._last_stamp
+        if last + MIN_STAMP_STEP <= stamp <= arrival:  # nearly every frame
+            self._last_stamp = stamp
+            return stamp
         if arrival < last - HOST_STEP_RESET_S:
             # the host clock went back further than any stamp can be from its arrival and
             # no step was seen (a source of arrivals that is not this stamper's clock)
