@@ -25,7 +25,8 @@ from .recording.bag_writer import SessionBag, TopicSpec, qos_profile
 _BATCH = 256
 
 
-def _message_class(type_name: str) -> Any:
+def message_class(type_name: str) -> Any:
+    """The installed message class of a type name (``pkg/msg/Name``)."""
     package, _, name = type_name.split("/")
     return getattr(importlib.import_module(f"{package}.msg"), name)
 
@@ -63,7 +64,7 @@ class RecorderWriter:
                 )
             return
         try:
-            cls = _message_class(type_name)
+            cls = message_class(type_name)
         except (ImportError, AttributeError, ValueError) as exc:
             log.error(f"cannot record {topic}: type {type_name!r} is not installed ({exc})")
             return

@@ -40,14 +40,23 @@ class RecoverCommand:
 class ExportCommand:
     """``mocap4r2 export``: see recording.export."""
 
-    help = "export a recorded session's markers/rigid bodies as C3D, TRC (OpenSim) or CSV"
+    help = (
+        "export a recorded session's markers/rigid bodies as C3D, TRC (OpenSim) or CSV, "
+        "or the session for Foxglove (MCAP with Foxglove's schemas)"
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("bag", type=Path, help="session directory (rosbag2 bag) or .mcap file")
-        parser.add_argument("--format", required=True, choices=("c3d", "trc", "csv"), help="output format")
+        parser.add_argument(
+            "--format",
+            required=True,
+            choices=("c3d", "trc", "csv", "foxglove"),
+            help="output format (foxglove: every recorded message plus SceneUpdate, FrameTransforms, Log)",
+        )
         parser.add_argument(
             "--system",
-            help="namespace of the system to export (e.g. /sim); needed when the bag holds several",
+            help="namespace of the system to export (e.g. /sim); needed when the bag holds several "
+            "(foxglove: every system unless given)",
         )
         parser.add_argument("--out", type=Path, help="output file or directory (default: next to the bag)")
         parser.add_argument(

@@ -20,6 +20,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lifecycle_msgs.msg import State
@@ -103,6 +104,12 @@ SPECS = (
         "Seconds STOP waits for each system's last /diagnostics report (its dropped frames), at most.",
         min_value=0.0,
         max_value=30.0,
+    ),
+    ParameterSpec(
+        "foxglove_schemas",
+        False,
+        "Also write the sessions' markers, bodies, skeletons, /tf and /diagnostics in Foxglove's schemas, "
+        "in <session>/foxglove/<session>_foxglove.mcap beside the bag.",
     ),
     ParameterSpec(
         "diagnostics_period",
@@ -241,6 +248,7 @@ class SessionRecorder(ToolNode):
             flush_period=self.value("flush_period"),
             queue_size=self.value("queue_size"),
             compression=self.value("compression"),
+            side=self._foxglove_side() if self.value("foxglove_schemas") else None,
             custom_data={
                 "mocap4r2.session_id": session_id,
                 "mocap4r2.systems": ",".join(sorted(system_topics)),
@@ -264,6 +272,15 @@ class SessionRecorder(ToolNode):
         self.writer.record(bag, frozenset(topics))
         self.get_logger().info(f"recording session {session_id!r} to {bag.file} ({len(topics)} topics)")
         return Outcome(True, f"recording to {bag.file}")
+
+    def _foxglove_side(self) -> Any:
+        """The Foxglove file beside the session's bag (mocap4r2_tools.foxglove.mcap_file)."""
+        from rclpy.serialization import deserialize_message
+
+        from .foxglove.mcap_file import SideFile
+        from .recorder_writer import message_class
+
+        return SideFile(lambda data, type_name: deserialize_message(data, message_class(type_name)))
 
     def _close(self, wait_reports: float = 0.0) -> Summary | None:
         bag = self.writer.detach()

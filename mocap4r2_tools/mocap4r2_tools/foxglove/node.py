@@ -24,7 +24,6 @@ import time
 from typing import Any
 
 import foxglove
-from diagnostic_msgs.msg import DiagnosticArray
 from foxglove.websocket import ServerListener
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -32,8 +31,9 @@ from rclpy.serialization import deserialize_message
 from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.tf_out import TF_QOS
-from mocap4r2_interfaces.msg import Markers, MocapSystemInfo, RigidBodies, Skeletons
+from mocap4r2_interfaces.msg import MocapSystemInfo
 
+from ..recorder_writer import message_class
 from ..tool_node import ToolNode, run_tool
 from . import convert
 from .feed import Feed
@@ -107,12 +107,6 @@ PARAMETERS = (
     ),
 )
 
-_TYPES: dict[str, Any] = {
-    convert.MARKERS: Markers,
-    convert.RIGID_BODIES: RigidBodies,
-    convert.SKELETONS: Skeletons,
-    convert.DIAGNOSTICS: DiagnosticArray,
-}
 _SCENE_SUFFIXES = (
     ("markers", convert.MARKERS),
     ("rigid_bodies", convert.RIGID_BODIES),
@@ -226,7 +220,7 @@ class FoxgloveNode(ToolNode):
         if topic in self._subscribed:
             return
         self._subscribed.add(topic)
-        cls = _TYPES.get(type_name) or _tf_message_class()
+        cls = message_class(type_name)
         conflate = convert.source_kind(type_name) == "scene"
         feed = self.feed
 
@@ -266,7 +260,7 @@ class FoxgloveNode(ToolNode):
                 next_report = now + self._stats_period
             for item in self.feed.take(min(0.2, max(0.0, next_report - now))):
                 try:
-                    msg = deserialize_message(item.data, _TYPES.get(item.type_name) or _tf_message_class())
+                    msg = deserialize_message(item.data, message_class(item.type_name))
                     out: list[Record] = records(item.topic, item.type_name, msg, self._style)
                 except Exception as exc:  # noqa: BLE001 - a malformed message is counted, never fatal
                     counters.bad += 1
@@ -295,12 +289,6 @@ class FoxgloveNode(ToolNode):
         if self._server is not None:
             self._server.stop()
         super().destroy_node()
-
-
-def _tf_message_class() -> Any:
-    from tf2_msgs.msg import TFMessage
-
-    return TFMessage
 
 
 def main(args: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import yaml
 from mcap.writer import CompressionType, Writer
@@ -35,6 +35,20 @@ from .schemas import SchemaError, ros2msg_schema, share_msg_finder
 from .session_id import session_dir
 
 LIBRARY = "mocap4r2 session_recorder"
+
+
+class SideWriter(Protocol):
+    """What else receives every message the bag writes (e.g. the recorder's Foxglove file,
+    mocap4r2_tools.foxglove.mcap_file.SideFile): ``put`` is called from the writer thread
+    and must return at once; ``close`` returns its summary."""
+
+    def open(self, directory: Path) -> None: ...
+
+    def put(self, topic: str, type_name: str, data: bytes, log_time: int) -> None: ...
+
+    def close(self) -> dict: ...
+
+
 ROSBAG2_VERSION = 9
 
 
@@ -61,9 +75,10 @@ class Summary:
     frames: dict[str, dict]  # system -> gap figures
     queue_drops: int
     failure: str
+    side: dict = field(default_factory=dict)  # the side file's summary (SideFile.close), if any
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "path": self.path,
             "start_ns": self.start_ns,
             "end_ns": self.end_ns,
@@ -72,6 +87,9 @@ class Summary:
             "queue_drops": self.queue_drops,
             "failure": self.failure,
         }
+        if self.side:
+            out["side"] = self.side
+        return out
 
     @property
     def duration(self) -> float:
@@ -92,6 +110,14 @@ class Summary:
             f"recorded {self.path} ({self.duration:.2f} s); messages per topic: {counts or 'none'}; "
             f"frames: {systems}; queue drops: {self.queue_drops}"
         )
+        if self.side:
+            side = self.side
+            text += (
+                f"; beside it {side['path']} ({sum(side['counts'].values())} records, "
+                f"{side['dropped']} dropped, {side['bad']} not convertible)"
+            )
+            if side["failure"]:
+                text += f" FAILED: {side['failure']}"
         if self.failure:
             text += f"; WRITE FAILED: {self.failure}"
         return text
@@ -133,8 +159,10 @@ class SessionBag:
         compression: str = "none",
         find_msg: Callable[[str, str], str] | None = None,
         custom_data: dict[str, str] | None = None,
+        side: SideWriter | None = None,
     ):
         self.session_id = session_id
+        self.side = side  # also gets every written message (the recorder's Foxglove file)
         self.directory = session_dir(output_dir, session_id)  # raises ValueError with the reason
         self.output_dir = Path(output_dir)
         self.file = self.directory / f"{session_id}_0.mcap"
@@ -166,6 +194,7 @@ class SessionBag:
         self.end_ns = 0
         self._closed = False
         self._final: Summary | None = None
+        self._side_summary: dict = {}
         self.schema_warnings: list[str] = []
 
     # ------------------------------------------------------------------ opening
@@ -190,6 +219,8 @@ class SessionBag:
             for spec in self._initial:
                 self._register(spec)
             self._writer.flush()
+            if self.side is not None:
+                self.side.open(self.directory)
         except Exception:
             if self._stream is not None:
                 self._stream.close()
@@ -249,6 +280,7 @@ class SessionBag:
         channels = self._channels
         counts = self.counts
         tracks = self.tracks
+        side = self.side
         last_flush = time.monotonic()
         try:
             while True:
@@ -270,6 +302,8 @@ class SessionBag:
                         track.add(frame_number(data))
                     writer.add_message(channel, stamp, data, stamp, count)
                     self.bytes_written += len(data)
+                    if side is not None:
+                        side.put(topic, self.topics[topic].type, data, stamp)
                 now = time.monotonic()
                 if now - last_flush >= self.flush_period:
                     writer.flush()  # closes the chunk in progress: on disk even if we die now
@@ -293,6 +327,8 @@ class SessionBag:
             self._stop.set()
             if self._thread is not None:
                 self._thread.join()
+            if self.side is not None:
+                self._side_summary = self.side.close()
             if self._writer is not None:
                 try:
                     self._writer.finish()
@@ -347,6 +383,7 @@ class SessionBag:
             frames=frames,
             queue_drops=self.queue_drops,
             failure=self.failure,
+            side=self._side_summary,
         )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMATS = ("c3d", "trc", "csv")
+FORMATS = ("c3d", "trc", "csv", "foxglove")
 MARKERS = "mocap4r2_interfaces/msg/Markers"
 RIGID_BODIES = "mocap4r2_interfaces/msg/RigidBodies"
 INFO = "mocap4r2_interfaces/msg/MocapSystemInfo"
@@ -303,10 +303,12 @@ def export(
     progress: Progress | None = None,
 ) -> list[Path]:
     """Export the markers (C3D, TRC) or markers and bodies (CSV) of each system in ``bag``, or of ``system``
-    only, and return the files written."""
+    only, or the whole session with Foxglove's schemas beside it (foxglove), and return the files written."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     bag = Path(bag)
+    if fmt == "foxglove":
+        return [_export_foxglove(bag, system, out, progress)]
     content = read_bag(bag, system, progress)
     stem = content.system.strip("/").replace("/", "_") or "system"
     default = (bag if bag.is_dir() else bag.parent) / f"{bag.stem if bag.is_file() else bag.name}_{stem}"
@@ -318,3 +320,28 @@ def export(
     table = marker_table(content)
     target = target if target.suffix == f".{fmt}" else target.with_name(target.name + f".{fmt}")
     return [write_c3d(table, target) if fmt == "c3d" else write_trc(table, target)]
+
+
+def _export_foxglove(
+    bag: Path, system: str | None, out: str | Path | None, progress: Progress | None
+) -> Path:
+    """The session and its Foxglove channels in one MCAP (mocap4r2_tools.foxglove.mcap_file):
+    by default ``<session>_foxglove.mcap`` beside the session directory (a second MCAP
+    inside it would make it two bags' worth for ``recover``); never over an existing file."""
+    from ..foxglove.mcap_file import export_session
+
+    if not bag.exists():
+        raise ExportError(f"{bag} does not exist")
+    name = (bag.name if bag.is_dir() else bag.stem) + "_foxglove.mcap"
+    target = Path(out) if out else bag.parent / name
+    if target.is_dir():
+        target = target / name
+    if target.suffix != ".mcap":
+        target = target.with_name(target.name + ".mcap")
+    try:
+        path, _ = export_session(bag, target, system, progress=progress)
+    except FileExistsError:
+        raise ExportError(f"{target} exists; an export is never overwritten (give --out)") from None
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
+    return path
