@@ -186,3 +186,29 @@ def test_a_host_clock_step_makes_the_flag_false_until_px4_reset_and_converged(li
     again = wait(lambda: vehicle.timesync.converged, 30.0, "the vehicle converging again")
     wait(lambda: link.peer.vehicle_converged, 2.0, "the flag following")
     print(f"host step +0.5 s: flag false {took * 1e3:.0f} ms after, vehicle converged again {again:.1f} s")
+
+
+# ---------------------------------------------------------------------------- use_sim_time
+def test_use_sim_time_is_refused_by_name(procs):
+    """time_usec would be simulation time while TIMESYNC is answered on the system clock:
+    the bridge says so by name and sends nothing (not even a HEARTBEAT)."""
+    vehicle = Px4VehicleStandIn(free_udp_port())
+    try:
+        bridge = procs.start(
+            "mocap4r2_tools",
+            "px4_bridge",
+            name="px4_bridge",
+            namespace="/px4_sim_time",
+            params={
+                "body": "drone",
+                "connection": f"udpout:127.0.0.1:{vehicle.port}",
+                "connect_timeout": 1.0,
+                "use_sim_time": True,
+            },
+        )
+        wait(lambda: "use_sim_time is true: refused" in bridge.log(), 30.0, "the refusal in the log")
+        time.sleep(1.5)  # the bridge would have sent its first HEARTBEAT by now
+        assert bridge.popen.poll() is None, bridge.log()[-2000:]  # refused, not dead
+        assert vehicle.messages() == []
+    finally:
+        vehicle.close()
