@@ -17,22 +17,17 @@ q and -q are the same rotation. :func:`quat_log`, :func:`quat_angle`,
 :func:`quat_relative` and :func:`quat_slerp` take the shorter way round, so a sign flip
 between two samples (which mocap systems and conversions produce freely) is no rotation.
 Euler angles are here too (:func:`quat_to_rpy_one`, :func:`quat_from_rpy_one`,
-:func:`quat_to_euler_zyx_one`). This is the only module that imports scipy's
-``Rotation``; :func:`as_scipy` hands it over for what is not here (means of rotations,
-other Euler sequences), so that every caller starts from one vocabulary.
+:func:`quat_to_euler_zyx_one`): shipped code uses this vocabulary, not scipy's
+``Rotation`` (the tests hold these functions to scipy's).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:  # imported when asked for (as_scipy): most users of this module never need scipy
-    from scipy.spatial.transform import Rotation as Rotation  # re-exported for annotations
 
 FloatArray = npt.NDArray[np.float64]
 # below this rotation angle (rad) exp and log use their first-order series: sin(a)/a
@@ -391,11 +386,3 @@ def quat_from_rpy_one(roll: float, pitch: float, yaw: float) -> Quat:
         cr * cp * sy - sr * sp * cy,
         cr * cp * cy + sr * sp * sy,
     )
-
-
-def as_scipy(q: npt.ArrayLike) -> Rotation:
-    """Scipy's Rotation of quaternions (x, y, z, w; normalised by scipy): for what this
-    module does not offer (means of rotations, other Euler sequences, tests)."""
-    from scipy.spatial.transform import Rotation
-
-    return Rotation.from_quat(np.asarray(q, dtype=np.float64))

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation, Slerp
 
 from mocap4r2_control.rotation import (
-    as_scipy,
     norm3,
     quat_angle,
     quat_angle_one,
@@ -236,7 +235,3 @@ def test_rpy_to_quaternion_is_scipys_fixed_axis_xyz():
         q = np.array(quat_from_rpy_one(*rpy))
         assert same_rotation(q[None], Rotation.from_euler("xyz", rpy).as_quat()[None]) < 1e-15
         assert np.allclose(quat_to_rpy_one(q), Rotation.from_quat(q).as_euler("xyz"), atol=1e-9)
-
-
-def test_as_scipy_hands_the_same_rotation_over():
-    assert same_rotation(as_scipy(Q.as_quat()).as_quat(), Q.as_quat()) < 1e-15

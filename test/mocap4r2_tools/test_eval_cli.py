@@ -39,7 +39,11 @@ def estimate(gt: Trajectory) -> Trajectory:
     rows = np.arange(0, len(gt), 5)
     inv = FRAME.inv()
     pos = inv.apply(gt.positions[rows] - SHIFT) + rng.normal(0, 0.01, (rows.size, 3))
-    rot = inv * gt.rotations()[rows] * Rotation.from_rotvec(rng.normal(0, 0.01, (rows.size, 3)))
+    rot = (
+        inv
+        * Rotation.from_quat(gt.orientations)[rows]
+        * Rotation.from_rotvec(rng.normal(0, 0.01, (rows.size, 3)))
+    )
     return Trajectory.build(gt.stamps[rows] + 0.001, pos, rot.as_quat())
 
 

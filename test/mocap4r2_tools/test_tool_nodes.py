@@ -126,7 +126,11 @@ def estimate_of(gt: Trajectory, every: int = 5, noise: float = 0.01) -> Trajecto
     rows = np.arange(0, len(gt), every)
     inv = FRAME.inv()
     pos = inv.apply(gt.positions[rows] - SHIFT) + rng.normal(0, noise, (rows.size, 3))
-    rot = inv * gt.rotations()[rows] * Rotation.from_rotvec(rng.normal(0, noise, (rows.size, 3)))
+    rot = (
+        inv
+        * Rotation.from_quat(gt.orientations)[rows]
+        * Rotation.from_rotvec(rng.normal(0, noise, (rows.size, 3)))
+    )
     return Trajectory.build(gt.stamps[rows] + 0.0005, pos, rot.as_quat())
 
 
@@ -271,7 +275,9 @@ def test_trajectory_error_equals_the_offline_evaluation(ros, procs, est_type):
 
     if est_type == "tf":  # what the node sees: map -> base_link
         est = Trajectory.build(
-            est.stamps, static[1].apply(est.positions) + static[0], (static[1] * est.rotations()).as_quat()
+            est.stamps,
+            static[1].apply(est.positions) + static[0],
+            (static[1] * Rotation.from_quat(est.orientations)).as_quat(),
         )
     expected = evaluate(gt, est, EvalOptions(max_diff=0.002, align="se3", rpe_delta=5, rpe_unit="frames"))
     assert last.aligned

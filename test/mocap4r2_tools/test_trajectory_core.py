@@ -40,7 +40,7 @@ def moved(traj: Trajectory, rotation: Rotation, translation, scale: float = 1.0)
     """traj expressed in a frame where gt = scale * R * est + t, i.e. est = R^-1 (gt - t) / scale."""
     inv = rotation.inv()
     pos = inv.apply(traj.positions - np.asarray(translation)) / scale
-    quat = (inv * traj.rotations()).as_quat()
+    quat = (inv * Rotation.from_quat(traj.orientations)).as_quat()
     return Trajectory.build(traj.stamps, pos, quat)
 
 
@@ -96,7 +96,9 @@ def test_origin_moves_the_first_pose_onto_the_ground_truth():
     assert np.allclose(a.translation, T_TRUE, atol=1e-12)
     aligned = a.apply(est)
     assert np.allclose(aligned.positions[0], gt.positions[0], atol=1e-12)
-    assert (aligned.rotations()[0].inv() * gt.rotations()[0]).magnitude() < 1e-12
+    assert (
+        Rotation.from_quat(aligned.orientations)[0].inv() * Rotation.from_quat(gt.orientations)[0]
+    ).magnitude() < 1e-12
 
 
 def test_first_n_alignment_uses_only_the_first_pairs():
@@ -237,7 +239,7 @@ def test_interpolation_is_linear_and_slerp_and_never_bridges_a_gap():
     pairs = associate(gt, est, max_diff=0.011, method="interpolate")
     assert len(pairs) == 2  # 2.5 s lies in the gap: no ground truth within max_diff
     assert np.allclose(pairs.gt.positions[0], [0.5, 1.0, 1.5], atol=1e-15)
-    assert pairs.gt.rotations()[0].magnitude() == pytest.approx(0.25, abs=1e-12)
+    assert Rotation.from_quat(pairs.gt.orientations)[0].magnitude() == pytest.approx(0.25, abs=1e-12)
     assert pairs.gt.stamps[0] == 0.005
 
 
@@ -299,7 +301,9 @@ def test_running_ate_and_rpe_equal_the_batch_far_from_the_origin(method, first_n
     noisy = Trajectory.build(
         est.stamps,
         est.positions + rng.normal(0, 0.002, est.positions.shape),
-        (est.rotations() * Rotation.from_rotvec(rng.normal(0, 0.01, (3000, 3)))).as_quat(),
+        (
+            Rotation.from_quat(est.orientations) * Rotation.from_rotvec(rng.normal(0, 0.01, (3000, 3)))
+        ).as_quat(),
     )
     for unit, delta in (("frames", 7), ("m", 0.4), ("s", 0.25)):
         batch = evaluate(
@@ -406,7 +410,7 @@ def test_stream_association_equals_the_batch(method):
     assert np.allclose([p.stamp for p in pairs], batch.gt.stamps if method == "nearest" else batch.est.stamps)
     assert np.allclose([p.gt_position for p in pairs], batch.gt.positions, atol=1e-12)
     got_q = Rotation.from_quat([p.gt_orientation for p in pairs])
-    assert np.all((got_q.inv() * batch.gt.rotations()).magnitude() < 1e-9)
+    assert np.all((got_q.inv() * Rotation.from_quat(batch.gt.orientations)).magnitude() < 1e-9)
     # memory is bounded by the horizon (1 s of 1 kHz), not by the stream length
     assert len(stream._t) - stream._start <= 1001
 

@@ -8,15 +8,12 @@ returns a new one, so an association or alignment never changes its input.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from mocap4r2_control.rotation import FloatArray, as_scipy, row_norms
-
-if TYPE_CHECKING:
-    from mocap4r2_control.rotation import Rotation
+from mocap4r2_control.rotation import FloatArray, row_norms
 
 
 class TrajectoryInputError(ValueError):
@@ -154,9 +151,6 @@ class Trajectory:
 
     def with_stamps(self, stamps: FloatArray) -> Trajectory:
         return Trajectory(np.asarray(stamps, dtype=np.float64), self.positions, self.orientations, self.name)
-
-    def rotations(self) -> Rotation:
-        return as_scipy(self.orientations)
 
     @property
     def duration(self) -> float:
