@@ -43,7 +43,7 @@ class SourceInfo:
 @dataclass(frozen=True)
 class RecordingShape:
     """What of a recording of mocap4r2_interfaces messages decides whether the node's
-    encoder would write them again byte for byte (frame_output.pass_through_problem):
+    encoder would write them again byte for byte (pass_through.pass_through_problem):
     the header frame_id of each recorded topic (by topic: markers, rigid_bodies,
     skeletons) and whether the recorded rigid bodies carry their markers."""
 
