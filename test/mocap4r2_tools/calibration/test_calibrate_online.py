@@ -109,3 +109,19 @@ def test_the_collector_counts_bad_poses_and_says_what_is_missing_without_raising
     assert attempt.calibration is None and "do not overlap in time" in attempt.waiting_for
     stream_a, stream_b = collector.streams()
     assert (stream_a.dropped, stream_b.dropped) == (1, 2)
+
+
+def test_a_gap_in_a_over_all_of_b_is_a_not_yet_message():
+    """A's span covers B's but A has a gap over all of it: the association refuses (a
+    TrajectoryInputError, not a CalibrationError); the collector says so instead of raising
+    (before the fix this raised out of the online node's timer and ended it)."""
+    from mocap4r2_tools.calibration import CalibrationOptions
+    from mocap4r2_tools.calibration.online import PairCollector
+
+    collector = PairCollector()
+    for t in list(np.arange(0.0, 1.0, 0.04)) + list(np.arange(10.0, 11.0, 0.04)):
+        collector.add_a(t, (t, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+    for t in np.arange(4.0, 6.0, 0.04):
+        collector.add_b(t, (t, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+    attempt = collector.attempt(CalibrationOptions(offset=0.0))
+    assert attempt.calibration is None and "within max_diff" in attempt.waiting_for
