@@ -417,6 +417,25 @@ def test_mocap4r2_web_starts_the_panel(plane, url):
     parser = argparse.ArgumentParser()
     WebCommand().add_arguments(parser)
     assert parser.parse_args([]).port == 8080 and parser.parse_args([]).host == "127.0.0.1"
+    flags = parser.parse_args(
+        [
+            "--certfile",
+            "c.pem",
+            "--keyfile",
+            "k.pem",
+            "--allow-plain-http",
+            "--allow-host",
+            "a",
+            "--allow-host",
+            "b",
+        ]
+    )
+    assert (flags.certfile, flags.keyfile, flags.allow_plain_http, flags.allow_host) == (
+        "c.pem",
+        "k.pem",
+        True,
+        ["a", "b"],
+    )
     cli = str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2")
     proc = plane["runner"].start_command(
         [cli, "web", "--port", "0", "--sessions-dir", str(plane["sessions"])], label="mocap4r2-web"
@@ -464,6 +483,13 @@ def _self_signed(directory: Any, addresses: list[str]) -> tuple[str, str]:
     return str(cert), str(key)
 
 
+def _start_panel(plane: dict[str, Any], name: str, **params: Any) -> Any:
+    """Another panel process on a free port, with the plane's sessions."""
+    return plane["runner"].start(
+        *PANEL, name=name, params={"port": 0, "sessions_dir": str(plane["sessions"]), **params}
+    )
+
+
 def _exit_code(proc: Any, timeout: float = 60) -> int:
     wait_for(lambda: not proc.alive(), timeout, proc.log, what="the panel exiting")
     return proc.popen.returncode
@@ -472,8 +498,7 @@ def _exit_code(proc: Any, timeout: float = 60) -> int:
 def test_beyond_loopback_without_tls_the_panel_starts_only_when_told_and_warns(plane):
     """Issue 39: beyond loopback there was only plain HTTP, the token crossing the lab
     network in the clear."""
-    runner = plane["runner"]
-    refused = runner.start(*PANEL, name="web_panel_open", params={"port": 0, "host": "0.0.0.0"})
+    refused = _start_panel(plane, "web_panel_open", host="0.0.0.0")
     assert _exit_code(refused) == 1, refused.log()
     assert "without TLS" in refused.log() and "--allow-plain-http" in refused.log(), refused.log()
     assert "web_panel: open" not in refused.log()
@@ -484,16 +509,7 @@ def test_on_every_interface_the_printed_urls_reach_the_panel_from_the_network_wi
     addresses = _non_loopback_ipv4()
     if not addresses:
         pytest.fail("this machine has no address beyond loopback to reach the panel on")
-    proc = plane["runner"].start(
-        *PANEL,
-        name="web_panel_lan",
-        params={
-            "port": 0,
-            "host": "0.0.0.0",
-            "allow_plain_http": True,
-            "sessions_dir": str(plane["sessions"]),
-        },
-    )
+    proc = _start_panel(plane, "web_panel_lan", host="0.0.0.0", allow_plain_http=True)
     try:
         matches = printed_urls(proc)
         hosts = [m.group(2) for m in matches]
@@ -532,17 +548,7 @@ def test_tls_serves_the_panel_over_https_with_a_secure_cookie(plane, tmp_path):
 
     addresses = _non_loopback_ipv4()
     cert, key = _self_signed(tmp_path, addresses)
-    proc = plane["runner"].start(
-        *PANEL,
-        name="web_panel_tls",
-        params={
-            "port": 0,
-            "host": "0.0.0.0",
-            "certfile": cert,
-            "keyfile": key,
-            "sessions_dir": str(plane["sessions"]),
-        },
-    )
+    proc = _start_panel(plane, "web_panel_tls", host="0.0.0.0", certfile=cert, keyfile=key)
     try:
         matches = printed_urls(proc)
         assert all(m.group(1).startswith("https://") for m in matches), [m.group(0) for m in matches]
@@ -567,9 +573,5 @@ def test_tls_serves_the_panel_over_https_with_a_secure_cookie(plane, tmp_path):
     finally:
         assert proc.stop() == 0
     # a certificate that cannot be read: the panel says so and does not start
-    bad = plane["runner"].start(
-        *PANEL,
-        name="web_panel_badtls",
-        params={"port": 0, "host": "0.0.0.0", "certfile": str(tmp_path / "none.crt")},
-    )
+    bad = _start_panel(plane, "web_panel_badtls", host="0.0.0.0", certfile=str(tmp_path / "none.crt"))
     assert _exit_code(bad) == 1 and "cannot load the TLS certificate" in bad.log(), bad.log()
