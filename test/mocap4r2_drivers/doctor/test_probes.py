@@ -87,6 +87,21 @@ def test_tracker_kernels_still_compiling_are_a_warning_not_a_hang(tmp_path):
     assert "compiling" in out.stdout
 
 
+def test_tracker_kernels_without_a_writable_cache_of_numba_are_a_warning(monkeypatch):
+    """On a read-only install the kernels work (kernel_cache.py: a private cache, or none),
+    but every start may compile: the probe says which, as a warning with the remedy.
+    The cache choice is set here as kernel_cache makes it there (test_kernel_cache.py
+    proves it through read-only mounts)."""
+    kernels = pytest.importorskip("mocap4r2_tools.tracking.kernels")
+    from mocap4r2_tools.tracking.kernel_cache import KernelCache
+
+    note = "numba has no writable cache here (...), nor is the temporary directory: compiled without a cache"
+    monkeypatch.setattr(kernels, "CACHE", KernelCache("none", "", note))
+    check = probes._tracker_kernels(120.0)
+    assert check.status is Status.WARN and note in check.evidence, check
+    assert "NUMBA_CACHE_DIR" in check.fix
+
+
 @pytest.mark.parametrize("system", [s.name for s in registry.systems()])
 def test_every_registered_system_can_be_checked_by_the_doctor(system, tmp_path):
     """`mocap4r2 doctor --system <each>` as installed: the choice exists, and the report
