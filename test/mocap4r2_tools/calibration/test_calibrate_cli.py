@@ -191,3 +191,66 @@ def test_the_verb_is_registered_in_the_mocap4r2_command():
     done = subprocess.run([exe, "calibrate", "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "hand_eye" in done.stdout and "--online" in done.stdout
+
+
+def test_hand_eye_from_a_recorded_session_rigid_body_and_tf_pairs(capsys, tmp_path):
+    """A session's RigidBodies topic (serialized by rclpy, as session_recorder stores it;
+    the drone untracked for a second) as A, the camera's poses as TF pairs map -> camera as B."""
+    from rclpy.serialization import serialize_message
+
+    from mocap4r2_interfaces.msg import RigidBodies, RigidBody
+
+    scene = drone_scene(seconds=20.0, rate_a=50.0, rate_b=50.0, corruption=Corruption(seed=9))
+    store = typestore()
+    T = store.types
+    path = tmp_path / "session2"
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        bodies = writer.add_connection(
+            "/mocap/rigid_bodies", "mocap4r2_interfaces/msg/RigidBodies", typestore=store
+        )
+        tf = writer.add_connection("/tf", "tf2_msgs/msg/TFMessage", typestore=store)
+        a = scene.a.trajectory
+        for k, (t, p, q) in enumerate(zip(a.stamps, a.positions, a.orientations)):
+            stamp = t + 100.0  # bag times are unsigned
+            msg = RigidBodies()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp), int(round((stamp % 1) * 1e9))
+            body = RigidBody(name="drone1", tracking_valid=not 300 <= k < 350)
+            body.pose.position.x, body.pose.position.y, body.pose.position.z = (float(v) for v in p)
+            o = body.pose.orientation
+            o.x, o.y, o.z, o.w = (float(v) for v in q)
+            msg.rigid_bodies = [RigidBody(name="table", tracking_valid=True), body]
+            writer.write(bodies, int(stamp * 1e9), serialize_message(msg))
+        b = scene.b.trajectory
+        for t, p, q in zip(b.stamps, b.positions, b.orientations):
+            stamp = t + 100.0
+            edge = T["geometry_msgs/msg/TransformStamped"](
+                header=T["std_msgs/msg/Header"](stamp=_time(store, stamp), frame_id="map"),
+                child_frame_id="camera",
+                transform=T["geometry_msgs/msg/Transform"](
+                    translation=T["geometry_msgs/msg/Vector3"](x=p[0], y=p[1], z=p[2]),
+                    rotation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]),
+                ),
+            )
+            msg = T["tf2_msgs/msg/TFMessage"](transforms=[edge])
+            writer.write(tf, int(stamp * 1e9), store.serialize_cdr(msg, tf.msgtype))
+    code, out, err = run(
+        capsys,
+        "hand_eye",
+        "--bag",
+        str(path),
+        "--a-topic",
+        "/mocap/rigid_bodies",
+        "--a-body",
+        "drone1",
+        "--b-topic",
+        "/tf",
+        "--b-tf",
+        "map",
+        "camera",
+        "--json",
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    (x,) = data["transforms"]
+    assert np.allclose(x["translation"], CAMERA.t, atol=2e-3)
+    assert abs(data["offset_s"] - 0.040) < 0.003
