@@ -4,7 +4,11 @@
    and the maintained ``natnet`` client connect to our Motive stand-in (a real process,
    real UDP) and decode the server info, model definitions and frames it sends.
 2. Our decoder and theirs give the same values on the same bytes: property-based
-   (hypothesis) over random frames and model definitions, for every bitstream version.
+   (hypothesis) over random frames and model definitions, for every bitstream version
+   (4.2 and 4.5 with natnet, which reads the 4.2 quaternion), and live on the datagrams
+   natnet received from a 4.2 stand-in with an asset.
+3. natnetsdk (up to 4.1) is served the 4.1 it asks for by a 4.2/4.5 stand-in over unicast;
+   libmotioncapture (up to 4.1, multicast only) reads a 4.1 stream and fails on 4.2.
 
 Known limits of the reference clients, stated where they bite (never silently):
   * natnetsdk 4.1.1 reads two precision-timestamp words in every 4.x frame
@@ -27,8 +31,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import socket
 import struct
+import subprocess
+import sys
 
 import natnet
 import numpy as np
@@ -853,3 +860,79 @@ def test_natnetsdk_is_served_the_41_it_asks_for_by_a_newer_stand_in(procs, tmp_p
     )
     with SdkRecorder(stand_in, multicast=False) as sdk:
         _check_sdk_session(sdk, stand_in, nn.Version(4, 1), frames=True)
+
+
+# ---------------------------------------------------------------------------- libmotioncapture, live
+_LIBMOTIONCAPTURE_READER = """
+import json, sys
+import motioncapture
+mc = motioncapture.connect(
+    "optitrack", {"hostname": "127.0.0.1", "port_command": sys.argv[1], "interface_ip": "127.0.0.1"}
+)
+seen = {}
+for _ in range(20):
+    mc.waitForNextFrame()
+    seen = {name: body.position.tolist() for name, body in mc.rigidBodies.items()}
+    if len(seen) == 4:
+        break
+print(json.dumps(seen))
+"""
+TEST_SCENE_WITH_STATIC = {
+    **TEST_SCENE,
+    "rigid_bodies": [
+        *TEST_SCENE["rigid_bodies"],
+        {"name": "table", "id": 9, "trajectory": {"type": "static", "position": [1.5, -1.0, 0.75]}},
+    ],
+}
+
+
+def _libmotioncapture_session(procs, tmp_path, version: str):
+    """natnet_simulator multicasting ``version`` to the default group and port (where
+    libmotioncapture's OptiTrack client listens), and libmotioncapture reading it in a
+    child process: (stand-in, the child's CompletedProcess)."""
+    stand_in = StandIn(
+        procs,
+        tmp_path,
+        "--natnet-version",
+        version,
+        "--multicast",
+        "--rate",
+        "100",
+        scene=TEST_SCENE_WITH_STATIC,
+        data_port=nn.DEFAULT_DATA_PORT,
+    )
+    # in a child process: libmotioncapture 1.1's OptiTrack client crashed (SIGSEGV) when a
+    # second one was created in the same process after the first was dropped
+    result = subprocess.run(
+        [sys.executable, "-c", _LIBMOTIONCAPTURE_READER, str(stand_in.command_port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return stand_in, result
+
+
+def test_libmotioncapture_reads_the_41_stand_in_multicast(procs, tmp_path):
+    """libmotioncapture (PyPI ``motioncapture``, the Crazyswarm / motion_capture_tracking
+    backend) knows up to 4.1 and asks for no bitstream (it takes what Motive multicasts;
+    its OptiTrack client has no unicast): names, and the pose of the static body, as served."""
+    stand_in, result = _libmotioncapture_session(procs, tmp_path, "4.1")
+    assert result.returncode == 0, result.stderr
+    seen = {name: np.asarray(p, np.float32) for name, p in json.loads(result.stdout).items()}
+    assert set(seen) == {"drone1", "robot1", "wand", "table"}
+    expected = stand_in.expected(0)
+    table = int(np.flatnonzero(expected.rigid_bodies["id"] == 9)[0])
+    np.testing.assert_array_equal(seen["table"], expected.rigid_bodies["position"][table])
+
+
+def test_libmotioncapture_fails_on_a_42_multicast_stream(procs, tmp_path):
+    """Issue 37's "the anchors break here too": libmotioncapture 1.1 does not skip the 4.2
+    rigid-body quaternion of the model definitions (here in the skeleton's bones), and a
+    Motive 3.2+ multicasts 4.2 whatever a client can read: it crashes (SIGSEGV) or
+    misreads. Asserted, so that a libmotioncapture that learns 4.2 shows up here."""
+    _, result = _libmotioncapture_session(procs, tmp_path, "4.2")
+    if result.returncode == 0:
+        seen = json.loads(result.stdout)
+        assert set(seen) != {"drone1", "robot1", "wand", "table"}, "libmotioncapture now reads 4.2"
+    else:
+        assert result.returncode < 0, result.stderr  # killed by a signal, not a Python error
