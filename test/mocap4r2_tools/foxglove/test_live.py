@@ -392,3 +392,13 @@ def test_a_bad_max_rate_is_refused_and_the_node_serves(procs, value):
     )
     assert proc.wait_log("serving Foxglove WebSocket", timeout=30), proc.log()
     assert "max_rate" in proc.log() and proc.alive()
+
+
+def test_the_mocap4r2_foxglove_verb_starts_the_node_with_its_arguments(procs):
+    from support import INSTALL
+
+    verb = [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "foxglove"]
+    proc = procs.start_command([*verb, "--port", "0", "--systems", "/v1"], "verb")
+    assert proc.wait_log("serving Foxglove WebSocket on ws://127.0.0.1:", timeout=60), proc.log()
+    assert "(/v1 and every announced system)" in proc.log(), proc.log()
+    assert proc.stop() == 0, proc.log()
