@@ -158,7 +158,8 @@ def test_the_printed_urls_work_from_another_machine_and_carry_the_token():
 def test_the_machines_addresses_are_found_without_psutil():
     import socket
 
-    psutil = pytest.importorskip("psutil")
+    import psutil  # a runtime dependency (requirements.txt), read here as the reference
+
     expected = {
         a.address for addrs in psutil.net_if_addrs().values() for a in addrs if a.family == socket.AF_INET
     }
