@@ -494,8 +494,9 @@ def _number(text: object) -> float | None:
 class History:
     """Each system's rate, latency and tracking over the last ``window`` seconds, for the
     page's small plots: a bounded deque per system (at most ``max_points`` samples, at
-    most ``max_systems`` systems), fed from /diagnostics; the page gets it on every poll,
-    so a page opened late still shows the last minute."""
+    most ``max_systems`` systems, the least recently heard from dropped first), fed from
+    /diagnostics; the page gets it on every poll, so a page opened late still shows the
+    last minute."""
 
     SERIES = ("rate", "latency", "tracking")
 
@@ -517,7 +518,12 @@ class History:
             samples = self._samples.get(system)
             if samples is None:
                 if len(self._samples) >= self.max_systems:
-                    return
+                    # /diagnostics carries more than systems: the one heard from least
+                    # recently makes room, so a live system is never shut out
+                    stalest = min(
+                        self._samples, key=lambda k: self._samples[k][-1][0] if self._samples[k] else -1e300
+                    )
+                    del self._samples[stalest]
                 samples = self._samples[system] = deque(maxlen=self.max_points)
             samples.append(sample)
             while samples and samples[0][0] < now - self.window:

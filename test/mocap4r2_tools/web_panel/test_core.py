@@ -191,9 +191,11 @@ def test_the_history_keeps_the_last_minute_bounded():
     assert len(series["age"]) == 50 and max(series["age"]) <= 60.0  # the count bound bites first
     assert series["rate"][-1] == 120.0 and series["latency"][-1] is None and series["tracking"][-1] == 75.0
     assert history.series("/a", 400.0)["age"] == []  # nothing older than the window is shown
-    history.add("/b", 0.0, {})
-    history.add("/c", 0.0, {"rate_hz": "1"})
-    assert history.series("/c", 0.0)["age"] == []  # at most max_systems systems
+    # at most max_systems systems: the one heard from least recently makes room
+    history.add("/b", 200.0, {})
+    history.add("/c", 201.0, {"rate_hz": "1"})
+    assert history.series("/a", 201.0)["age"] == []
+    assert history.series("/b", 201.0)["age"] == [1.0] and history.series("/c", 201.0)["rate"] == [1.0]
 
 
 def test_frames_are_rounded_bounded_and_nan_free():
