@@ -131,3 +131,36 @@ def test_every_registered_system_can_be_checked_by_the_doctor(system, tmp_path):
     if system in own:
         assert own[system] in titles, titles
     assert "host clock synchronisation" in titles
+
+
+def test_the_trackers_source_topic_is_checked_for_a_publisher(ros, tmp_path):
+    """With ROS: FAIL while nothing publishes the markers the tracker reads, PASS naming
+    the publisher once one does (real DDS, the installed `mocap4r2 doctor`)."""
+    pytest.importorskip("mocap4r2_tools", reason="the tracker ships with mocap4r2_tools")
+    from mocap4r2_interfaces.msg import Markers
+
+    topic = f"/doctor_{os.getpid()}/markers"
+    params = tmp_path / "tracker.yaml"
+    bodies = ROOT / "config" / "swarm_bodies.yaml"
+    params.write_text(f"/**:\n  ros__parameters:\n    markers_topic: {topic}\n    bodies: {bodies}\n")
+
+    def input_check() -> dict:
+        out = subprocess.run(
+            [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "doctor", "--system", "tracker"]
+            + ["--params-file", str(params), "--json", "--wait", "3", "--timeout", "120"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        checks = {c["title"]: c for c in json.loads(out.stdout)["checks"]}
+        return checks[f"tracker's input on {topic}"]
+
+    missing = input_check()
+    assert missing["status"] == "FAIL" and missing["evidence"] == f"no node publishes {topic}", missing
+    assert "markers_topic" in missing["fix"]
+    publisher = ros.node.create_publisher(Markers, topic, 10)
+    try:
+        present = input_check()
+    finally:
+        ros.node.destroy_publisher(publisher)
+    assert present["status"] == "PASS" and ros.node.get_name() in present["evidence"], present
