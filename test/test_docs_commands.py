@@ -8,7 +8,9 @@ code blocks (```bash, ```sh) is extracted, and after `source scripts/env.sh`
 * ``mocap4r2 <verb> ...`` is accepted by the command line's own parser, options and all;
 * ``ros2 run``/``ros2 launch`` of this suite's packages name an installed executable or
   launch file, with the parameters (``-p name:=``) and launch arguments (``name:=``) the
-  systems of mocap4r2_drivers/registry.py declare.
+  systems of mocap4r2_drivers/registry.py declare;
+* the stand-ins' commands (natnet_simulator, qtm_simulator, vrpn_simulator) are run as
+  written, each in a network namespace of its own, until they say they are ready.
 
 ``ros2`` itself comes with a ROS 2 distribution (ros2cli is not on PyPI): where it is
 absent its commands are skipped with that reason; everything else must resolve here.
@@ -24,7 +26,9 @@ import io
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -262,3 +266,46 @@ def test_ros2_resolves(command):
     if shutil.which("ros2", path=shell_path()) is None:
         pytest.skip(ROS2_ABSENT)
     assert shell_kinds(("ros2",))["ros2"] == "file"
+
+
+def _stand_in_names() -> set[str]:
+    from mocap4r2_drivers import registry
+
+    return {s.stand_in.executable for s in registry.systems() if s.stand_in is not None}
+
+
+STAND_INS = [c for c in OTHERS if _program(c.argv)[0] in _stand_in_names()]
+READY_S = 90.0  # a stand-in's start on a loaded 2-core machine: generous on purpose
+
+
+@pytest.mark.parametrize("command", STAND_INS, ids=_ids(STAND_INS))
+def test_each_stand_in_command_starts_as_written(command, tmp_path):
+    """The stand-in commands are run as written (their ports are the vendors' defaults),
+    each in a network namespace of its own so that nothing else on the machine holding
+    those ports matters: it must say it is ready, and leave cleanly on Ctrl-C."""
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=30).returncode
+    ):
+        pytest.skip("no private network namespace here (unshare -n needs root or user namespaces)")
+    program, args = _program(command.argv)
+    script = "ip link set lo up && source scripts/env.sh >/dev/null 2>&1 && exec " + shlex.join(
+        [program, *args]
+    )
+    log = tmp_path / "stand_in.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            ["unshare", "-n", "bash", "-c", script], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + READY_S
+            while f"{program} ready" not in log.read_text() and proc.poll() is None:
+                assert time.monotonic() < deadline, f"{command.where}: no ready line: {log.read_text()}"
+                time.sleep(0.2)
+            assert proc.poll() is None, f"{command.where}: `{command.text}` exited: {log.read_text()}"
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 0, f"{command.where}: {log.read_text()}"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
