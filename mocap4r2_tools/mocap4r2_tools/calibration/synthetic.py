@@ -63,11 +63,13 @@ class Corruption:
 
 
 def arm_flange(times: FloatArray) -> Poses:
-    """The arm's flange in its base, every joint swinging at its own frequency."""
-    j1 = 1.0 * np.sin(2 * np.pi * 0.045 * times)
-    j2 = 0.6 + 0.35 * np.sin(2 * np.pi * 0.07 * times + 0.5)
-    j3 = -0.9 + 0.4 * np.sin(2 * np.pi * 0.11 * times + 1.0)
-    j4 = 0.3 + 0.6 * np.sin(2 * np.pi * 0.13 * times + 2.0)
+    """The arm's flange in its base, every joint swinging at its own frequency: the base
+    yaws +-86 deg and the flange pitches by up to +-115 deg (this arm has no wrist roll, so
+    large swings of its two rotation axes are what determine the tool's offset)."""
+    j1 = 1.5 * np.sin(2 * np.pi * 0.045 * times)
+    j2 = 0.6 + 0.5 * np.sin(2 * np.pi * 0.07 * times + 0.5)
+    j3 = -0.9 + 0.6 * np.sin(2 * np.pi * 0.11 * times + 1.0)
+    j4 = 0.3 + 0.9 * np.sin(2 * np.pi * 0.13 * times + 2.0)
     poses = [forward_kinematics(j, ARM_LINKS)[-1] for j in zip(j1, j2, j3, j4)]
     return Poses(np.array([p for p, _ in poses]), np.array([q for _, q in poses]))
 
