@@ -228,7 +228,7 @@ def run_online(args: argparse.Namespace, options: CalibrationOptions, frames: Fr
     from rclpy.executors import SingleThreadedExecutor
 
     rclpy.init()
-    node = OnlineCalibration(args.a_topic, args.b_topic, options, frames, args.update)
+    node = online_node(args.a_topic, args.b_topic, options, frames, args.update)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     deadline = time.monotonic() + args.duration if args.duration > 0 else math.inf
@@ -249,13 +249,11 @@ def run_online(args: argparse.Namespace, options: CalibrationOptions, frames: Fr
     return 0
 
 
-class OnlineCalibration:
-    """Factory of the online node (rclpy imported only when it runs)."""
-
-    def __new__(
-        cls, a_topic: str, b_topic: str, options: CalibrationOptions, frames: Frames, update: float
-    ) -> Any:
-        return _online_node_class()(a_topic, b_topic, options, frames, update)
+def online_node(
+    a_topic: str, b_topic: str, options: CalibrationOptions, frames: Frames, update: float
+) -> Any:
+    """The online node (rclpy is imported only here, when it runs)."""
+    return _online_node_class()(a_topic, b_topic, options, frames, update)
 
 
 def _online_node_class() -> Any:
