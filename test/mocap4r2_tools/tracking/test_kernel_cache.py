@@ -181,3 +181,25 @@ def test_a_first_start_with_an_empty_cache_compiles_before_the_tracker_is_announ
     assert compiled == KERNELS, seen[-3000:]
     assert "tracker kernels ready" in seen and "(numba's cache)" in seen, seen[-3000:]
     assert proc.alive()
+
+
+@pytest.mark.parametrize("planted", ["writable by others", "a link"])
+def test_a_cache_directory_someone_else_could_have_prepared_is_never_used(planted, tmp_path, monkeypatch):
+    """numba's cache files are code a process loads: a ``mocap4r2-numba-<uid>`` in the
+    temporary directory that others can write to, or that is a link to elsewhere, is not
+    read; a fresh directory of this process (0700) is used instead."""
+    import tempfile
+
+    from mocap4r2_tools.tracking import kernel_cache
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    name = tmp_path / f"mocap4r2-numba-{os.getuid()}"
+    if planted == "a link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        name.symlink_to(tmp_path / "elsewhere")
+    else:
+        name.mkdir()
+        name.chmod(0o777)
+    chosen = Path(str(kernel_cache._private_directory()))
+    assert chosen.parent == tmp_path and chosen != name and chosen.name.startswith("mocap4r2-numba-")
+    assert (chosen.lstat().st_mode & 0o777) == 0o700 and not chosen.is_symlink()
