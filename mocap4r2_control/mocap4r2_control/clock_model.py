@@ -113,6 +113,10 @@ class ClockModelSettings:
     step_back_blocks: int = 3
     step_back_min_s: float = 0.5e-3
     step_back_noise: float = 4.0
+    # ... and at most this far: a step back of a frame period or more shows at once as a
+    # newer frame with an older system time, so blocks are needed only for smaller ones;
+    # a host that holds every frame back longer (a loaded reader) is not taken for one
+    step_back_max_s: float = 0.010
 
     def __post_init__(self) -> None:
         for name in ("slew_ppm", "step_s"):
@@ -295,11 +299,12 @@ class ClockModel:
         lowest = min(recent)
         earlier = sorted(list(residuals)[:-k])
         usual = earlier[len(earlier) // 2] if earlier else 0.0
-        if lowest <= max(cfg.step_back_min_s, cfg.step_back_noise * usual):
+        if lowest <= max(cfg.step_back_min_s, cfg.step_back_noise * usual) or lowest > cfg.step_back_max_s:
             return False
-        # a reader working off a backlog comes closer block after block; a clock that
-        # stepped back stays as far
-        if recent[-1] < recent[0] - 0.5 * lowest:
+        # a clock that stepped back stays as far, block after block (its lowest points
+        # differ by the envelope's noise); a reader working off a backlog comes closer, a
+        # loaded host's delays wander
+        if max(recent) - lowest > max(cfg.step_back_min_s, 0.25 * lowest):
             return False
         blocks = list(self._blocks)[-k:]
         self.steps_back += 1
