@@ -110,17 +110,32 @@ class Style:
 
 DEFAULT_STYLE = Style()
 
-LABELED = Color(r=0.1, g=0.9, b=0.2, a=1.0)
-UNLABELED = Color(r=1.0, g=0.85, b=0.1, a=1.0)
-OCCLUDED = Color(r=0.9, g=0.1, b=0.1, a=0.35)
-UNTRACKED = Color(r=0.55, g=0.55, b=0.55, a=0.6)
-AXES = (
-    Color(r=0.9, g=0.1, b=0.1, a=1.0),
-    Color(r=0.1, g=0.8, b=0.1, a=1.0),
-    Color(r=0.1, g=0.3, b=1.0, a=1.0),
-)
-SKELETON = Color(r=1.0, g=0.55, b=0.1, a=1.0)
-TEXT = Color(r=1.0, g=1.0, b=1.0, a=1.0)
+#: the colours as (r, g, b, a), read by scene_wire too (an SDK Color has no getters)
+RGBA = {
+    "labeled": (0.1, 0.9, 0.2, 1.0),
+    "unlabeled": (1.0, 0.85, 0.1, 1.0),
+    "occluded": (0.9, 0.1, 0.1, 0.35),
+    "untracked": (0.55, 0.55, 0.55, 0.6),
+    "x": (0.9, 0.1, 0.1, 1.0),
+    "y": (0.1, 0.8, 0.1, 1.0),
+    "z": (0.1, 0.3, 1.0, 1.0),
+    "skeleton": (1.0, 0.55, 0.1, 1.0),
+    "text": (1.0, 1.0, 1.0, 1.0),
+}
+
+
+def _rgba(name: str) -> Color:
+    r, g, b, a = RGBA[name]
+    return Color(r=r, g=g, b=b, a=a)
+
+
+LABELED = _rgba("labeled")
+UNLABELED = _rgba("unlabeled")
+OCCLUDED = _rgba("occluded")
+UNTRACKED = _rgba("untracked")
+AXES = (_rgba("x"), _rgba("y"), _rgba("z"))
+SKELETON = _rgba("skeleton")
+TEXT = _rgba("text")
 _ORIGIN = Point3(x=0.0, y=0.0, z=0.0)
 _IDENTITY = Quaternion(x=0.0, y=0.0, z=0.0, w=1.0)
 _UINT32 = 1 << 32
@@ -172,7 +187,8 @@ def _finite(p: Any) -> bool:
 def markers_scene(msg: Any, system: str, style: Style = DEFAULT_STYLE) -> SceneUpdate:
     """A Markers message: spheres in three entities (labeled, unlabeled, occluded), so
     each can be hidden in Foxglove's topic tree; an empty kind is an entity without
-    spheres (it clears what the previous frame drew). Non-finite positions are left out."""
+    spheres (it clears what the previous frame drew). Non-finite positions are left out.
+    The definition in the SDK's objects; :mod:`.scene_wire` writes the same faster."""
     groups: dict[str, list[SpherePrimitive]] = {"labeled": [], "unlabeled": [], "occluded": []}
     size = Vector3(x=style.marker_size, y=style.marker_size, z=style.marker_size)
     for marker in msg.markers:
@@ -295,7 +311,8 @@ _NOT_TRACKED = KeyValuePair(key="tracking_valid", value="false")
 
 def bodies_scene(msg: Any, system: str, style: Style = DEFAULT_STYLE) -> SceneUpdate:
     """A RigidBodies message: one entity per body with a usable pose (the others are
-    left out: nothing sensible to draw)."""
+    left out: nothing sensible to draw). The definition of the scene in the SDK's objects;
+    the node and the exports write the same message faster (:mod:`.scene_wire`)."""
     ts = timestamp(msg.header.stamp)
     frame = msg.header.frame_id
     lifetime = _lifetime(style)

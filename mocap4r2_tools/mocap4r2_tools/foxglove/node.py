@@ -33,12 +33,14 @@ from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.tf_out import TF_QOS
 from mocap4r2_interfaces.msg import MocapSystemInfo
 
+from ..marker_viz import PARAMETERS as VIZ_PARAMETERS
 from ..recorder_writer import message_class
 from ..tool_node import ToolNode, run_tool
 from . import convert
 from .feed import Feed
 from .records import Record, SchemaSpec, records
 
+_STYLE = ("marker_size", "axis_length", "line_width", "text_size", "lifetime")
 PARAMETERS = (
     ParameterSpec(
         "host",
@@ -94,17 +96,8 @@ PARAMETERS = (
         min_value=0.1,
         max_value=3600.0,
     ),
-    ParameterSpec("marker_size", 0.03, "Marker sphere diameter, m.", min_value=0.001, max_value=1.0),
-    ParameterSpec("axis_length", 0.15, "Length of a rigid body's axes, m.", min_value=0.001, max_value=10.0),
-    ParameterSpec("line_width", 0.01, "Width of axes and skeleton lines, m", min_value=0.0001, max_value=1.0),
-    ParameterSpec("text_size", 0.08, "Height of the body names, m.", min_value=0.001, max_value=2.0),
-    ParameterSpec(
-        "lifetime",
-        1.0,
-        "Seconds a drawn entity stays without an update (0: forever).",
-        min_value=0.0,
-        max_value=3600.0,
-    ),
+    # what is drawn and how big: marker_viz's parameters, the same names and checks
+    *(spec for spec in VIZ_PARAMETERS if spec.name in _STYLE),
 )
 
 _SCENE_SUFFIXES = (

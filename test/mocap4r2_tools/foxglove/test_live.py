@@ -281,7 +281,7 @@ def test_a_slow_client_loses_messages_and_no_one_else_does(ros, procs, tmp_path)
         params={"scene": scene_file(tmp_path, 200.0, unlabeled_markers=300), "autostart": True},
     )
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
-    node, port = start_foxglove(procs, "fox2", {"max_rate": 0.0, "client_backlog": 256, "stats_period": 0.5})
+    node, port = start_foxglove(procs, "fox2", {"max_rate": 0.0, "client_backlog": 64, "stats_period": 0.5})
     bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=30)
     slow = _ws_handshake(port, rcvbuf=4096)
     slow_ids = _subscribe_all(
@@ -320,7 +320,7 @@ def test_a_slow_client_loses_messages_and_no_one_else_does(ros, procs, tmp_path)
             break  # past the window (the order of a connection is kept)
         kept += subscription == slow_ids[topic] and log_time >= window[0]
     slow.close()
-    assert 0 < kept < 0.5 * len(window), f"the slow client kept {kept} of the {len(window)} frames"
+    assert 0 < kept < 0.8 * len(window), f"the slow client kept {kept} of the {len(window)} frames"
     assert node.alive()
 
 
