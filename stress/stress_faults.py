@@ -86,15 +86,8 @@ def _px4_case(name: str, fault: Callable[[object, object, object], None], rounds
         sys.path.insert(0, str(ROOT / "test" / "fixtures"))
         from px4_vehicle import Px4VehicleStandIn, free_udp_port
 
+        from mocap4r2_control.timebase import SteppedClock
         from mocap4r2_tools.px4.links import Connection, PymavlinkLink
-
-        class SteppedClock:
-            def __init__(self) -> None:
-                self.offset = 0.0
-                self.monotonic = time.monotonic
-
-            def host(self) -> float:
-                return time.time() + self.offset
 
         vehicle = Px4VehicleStandIn(free_udp_port(), timesync_rate=200.0)
         clock = SteppedClock()

@@ -93,6 +93,18 @@ class ManualClock:
         return self.mono
 
 
+class SteppedClock:
+    """The system's clocks with the host clock stepped by ``offset`` for this process
+    alone: a test or a stress run steps it as NTP would, on a live link."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.offset = offset
+        self.monotonic = time.monotonic
+
+    def host(self) -> float:
+        return time.time() + self.offset
+
+
 # a host-minus-monotonic reading this far from the one known is checked with a careful read
 HOST_OFFSET_CHECK_S = 50e-6
 # a careful read this far from the known offset moves it; this far is counted as a step

@@ -16,6 +16,7 @@ import time
 import pytest
 from px4_vehicle import Px4Timesync, Px4VehicleStandIn, free_udp_port
 
+from mocap4r2_control.timebase import SteppedClock
 from mocap4r2_tools.px4.links import Connection, PymavlinkLink
 from mocap4r2_tools.px4.timesync import (
     CONVERGENCE_MARGIN,
@@ -126,17 +127,6 @@ def test_a_host_step_under_100_ms_is_false_until_px4_has_followed(step_ms):
 
 
 # ---------------------------------------------------------------------------- over UDP
-class SteppedClock:
-    """The host's clocks, with the host clock steppable (NTP) for this process alone."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-        self.monotonic = time.monotonic
-
-    def host(self) -> float:
-        return time.time() + self.offset
-
-
 def wait(predicate, timeout: float, what: str) -> float:
     start = time.monotonic()
     while time.monotonic() - start < timeout:
