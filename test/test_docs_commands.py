@@ -15,7 +15,7 @@ code blocks (```bash, ```sh) is extracted, and after `source scripts/env.sh`
 ``ros2`` itself comes with a ROS 2 distribution (ros2cli is not on PyPI): where it is
 absent its commands are skipped with that reason; everything else must resolve here.
 Every fenced block carries a language, so a command cannot hide in an untagged block
-(output is ```text).
+(output is ```text; a transcript is ```console, its commands after a ``$ `` prompt).
 """
 
 from __future__ import annotations
@@ -87,6 +87,19 @@ def _split_commands(line: str) -> list[list[str]]:
     return [words for words in out if words]
 
 
+def _prompted(lines: list[str]) -> list[str]:
+    """The command lines of a console transcript (``$ command``, with its continuation
+    lines); its output lines become blank, so the line numbers stay."""
+    out, continued = [], False
+    for line in lines:
+        if line.startswith("$ ") or continued:
+            out.append(line[2:] if line.startswith("$ ") and not continued else line)
+            continued = line.rstrip().endswith("\\")
+        else:
+            out.append("")
+    return out
+
+
 def commands() -> list[Command]:
     """Every command of every shell block, continuation lines joined, comments dropped,
     and ``a && b``, ``a | b``, ``a &`` split into their commands."""
@@ -96,6 +109,8 @@ def commands() -> list[Command]:
             if language not in SHELL:
                 continue
             lines = body.splitlines()
+            if language == "console":  # a transcript: the commands follow a "$ " prompt
+                lines = _prompted(lines)
             i = 0
             while i < len(lines):
                 start, line = i, lines[i]
@@ -164,6 +179,13 @@ def test_the_extraction_finds_the_commands_users_copy():
     assert not any(c.argv[0].startswith("#") for c in ALL)
     assert ("source", ".venv/bin/activate") in {c.argv[:2] for c in ALL}
     assert ("source", "install/setup.bash") in {c.argv[:2] for c in ALL}
+    # a console transcript: only what follows the prompt (and its continuation) is a command
+    assert _prompted(["$ mocap4r2 eval \\", "    --bag b", "ATE 0.1 m", "$ make test"]) == [
+        "mocap4r2 eval \\",
+        "    --bag b",
+        "",
+        "make test",
+    ]
 
 
 def test_every_fenced_block_says_its_language():
