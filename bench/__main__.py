@@ -6,6 +6,12 @@ run; they assert nothing about speed (the machines are shared and noisy).
 (a word a chosen module takes as its own argument chooses no other: see selected());
 `--json FILE` asks those that can (bench_timing, bench_calibration) to write their figures
 there too.
+
+The regression guard: a benchmark whose run() returns GuardFigure values (bench_core: CPU
+per frame against `raw`, measured in the same run) has each judged by bench.guard.guard_verdict();
+`make bench` then ends with one `BENCH GUARD FAIL` line per figure above its target by
+more than its noise interval, and exits 2. Nothing here runs in CI (no timing is asserted
+in tests); test_bench_guard.py tests the decision alone.
 """
 
 from __future__ import annotations
@@ -16,7 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+from bench.guard import GuardFigure, guard_verdict
+
 JSON_ENV = "MOCAP4R2_BENCH_JSON"
+#: exit status of `python -m bench` when a guarded figure exceeds its target (1: a bench broke)
+GUARD_FAILED = 2
 
 
 def main(argv: list[str]) -> int:
@@ -35,16 +45,27 @@ def main(argv: list[str]) -> int:
     if argv:
         names = selected(names, argv)
     failed = 0
+    guarded: list[GuardFigure] = []
     for name in names:
         print(f"\n=== {name} " + "=" * max(0, 60 - len(name)), flush=True)
         start = time.perf_counter()
         try:
-            importlib.import_module(f"bench.{name}").run()
+            result = importlib.import_module(f"bench.{name}").run()
         except Exception as exc:  # one broken benchmark must not hide the others
             failed += 1
             print(f"{name} failed: {type(exc).__name__}: {exc}", flush=True)
+        else:
+            if isinstance(result, list):
+                guarded += [f for f in result if isinstance(f, GuardFigure)]
         print(f"({name}: {time.perf_counter() - start:.1f} s)", flush=True)
-    return 1 if failed else 0
+    verdicts = [guard_verdict(f) for f in guarded]
+    if verdicts:
+        print("\n=== regression guard " + "=" * 42)
+        for _, line in verdicts:
+            print(line, flush=True)
+    if failed:
+        return 1
+    return GUARD_FAILED if not all(ok for ok, _ in verdicts) else 0
 
 
 def selected(names: list[str], words: list[str]) -> list[str]:
