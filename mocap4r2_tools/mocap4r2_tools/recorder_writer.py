@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,19 @@ from .recording.bag_writer import SessionBag, TopicSpec, qos_profile
 
 #: messages one callback takes from its subscription at most (the rest: next callback)
 _BATCH = 256
+
+
+def take_waiting(subscription: Any, cls: Any, limit: int = _BATCH) -> Iterator[bytes]:
+    """The serialized messages already waiting on a raw ``subscription`` (up to
+    ``limit``), taken without going back to the executor: the executor costs far more per
+    callback than a raw callback's own work, so one callback takes them all."""
+    handle = subscription.handle
+    for _ in range(limit):
+        with handle:
+            taken = handle.take_message(cls, True)
+        if taken is None:
+            return
+        yield taken[0]
 
 
 def message_class(type_name: str) -> Any:
@@ -80,14 +94,9 @@ class RecorderWriter:
             record = bag is not None and topic in self.recorded
             if record and bag is not None:
                 bag.put(topic, data, time.time_ns())
-            handle = holder[0].handle
-            for _ in range(_BATCH):
-                with handle:
-                    taken = handle.take_message(cls, True)
-                if taken is None:
-                    return
+            for waiting in take_waiting(holder[0], cls):
                 if record and bag is not None:
-                    bag.put(topic, taken[0], time.time_ns())
+                    bag.put(topic, waiting, time.time_ns())
 
         sub = self.node.create_subscription(cls, topic, received, qos, raw=True)
         holder.append(sub)

@@ -34,7 +34,7 @@ from mocap4r2_control.tf_out import TF_QOS
 from mocap4r2_interfaces.msg import MocapSystemInfo
 
 from ..marker_viz import PARAMETERS as VIZ_PARAMETERS
-from ..recorder_writer import message_class
+from ..recorder_writer import message_class, take_waiting
 from ..tool_node import ToolNode, run_tool
 from . import convert
 from .feed import Feed
@@ -216,12 +216,15 @@ class FoxgloveNode(ToolNode):
         cls = message_class(type_name)
         conflate = convert.source_kind(type_name) == "scene"
         feed = self.feed
+        holder: list[Any] = []
 
         def received(data: bytes) -> None:
             feed.put(topic, type_name, data, conflate)
+            for waiting in take_waiting(holder[0], cls):  # one callback for all that waits
+                feed.put(topic, type_name, waiting, conflate)
 
         try:
-            self.create_subscription(cls, topic, received, qos or self._qos, raw=True)
+            holder.append(self.create_subscription(cls, topic, received, qos or self._qos, raw=True))
         except Exception as exc:  # e.g. the topic exists here with another type
             self.get_logger().error(f"cannot show {topic}: {exc}")
             return
