@@ -20,16 +20,25 @@ What networks do, and how the model fits it:
   drift, bounded by ``max_drift_ppm``; until ``slope_span_s`` of points are known (and
   after a reset, with the drift learnt before it) only the offset is fitted;
 * clocks reset (a server restart, a frame number restart, a new QTM measurement): a
-  system time going back, a point far below the line (the system clock jumped
-  forward), points far above it for a while (it jumped back a little) and frame
-  numbers going back restart the fit, which is in use again ``converge_s`` later.
+  system time going back by more than ``back_s``, a point far below the line (the system
+  clock jumped forward), points far above it for a while (it stood still) and frame
+  numbers going back restart the fit, which is in use again ``converge_s`` later;
+* a system clock stepped back by less (a server's own NTP step) restarts the line without
+  leaving convergence: a newer frame with an older system time, or the lowest points of
+  ``step_back_blocks`` blocks in a row lying far, and equally far, above the line;
+* the host clock steps too (NTP, chrony, a resume): the model runs on the monotonic clock,
+  and the stamper maps each arrival to it and each stamp back to the host clock in force
+  (:class:`~mocap4r2_control.timebase.HostOffset`), so a step moves the stamps to the new
+  clock at the next frame and loses nothing the model learnt.
 
 :class:`FrameStamper` is what the node calls once per frame: it chooses the rule
-(``time_source``), feeds the model, uses ``arrival - latency`` (or the adapter's
+(``time_source``), feeds the model, stamps on the line fitted so far (or the adapter's
 ``capture_time``) until the model has converged, rejects insane system times (NaN,
-infinite, absurdly large, not advancing), and guarantees what every consumer relies on:
-a stamp never goes backwards and never lies after the frame's arrival. Both are pure
-Python, O(1) per frame (a refit runs once per block), without rclpy.
+infinite, absurdly large, not advancing) and insane latencies (negative, not finite), and
+guarantees what every consumer relies on, whatever the rule: a stamp never lies after the
+frame's arrival and moves forward by at least 1 us (tf2 drops repeated stamps), except
+across a host clock stepped back. Both are pure Python, O(1) per frame (a refit runs once
+per block), without rclpy.
 
 The line the model fits moves: down at once when a frame comes faster than any before
 (the first 0.3 s on a busy host may all come late, leaving the line hundreds of
