@@ -60,15 +60,21 @@ SYSTEM_CLOCK = SystemClock()
 
 
 class NodeClock:
-    """A node's clock (ROS time: simulation time with ``use_sim_time``) and ``time.monotonic``."""
+    """A node's ROS time (simulation time with ``use_sim_time``) as both clocks.
+
+    Simulation time has no monotonic twin: it advances in the steps of /clock and at the
+    simulation's own rate, so its difference to ``time.monotonic`` changes all the time and
+    would read as host clock steps. Estimators run on simulation time itself instead (as
+    they ran on the host's clock before they ran on the monotonic one)."""
 
     def __init__(self, node: Any) -> None:
-        clock = node.get_clock()
-        self._now = clock.now
-        self.monotonic = time.monotonic
+        self._now = node.get_clock().now
 
     def host(self) -> float:
         return float(self._now().nanoseconds * 1e-9)
+
+    def monotonic(self) -> float:
+        return self.host()
 
 
 def node_clock(node: Any) -> HostClock:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import types
 
 import pytest
 from hypothesis import given
@@ -12,6 +13,7 @@ from mocap4r2_control.timebase import (
     HostOffset,
     ManualClock,
     SteppedClock,
+    node_clock,
     split_seconds,
     stamp_to_seconds,
     time_msg,
@@ -67,3 +69,30 @@ def test_stepped_clock_steps_its_host_clock_only():
     clock.offset = 2.0
     assert clock.host() - time.time() == pytest.approx(before + 2.0, abs=0.05)
     assert clock.monotonic is time.monotonic
+
+
+def test_a_node_clock_is_its_own_monotonic_clock():
+    # simulation time moves in /clock steps at the simulation's rate: no host steps to find
+    class Node:
+        def __init__(self, seconds):
+            self.seconds = seconds
+
+        def get_clock(self):
+            node = self
+
+            class Clock:
+                def now(self):
+                    return types.SimpleNamespace(nanoseconds=int(node.seconds * 1e9))
+
+            return Clock()
+
+        def get_parameter(self, name):
+            assert name == "use_sim_time"
+            return types.SimpleNamespace(value=True)
+
+    node = Node(12.5)
+    clock = node_clock(node)
+    assert clock.host() == clock.monotonic() == 12.5
+    offset = HostOffset(clock)
+    node.seconds = 40.0  # the simulation ran ahead of the wall clock
+    assert offset.check() == 0.0 and offset.steps == 0
