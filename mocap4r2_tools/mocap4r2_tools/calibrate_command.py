@@ -49,7 +49,7 @@ from .calibration.refine import LOSSES
 from .calibration.report import DEFAULT_FRAMES, Frames, summary_lines, to_dict, transforms, write_plots
 from .calibration.solve import KINDS, Calibration
 from .eval_command import is_bag
-from .trajectory.io import parse_tum_careful, read_bag, read_tum
+from .trajectory.io import parse_tum_careful, read_bag, read_tum, typestore
 from .trajectory.poses import TrajectoryInputError
 from .trajectory.time_offset import DEFAULT_WINDOW
 
@@ -189,7 +189,25 @@ def _load(path: Path | None, bag: Path | None, topic, body, tf, what: str, flag:
     if not topic:
         raise CalibrationError(f"stream {what} comes from the bag {source}: give --{flag}-topic")
     frames = tuple(tf) if tf else None
-    return from_trajectory(read_bag(source, topic, body=body, frames=frames, name=what))
+    stream = from_trajectory(read_bag(source, topic, body=body, frames=frames, name=what))
+    if body:  # a RigidBodies topic: the reader leaves the untracked samples out; count them
+        untracked = _untracked_samples(source, topic, body)
+        stream = Stream(stream.trajectory, untracked, stream.total + untracked)
+    return stream
+
+
+def _untracked_samples(bag: Path, topic: str, body: str) -> int:
+    """Messages on ``topic`` (RigidBodies) in which ``body`` is present but not tracked."""
+    from rosbags.rosbag2 import Reader
+
+    store = typestore()
+    count = 0
+    with Reader(bag) as reader:
+        connections = [c for c in reader.connections if c.topic == topic]
+        for connection, _, raw in reader.messages(connections=connections):
+            msg = store.deserialize_cdr(raw, connection.msgtype)
+            count += any(rb.name == body and not rb.tracking_valid for rb in msg.rigid_bodies)
+    return count
 
 
 def _read_tum(path: Path, name: str) -> Stream:

@@ -254,3 +254,4 @@ def test_hand_eye_from_a_recorded_session_rigid_body_and_tf_pairs(capsys, tmp_pa
     (x,) = data["transforms"]
     assert np.allclose(x["translation"], CAMERA.t, atol=2e-3)
     assert abs(data["offset_s"] - 0.040) < 0.003
+    assert (data["dropped_a"], data["dropped_b"]) == (50, 0)  # the untracked samples, counted
