@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from optitrack_stand_in import in_process_stand_ins  # test/fixtures
 from support import CROSS_PROCESS_TIMEOUT as WAIT
 from support import wait_for
 
@@ -399,43 +400,10 @@ def test_converter_names_unknown_ids_and_latency():
 
 
 # ---------------------------------------------------------------------------- client <-> in-process stand-in
-class _Server:
-    def __init__(self, **options):
-        self.server = NatNetSimulator(
-            ServerOptions(command_port=0, data_port=0, scene=options.pop("scene", ""), **options)
-        )
-        self.server.open()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.server.serve, args=(self.stop,), daemon=True)
-        self.thread.start()
-
-    @property
-    def port(self) -> int:
-        return self.server.command_address[1]
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(5)
-        self.server.close()
-
-
 @pytest.fixture
 def server_factory():
-    servers = []
-
-    def make(**options):
-        servers.append(_Server(**options))
-        return servers[-1]
-
-    yield make
-    for s in servers:
-        s.close()
-
-
-def _client(server: _Server, mode: str, **kw) -> NatNetClient:
-    return NatNetClient(
-        ClientConfig(command_port=server.port, data_port=server.server.data_port, connection_type=mode, **kw)
-    )
+    with in_process_stand_ins() as make:
+        yield make
 
 
 def _frames(client: NatNetClient, n: int, timeout: float = 10.0):
@@ -451,7 +419,7 @@ def _frames(client: NatNetClient, n: int, timeout: float = 10.0):
 @pytest.mark.parametrize("mode", ["multicast", "unicast"])
 def test_client_streams_from_the_stand_in(server_factory, mode):
     srv = server_factory(multicast=mode == "multicast", natnet_version="4.1")
-    client = _client(srv, mode)
+    client = srv.client(mode)
     try:
         models = client.connect(5.0)
         assert [b.name for b in models.rigid_bodies] == ["drone1", "robot1", "wand", "table"]
@@ -481,7 +449,7 @@ def test_client_streams_from_the_stand_in(server_factory, mode):
 
 def test_unicast_needs_keepalives(server_factory):
     srv = server_factory(multicast=False, client_timeout=0.5)
-    client = _client(srv, "unicast", keepalive_period=0.2)
+    client = srv.client("unicast", keepalive_period=0.2)
     try:
         client.connect(5.0)
         # not reading: no keep-alives, the server drops the client after its client_timeout
@@ -505,7 +473,7 @@ def test_unicast_needs_keepalives(server_factory):
 
 def test_models_are_read_again_when_the_server_says_they_changed(server_factory):
     srv = server_factory(multicast=True)
-    client = _client(srv, "multicast")
+    client = srv.client("multicast")
     try:
         client.connect(5.0)
         assert _frames(client, 1)[0].bodies.names[0] == "drone1"
@@ -533,7 +501,7 @@ def test_client_follows_a_bitstream_change_made_by_another_client(server_factory
     """natnetsdk (and Motive's UI) can switch the bitstream while we stream: the client
     notices the undecodable frames, asks the server again and decodes the new layout."""
     srv = server_factory(multicast=True, natnet_version="4.1")
-    client = _client(srv, "multicast")
+    client = srv.client("multicast")
     try:
         client.connect(5.0)
         _frames(client, 3)
@@ -578,7 +546,7 @@ def test_client_follows_the_servers_mode_and_port(server_factory, caplog):
 )
 def test_why_no_frames_arrive_is_logged_once(server_factory, caplog, mode, expected):
     srv = server_factory(multicast=mode == "multicast", rate=0.2)  # answers, but a frame every 5 s
-    client = _client(srv, mode, reconnect_after=0.3, retry_period=0.1)
+    client = srv.client(mode, reconnect_after=0.3, retry_period=0.1)
     caplog.set_level(logging.INFO, logger="mocap4r2.natnet")
     try:
         client.connect(5.0)
@@ -657,7 +625,7 @@ def test_config_is_validated(field, value, message):
 def test_client_reconnects_after_a_server_restart(server_factory):
     srv = server_factory(multicast=False)
     port = srv.port
-    client = _client(srv, "unicast", reconnect_after=0.3, retry_period=0.1)
+    client = srv.client("unicast", reconnect_after=0.3, retry_period=0.1)
     try:
         client.connect(5.0)
         _frames(client, 5)

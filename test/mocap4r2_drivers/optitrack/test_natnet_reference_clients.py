@@ -470,6 +470,17 @@ def test_natnetsdk_reads_precision_timestamps_in_40_frames():
 
 
 # ---------------------------------------------------------------------------- natnet, live
+def _natnet_client(stand_in: StandIn, mode: str) -> natnet.NatNetClient:
+    """natnet's client of the stand-in process, on loopback."""
+    return natnet.NatNetClient(
+        server_ip_address="127.0.0.1",
+        local_ip_address="127.0.0.1",
+        command_port=stand_in.command_port,
+        data_port=stand_in.data_port,
+        use_multicast=mode == "multicast",
+    )
+
+
 @pytest.mark.parametrize("mode", ["unicast", "multicast"])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_natnet_client_decodes_the_stand_in(procs, tmp_path, version, mode):
@@ -478,13 +489,7 @@ def test_natnet_client_decodes_the_stand_in(procs, tmp_path, version, mode):
     )
     v = nn.Version.parse(version)
     frames, models = [], []
-    client = natnet.NatNetClient(
-        server_ip_address="127.0.0.1",
-        local_ip_address="127.0.0.1",
-        command_port=stand_in.command_port,
-        data_port=stand_in.data_port,
-        use_multicast=mode == "multicast",
-    )
+    client = _natnet_client(stand_in, mode)
     client.on_data_frame_received_event.handlers.append(frames.append)
     client.on_data_description_received_event.handlers.append(models.append)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -808,13 +813,7 @@ def test_natnet_client_decodes_the_42_stand_in_with_assets(procs, tmp_path, mode
     frames: list = []
     models: list = []
     raw: dict[int, list[bytes]] = {nn.MessageId.FRAMEOFDATA: [], nn.MessageId.MODELDEF: []}
-    client = natnet.NatNetClient(
-        server_ip_address="127.0.0.1",
-        local_ip_address="127.0.0.1",
-        command_port=stand_in.command_port,
-        data_port=stand_in.data_port,
-        use_multicast=mode == "multicast",
-    )
+    client = _natnet_client(stand_in, mode)
     process = client._NatNetClient__process_message
 
     def recording(buffer):  # the bytes it decodes, untouched, then its own decoding

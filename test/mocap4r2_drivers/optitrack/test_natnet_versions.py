@@ -17,12 +17,13 @@ import time
 
 import numpy as np
 import pytest
+from optitrack_stand_in import in_process_stand_ins  # test/fixtures
 from support import CROSS_PROCESS_TIMEOUT as WAIT
 
 from mocap4r2_drivers.optitrack import protocol as nn
 from mocap4r2_drivers.optitrack.client import ClientConfig, FrameConverter, ModelIndex, NatNetClient
 from mocap4r2_drivers.optitrack.scene_stream import SceneStream
-from mocap4r2_drivers.optitrack.simulator import FUTURE_VERSION, NatNetSimulator, ServerOptions
+from mocap4r2_drivers.optitrack.simulator import FUTURE_VERSION
 from mocap4r2_drivers.simulated.scene import Scene
 
 GROUP = "239.255.42.99"
@@ -313,43 +314,10 @@ def test_versions_older_than_30_are_refused_naming_what_was_read_newer_are_read(
 
 
 # ---------------------------------------------------------------------------- client <-> stand-in
-class _Server:
-    """natnet_simulator in this process, on free ports."""
-
-    def __init__(self, **options) -> None:
-        self.server = NatNetSimulator(ServerOptions(command_port=0, data_port=0, **options))
-        self.server.open()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.server.serve, args=(self.stop,), daemon=True)
-        self.thread.start()
-
-    @property
-    def port(self) -> int:
-        return self.server.command_address[1]
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(5)
-        self.server.close()
-
-
 @pytest.fixture
 def serve():
-    servers: list[_Server] = []
-
-    def make(**options) -> _Server:
-        servers.append(_Server(**options))
-        return servers[-1]
-
-    yield make
-    for s in servers:
-        s.close()
-
-
-def _client(server: _Server, mode: str, **kw) -> NatNetClient:
-    return NatNetClient(
-        ClientConfig(command_port=server.port, data_port=server.server.data_port, connection_type=mode, **kw)
-    )
+    with in_process_stand_ins() as make:
+        yield make
 
 
 def _read(client: NatNetClient, n: int, timeout: float = WAIT) -> list:
@@ -365,7 +333,7 @@ def _read(client: NatNetClient, n: int, timeout: float = WAIT) -> list:
 
 def test_unicast_asks_for_the_bitstream_it_is_told(serve):
     srv = serve(natnet_version="4.5", multicast=False)
-    client = _client(srv, "unicast", bitstream_version="4.1")
+    client = srv.client("unicast", bitstream_version="4.1")
     try:
         models = client.connect(5.0)
         assert client.version == (4, 1) and client.dialog.granted
@@ -380,7 +348,7 @@ def test_unicast_asks_for_the_bitstream_it_is_told(serve):
 
 def test_unicast_default_is_the_servers_own_bitstream_with_45_sections_skipped(serve):
     srv = serve(natnet_version="4.5", multicast=False)
-    client = _client(srv, "unicast")
+    client = srv.client("unicast")
     try:
         client.connect(5.0)
         assert client.version == (4, 5)
@@ -397,7 +365,7 @@ def test_a_refused_bitstream_request_keeps_the_servers_own(serve, caplog):
     """Asking a 4.2 server for 4.5 (newer than it knows): its NAT_SERVERINFO says 4.2,
     the client asks ``Bitstream,4.5``, the server refuses, the client reads 4.2."""
     srv = serve(natnet_version="4.2", multicast=False)
-    client = _client(srv, "unicast", bitstream_version="4.5")
+    client = srv.client("unicast", bitstream_version="4.5")
     caplog.set_level(logging.INFO, logger="mocap4r2.natnet")
     try:
         client.connect(5.0)
@@ -412,7 +380,7 @@ def test_a_refused_bitstream_request_keeps_the_servers_own(serve, caplog):
 
 def test_multicast_says_motive_decides(serve, caplog):
     srv = serve(natnet_version="4.4", multicast=True)
-    client = _client(srv, "multicast", bitstream_version="4.1")
+    client = srv.client("multicast", bitstream_version="4.1")
     caplog.set_level(logging.WARNING, logger="mocap4r2.natnet")
     try:
         client.connect(5.0)
@@ -425,7 +393,7 @@ def test_multicast_says_motive_decides(serve, caplog):
 
 def test_a_future_motive_is_read_with_the_newest_layout_and_warned_about(serve, caplog):
     srv = serve(future_motive=True, multicast=True)
-    client = _client(srv, "multicast")
+    client = srv.client("multicast")
     caplog.set_level(logging.INFO, logger="mocap4r2.natnet")
     try:
         models = client.connect(5.0)
@@ -449,7 +417,7 @@ def test_bitstream_changed_bit_has_the_models_read_again(serve, caplog):
     """4.1 to 4.4 frames look alike, their models do not: Motive's "bitstream changed"
     bit is what tells. Another client switches a 4.4 multicast server to 4.1."""
     srv = serve(natnet_version="4.4", multicast=True)
-    client = _client(srv, "multicast")
+    client = srv.client("multicast")
     caplog.set_level(logging.INFO, logger="mocap4r2.natnet")
     try:
         client.connect(5.0)
