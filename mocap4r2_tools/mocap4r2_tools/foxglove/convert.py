@@ -136,6 +136,7 @@ UNTRACKED = _rgba("untracked")
 AXES = (_rgba("x"), _rgba("y"), _rgba("z"))
 SKELETON = _rgba("skeleton")
 TEXT = _rgba("text")
+_KIND_COLORS = {"labeled": LABELED, "unlabeled": UNLABELED, "occluded": OCCLUDED}
 _ORIGIN = Point3(x=0.0, y=0.0, z=0.0)
 _IDENTITY = Quaternion(x=0.0, y=0.0, z=0.0, w=1.0)
 _UINT32 = 1 << 32
@@ -184,6 +185,15 @@ def _finite(p: Any) -> bool:
     return math.isfinite(p.x) and math.isfinite(p.y) and math.isfinite(p.z)
 
 
+def marker_kind(marker: Any) -> str:
+    """``occluded``, ``unlabeled`` (no id and no name) or ``labeled``: marker_viz's rule."""
+    if marker.occluded:
+        return "occluded"
+    if marker.id == -1 and not marker.name:
+        return "unlabeled"
+    return "labeled"
+
+
 def markers_scene(msg: Any, system: str, style: Style = DEFAULT_STYLE) -> SceneUpdate:
     """A Markers message: spheres in three entities (labeled, unlabeled, occluded), so
     each can be hidden in Foxglove's topic tree; an empty kind is an entity without
@@ -195,12 +205,8 @@ def markers_scene(msg: Any, system: str, style: Style = DEFAULT_STYLE) -> SceneU
         p = marker.position
         if not _finite(p):
             continue
-        if marker.occluded:
-            kind, color = "occluded", OCCLUDED
-        elif marker.id == -1 and not marker.name:
-            kind, color = "unlabeled", UNLABELED
-        else:
-            kind, color = "labeled", LABELED
+        kind = marker_kind(marker)
+        color = _KIND_COLORS[kind]
         groups[kind].append(
             SpherePrimitive(pose=Pose(position=_vec(p), orientation=_IDENTITY), size=size, color=color)
         )

@@ -197,12 +197,7 @@ def markers_scene(msg: Any, system: str, style: Style = convert.DEFAULT_STYLE) -
         x, y, z = p.x, p.y, p.z
         if not (x - x == 0.0 and y - y == 0.0 and z - z == 0.0):  # NaN or infinite
             continue
-        if marker.occluded:
-            kind = "occluded"
-        elif marker.id == -1 and not marker.name:
-            kind = "unlabeled"
-        else:
-            kind = "labeled"
+        kind = convert.marker_kind(marker)
         position = _POSITION.pack(0x0A, 27, 0x09, x, 0x11, y, 0x19, z)
         spheres[kind].append(head[kind] + c["sphere_pose"] + position + tail[kind])
     start = _len(1, _time(convert.stamp_ns(msg.header.stamp))) + _string(2, msg.header.frame_id)
