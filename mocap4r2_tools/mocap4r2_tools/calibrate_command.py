@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .calibration import (
     CalibrationError,
     CalibrationOptions,
@@ -189,11 +191,39 @@ def _load(path: Path | None, bag: Path | None, topic, body, tf, what: str, flag:
     if not topic:
         raise CalibrationError(f"stream {what} comes from the bag {source}: give --{flag}-topic")
     frames = tuple(tf) if tf else None
-    stream = from_trajectory(read_bag(source, topic, body=body, frames=frames, name=what))
+    try:
+        stream = from_trajectory(read_bag(source, topic, body=body, frames=frames, name=what))
+    except TrajectoryInputError as exc:
+        if "not finite" not in str(exc) and "not a rotation" not in str(exc):
+            raise
+        stream = _read_bag_rows(source, topic, body, frames, what)
     if body:  # a RigidBodies topic: the reader leaves the untracked samples out; count them
         untracked = _untracked_samples(source, topic, body)
         stream = Stream(stream.trajectory, untracked, stream.total + untracked)
     return stream
+
+
+def _read_bag_rows(bag: Path, topic: str, body: str | None, frames, name: str) -> Stream:
+    """The poses of a bag topic some of which are NaN or not rotations (the trajectory
+    reader refuses those, as an evaluation should): read with the reader's own per-type
+    extraction, then cleaned here, the bad rows left out and counted."""
+    from rosbags.rosbag2 import Reader
+
+    from .trajectory.io import _extractor, _store_for
+
+    stamps: list[float] = []
+    rows: list[tuple[float, ...]] = []
+    with Reader(bag) as reader:
+        connections = [c for c in reader.connections if c.topic == topic]
+        store = _store_for(connections)
+        extract = _extractor(connections[0].msgtype, body, frames, set())
+        for connection, _, raw in reader.messages(connections=connections):
+            for stamp, pose in extract(store.deserialize_cdr(raw, connection.msgtype)):
+                stamps.append(stamp)
+                rows.append(pose)
+    values = np.asarray(rows, dtype=np.float64).reshape(-1, 7)
+    order = np.argsort(np.asarray(stamps), kind="stable")
+    return clean_stream(np.asarray(stamps)[order], values[order, 0:3], values[order, 3:7], name)
 
 
 def _untracked_samples(bag: Path, topic: str, body: str) -> int:

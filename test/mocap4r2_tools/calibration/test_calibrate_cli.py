@@ -139,7 +139,8 @@ def _time(store, stamp: float):
 
 
 def test_robot_world_from_a_bag_of_pose_topics(capsys, tmp_path):
-    """Flange poses and the mocap's tool poses recorded as PoseStamped in one MCAP bag."""
+    """Flange poses and the mocap's tool poses recorded as PoseStamped in one MCAP bag,
+    three of the tool's poses NaN (left out and counted)."""
     scene = arm_scene(seconds=20.0, rate_a=50.0, rate_b=50.0, corruption=Corruption(seed=4))
     store = typestore()
     T = store.types
@@ -150,7 +151,9 @@ def test_robot_world_from_a_bag_of_pose_topics(capsys, tmp_path):
             ("/mocap/tool", scene.b.trajectory, "world"),
         ):
             connection = writer.add_connection(topic, "geometry_msgs/msg/PoseStamped", typestore=store)
-            for stamp, p, q in zip(traj.stamps, traj.positions, traj.orientations):
+            for k, (stamp, p, q) in enumerate(zip(traj.stamps, traj.positions, traj.orientations)):
+                if topic == "/mocap/tool" and k in (10, 200, 500):
+                    p = (float("nan"),) * 3
                 msg = T["geometry_msgs/msg/PoseStamped"](
                     header=T["std_msgs/msg/Header"](stamp=_time(store, stamp + 100.0), frame_id=frame),
                     pose=T["geometry_msgs/msg/Pose"](
@@ -182,6 +185,7 @@ def test_robot_world_from_a_bag_of_pose_topics(capsys, tmp_path):
     assert np.allclose(base["translation"], base_in_mocap.t, atol=5e-3)
     assert all(0 < s < 5e-3 for s in base["sigma_translation_m"])
     assert abs(data["offset_s"] - 0.040) < 0.003
+    assert (data["dropped_a"], data["dropped_b"]) == (0, 3)
 
 
 def test_the_verb_is_registered_in_the_mocap4r2_command():
