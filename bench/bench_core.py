@@ -19,21 +19,32 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench.guard import GuardFigure
 from bench.listener import FrameListener, measure_process
 
 ROOT = Path(__file__).resolve().parents[1]
 # rates rise until one is not sustained at or beyond the reference rate (the target: 1 kHz
 # for 10 bodies, 2 kHz for 50 bodies and 2 skeletons), so the output shows where it fails
+# the last figure: the CPU per frame ratio to raw at the reference rate that the regression
+# guard holds (issue 41's targets; bench/guard.py)
 CONFIGS = [
-    ("10 bodies / 100 markers", (10, 10, 0), [500, 1000, 1500, 2000, 3000, 4000, 5000], 1000),
-    ("50 bodies / 500 markers / 2 skeletons", (50, 10, 2), [360, 1000, 2000, 2500, 3000, 4000, 5000], 2000),
+    ("10 bodies / 100 markers", (10, 10, 0), [500, 1000, 1500, 2000, 3000, 4000, 5000], 1000, 1.3),
+    (
+        "50 bodies / 500 markers / 2 skeletons",
+        (50, 10, 2),
+        [360, 1000, 2000, 2500, 3000, 4000, 5000],
+        2000,
+        1.5,
+    ),
 ]
 MODES = ("mocap4r2", "raw", "floor", "bare")
 WARMUP_S = 1.5
 MEASURE_S = 3.0
 # runs at the reference rate per mode: CPU per frame varies by a factor of 1.5 between
-# single 3 s runs on this 2-core machine, so the ratios compare medians
-REFERENCE_RUNS = 3
+# single 3 s runs on this 2-core machine, so the ratios compare medians. The first is the
+# sweep's; the others are rounds of every mode in turn, so that a round's modes ran close
+# together and its ours/raw ratio is one paired sample of the guard's noise.
+REFERENCE_RUNS = 4
 
 
 def run_once(receiver: FrameListener, mode: str, shape: tuple[int, int, int], rate: float) -> dict:
@@ -56,16 +67,18 @@ def run_once(receiver: FrameListener, mode: str, shape: tuple[int, int, int], ra
     }
 
 
-def run() -> None:
+def run() -> list[GuardFigure]:
+    """Print the figures; return the CPU per frame ratios to raw for the regression guard."""
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     receiver = FrameListener()
+    guarded: list[GuardFigure] = []
     try:
-        for title, shape, rates, reference in CONFIGS:
+        for title, shape, rates, reference, target in CONFIGS:
             print(f"\n{title}: rates {rates} Hz, {MEASURE_S:.0f} s each")
-            results: dict[str, dict] = {}
+            best: dict[str, float] = {}
+            runs: dict[str, list[dict]] = {}
             for mode in MODES:
-                best = 0.0
-                at_reference = None
+                best[mode] = 0.0
                 for rate in rates:
                     r = run_once(receiver, mode, shape, rate)
                     ok = r["gaps"] == 0 and r["rate"] >= 0.97 * rate
@@ -76,17 +89,20 @@ def run() -> None:
                         flush=True,
                     )
                     if rate == reference:
-                        at_reference = [r]
+                        runs[mode] = [r]
                     if ok:
-                        best = rate
+                        best[mode] = rate
                     elif rate >= reference:
                         break
-                if at_reference is not None:
-                    for _ in range(REFERENCE_RUNS - 1):
-                        at_reference.append(run_once(receiver, mode, shape, reference))
+            for _ in range(REFERENCE_RUNS - 1):
+                for mode in runs:
+                    runs[mode].append(run_once(receiver, mode, shape, reference))
+            results: dict[str, dict] = {}
+            for mode in MODES:
+                at_reference = None
+                if mode in runs:
                     at_reference = {
-                        key: statistics.median(r[key] for r in at_reference)
-                        for key in ("cpu_ms", "p50", "p99")
+                        key: statistics.median(r[key] for r in runs[mode]) for key in ("cpu_ms", "p50", "p99")
                     }
                     print(
                         f"  {mode:9s} {reference:6.0f} Hz, median of {REFERENCE_RUNS} runs: cpu "
@@ -94,7 +110,7 @@ def run() -> None:
                         f"p99 {at_reference['p99']:.2f} ms",
                         flush=True,
                     )
-                results[mode] = {"best": best, "ref": at_reference}
+                results[mode] = {"best": best[mode], "ref": at_reference}
             ours = results["mocap4r2"]
             print(f"  => mocap4r2 sustains {ours['best']:.0f} Hz (target {reference} Hz)")
             for other in ("raw", "floor", "bare"):
@@ -108,8 +124,25 @@ def run() -> None:
                         f"CPU per frame ratio {cpu_ratio:.2f} (ours/theirs), latency p50 ratio "
                         f"{p50_ratio:.2f}, p99 ratio {p99_ratio:.2f} at {reference} Hz (medians)"
                     )
+            figure = GuardFigure(
+                f"core {title} at {reference} Hz, CPU per frame vs raw",
+                paired_ratios(runs.get("mocap4r2", []), runs.get("raw", [])),
+                target,
+            )
+            guarded.append(figure)
+            print(
+                f"  => CPU per frame vs raw, {len(figure.rounds)} paired rounds: {figure.ratio:.2f} "
+                f"+- {figure.noise:.2f} (95 %), target <= {target:.2f}",
+                flush=True,
+            )
     finally:
         receiver.close()
+    return guarded
+
+
+def paired_ratios(ours: list[dict], theirs: list[dict]) -> tuple[float, ...]:
+    """CPU per frame ours/theirs of each round both ran (nan where either measured nothing)."""
+    return tuple(o["cpu_ms"] / t["cpu_ms"] for o, t in zip(ours, theirs))
 
 
 if __name__ == "__main__":
