@@ -115,33 +115,50 @@ class OptiTrackAdapter(MocapAdapter):
         ),
     )
 
-    def __init__(self, config: ClientConfig, connect_timeout: float, record_on_start: bool = False):
-        self.config = config
-        self.connect_timeout = connect_timeout
-        self.record_on_start = record_on_start
+    def __init__(
+        self,
+        *,
+        server_address: str = "127.0.0.1",
+        local_address: str = "auto",
+        connection_type: str = "multicast",
+        multicast_address: str = nn.DEFAULT_MULTICAST_ADDRESS,
+        command_port: int = nn.DEFAULT_COMMAND_PORT,
+        data_port: int = nn.DEFAULT_DATA_PORT,
+        up_axis: str = "y",
+        skeleton_coordinates: str = "global",
+        connect_timeout: float = 3.0,
+        record_on_start: bool = False,
+        reconnect_after: float = 1.0,
+        bitstream_version: str = "auto",
+    ):
+        """Keyword-only, one per parameter (see ``parameters``); ValueError naming the
+        first value that cannot be used."""
+        self.config = ClientConfig(
+            server_address=server_address,
+            local_address=local_address,
+            connection_type=connection_type,
+            multicast_address=multicast_address,
+            command_port=int(command_port),
+            data_port=int(data_port),
+            up_axis=up_axis,
+            skeleton_coordinates=skeleton_coordinates,
+            reconnect_after=float(reconnect_after),
+            bitstream_version=str(bitstream_version),
+        )
+        self.config.check()
+        self.connect_timeout = float(connect_timeout)
+        self.record_on_start = bool(record_on_start)
         self.recording_take = ""  # the take Motive records for the current session, if any
         self.client: NatNetClient | None = None
         # frames to MocapFrames; the client keeps its model definitions and clock current
-        self.converter = FrameConverter(config.up_axis, config.skeleton_coordinates)
+        self.converter = FrameConverter(self.config.up_axis, self.config.skeleton_coordinates)
         self.conversion_errors = 0
         self.log = logging.getLogger(LOGGER_NAME)
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> OptiTrackAdapter:
-        config = ClientConfig(
-            server_address=values["server_address"],
-            local_address=values["local_address"],
-            connection_type=values["connection_type"],
-            multicast_address=values["multicast_address"],
-            command_port=int(values["command_port"]),
-            data_port=int(values["data_port"]),
-            up_axis=values["up_axis"],
-            skeleton_coordinates=values["skeleton_coordinates"],
-            reconnect_after=float(values["reconnect_after"]),
-            bitstream_version=str(values.get("bitstream_version", "auto")),
-        )
-        config.check()
-        return cls(config, float(values["connect_timeout"]), bool(values["record_on_start"]))
+        names = {spec.name for spec in cls.parameters}
+        return cls(**{name: value for name, value in values.items() if name in names})
 
     def connect(self) -> AssetNames:
         self.disconnect()
