@@ -181,8 +181,21 @@ def test_stream_end_to_end(ros, procs, tmp_path, version, mode):
     assert "configured: 2 rigid bodies" in log
 
 
-def test_z_up_stream_and_local_skeletons(ros, procs, tmp_path):
-    stand_in = StandIn(procs, tmp_path, "--up-axis", "z", "--skeleton-coordinates", "local", scene=SCENE)
+@pytest.mark.parametrize("version", ["4.1", "4.2"])
+def test_z_up_stream_and_local_skeletons(ros, procs, tmp_path, version):
+    """Local bones composed to world poses; as a Motive 3.2+ (4.2) the stand-in streams
+    them relative to the bones' rotational offsets, which the driver applies."""
+    stand_in = StandIn(
+        procs,
+        tmp_path,
+        "--natnet-version",
+        version,
+        "--up-axis",
+        "z",
+        "--skeleton-coordinates",
+        "local",
+        scene=SCENE,
+    )
     driver, ns = start_driver(procs, stand_in, "multicast", up_axis="z", skeleton_coordinates="local")
     check_stream(stand_in.scene, *subscribe(ros, ns), driver)
 
