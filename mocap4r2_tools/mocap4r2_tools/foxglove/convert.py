@@ -243,6 +243,14 @@ def usable_poses(poses: list[Any]) -> tuple[FloatArray, FloatArray]:
         ],
         dtype=np.float64,
     )
+    return usable_rows(rows)
+
+
+def usable_rows(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """:func:`usable_poses` of poses as rows (x, y, z, qx, qy, qz, qw); ``rows`` is
+    changed in place."""
+    if not len(rows):
+        return np.zeros((0, 3)), np.zeros((0, 4))
     norms = np.linalg.norm(rows[:, 3:], axis=1)
     bad = ~(np.isfinite(rows).all(axis=1) & (norms > MIN_QUATERNION_NORM))
     quats = rows[:, 3:] / np.where(bad, 1.0, norms)[:, None]

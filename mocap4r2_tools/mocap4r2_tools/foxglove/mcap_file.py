@@ -31,7 +31,7 @@ from mcap.writer import CompressionType, Writer
 
 from . import convert
 from .convert import DEFAULT_STYLE, Style
-from .records import Record, records
+from .records import Record, records_raw
 
 LIBRARY = "mocap4r2 foxglove"
 
@@ -149,8 +149,10 @@ def export_session(
                         copier.copy(schema, channel, message)
                         type_name = convertible.get(channel.topic)
                         if type_name is not None:
-                            msg = reader.deserialize(message.data, type_name)
-                            for record in records(channel.topic, type_name, msg, style):
+                            data = message.data
+                            for record in records_raw(
+                                channel.topic, type_name, data, reader.deserialize, style
+                            ):
                                 foxglove.write(record, message.log_time, publish_time=record.log_time)
                         if progress is not None and (done % 2000 == 0 or done == total):
                             progress(done, total)
@@ -219,7 +221,7 @@ class SideFile:
                 while self._queue:
                     topic, type_name, data, log_time = self._queue.popleft()
                     try:
-                        out = records(topic, type_name, self._deserialize(data, type_name), self._style)
+                        out = records_raw(topic, type_name, data, self._deserialize, self._style)
                     except Exception:  # noqa: BLE001 - a malformed message is counted, never fatal
                         self.bad += 1
                         continue

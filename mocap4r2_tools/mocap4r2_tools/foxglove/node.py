@@ -38,7 +38,7 @@ from ..recorder_writer import message_class, take_waiting
 from ..tool_node import ToolNode, run_tool
 from . import convert
 from .feed import Feed
-from .records import Record, SchemaSpec, records
+from .records import Record, SchemaSpec, records_raw
 
 _STYLE = ("marker_size", "axis_length", "line_width", "text_size", "lifetime")
 PARAMETERS = (
@@ -256,8 +256,9 @@ class FoxgloveNode(ToolNode):
                 next_report = now + self._stats_period
             for item in self.feed.take(min(0.2, max(0.0, next_report - now))):
                 try:
-                    msg = deserialize_message(item.data, message_class(item.type_name))
-                    out: list[Record] = records(item.topic, item.type_name, msg, self._style)
+                    out: list[Record] = records_raw(
+                        item.topic, item.type_name, item.data, _deserialize, self._style
+                    )
                 except Exception as exc:  # noqa: BLE001 - a malformed message is counted, never fatal
                     counters.bad += 1
                     self.get_logger().warning(
@@ -285,6 +286,10 @@ class FoxgloveNode(ToolNode):
         if self._server is not None:
             self._server.stop()
         super().destroy_node()
+
+
+def _deserialize(data: bytes, type_name: str) -> Any:
+    return deserialize_message(data, message_class(type_name))
 
 
 def main(args: list[str] | None = None) -> int:

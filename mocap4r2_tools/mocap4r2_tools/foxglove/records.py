@@ -9,6 +9,7 @@ WebSocket or from an MCAP file. No rclpy here.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,3 +83,21 @@ def records(topic: str, type_name: str, msg: Any, style: Style = DEFAULT_STYLE) 
             out.append(Record(stats_topic, STATS, json.dumps(figures).encode(), log_time))
         return out
     return []
+
+
+def records_raw(
+    topic: str,
+    type_name: str,
+    data: bytes,
+    deserialize: Callable[[bytes, str], Any],
+    style: Style = DEFAULT_STYLE,
+) -> list[Record]:
+    """:func:`records` of a serialized message: RigidBodies read in place from the CDR
+    (:func:`.scene_wire.bodies_frame_cdr`, the heaviest message to deserialize), every
+    other type through ``deserialize(data, type_name)``. Raises like :func:`records`, or
+    :class:`.scene_wire.BadCdr` for bytes that are not a RigidBodies."""
+    if type_name == convert.RIGID_BODIES:
+        frame = scene_wire.bodies_frame_cdr(data)
+        update = scene_wire.bodies_scene_of(frame, convert.system_of(topic), style)
+        return [Record(convert.topic_for(topic), SCENE_UPDATE, update, frame.stamp_ns)]
+    return records(topic, type_name, deserialize(data, type_name), style)

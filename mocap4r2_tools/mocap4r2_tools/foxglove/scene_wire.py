@@ -17,9 +17,13 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from mocap4r2_control.cdr_reader import CdrCursor, CdrDecodeError, marker_places
+from mocap4r2_control.rotation import FloatArray
 
 from . import convert
 from .convert import Style
@@ -120,19 +124,103 @@ def _constants(style: Style) -> dict[str, bytes]:
     }
 
 
+@dataclass
+class BodiesFrame:
+    """What a bodies scene needs of a RigidBodies message: its stamp (ns), frame, and per
+    body the name, id, tracking flag and pose row (x, y, z, qx, qy, qz, qw)."""
+
+    stamp_ns: int
+    frame_id: str
+    names: list[str]
+    ids: list[int]
+    valid: list[bool]
+    rows: FloatArray  # (n, 7)
+
+
+class BadCdr(CdrDecodeError):
+    """Serialized RigidBodies that are not what they claim (truncated, corrupt)."""
+
+
+_STAMP = struct.Struct("<iI")
+_I32 = struct.Struct("<i")
+_ROW = struct.Struct("<7d")
+
+
+def bodies_frame(msg: Any) -> BodiesFrame:
+    """The frame of a RigidBodies message object (rclpy's, or rosbags')."""
+    bodies = list(msg.rigid_bodies)
+    rows = np.array(
+        [
+            (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+            for b in bodies
+            for p, q in ((b.pose.position, b.pose.orientation),)
+        ],
+        dtype=np.float64,
+    ).reshape(-1, 7)
+    return BodiesFrame(
+        convert.stamp_ns(msg.header.stamp),
+        msg.header.frame_id,
+        [b.name for b in bodies],
+        [b.id for b in bodies],
+        [bool(b.tracking_valid) for b in bodies],
+        rows,
+    )
+
+
+def bodies_frame_cdr(data: bytes) -> BodiesFrame:
+    """The frame of a serialized RigidBodies, read in place (mocap4r2_control.cdr_reader's
+    rules and bounds; the bodies' markers skipped by their name lengths, never decoded):
+    what rclpy would otherwise turn into a few hundred objects a frame. Raises
+    :class:`BadCdr` with the reason."""
+    w = CdrCursor(data, error=BadCdr)
+    stamp_at, frame_id, _ = w.header()
+    sec, nsec = _STAMP.unpack_from(data, stamp_at)
+    n = w.count(min_size=4 + 4 + 1 + 56 + 4 + 4, what="rigid bodies")
+    names: list[str] = []
+    ids: list[int] = []
+    valid: list[bool] = []
+    rows = np.empty((n, 7))
+    for i in range(n):
+        ids.append(_I32.unpack_from(data, w.fixed(4))[0])
+        names.append(w.string())
+        valid.append(data[w.fixed(1)] != 0)
+        rows[i] = _ROW.unpack_from(data, w.fixed(8, 7))
+        w.fixed(4)  # mean_error
+        marker_places(w, w.count(what="markers of a body", min_size=4 + 4 + 1 + 24 + 1 + 4))
+    return BodiesFrame(convert.stamp_ns(NsStamp(sec, nsec)), frame_id, names, ids, valid, rows)
+
+
+@dataclass(frozen=True)
+class NsStamp:
+    """A builtin_interfaces/Time read from bytes."""
+
+    sec: int
+    nanosec: int
+
+
 def bodies_scene(msg: Any, system: str, style: Style = convert.DEFAULT_STYLE) -> bytes:
     """The bytes of :func:`convert.bodies_scene` (same rules: a body without a usable
     pose is left out, an untracked one grey and named so)."""
+    return bodies_scene_of(bodies_frame(msg), system, style)
+
+
+def bodies_scene_cdr(data: bytes, system: str, style: Style = convert.DEFAULT_STYLE) -> bytes:
+    """The same from a serialized RigidBodies (:func:`bodies_frame_cdr`)."""
+    return bodies_scene_of(bodies_frame_cdr(data), system, style)
+
+
+def bodies_scene_of(frame: BodiesFrame, system: str, style: Style) -> bytes:
+    """The SceneUpdate bytes of a bodies frame, however it was read."""
     c = _constants(style)
-    head = _len(1, _time(convert.stamp_ns(msg.header.stamp))) + _string(2, msg.header.frame_id)
-    bodies = list(msg.rigid_bodies)
-    positions, quats = convert.usable_poses([b.pose for b in bodies])
+    head = _len(1, _time(frame.stamp_ns)) + _string(2, frame.frame_id)
+    positions, quats = convert.usable_rows(frame.rows)
     usable = ~np.isnan(positions[:, 0])
     out = []
-    for body, p, q, ok in zip(bodies, positions.tolist(), quats.tolist(), usable.tolist()):
+    for name, id_, tracked, p, q, ok in zip(
+        frame.names, frame.ids, frame.valid, positions.tolist(), quats.tolist(), usable.tolist()
+    ):
         if not ok:
             continue
-        tracked = bool(body.tracking_valid)
         pose = _POSE.pack(
             0x0A,
             27,
@@ -163,7 +251,7 @@ def bodies_scene(msg: Any, system: str, style: Style = convert.DEFAULT_STYLE) ->
         # the same sum, in the same order, as convert.body_entity (so the same double)
         z = p[2] + style.axis_length + style.text_size
         text_pose = c["text_pose"] + _POSITION.pack(0x0A, 27, 0x09, p[0], 0x11, p[1], 0x19, z) + c["identity"]
-        label = body.name if tracked else f"{body.name} (not tracked)"
+        label = name if tracked else f"{name} (not tracked)"
         text = (
             text_pose
             + c["text_style"]
@@ -172,7 +260,7 @@ def bodies_scene(msg: Any, system: str, style: Style = convert.DEFAULT_STYLE) ->
         )
         entity = (
             head
-            + _string(3, f"{system}/bodies/{body.name or body.id}")
+            + _string(3, f"{system}/bodies/{name or id_}")
             + c["lifetime"]
             + (c["tracked"] if tracked else c["not_tracked"])
             + _len(11, line)
