@@ -129,8 +129,9 @@ def shipped_imports(package: str) -> dict[str, list[tuple[str, int, bool]]]:
 @functools.cache
 def imports_of_tests(package: str) -> dict[str, list[tuple[str, int, bool]]]:
     """The same for the package's tests (test/<package>/), leaving out the modules of
-    test/ itself (fixtures, support) and the three packages."""
-    own = tuple(path.stem for path in (ROOT / "test").rglob("*.py")) + PACKAGES
+    test/ itself (fixtures, support), the three packages and the repository's bench/
+    (a test may drive a benchmark's cases, e.g. bench/clock_faults.py's)."""
+    own = tuple(path.stem for path in (ROOT / "test").rglob("*.py")) + PACKAGES + ("bench",)
     return _imports(package, ROOT / "test" / package, own)
 
 
