@@ -144,18 +144,30 @@ def _no_server_info(server: str, problem: str, timeout: float) -> Check:
 
 
 def check_natnet_version(info: ServerInfo) -> Check:
-    """The server's bitstream against the versions the driver decodes."""
+    """The server's bitstream against what the driver decodes: a known one passes, a newer
+    one is read with the newest known layout (its new parts skipped and counted), so it
+    warns; only one older than 3.0 fails. Over multicast Motive streams its own bitstream
+    whatever a client asks, so the fix for an old one is Motive itself."""
     from mocap4r2_drivers.optitrack import protocol as nn
 
     title = "NatNet version"
     version = info.bitstream
-    if version in nn.SUPPORTED_VERSIONS:
+    if version.known:
         return passed(title, f"the server streams NatNet {version}, which the driver reads", AREA)
-    supported = ", ".join(str(v) for v in nn.SUPPORTED_VERSIONS)
+    if version.supported:
+        return warned(
+            title,
+            f"the server streams NatNet {version}, newer than the newest the driver knows "
+            f"({nn.NEWEST_VERSION}): read with the {nn.NEWEST_VERSION} layout, what it adds skipped "
+            "and counted in /diagnostics",
+            "check the driver's /diagnostics for skipped parts; over unicast, bitstream_version "
+            f"can ask Motive for {nn.NEWEST_VERSION}",
+            AREA,
+        )
     return failed(
         title,
-        f"the server streams NatNet {version}; the driver reads {supported}",
-        "update Motive (or choose a supported bitstream in Motive's streaming settings)",
+        f"the server streams NatNet {version}; the driver reads {nn.OLDEST_VERSION} and later",
+        f"update Motive (its NatNet {version} predates the bitstreams the driver reads)",
         AREA,
     )
 

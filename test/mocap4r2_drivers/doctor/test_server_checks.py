@@ -52,6 +52,27 @@ def test_healthy_natnet_server_passes(procs, tmp_path, mode):
     assert any(c.title == "NatNet frames" for c in probe.checks)
 
 
+@pytest.mark.parametrize(
+    ("args", "bitstream", "expected"),
+    [
+        (("--natnet-version", "4.5"), (4, 5), Status.PASS),
+        (("--future-motive",), (4, 6), Status.WARN),
+    ],
+)
+def test_a_bitstream_the_driver_reads_is_no_failure(procs, tmp_path, args, bitstream, expected):
+    """Every Motive since 2024 streams 4.2 or later, and the driver reads a bitstream newer
+    than it knows with the newest layout: the doctor passes a known one and warns about a
+    newer one (the driver reads it, skipping what it does not know), never fails it."""
+    stand_in = StandIn(procs, tmp_path, "--multicast", *args, scene=SCENE)
+    config = ClientConfig(command_port=stand_in.command_port, data_port=stand_in.data_port)
+    probe = probe_natnet(config)
+    assert probe.server_info is not None and probe.server_info.bitstream == bitstream
+    (version,) = [c for c in probe.checks if c.title == "NatNet version"]
+    assert version.status is expected, version
+    assert str(probe.server_info.bitstream) in version.evidence
+    assert probe.frames >= 1
+
+
 def test_wrong_command_port_is_named_with_its_fix():
     config = ClientConfig(command_port=unused_udp_port())
     started = time.monotonic()
