@@ -91,11 +91,66 @@ def scene(path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------- a minimal client
-def _frame(payload: bytes) -> bytes:
+# A raw WebSocket client (RFC 6455 by hand): the bench's clients must cost next to nothing,
+# and test/mocap4r2_tools/foxglove/test_live.py needs one that can stop reading, which no
+# library client lets it do. Both use these.
+def handshake(port: int, rcvbuf: int | None = None) -> socket.socket:
+    """A connected client that asked for foxglove-sdk's subprotocol; ConnectionError when
+    the server does not switch protocols."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(30.0)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(
+        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Protocol: foxglove.sdk.v1\r\n\r\n"
+    )
+    answer = b""
+    while b"\r\n\r\n" not in answer and len(answer) < 65536:
+        chunk = sock.recv(1)
+        if not chunk:
+            raise ConnectionError("closed during the handshake")
+        answer += chunk
+    if not answer.startswith(b"HTTP/1.1 101"):
+        raise ConnectionError(f"no protocol switch: {answer[:200]!r}")
+    return sock
+
+
+def client_frame(payload: bytes, opcode: int = 1) -> bytes:
+    """A masked client frame (RFC 6455 5.2); opcode 1 text, 2 binary."""
     mask = b"\x11\x22\x33\x44"
     n = len(payload)
-    head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big"))
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 1 << 16:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return bytes(data)
+
+
+def read_frame(sock: socket.socket) -> tuple[int, bytes]:
+    """The next server frame: (opcode, payload)."""
+    b0, b1 = _exactly(sock, 2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = int.from_bytes(_exactly(sock, 2), "big")
+    elif n == 127:
+        n = int.from_bytes(_exactly(sock, 8), "big")
+    return b0 & 0x0F, _exactly(sock, n)
 
 
 class Client(threading.Thread):
@@ -112,39 +167,13 @@ class Client(threading.Thread):
         self.stop = threading.Event()
         self.error = ""
 
-    def _exactly(self, sock: socket.socket, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
-    def _read(self, sock: socket.socket) -> tuple[int, bytes]:
-        b0, b1 = self._exactly(sock, 2)
-        n = b1 & 0x7F
-        if n == 126:
-            n = int.from_bytes(self._exactly(sock, 2), "big")
-        elif n == 127:
-            n = int.from_bytes(self._exactly(sock, 8), "big")
-        return b0 & 0x0F, self._exactly(sock, n)
-
     def run(self) -> None:
         try:
-            sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
-            sock.sendall(
-                b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-                b"Sec-WebSocket-Protocol: foxglove.sdk.v1\r\n\r\n"
-            )
-            answer = b""
-            while b"\r\n\r\n" not in answer:
-                answer += sock.recv(1)
+            sock = handshake(self.port)
             wanted: dict[str, int] = {}
             next_id = 1
             while not self.stop.is_set():
-                opcode, payload = self._read(sock)
+                opcode, payload = read_frame(sock)
                 if opcode == 1:
                     message = json.loads(payload)
                     if message.get("op") != "advertise":
@@ -156,7 +185,9 @@ class Client(threading.Thread):
                             subs.append({"id": next_id, "channelId": channel["id"]})
                             next_id += 1
                     if subs:
-                        sock.sendall(_frame(json.dumps({"op": "subscribe", "subscriptions": subs}).encode()))
+                        sock.sendall(
+                            client_frame(json.dumps({"op": "subscribe", "subscriptions": subs}).encode())
+                        )
                     if len(wanted) >= 2:
                         self.subscribed.set()
                 elif opcode == 2 and payload[:1] == b"\x01":

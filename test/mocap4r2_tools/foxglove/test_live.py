@@ -18,6 +18,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from scenes import cart_on_a_figure_eight, circling_drone, circling_walker
 from tf2_msgs.msg import TFMessage
 
+from bench.bench_foxglove import client_frame, handshake, read_frame
 from mocap4r2_control.tf_out import TF_QOS
 from mocap4r2_interfaces.msg import Markers, RigidBodies, Skeletons
 
@@ -190,60 +191,6 @@ def test_foxglove_client_sees_names_poses_and_stamps_of_the_system(ros, procs, t
 
 
 # ---------------------------------------------------------------------- a slow client
-def _ws_handshake(port: int, rcvbuf: int | None = None) -> socket.socket:
-    """A raw WebSocket client (the RFC 6455 handshake by hand): a client that can stop
-    reading, which no library client lets us do."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.settimeout(10.0)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(
-        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-        b"Sec-WebSocket-Protocol: foxglove.sdk.v1\r\n\r\n"
-    )
-    answer = b""
-    while b"\r\n\r\n" not in answer:
-        chunk = sock.recv(1)
-        assert chunk, "closed during the handshake"
-        answer += chunk
-    assert answer.startswith(b"HTTP/1.1 101"), answer
-    return sock
-
-
-def _frame(payload: bytes, opcode: int = 1) -> bytes:
-    """A masked client frame (RFC 6455 5.2)."""
-    mask = b"\x01\x02\x03\x04"
-    head = bytes([0x80 | opcode])
-    n = len(payload)
-    if n < 126:
-        head += bytes([0x80 | n])
-    elif n < 1 << 16:
-        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
-    else:
-        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-
-
-def _read_frame(sock: socket.socket) -> tuple[int, bytes]:
-    def exactly(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            assert chunk, "closed"
-            data += chunk
-        return data
-
-    b0, b1 = exactly(2)
-    n = b1 & 0x7F
-    if n == 126:
-        n = int.from_bytes(exactly(2), "big")
-    elif n == 127:
-        n = int.from_bytes(exactly(8), "big")
-    return b0 & 0x0F, exactly(n)
-
-
 def _subscribe_all(sock: socket.socket, topics: set[str], timeout: float = 20.0) -> dict[str, int]:
     """Read the server's text frames until ``topics`` are advertised (channels appear
     with their first message, in any order), subscribe to them; returns topic ->
@@ -253,7 +200,7 @@ def _subscribe_all(sock: socket.socket, topics: set[str], timeout: float = 20.0)
     deadline = time.monotonic() + timeout
     advertised: dict[str, int] = {}
     while time.monotonic() < deadline and not topics <= set(advertised):
-        opcode, payload = _read_frame(sock)
+        opcode, payload = read_frame(sock)
         if opcode == 1:
             message = json.loads(payload)
             if message.get("op") == "advertise":
@@ -261,7 +208,7 @@ def _subscribe_all(sock: socket.socket, topics: set[str], timeout: float = 20.0)
     assert topics <= set(advertised), f"{sorted(topics)} not all advertised: {sorted(advertised)}"
     ids = {topic: i + 1 for i, topic in enumerate(sorted(topics))}
     subscriptions = [{"id": ids[topic], "channelId": advertised[topic]} for topic in ids]
-    sock.sendall(_frame(json.dumps({"op": "subscribe", "subscriptions": subscriptions}).encode()))
+    sock.sendall(client_frame(json.dumps({"op": "subscribe", "subscriptions": subscriptions}).encode()))
     return ids
 
 
@@ -283,7 +230,7 @@ def test_a_slow_client_loses_messages_and_no_one_else_does(ros, procs, tmp_path)
     bodies = ros.subscribe(f"{ns}/rigid_bodies", RigidBodies, RELIABLE)
     node, port = start_foxglove(procs, "fox2", {"max_rate": 0.0, "client_backlog": 64, "stats_period": 0.5})
     bodies.wait_for(lambda m: len(m.rigid_bodies) == 2, timeout=30)
-    slow = _ws_handshake(port, rcvbuf=4096)
+    slow = handshake(port, rcvbuf=4096)
     slow_ids = _subscribe_all(
         slow, {f"/foxglove{ns}/{kind}" for kind in ("markers", "rigid_bodies", "skeletons")}
     )
@@ -311,7 +258,7 @@ def test_a_slow_client_loses_messages_and_no_one_else_does(ros, procs, tmp_path)
     kept = received = 0
     deadline = time.monotonic() + 20.0
     while time.monotonic() < deadline:
-        opcode, payload = _read_frame(slow)
+        opcode, payload = read_frame(slow)
         if opcode != 2 or payload[0] != 1:
             continue
         received += 1
@@ -349,20 +296,20 @@ def test_junk_from_the_network_does_not_kill_it(ros, procs, tmp_path):
             except OSError:
                 pass  # the server may close on us: that is its answer
     frames = [
-        _frame(b"not json"),
-        _frame(b'{"op": "subscribe", "subscriptions": "everything"}'),
-        _frame(b'{"op": "subscribe", "subscriptions": [{"id": 1, "channelId": 999999}]}'),
-        _frame(b'{"op": "unsubscribe", "subscriptionIds": [42]}'),
-        _frame(
+        client_frame(b"not json"),
+        client_frame(b'{"op": "subscribe", "subscriptions": "everything"}'),
+        client_frame(b'{"op": "subscribe", "subscriptions": [{"id": 1, "channelId": 999999}]}'),
+        client_frame(b'{"op": "unsubscribe", "subscriptionIds": [42]}'),
+        client_frame(
             b'{"op": "advertise", "channels": [{"id": 1, "topic": "/x", "encoding": "json", '
             b'"schemaName": "x"}]}'
         ),
-        _frame(b"\x01" + b"\xff" * 64, opcode=2),  # client message data on a channel never advertised
-        _frame(b'{"op": "getParameters", "parameterNames": ["a"]}'),
-        _frame(bytes(range(256)) * 4, opcode=1),  # not UTF-8
+        client_frame(b"\x01" + b"\xff" * 64, opcode=2),  # client message data on a channel never advertised
+        client_frame(b'{"op": "getParameters", "parameterNames": ["a"]}'),
+        client_frame(bytes(range(256)) * 4, opcode=1),  # not UTF-8
     ]
     for frame in frames:
-        sock = _ws_handshake(port)
+        sock = handshake(port)
         try:
             sock.sendall(frame)
             # a frame header announcing 2^62 bytes, then nothing: bounded, never awaited
