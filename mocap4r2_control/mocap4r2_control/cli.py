@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -215,6 +215,34 @@ def add_verbs(parser: argparse.ArgumentParser) -> dict[str, Callable[[argparse.N
         command.add_arguments(p)
         handlers[entry.name] = command.main
     return handlers
+
+
+class Verb(Protocol):
+    """What a plugin verb (entry point group ``mocap4r2.commands``) offers the CLI."""
+
+    help: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def main(self, args: argparse.Namespace) -> int: ...
+
+
+def verb_parser(name: str, verb: Verb, doc: str | None = None) -> argparse.ArgumentParser:
+    """``mocap4r2 <name>``'s parser on its own, with ``doc`` (the verb module's docstring:
+    its examples) as the epilog, for running a verb as a function from a test or a bench."""
+    parser = argparse.ArgumentParser(
+        prog=f"mocap4r2 {name}",
+        description=verb.help,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=doc,
+    )
+    verb.add_arguments(parser)
+    return parser
+
+
+def run_verb(name: str, verb: Verb, argv: list[str] | None = None, doc: str | None = None) -> int:
+    """``mocap4r2 <name> <argv>`` as a function: its exit status."""
+    return verb.main(verb_parser(name, verb, doc).parse_args(argv))
 
 
 def _plugin_entries() -> list[metadata.EntryPoint]:

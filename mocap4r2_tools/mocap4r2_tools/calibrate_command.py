@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from mocap4r2_control.cli import run_verb, verb_parser
+
 from .calibration import (
     CalibrationError,
     CalibrationOptions,
@@ -393,20 +395,12 @@ def _online_node_class() -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mocap4r2 calibrate`` on its own."""
-    command = CalibrateCommand()
-    parser = argparse.ArgumentParser(
-        prog="mocap4r2 calibrate",
-        description=command.help,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__,
-    )
-    command.add_arguments(parser)
-    return parser
+    return verb_parser("calibrate", CalibrateCommand(), __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``mocap4r2 calibrate`` as a function: exit status."""
-    return CalibrateCommand().main(build_parser().parse_args(argv))
+    return run_verb("calibrate", CalibrateCommand(), argv, __doc__)
 
 
 if __name__ == "__main__":

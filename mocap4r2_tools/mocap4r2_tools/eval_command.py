@@ -25,6 +25,8 @@ import sys
 from contextlib import nullcontext
 from pathlib import Path
 
+from mocap4r2_control.cli import run_verb, verb_parser
+
 from .trajectory import alignment, association, metrics
 from .trajectory.evaluation import EvalOptions, evaluate
 from .trajectory.io import read_bag, read_tum
@@ -307,21 +309,12 @@ def _print_summary(result, gt: Trajectory, est: Trajectory) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mocap4r2 eval`` on its own."""
-    command = EvalCommand()
-    parser = argparse.ArgumentParser(
-        prog="mocap4r2 eval",
-        description=command.help,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__,
-    )
-    command.add_arguments(parser)
-    return parser
+    return verb_parser("eval", EvalCommand(), __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``mocap4r2 eval`` as a function: exit status."""
-    args = build_parser().parse_args(argv)
-    return EvalCommand().main(args)
+    return run_verb("eval", EvalCommand(), argv, __doc__)
 
 
 if __name__ == "__main__":
