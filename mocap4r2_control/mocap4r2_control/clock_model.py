@@ -126,6 +126,10 @@ class ClockModelSettings:
     # newer frame with an older system time, so blocks are needed only for smaller ones;
     # a host that holds every frame back longer (a loaded reader) is not taken for one
     step_back_max_s: float = 0.010
+    # ... or, below 100 Hz, up to this many frame periods (the median system-time step
+    # between frames): a step back between 10 ms and one period shows in no frame order,
+    # so only the blocks can see it
+    step_back_periods: float = 1.25
 
     def __post_init__(self) -> None:
         for name in ("slew_ppm", "step_s"):
@@ -155,6 +159,9 @@ class ClockModel:
         self.rejected_drift = 0.0  # the last drift fitted beyond max_drift_ppm (0.0: none)
         self._drift_known = False
         self._block_residuals: deque[float] = deque(maxlen=40)
+        # the system-time step between frames, one estimate per block (kept across resets:
+        # a restart does not change the frame rate)
+        self._block_periods: deque[float] = deque(maxlen=40)
         self._start(0.0, 0.0, 0.0)
         self._started = False
 
@@ -172,6 +179,8 @@ class ClockModel:
         self._block_end = host + self.settings.block_s
         self._block_best: tuple[float, float] | None = None
         self._block_best_r = math.inf
+        self._block_frames = 0  # frames in the block being filled, from system time _block_first_s
+        self._block_first_s = s
         self._blocks: deque[tuple[float, float, float]] = deque()
         # the drift's longer view: lowest block point of every drift_block_s
         self._long: deque[tuple[float, float, float]] = deque()
@@ -263,6 +272,9 @@ class ClockModel:
             self._block_best = (s, u)
         if s > self._last_s:
             self._last_s = s
+        if self._block_frames == 0:
+            self._block_first_s = s
+        self._block_frames += 1
         if y >= self._block_end:
             self._close_block(y)
         if not self.converged and y - self._since >= cfg.converge_s:
@@ -271,6 +283,9 @@ class ClockModel:
 
     def _close_block(self, host: float) -> None:
         cfg = self.settings
+        if self._block_frames > 1 and self._last_s > self._block_first_s:
+            self._block_periods.append((self._last_s - self._block_first_s) / (self._block_frames - 1))
+        self._block_frames = 0
         best = self._block_best
         if best is not None:
             self._blocks.append((best[0], best[1], host))
@@ -308,7 +323,10 @@ class ClockModel:
         lowest = min(recent)
         earlier = sorted(list(residuals)[:-k])
         usual = earlier[len(earlier) // 2] if earlier else 0.0
-        if lowest <= max(cfg.step_back_min_s, cfg.step_back_noise * usual) or lowest > cfg.step_back_max_s:
+        periods = sorted(self._block_periods)
+        period = periods[len(periods) // 2] if periods else 0.0
+        largest = max(cfg.step_back_max_s, cfg.step_back_periods * period)
+        if lowest <= max(cfg.step_back_min_s, cfg.step_back_noise * usual) or lowest > largest:
             return False
         # a clock that stepped back stays as far, block after block (its lowest points
         # differ by the envelope's noise); a reader working off a backlog comes closer, a

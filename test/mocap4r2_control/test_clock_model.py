@@ -467,6 +467,18 @@ def test_a_system_clock_step_back_of_any_size_is_recovered_within_a_second(back)
     _rules_hold(figures)
 
 
+@pytest.mark.parametrize(("rate", "back"), [(30.0, 0.012), (30.0, 0.020), (30.0, 0.030), (60.0, 0.012)])
+def test_below_100_hz_a_step_back_shorter_than_a_frame_period_is_recovered(rate, back):
+    # before: a step back between 10 ms and one frame period shows in no frame order and
+    # was over the blocks' 10 ms limit, so the stamps stayed that much early until the 8 s
+    # window forgot it (30 Hz, 20 ms: 19.6 ms off from 1 s after the step to the end)
+    case = replace(FAULTS["system clock step back 30 ms"], rate=rate, vendor_step=-back)
+    figures = clock_faults.run_case(case)
+    assert figures["recovery_s"] <= 1.0, figures
+    assert figures["after_max_ms"] < 0.5, figures
+    _rules_hold(figures)
+
+
 def test_bursts_before_convergence_get_distinct_stamps():
     # before: 72 repeated stamps in the first 0.3 s (63 of them in bursts read at one arrival)
     figures = clock_faults.run_case(FAULTS["bursts of 10, handed over 20 us apart"])
