@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from mocap4r2_control.adapter import AdapterError, MocapAdapter
 from mocap4r2_control.frame import AssetNames, MocapFrame
@@ -154,11 +152,6 @@ class OptiTrackAdapter(MocapAdapter):
         self.converter = FrameConverter(self.config.up_axis, self.config.skeleton_coordinates)
         self.conversion_errors = 0
         self.log = logging.getLogger(LOGGER_NAME)
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> OptiTrackAdapter:
-        names = {spec.name for spec in cls.parameters}
-        return cls(**{name: value for name, value in values.items() if name in names})
 
     def connect(self) -> AssetNames:
         self.disconnect()
