@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, runtime_checkable
 
 from .frame import AssetNames, MocapFrame
 from .parameters import ParameterSpec
@@ -87,7 +87,7 @@ class MocapAdapter(abc.ABC):
     parameters: ClassVar[Sequence[ParameterSpec]] = ()
 
     @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> MocapAdapter:
+    def from_parameters(cls, values: Mapping[str, Any]) -> Self:
         """Build an adapter from the current values of ``parameters``: the constructor,
         given each parameter by its name (a value not given keeps the constructor's
         default). Override only where the values are not the constructor's arguments."""
