@@ -262,6 +262,25 @@ def test_trajectory_monitor_takes_the_monitors_of_the_arms_goals(ros, procs):
     g.monitors[2].trigger_condition.joint_state.name = ["joint1", "joint2", "joint3"]
     g.monitors[2].trigger_condition.joint_state.position = final
     client = ros.action_client(QueueTrajectory, f"{arm}/queue_trajectory")
+    # the arm's accepted-goals writer must have matched the monitor's reader before the goal
+    # whose monitors are checked: a goal reaching the monitor after its feedback began joins
+    # late (seen under load: a last result without monitors, 10 results of loop-1, a result
+    # against the wrong feedback). A goal without monitors, run first, proves that path.
+    warm = QueueTrajectory.Goal(trajectory_id="warm-up")
+    warm.trajectory.joint_names = list(g.trajectory.joint_names)
+    for i in range(3):
+        t = 0.1 * i
+        warm.trajectory.points.append(
+            JointTrajectoryPoint(
+                positions=[0.0] * 3, velocities=[0.0] * 3, time_from_start=Duration(nanosec=int(t * 1e9))
+            )
+        )
+    warm_send = client.send_goal_async(warm)
+    warm_handle = wait_for(lambda: warm_send.done() and warm_send.result(), what="goal warm-up answered")
+    assert warm_handle.accepted, arm_proc.log()
+    warm_done = warm_handle.get_result_async()
+    wait_for(lambda: warm_done.done() and warm_done.result(), what="warm-up finished")
+    assert mon_proc.wait_log("goal 'warm-up': 0 of 0 monitors accepted"), mon_proc.log()
     send = client.send_goal_async(g)
     handle = wait_for(lambda: send.done() and send.result(), what="goal loop-1 answered")
     assert handle.accepted, arm_proc.log()
