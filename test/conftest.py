@@ -26,6 +26,9 @@ os.environ["PYTHONUNBUFFERED"] = "1"
 
 from support import ProcessRunner, RosHarness
 
+# a test hanging the whole process ends the run with every thread's stack (hang_watchdog.py)
+pytest_plugins = ["hang_watchdog"]
+
 
 def pytest_report_header(config):
     return f"mocap4r2: ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}, discovery LOCALHOST"
