@@ -491,6 +491,13 @@ def _number(text: object) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def shown_number(text: object) -> str:
+    """A /diagnostics value for a table cell: its text when it is a finite number, else
+    "" (the page shows "-"). A system not streaming reports ``latency_mean_ms: nan``
+    (no frames in its window), which the page must not print as "nan"."""
+    return str(text) if _number(text) is not None else ""
+
+
 class History:
     """Each system's rate, latency and tracking over the last ``window`` seconds, for the
     page's small plots: a bounded deque per system (at most ``max_points`` samples, at

@@ -26,7 +26,15 @@ from mocap4r2_control.control_plane import ControlClient, ControlResult
 from ..recording.export import ExportError, export
 from ..recording.session_id import session_dir
 from ..recording.sessions import list_sessions
-from .core import VALID_TRANSITIONS, ControlRequest, History, LiveFrame, RequestError, system_status
+from .core import (
+    VALID_TRANSITIONS,
+    ControlRequest,
+    History,
+    LiveFrame,
+    RequestError,
+    shown_number,
+    system_status,
+)
 from .frame_feed import FRAME_TYPES, FrameFeed
 
 TRANSITION_IDS = {
@@ -110,7 +118,11 @@ class PanelRos:
         for name, info in self.control.systems(include_finalized=True).items():
             diag = diagnostics.get(name)
             values = diag.values if diag else {}
-            ratios = {k.split("/", 1)[1]: v for k, v in values.items() if k.startswith("tracking_ratio/")}
+            ratios = {
+                k.split("/", 1)[1]: v
+                for k, v in values.items()
+                if k.startswith("tracking_ratio/") and shown_number(v)
+            }
             level = diag.level if diag else -1
             tone, status_text = system_status(
                 info.state.label, level, diag.message if diag else "", info.type
@@ -127,9 +139,9 @@ class PanelRos:
                     "status": {"tone": tone, "text": status_text},
                     "transitions": list(VALID_TRANSITIONS.get(info.state.label, ())),
                     "history": self.history.series(name, now),
-                    "measured_rate": values.get("rate_hz", ""),
-                    "latency_ms": values.get("latency_mean_ms", ""),
-                    "dropped": values.get("dropped_frames_total", ""),
+                    "measured_rate": shown_number(values.get("rate_hz", "")),
+                    "latency_ms": shown_number(values.get("latency_mean_ms", "")),
+                    "dropped": shown_number(values.get("dropped_frames_total", "")),
                     "tracking": ratios,
                     "recording": values.get("path", "") if info.type == "recorder" else "",
                     "live": any(t in FRAME_TYPES for t in info.topic_types),

@@ -28,6 +28,7 @@ from mocap4r2_tools.web_panel.core import (
     parse_export,
     parse_rate,
     parse_transition,
+    shown_number,
     system_status,
     token_file_warning,
 )
@@ -178,6 +179,13 @@ def test_the_status_colour_follows_the_lifecycle_state():
     assert VALID_TRANSITIONS["unconfigured"] == ("configure",)
     assert VALID_TRANSITIONS["active"] == ("deactivate",)
     assert "finalized" not in VALID_TRANSITIONS
+
+
+def test_a_table_cell_shows_a_finite_number_or_nothing():
+    # what /diagnostics sends for a system not streaming: latency "nan" (no frames yet)
+    assert shown_number("nan") == "" and shown_number("inf") == "" and shown_number("-inf") == ""
+    assert shown_number("") == "" and shown_number(None) == "" and shown_number("fast") == ""
+    assert shown_number("12.500") == "12.500" and shown_number("0") == "0"
 
 
 def test_the_history_keeps_the_last_minute_bounded():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import math
 import time
 import zipfile
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from support import wait_for
-from web_plane import PANEL, RECORDER, SYSTEM, TOKEN, TOKENS, panel_url, printed_urls
+from web_plane import IDLE, PANEL, RECORDER, SYSTEM, TOKEN, TOKENS, panel_url, printed_urls
 
 from mocap4r2_tools.web_panel.command import WebCommand
 
@@ -89,6 +90,20 @@ def test_systems_lists_every_announced_system_with_its_fields(url):
         "active": ["deactivate"],
     }.get(row["state"], [])
     assert set(row["history"]) == {"age", "rate", "latency", "tracking"}
+
+
+def test_a_system_not_streaming_sends_no_nan_for_the_page_to_show(url):
+    """An unconfigured (or, after the browser tests, inactive) system reports
+    ``latency_mean_ms: nan`` on /diagnostics (no frames in its window). The page shows a
+    cell's text as sent, or "-" for an empty one, so the row must carry "" there, never
+    "nan" (issue 40's panel: the idle system's latency cell read "nan")."""
+    wait_for(lambda: systems(url)[IDLE]["level"] >= 0, 30, what="the idle system's /diagnostics")
+    row = systems(url)[IDLE]
+    assert row["state"] != "active", row
+    assert row["latency_ms"] == "", row
+    for key in ("measured_rate", "latency_ms", "dropped"):
+        value = row[key]
+        assert value == "" or math.isfinite(float(value)), (key, row)
 
 
 def test_start_and_stop_answer_with_every_ack_and_the_recording_can_be_exported(url, plane):
