@@ -220,6 +220,12 @@ class ClockModel:
         return _ppm(self.drift)
 
     @property
+    def drift_known(self) -> bool:
+        """Whether a drift was fitted (sure enough and within the gate, kept across resets);
+        until then the line follows the offset alone and the drift is unknown, not 0."""
+        return self._drift_known
+
+    @property
     def rejected_drift_ppm(self) -> float:
         """The last drift fitted beyond ``max_drift_ppm`` (and so not used), ppm; 0.0 when
         the last fit was within it."""
@@ -717,14 +723,20 @@ class FrameStamper:
         if self.source != "arrival" and model.converged:
             # the model's offset is to the monotonic clock: reported against the host's
             out["clock_offset_s"] = f"{model.offset + self.host.offset:.6f}"
-            out["clock_drift_ppm"] = f"{model.drift_ppm:.2f}"
+            # 0.00 before a fit is sure enough reads as "no drift": under heavy jitter that
+            # is the first 60-100 s, while the stamps follow the offset alone
+            out["clock_drift_ppm"] = f"{model.drift_ppm:.2f}" if model.drift_known else "unknown"
             out["clock_correction_ms"] = f"{self.correction * 1e3:.3f}"
         if model.rejected_drift:
             limit = model.settings.max_drift_ppm
             out["clock_drift_beyond_gate_ppm"] = f"{model.rejected_drift_ppm:.2f}"
             out["clock_drift_gate"] = (
                 f"fitted {model.rejected_drift_ppm:.2f} ppm, beyond the +-{limit:g} ppm gate: not used "
-                f"(stamps follow the last drift within it, {model.drift_ppm:.2f} ppm)"
+                + (
+                    f"(stamps follow the last drift within it, {model.drift_ppm:.2f} ppm)"
+                    if model.drift_known
+                    else "(none within it fitted yet: stamps follow the offset alone)"
+                )
             )
         if model.steps_back:
             out["clock_steps_back"] = str(model.steps_back)

@@ -505,6 +505,20 @@ def test_heavy_tailed_jitter_does_not_make_a_drift_of_noise():
     assert abs(clock_faults.fitted_drift(long) - 100.0) < 30.0
 
 
+def test_a_drift_not_yet_trusted_reads_unknown_not_zero():
+    # before: /diagnostics read clock_drift_ppm 0.00 while no fit was sure enough (the first
+    # 60-100 s under heavy jitter), which a user reads as "no drift"
+    heavy = replace(FAULTS["jitter 20 ms mean, 120 s"], duration=30.0, fault_at=29.0)
+    status = clock_faults.run_case(heavy)["status"]
+    assert status["clock_converged"] == "True"
+    assert status["clock_drift_ppm"] == "unknown"
+    clean = clock_faults.run_case(replace(heavy, jitter=30e-6, duration=3.0, fault_at=2.9))["status"]
+    assert clean["clock_converged"] == "True"
+    assert clean["clock_drift_ppm"] == "unknown"  # 3 s: under the 4 s of points a slope needs
+    fitted = clock_faults.run_case(replace(heavy, jitter=30e-6, duration=8.0, fault_at=7.9))["status"]
+    assert float(fitted["clock_drift_ppm"]) == pytest.approx(100.0, abs=5.0)
+
+
 def test_a_drift_beyond_the_gate_is_reported_not_zero():
     series = make_series(9, rate=250.0, duration=12.0, jitter=30e-6, burst=1, drift_ppm=1500.0)
     stamper = FrameStamper(clock=ManualClock())
@@ -512,3 +526,4 @@ def test_a_drift_beyond_the_gate_is_reported_not_zero():
     status = stamper.status()
     assert float(status["clock_drift_beyond_gate_ppm"]) == pytest.approx(1500.0, rel=0.02)
     assert "beyond the +-1000 ppm gate" in status["clock_drift_gate"]
+    assert status["clock_drift_ppm"] == "unknown"  # no drift within the gate was ever fitted

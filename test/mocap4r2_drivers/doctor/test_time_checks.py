@@ -32,6 +32,8 @@ def test_clock_model_from_the_stampers_own_keys():
     converged = {**keys, "clock_converged": "True", "clock_offset_s": "0.001200", "clock_drift_ppm": "3.10"}
     check = check_clock_model("/opti", converged)
     assert check.status is Status.PASS and "drift 3.10 ppm" in check.evidence
+    unfitted = check_clock_model("/opti", {**converged, "clock_drift_ppm": "unknown"})
+    assert unfitted.status is Status.PASS and "drift not fitted yet" in unfitted.evidence
     wild = check_clock_model("/opti", {**converged, "clock_drift_ppm": "850.00"})
     assert wild.status is Status.WARN and "docs/timing.md" in wild.fix
     assert check_clock_model("/gz", {"rate_hz": "100"}).evidence.startswith("this system reports no clock")
