@@ -69,7 +69,9 @@ class AuxiliarSystem(LifecycleNode):
         self._state_id: int = State.PRIMARY_STATE_UNCONFIGURED
         self._lock = threading.RLock()
         self._clients_group = ReentrantCallbackGroup()
-        self.control = ControlPlaneMember(self, self._on_start, self._on_stop, self._describe)
+        self.control = ControlPlaneMember(
+            self, start=self._on_start, stop=self._on_stop, describe=self._describe
+        )
         self.control.announce()
         if self._value("autostart"):
             self._autostart_timer = self.create_timer(0.0, self._autostart)

@@ -162,6 +162,7 @@ def _put_header_numbers(buf: Buffer, header: Header, sec: int, nanosec: int, fra
 def _nested_layout(
     cache: LayoutCache[_Nested],
     build: Callable[[str, Sequence[str], Array, Sequence[str]], _Nested],
+    *,
     frame_id: str,
     names: Sequence[str],
     offsets: Array,
@@ -177,7 +178,7 @@ def _nested_layout(
 
 
 def _put_elements(
-    layout: _Nested, sec: int, nanosec: int, frame_number: int, ids: Array, valid: Array
+    layout: _Nested, *, sec: int, nanosec: int, frame_number: int, ids: Array, valid: Array
 ) -> Buffer:
     """Write the header's numbers and each element's id and validity; returns the buffer
     for the rest of the frame."""
@@ -344,9 +345,17 @@ class RigidBodiesEncoder(_CachedEncoder[BodiesLayout]):
         checked_marker_residuals = _floats(marker_residuals, "rigid bodies: marker_residuals", (markers,))
         self._last = None  # a failure below leaves nothing to repeat
         layout = _nested_layout(
-            self._cache, BodiesLayout.build, frame_id, names, offsets, marker_names, _MARKER_OFFSETS
+            self._cache,
+            BodiesLayout.build,
+            frame_id=frame_id,
+            names=names,
+            offsets=offsets,
+            item_names=marker_names,
+            what=_MARKER_OFFSETS,
         )
-        buf = _put_elements(layout, sec, nanosec, frame_number, checked_ids, checked_valid)
+        buf = _put_elements(
+            layout, sec=sec, nanosec=nanosec, frame_number=frame_number, ids=checked_ids, valid=checked_valid
+        )
         buf.f64[layout.poses] = checked_poses
         buf.f32[layout.errors] = checked_errors
         layout.markers.write(
@@ -445,9 +454,17 @@ class SkeletonsEncoder:
         checked_segment_poses = _floats(segment_poses, "skeletons: segment_poses", (segments, POSE_WIDTH))
         self._last = None  # a failure below leaves nothing to repeat
         layout = _nested_layout(
-            self._cache, SkeletonsLayout.build, frame_id, names, offsets, segment_names, _SEGMENT_OFFSETS
+            self._cache,
+            SkeletonsLayout.build,
+            frame_id=frame_id,
+            names=names,
+            offsets=offsets,
+            item_names=segment_names,
+            what=_SEGMENT_OFFSETS,
         )
-        buf = _put_elements(layout, sec, nanosec, frame_number, checked_ids, checked_valid)
+        buf = _put_elements(
+            layout, sec=sec, nanosec=nanosec, frame_number=frame_number, ids=checked_ids, valid=checked_valid
+        )
         buf.i32[layout.segment_ids] = checked_segment_ids
         buf.i32[layout.parent_ids] = parent_ids
         buf.u8[layout.segment_valid] = checked_segment_valid

@@ -86,6 +86,7 @@ class ControlPlaneMember:
     def __init__(
         self,
         node: Node,
+        *,
         start: Callable[[str], Outcome],
         stop: Callable[[], Outcome],
         describe: Callable[[], MocapSystemInfo],
@@ -383,6 +384,7 @@ class ControlClient:
         self,
         command: int,
         systems: Iterable[str] = (),
+        *,
         session_id: str = "",
         timeout: float = 10.0,
         expected: Iterable[str] | None = None,
@@ -418,10 +420,10 @@ class ControlClient:
     def start(
         self, systems: Iterable[str] = (), session_id: str = "", timeout: float = 10.0
     ) -> ControlResult:
-        return self.request(Control.START, systems, session_id, timeout)
+        return self.request(Control.START, systems, session_id=session_id, timeout=timeout)
 
     def stop(self, systems: Iterable[str] = (), session_id: str = "", timeout: float = 10.0) -> ControlResult:
-        return self.request(Control.STOP, systems, session_id, timeout)
+        return self.request(Control.STOP, systems, session_id=session_id, timeout=timeout)
 
     def destroy(self) -> None:
         self.node.destroy_subscription(self._systems_sub)

@@ -146,6 +146,7 @@ class FrameStatistics:
     def report(
         self,
         name: str,
+        *,
         hardware_id: str,
         active: bool,
         state_label: str,

@@ -127,6 +127,7 @@ class BodyArrays:
         names: Iterable[str],
         positions: npt.ArrayLike,
         orientations: npt.ArrayLike,
+        *,
         valid: npt.ArrayLike | None = None,
         mean_errors: npt.ArrayLike | None = None,
         markers: MarkerArrays | None = None,

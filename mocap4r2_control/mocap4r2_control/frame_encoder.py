@@ -270,7 +270,9 @@ class FrameEncoder:
         good, poses = good_poses(bodies.positions, bodies.orientations, bodies.valid)
         rigid_bodies = None
         if self.enabled["rigid_bodies"]:
-            rigid_bodies, held = self._encode_bodies(bodies, good, poses, sec, nanosec, number)
+            rigid_bodies, held = self._encode_bodies(
+                bodies, good, poses, sec=sec, nanosec=nanosec, number=number
+            )
         else:
             held, _ = self._body_last.update(bodies.ids, poses, good)
         skeletons = self._encode_skeletons(frame, sec, nanosec) if self.enabled["skeletons"] else None
@@ -309,7 +311,7 @@ class FrameEncoder:
         return data
 
     def _encode_bodies(
-        self, bodies: BodyArrays, good: Array, poses: Array, sec: int, nanosec: int, number: int
+        self, bodies: BodyArrays, good: Array, poses: Array, *, sec: int, nanosec: int, number: int
     ) -> tuple[bytes, Array]:
         """rigid_bodies, and the poses held for every body."""
         rule, unchanged = self._body_marker_rule, self._bodies_unchanged

@@ -59,7 +59,7 @@ class SystemControl:
         and adapter it answers for (MocapSystemNode passes itself for both)."""
         self.ros = node
         self.node = system
-        self.member = ControlPlaneMember(node, self.start, self.stop, self.describe)
+        self.member = ControlPlaneMember(node, start=self.start, stop=self.stop, describe=self.describe)
         self.announced_rate = 0.0
         # a system that learns its rate from the frames (a tracker, a relay) knows it only
         # after the announcements of its state changes: the announcement follows it

@@ -150,7 +150,7 @@ class SessionRecorder(ToolNode):
         self._systems: dict[str, MocapSystemInfo] = {}
         self._rate_mark = (time.monotonic(), 0)
         self.writer = RecorderWriter(self, self.value("subscription_depth"))
-        self.control = _Member(self, self._start, self._stop, self._describe)
+        self.control = _Member(self, start=self._start, stop=self._stop, describe=self._describe)
         self.create_subscription(MocapSystemInfo, SYSTEMS_TOPIC, self._on_info, SYSTEMS_LISTENER_QOS)
         self.reports = SystemReports(self)
         for topic, type_name in CONTROL_TYPES.items():

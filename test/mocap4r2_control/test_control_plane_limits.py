@@ -171,9 +171,9 @@ def member_node():
     executor.add_node(node)
     member = ControlPlaneMember(
         node,
-        lambda session: Outcome(True, "active"),
-        lambda: Outcome(True, "inactive"),
-        MocapSystemInfo,
+        start=lambda session: Outcome(True, "active"),
+        stop=lambda: Outcome(True, "inactive"),
+        describe=MocapSystemInfo,
         max_remembered=2200,
     )
     yield node, member, executor

@@ -317,7 +317,9 @@ def test_a_system_announced_after_start_joins_the_recording(plane, procs, ros):
     try:
         client.wait_for_systems(names=[recorder], timeout=30)
         assert late not in client.systems()
-        result = client.request(Control.START, [recorder, late], "late-01", timeout=20, expected=[recorder])
+        result = client.request(
+            Control.START, [recorder, late], session_id="late-01", timeout=20, expected=[recorder]
+        )
         assert result.acks and all(a.success for a in result.acks if a.system == recorder), result.acks
         frames = ros.subscribe("/rec4/rigid_bodies", RigidBodies)
         # autostart: it streams without having seen the START it was addressed by
@@ -336,7 +338,7 @@ def test_a_system_announced_after_start_joins_the_recording(plane, procs, ros):
             what="the recorder's reader of /rec4/rigid_bodies",
         )
         frames.wait_count(len(frames.messages) + 100, timeout=30)
-        stop = client.request(Control.STOP, [recorder], "late-01", timeout=20)
+        stop = client.request(Control.STOP, [recorder], session_id="late-01", timeout=20)
         acks = [a for a in stop.acks if a.system == recorder]
         assert acks and acks[0].success, stop.acks
     finally:
