@@ -37,6 +37,7 @@ class MarkerObservation:
 def observe_markers(
     rng: np.random.Generator,
     layout: np.ndarray,
+    *,
     marker_body: np.ndarray,
     positions: np.ndarray,
     orientations: np.ndarray,
@@ -52,12 +53,12 @@ def observe_markers(
     seen = observe_markers_batch(
         layout,
         marker_body,
-        positions[None],
-        orientations[None],
-        offsets[None],
-        draws[None],
-        occlusion,
-        np.asarray(hidden)[None],
+        positions=positions[None],
+        orientations=orientations[None],
+        offsets=offsets[None],
+        draws=draws[None],
+        occlusion=occlusion,
+        hidden=np.asarray(hidden)[None],
     )
     return MarkerObservation(
         *(
@@ -85,6 +86,7 @@ def draw_marker_randomness(rng: np.random.Generator, m: int, noise: float) -> tu
 def observe_markers_batch(
     layout: np.ndarray,
     marker_body: np.ndarray,
+    *,
     positions: np.ndarray,
     orientations: np.ndarray,
     offsets: np.ndarray,

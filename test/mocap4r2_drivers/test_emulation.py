@@ -18,12 +18,12 @@ def observe(seed, noise=0.001, occlusion=0.0, hidden=(False, False)):
     return observe_markers(
         np.random.default_rng([seed, 7]),
         LAYOUT,
-        BODY,
-        POSITIONS,
-        ORIENTATIONS,
-        noise,
-        occlusion,
-        np.asarray(hidden),
+        marker_body=BODY,
+        positions=POSITIONS,
+        orientations=ORIENTATIONS,
+        noise=noise,
+        occlusion=occlusion,
+        hidden=np.asarray(hidden),
     )
 
 
@@ -81,16 +81,23 @@ def test_a_batch_observes_as_each_frame_alone():
     batch = observe_markers_batch(
         LAYOUT,
         BODY,
-        np.stack([POSITIONS] * 5),
-        np.stack([ORIENTATIONS] * 5),
-        np.stack([d[0] for d in draws]),
-        np.stack([d[1] for d in draws]),
-        0.3,
-        hidden,
+        positions=np.stack([POSITIONS] * 5),
+        orientations=np.stack([ORIENTATIONS] * 5),
+        offsets=np.stack([d[0] for d in draws]),
+        draws=np.stack([d[1] for d in draws]),
+        occlusion=0.3,
+        hidden=hidden,
     )
     for i in range(5):
         one = observe_markers(
-            np.random.default_rng([i, 7]), LAYOUT, BODY, POSITIONS, ORIENTATIONS, 0.001, 0.3, hidden[i]
+            np.random.default_rng([i, 7]),
+            LAYOUT,
+            marker_body=BODY,
+            positions=POSITIONS,
+            orientations=ORIENTATIONS,
+            noise=0.001,
+            occlusion=0.3,
+            hidden=hidden[i],
         )
         for field in ("positions", "noise", "occluded", "residuals", "visible", "valid", "mean_errors"):
             np.testing.assert_array_equal(getattr(batch, field)[i], getattr(one, field), err_msg=field)

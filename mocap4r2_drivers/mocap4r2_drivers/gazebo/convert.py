@@ -273,7 +273,14 @@ class MocapEmulator:
         quat = np.where(fresh[:, None], quat / np.where(norm > 0, norm, 1.0), np.nan)
 
         seen = observe_markers(
-            rng, self.layout, self.marker_body, position, quat, s.noise, s.occlusion, ~fresh
+            rng,
+            self.layout,
+            marker_body=self.marker_body,
+            positions=position,
+            orientations=quat,
+            noise=s.noise,
+            occlusion=s.occlusion,
+            hidden=~fresh,
         )
         world, occluded, residual = seen.positions, seen.occluded, seen.residuals
         visible, valid, mean_error = seen.visible, seen.valid, seen.mean_errors

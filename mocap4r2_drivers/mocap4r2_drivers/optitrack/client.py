@@ -92,7 +92,12 @@ class NatNetClient:
         self.sequencer = FrameSequencer()
         self.dialog = ServerDialog(self.transport, self.stats, self.log, config.retry_period)
         self.housekeeping = Housekeeping(
-            config, self.stats, self.log, self.transport, self.dialog, self.sequencer
+            config,
+            stats=self.stats,
+            log=self.log,
+            transport=self.transport,
+            dialog=self.dialog,
+            sequencer=self.sequencer,
         )
         self._bad_frames_in_row = 0
 

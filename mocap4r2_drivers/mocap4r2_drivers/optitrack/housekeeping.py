@@ -39,6 +39,7 @@ class Housekeeping:
     def __init__(
         self,
         config: ClientConfig,
+        *,
         stats: ClientStats,
         log: logging.Logger,
         transport: NatNetTransport,

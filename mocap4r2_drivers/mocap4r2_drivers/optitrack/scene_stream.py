@@ -36,6 +36,7 @@ class SceneStream:
     def __init__(
         self,
         scene: scene_module.Scene,
+        *,
         up_axis: str = "y",
         skeleton_coordinates: str = "global",
         future: bool = False,

@@ -148,8 +148,8 @@ class NatNetSimulator:
         # a Motive 3.2+ (its own bitstream 4.2 or later) describes the bones' rotational offsets
         self.stream = SceneStream(
             scene,
-            options.up_axis,
-            options.skeleton_coordinates,
+            up_axis=options.up_axis,
+            skeleton_coordinates=options.skeleton_coordinates,
             future=options.future_motive,
             rotational_offsets=version.description_orientation,
             assets=options.assets,

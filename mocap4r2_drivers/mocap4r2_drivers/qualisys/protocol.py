@@ -309,6 +309,7 @@ def _mark_missing(records: NDArray[Any], rows: NDArray[np.bool_] | np.bool_, fie
 def pack_markers(
     component_type: ComponentType,
     positions_mm: NDArray[Any],
+    *,
     residuals_mm: NDArray[Any] | None = None,
     ids: NDArray[Any] | None = None,
     drop_rate: int = 0,
@@ -358,6 +359,7 @@ def pack_bodies(
     component_type: ComponentType,
     positions_mm: NDArray[Any],
     rotations: NDArray[Any],
+    *,
     residuals_mm: NDArray[Any] | None = None,
     drop_rate: int = 0,
     out_of_sync_rate: int = 0,

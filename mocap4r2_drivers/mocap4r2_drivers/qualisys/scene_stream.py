@@ -215,15 +215,17 @@ class SceneStream:
         ctype = qp.COMPONENT_NAMES[name]
         if ctype in (ComponentType.MARKERS_3D, ComponentType.MARKERS_3D_RESIDUALS):
             labeled = frame.bodies.markers  # in the order of the 3D labels
-            return qp.pack_markers(ctype, labeled.positions * 1000.0, _residuals_mm(labeled.residuals))
+            return qp.pack_markers(
+                ctype, labeled.positions * 1000.0, residuals_mm=_residuals_mm(labeled.residuals)
+            )
         if ctype in qp.MARKER_DTYPES:
             rows = frame.markers.ids == UNKNOWN_ID
             positions = frame.markers.positions[rows]
             return qp.pack_markers(
                 ctype,
                 positions * 1000.0,
-                _residuals_mm(frame.markers.residuals[rows]),
-                np.arange(1, positions.shape[0] + 1, dtype=np.int32),
+                residuals_mm=_residuals_mm(frame.markers.residuals[rows]),
+                ids=np.arange(1, positions.shape[0] + 1, dtype=np.int32),
             )
         if ctype in qp.BODY_DTYPES:
             bodies = frame.bodies
@@ -234,7 +236,7 @@ class SceneStream:
                     quat_to_matrix(quat_normalize(bodies.orientations[good]))
                 )
             positions = np.where(good[:, None], bodies.positions * 1000.0, np.nan)
-            return qp.pack_bodies(ctype, positions, rotations, _residuals_mm(bodies.mean_errors))
+            return qp.pack_bodies(ctype, positions, rotations, residuals_mm=_residuals_mm(bodies.mean_errors))
         if ctype == ComponentType.SKELETON:
             return self._skeletons(frame, global_coordinates=name.endswith(":global"))
         raise ValueError(f"component {name} cannot be encoded")

@@ -151,7 +151,14 @@ class SceneArms:
         # the same frames with or without arms
         rng = np.random.default_rng([self.scene.seed, 0xA12, frame.frame_number])
         seen = observe_markers(
-            rng, self._layout, self._marker_arm, tip_pos, tip_quat, self.scene.noise, self._occlusion, ~fresh
+            rng,
+            self._layout,
+            marker_body=self._marker_arm,
+            positions=tip_pos,
+            orientations=tip_quat,
+            noise=self.scene.noise,
+            occlusion=self._occlusion,
+            hidden=~fresh,
         )
         body_pos = np.full((na, 3), np.nan)
         body_quat = np.full((na, 4), np.nan)

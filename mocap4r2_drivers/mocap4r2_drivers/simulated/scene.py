@@ -252,12 +252,12 @@ class Scene:
         seen = observe_markers_batch(
             self._marker_layout,
             self._marker_body,
-            body_pos,
-            body_quat,
-            offsets,
-            draws,
-            self._body_occlusion[self._marker_body],
-            lost,
+            positions=body_pos,
+            orientations=body_quat,
+            offsets=offsets,
+            draws=draws,
+            occlusion=self._body_occlusion[self._marker_body],
+            hidden=lost,
         )
         # a body is tracked with 3 of its markers seen, a single-marker body with its one
         valid = ~lost & (seen.visible >= self._markers_needed)

@@ -347,6 +347,7 @@ def pack_pos_quat_message(
     sender: int,
     type_id: int,
     sensor: int,
+    *,
     position: Sequence[float],
     orientation: Sequence[float],
     seconds: int,

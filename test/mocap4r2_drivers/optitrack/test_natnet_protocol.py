@@ -325,7 +325,7 @@ def _converter(stream: SceneStream, up_axis="y", coordinates="global") -> FrameC
 @pytest.mark.parametrize("up_axis,coordinates", [("y", "global"), ("z", "global"), ("y", "local")])
 def test_scene_survives_the_natnet_round_trip(up_axis, coordinates):
     sc = scene()
-    stream = SceneStream(sc, up_axis, coordinates)
+    stream = SceneStream(sc, up_axis=up_axis, skeleton_coordinates=coordinates)
     converter = _converter(stream, up_axis, coordinates)
     lost_seen = False
     for k in (0, 57, 80, 95, 140, 333):
@@ -373,7 +373,7 @@ def test_scene_survives_the_natnet_round_trip(up_axis, coordinates):
 
 def test_stream_is_y_up_like_motive():
     sc = scene()
-    stream = SceneStream(sc, "y")
+    stream = SceneStream(sc, up_axis="y")
     truth = sc.frame(0)
     wire = stream.frame_of_data(0, truth)
     zup = truth.bodies.positions[0]

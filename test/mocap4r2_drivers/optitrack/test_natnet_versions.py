@@ -503,7 +503,7 @@ def test_local_bones_compose_with_the_rotational_offset(up_axis):
     local. The stand-in streams so; the converter gets the scene's world poses back, and
     without the offset (read as identity) it would not."""
     sc = Scene(dict(SKELETON_SCENE))
-    stream = SceneStream(sc, up_axis, "local", rotational_offsets=True)
+    stream = SceneStream(sc, up_axis=up_axis, skeleton_coordinates="local", rotational_offsets=True)
     version = nn.Version(4, 2)
     defs = nn.decode_model_definitions(
         nn.unpack(nn.encode_model_definitions(stream.model_definitions(), version))[1], version
@@ -526,7 +526,7 @@ def test_local_bones_compose_with_the_rotational_offset(up_axis):
         wrong = naive.convert(nn.decode_frame(payload, version)).skeletons.segments
         assert np.max(np.abs(wrong.orientations - truth.orientations)) > 0.05
     # world (global) bones need no offset: the same models, global stream, same poses
-    world = SceneStream(sc, up_axis, "global", rotational_offsets=True)
+    world = SceneStream(sc, up_axis=up_axis, skeleton_coordinates="global", rotational_offsets=True)
     converter = FrameConverter(up_axis, "global")
     converter.set_models(ModelIndex.build(defs))
     got = converter.convert(
@@ -545,7 +545,7 @@ def test_asset_bodies_and_markers_are_published_and_nothing_else_is_lost(version
     markers ``<asset>:<marker>``; every rigid body, marker and bone of the frame stays."""
     version = nn.Version.parse(version)
     sc = Scene(dict(SKELETON_SCENE))
-    stream = SceneStream(sc, "y", assets=True)
+    stream = SceneStream(sc, up_axis="y", assets=True)
     defs = nn.decode_model_definitions(
         nn.unpack(nn.encode_model_definitions(stream.model_definitions(), version))[1], version
     )
@@ -555,12 +555,12 @@ def test_asset_bodies_and_markers_are_published_and_nothing_else_is_lost(version
     converter = FrameConverter("y")
     converter.set_models(ModelIndex.build(defs))
     plain = FrameConverter("y")
-    plain.set_models(ModelIndex.build(SceneStream(sc, "y").model_definitions()))
+    plain.set_models(ModelIndex.build(SceneStream(sc, up_axis="y").model_definitions()))
     for k in (3, 77):
         wire = stream.frame_of_data(k)
         got = converter.convert(nn.decode_frame(nn.encode_frame_payload(wire, version), version))
         got.check()
-        without = plain.convert(SceneStream(sc, "y").frame_of_data(k))
+        without = plain.convert(SceneStream(sc, up_axis="y").frame_of_data(k))
         b = got.bodies
         assert b.names == ("drone1", "drone1_markerset:drone1") and b.ids.tolist() == [1, 9 << 16 | 1]
         np.testing.assert_array_equal(b.positions[1], b.positions[0])

@@ -121,7 +121,7 @@ def test_6d_residual_component_reads_back_identically_in_qtm_rt():
     rotations = qp.matrices_to_qtm(_rotations(3))
     residuals = np.array([0.5, np.nan, 1.25])
     packet = qp.encode_frame(
-        123456, 42, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, positions, rotations, residuals)]
+        123456, 42, [qp.pack_bodies(CT.BODIES_6D_RESIDUALS, positions, rotations, residuals_mm=residuals)]
     )
     sdk = sdk_packet(packet)
     assert (sdk.timestamp, sdk.framenumber) == (123456, 42)
@@ -149,8 +149,10 @@ def test_3d_components_read_back_identically_in_qtm_rt():
         0,
         7,
         [
-            qp.pack_markers(CT.MARKERS_3D_RESIDUALS, labeled, [0.1, 0.2, 0.3]),
-            qp.pack_markers(CT.MARKERS_3D_NO_LABELS_RESIDUALS, unlabeled, [1.0, 2.0], ids=[11, 12]),
+            qp.pack_markers(CT.MARKERS_3D_RESIDUALS, labeled, residuals_mm=[0.1, 0.2, 0.3]),
+            qp.pack_markers(
+                CT.MARKERS_3D_NO_LABELS_RESIDUALS, unlabeled, residuals_mm=[1.0, 2.0], ids=[11, 12]
+            ),
             qp.pack_markers(CT.MARKERS_3D, labeled),
             qp.pack_markers(CT.MARKERS_3D_NO_LABELS, unlabeled, ids=[5, 6]),
         ],
@@ -190,7 +192,7 @@ def test_truncated_components_raise_protocol_errors(cut):
         0,
         1,
         [
-            qp.pack_bodies(CT.BODIES_6D_RESIDUALS, np.ones((2, 3)), np.ones((2, 9)), [1, 1]),
+            qp.pack_bodies(CT.BODIES_6D_RESIDUALS, np.ones((2, 3)), np.ones((2, 9)), residuals_mm=[1, 1]),
             qp.pack_skeletons([np.zeros(2, qp.SEGMENT_DTYPE)]),
         ],
     )

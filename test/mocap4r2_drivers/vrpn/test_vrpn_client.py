@@ -342,7 +342,9 @@ def test_activating_after_a_pause_drops_old_reports_and_keeps_the_connection(pro
 
 
 def _pose(sender: int, x: float, usec: int) -> bytes:
-    return vp.pack_pos_quat_message(sender, 2, 0, (x, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), 5, usec)
+    return vp.pack_pos_quat_message(
+        sender, 2, 0, position=(x, 0.0, 0.0), orientation=(0.0, 0.0, 0.0, 1.0), seconds=5, microseconds=usec
+    )
 
 
 def _cut_instant_server(rest_sent: threading.Event | None):

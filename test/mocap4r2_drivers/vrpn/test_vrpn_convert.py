@@ -118,7 +118,13 @@ def records(*reports: tuple[int, int, float, float]) -> np.ndarray:
     """Pos_Quat records of (sender id, sensor, x, time) as a datagram carries them."""
     data = b"".join(
         vp.pack_pos_quat_message(
-            sender, 7, sensor, (x, 2.0, 3.0), (0.0, 0.0, 0.0, 1.0), int(t), round(t % 1 * 1e6)
+            sender,
+            7,
+            sensor,
+            position=(x, 2.0, 3.0),
+            orientation=(0.0, 0.0, 0.0, 1.0),
+            seconds=int(t),
+            microseconds=round(t % 1 * 1e6),
         )
         for sender, sensor, x, t in reports
     )

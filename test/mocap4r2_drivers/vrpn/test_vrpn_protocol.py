@@ -162,13 +162,21 @@ def test_any_bytes_give_messages_or_a_protocol_error(data):
 
 
 def test_a_whole_report_message_in_one_pack_is_the_same_bytes():
-    whole = vp.pack_pos_quat_message(3, 7, 2, (1.0, 2.0, 3.0), (0.0, 0.6, 0.0, 0.8), 5, 6)
+    whole = vp.pack_pos_quat_message(
+        3, 7, 2, position=(1.0, 2.0, 3.0), orientation=(0.0, 0.6, 0.0, 0.8), seconds=5, microseconds=6
+    )
     assert whole == vp.pack_message(3, 7, vp.pack_pos_quat(2, (1.0, 2.0, 3.0), (0.0, 0.6, 0.0, 0.8)), 5, 6)
 
 
 def _pos_quat(sender: int, sensor: int, x: float, seconds: int = 5, usec: int = 6, type_id: int = 7) -> bytes:
     return vp.pack_pos_quat_message(
-        sender, type_id, sensor, (x, 2.0, 3.0), (0.0, 0.6, 0.0, 0.8), seconds, usec
+        sender,
+        type_id,
+        sensor,
+        position=(x, 2.0, 3.0),
+        orientation=(0.0, 0.6, 0.0, 0.8),
+        seconds=seconds,
+        microseconds=usec,
     )
 
 

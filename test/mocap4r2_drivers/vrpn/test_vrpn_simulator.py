@@ -125,10 +125,10 @@ def test_a_frames_records_are_the_messages_packed_one_by_one(tmp_path, multi_sen
                 simulator.body_sender[row][0],  # tracker i + 1 or the one multi-sensor tracker
                 type_id,
                 simulator.body_sender[row][1],  # sensor 0 or i
-                bodies.positions[row].tolist(),
-                bodies.orientations[row].tolist(),
-                sec,
-                usec,
+                position=bodies.positions[row].tolist(),
+                orientation=bodies.orientations[row].tolist(),
+                seconds=sec,
+                microseconds=usec,
             )
             for row in range(len(bodies.valid))
             if bodies.valid[row]
