@@ -38,6 +38,7 @@ from ..recorder_writer import message_class, take_waiting
 from ..tool_node import ToolNode, run_tool
 from . import convert
 from .feed import Feed
+from .nodelay import set_nodelay
 from .records import Record, SchemaSpec, records_raw
 
 _STYLE = ("marker_size", "axis_length", "line_width", "text_size", "lifetime")
@@ -109,15 +110,20 @@ NODE_TOPIC = f"{convert.PREFIX}/node"
 
 
 class _Listener(ServerListener):
-    """Counts the clients subscribed (the SDK tells subscriptions, not connections)."""
+    """Counts the clients subscribed (the SDK tells subscriptions, not connections), and
+    turns Nagle's algorithm off for a client when it subscribes (:mod:`.nodelay`)."""
 
     def __init__(self) -> None:
         self.clients: dict[int, int] = {}  # client id -> channels subscribed
+        self.port = 0  # the server's, once it listens
+        self.nodelay = 0  # client connections whose TCP_NODELAY was set
         self._lock = threading.Lock()
 
     def on_subscribe(self, client: Any, channel: Any) -> None:
+        changed = set_nodelay(self.port) if self.port else 0
         with self._lock:
             self.clients[client.id] = self.clients.get(client.id, 0) + 1
+            self.nodelay += changed
 
     def on_unsubscribe(self, client: Any, channel: Any) -> None:
         with self._lock:
@@ -159,6 +165,7 @@ class FoxgloveNode(ToolNode):
                 f"cannot serve a Foxglove WebSocket on {cfg['host']}:{cfg['port']}: {exc}"
             ) from None
         self.port = self._server.port
+        self._listener.port = self.port
         self._node_channel = self._channel(
             NODE_TOPIC,
             SchemaSpec(
@@ -273,6 +280,7 @@ class FoxgloveNode(ToolNode):
     def _report(self) -> None:
         figures = self.feed.counters.as_dict()
         figures["clients"] = len(self._listener.clients)
+        figures["nodelay_connections"] = self._listener.nodelay
         figures["timestamp"] = {"sec": int(time.time()), "nsec": 0}
         self._node_channel.log(json.dumps(figures).encode(), log_time=time.time_ns())
         if figures["bad"] or figures["dropped"]:

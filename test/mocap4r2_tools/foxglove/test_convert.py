@@ -267,3 +267,74 @@ def test_put_never_waits_for_the_sender():
     assert time.perf_counter() - t0 < 1.0
     thread.join(5.0)
     assert feed.counters.received == 1000 and feed.counters.dropped >= 998 - len(taken)
+
+
+class Clock:
+    """A clock the test moves by hand (the feed's schedule, checked without sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_frame_is_sent_as_soon_as_its_period_allows_not_at_a_tick():
+    clock = Clock()
+    feed = Feed(max_rate=60.0, queue_size=4, clock=clock)
+    period = 1.0 / 60.0
+    feed.put("/a", convert.MARKERS, b"0", conflate=True)
+    assert [p.data for p in feed.take(0.0)] == [b"0"]  # nothing sent before: at once
+    sent_at = clock.now
+    # a frame 5 ms later waits for the end of the period, and the newest is what goes
+    clock.now += 0.005
+    feed.put("/a", convert.MARKERS, b"1", conflate=True)
+    clock.now += 0.005
+    feed.put("/a", convert.MARKERS, b"2", conflate=True)
+    assert feed.take(0.0) == [] and feed.next_due() == sent_at + period
+    clock.now = sent_at + period
+    assert [p.data for p in feed.take(0.0)] == [b"2"] and feed.next_due() is None
+    assert feed.counters.coalesced == 1
+    # a source slower than max_rate: every frame goes the moment it comes
+    for i in range(3, 8):
+        clock.now += 0.05
+        feed.put("/a", convert.MARKERS, bytes([i]), conflate=True)
+        assert [p.data for p in feed.take(0.0)] == [bytes([i])]
+    # each topic keeps its own period
+    feed.put("/b", convert.RIGID_BODIES, b"b", conflate=True)
+    feed.put("/a", convert.MARKERS, b"a", conflate=True)
+    assert [p.data for p in feed.take(0.0)] == [b"b"] and feed.next_due() == clock.now + period
+
+
+def test_a_waiting_take_returns_the_frame_at_its_moment_not_at_its_timeout():
+    """The sender waits in take(); a frame not due yet ends that wait at its moment (the
+    put of a frame into an empty slot wakes the sender to learn it)."""
+    feed = Feed(max_rate=20.0, queue_size=4)  # 50 ms
+    feed.put("/a", convert.MARKERS, b"0", conflate=True)
+    assert feed.take(0.0)
+    got: list[list] = []
+    thread = threading.Thread(target=lambda: got.append(feed.take(30.0)))
+    thread.start()
+    time.sleep(0.01)
+    feed.put("/a", convert.MARKERS, b"1", conflate=True)
+    feed.put("/a", convert.MARKERS, b"2", conflate=True)
+    thread.join(20.0)  # far below the 30 s timeout: it ended at the period's end
+    assert not thread.is_alive() and [p.data for p in got[0]] == [b"2"]
+    # and a queued message (/tf, /diagnostics) is never held for a scene's period
+    feed.put("/a", convert.MARKERS, b"3", conflate=True)
+    thread = threading.Thread(target=lambda: got.append(feed.take(30.0)))
+    thread.start()
+    feed.put("/diagnostics", convert.DIAGNOSTICS, b"d", conflate=False)
+    thread.join(20.0)
+    assert not thread.is_alive() and b"d" in [p.data for p in got[1]]
+
+
+def test_wake_ends_a_waiting_take_at_once():
+    feed = Feed(max_rate=0.0, queue_size=4)
+    got: list[list] = []
+    thread = threading.Thread(target=lambda: got.append(feed.take(30.0)))
+    thread.start()
+    time.sleep(0.01)
+    feed.wake()
+    thread.join(20.0)
+    assert not thread.is_alive() and got == [[]]

@@ -249,6 +249,8 @@ def test_a_slow_client_loses_messages_and_no_one_else_does(ros, procs, tmp_path)
     # the node took every message (what it could not convert in time is counted, not lost
     # silently), and none was bad
     assert last["dropped"] == 0 and last["bad"] == 0, last
+    # both clients' connections had Nagle's algorithm turned off when they subscribed
+    assert last["nodelay_connections"] >= 2, last
     assert last["received"] > 0.9 * 3 * 200 * 3, last  # 3 topics at 200 Hz, over 3 s at least
 
     # the slow client now reads what it was left of the same frames: far fewer (a
@@ -348,7 +350,7 @@ def test_a_bad_max_rate_is_refused_and_the_node_serves(procs, value):
 def test_the_mocap4r2_foxglove_verb_starts_the_node_with_its_arguments(procs):
     from support import INSTALL
 
-    verb = [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "foxglove"]
+    verb = [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), "foxglove"]
     proc = procs.start_command([*verb, "--port", "0", "--systems", "/v1"], "verb")
     assert proc.wait_log("serving Foxglove WebSocket on ws://127.0.0.1:", timeout=60), proc.log()
     assert "(/v1 and every announced system)" in proc.log(), proc.log()
