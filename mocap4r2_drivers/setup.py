@@ -41,7 +41,7 @@ setup(
     ],
     # the Python libraries the shipped code imports (pinned in requirements.txt; the ROS
     # packages come from package.xml and rosdep, never from pip; vicon_dssdk from Vicon's SDK)
-    install_requires=["numpy", "PyYAML", "psutil", "qtm-rt", "rosbags", "c3d", "rich"],
+    install_requires=["numpy", "PyYAML", "psutil", "qtm-rt", "rosbags", "c3d"],
     # `colcon test` runs pytest (setup.cfg names this package's part of ../test)
     extras_require={"test": ["pytest"]},
     zip_safe=False,

@@ -13,6 +13,7 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
+        # bin/mocap4r2: the `mocap4r2` command on PATH after `source install/setup.bash`
         ("bin", sorted(glob("bin/*"))),
         # every launch and config file of this package's own launch/ and config/ folders
         # (the repository's top-level launch/ and config/ hold relative symlinks to them)
@@ -28,6 +29,7 @@ setup(
         "PyYAML",
         "matplotlib",
         "rich",
+        "textual",
         "rosbags",
         "mcap",
         "c3d",
@@ -41,7 +43,7 @@ setup(
     zip_safe=False,
     description=(
         "mocap4r2 tools: trajectory error, robot ground truth, marker_viz, motion tools, "
-        "PX4 and world-model bridges, session recorder"
+        "PX4 and world-model bridges, session recorder, the mocap4r2 CLI and TUI"
     ),
     license="Apache-2.0",
     entry_points={
@@ -58,8 +60,15 @@ setup(
             "web_panel = mocap4r2_tools.executables:web_panel",
             "marker_tracker = mocap4r2_tools.executables:marker_tracker",
             "foxglove = mocap4r2_tools.executables:foxglove",
+            # the command line of every verb below (cli.py; its `tui` verb is tui.py)
+            "mocap4r2 = mocap4r2_tools.cli:main",
         ],
-        # verbs added to the `mocap4r2` command line
+        # `ros2 mocap4r2 ...` where ros2cli is installed
+        "ros2cli.command": [
+            "mocap4r2 = mocap4r2_tools.ros2cli_command:Mocap4r2Command",
+        ],
+        # verbs added to the `mocap4r2` command line (cli.py finds every package's verbs
+        # through this group: mocap4r2_drivers adds `doctor`)
         "mocap4r2.commands": [
             "eval = mocap4r2_tools.eval_command:EvalCommand",
             "calibrate = mocap4r2_tools.calibrate_command:CalibrateCommand",

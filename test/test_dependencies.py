@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,6 +274,83 @@ def test_test_imports_are_declared_as_test_depend(package):
         if provider.pypi and name not in shipped and normalize(provider.pypi) not in dev:
             missing.append(f"requirements-dev.txt: a pin of {provider.pypi} (only tests import {name})")
     assert not missing, f"test/{package} needs:\n  " + "\n  ".join(missing)
+
+
+# The terminal libraries of the `mocap4r2` command and its TUI (mocap4r2_tools): the core
+# and the drivers, which a robot installs without the tools, must not need them.
+TERMINAL_LIBRARIES = ("rich", "textual")
+WITHOUT_TERMINAL_LIBRARIES = ("mocap4r2_control", "mocap4r2_drivers")
+
+# Imports each named module with the named libraries made unimportable (None in
+# sys.modules: `import rich` then raises ModuleNotFoundError, as where it is not
+# installed), and prints {module: error} for each one that failed.
+_IMPORT_WITHOUT = """
+import importlib, json, sys
+blocked, modules = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for name in blocked:
+    sys.modules[name] = None
+failed = {}
+for module in modules:
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # every failure is reported, not only the first
+        failed[module] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(failed))
+"""
+
+
+def package_modules(root: Path, packages: tuple[str, ...]) -> list[str]:
+    """The dotted name of every module of ``packages`` in the source tree at ``root``."""
+    names = []
+    for package in packages:
+        for path in sorted((root / package / package).rglob("*.py")):
+            parts = path.relative_to(root / package).with_suffix("").parts
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def import_without(modules: list[str], blocked: tuple[str, ...], env: dict[str, str] | None = None) -> dict:
+    """{module: error} of the ``modules`` that cannot be imported without ``blocked``, each
+    imported in one fresh interpreter."""
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORT_WITHOUT, json.dumps(blocked), json.dumps(modules)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert out.returncode == 0 and out.stdout.strip(), out.stderr[-3000:]
+    failed: dict = json.loads(out.stdout.splitlines()[-1])
+    return failed
+
+
+def test_core_and_drivers_import_without_the_terminal_libraries():
+    """A driver installed alone does not pull in rich or textual: every module of
+    mocap4r2_control and mocap4r2_drivers imports where neither can be imported (before
+    the CLI and TUI moved to mocap4r2_tools, cli.py, tui.py and the doctor's report
+    failed here)."""
+    modules = package_modules(ROOT, WITHOUT_TERMINAL_LIBRARIES)
+    assert len(modules) > 50 and "mocap4r2_drivers.doctor.doctor_command" in modules, modules
+    failed = import_without(modules, TERMINAL_LIBRARIES)
+    assert not failed, "cannot be imported without rich and textual:\n" + "\n".join(
+        f"  {module}: {error}" for module, error in failed.items()
+    )
+    # the check itself: the blocked libraries are refused, where the tools need them
+    refused = import_without(["rich.console", "textual.app"], TERMINAL_LIBRARIES)
+    assert set(refused) == {"rich.console", "textual.app"}, refused
+    assert all("ModuleNotFoundError" in error for error in refused.values()), refused
+
+
+def test_the_terminal_libraries_are_declared_only_by_the_tools():
+    """rich and textual are mocap4r2_tools' (setup.py and package.xml), not the core's nor
+    the drivers'."""
+    for package in PACKAGES:
+        requires = {requirement_name(r) for r in setup_arguments(package).get("install_requires", [])}
+        keys = read_package_xml(package).exec_depends
+        for name in TERMINAL_LIBRARIES:
+            provider = DEPENDENCIES[name]
+            declared = normalize(str(provider.pypi)) in requires and provider.rosdep in keys
+            assert declared is (package == "mocap4r2_tools"), (package, name)
 
 
 @pytest.mark.parametrize(

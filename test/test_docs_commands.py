@@ -223,7 +223,7 @@ def test_each_command_resolves(command):
 
 def _parses(command: Command, args: list[str]) -> None:
     """The `mocap4r2` command line's own parser accepts the arguments as written."""
-    from mocap4r2_control.cli import add_verbs
+    from mocap4r2_tools.cli import add_verbs
 
     parser = argparse.ArgumentParser(prog="mocap4r2")
     add_verbs(parser)

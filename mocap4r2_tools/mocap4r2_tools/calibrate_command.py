@@ -38,8 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from mocap4r2_control.cli import run_verb, verb_parser
-
 from .calibration import (
     CalibrationError,
     CalibrationOptions,
@@ -52,6 +50,7 @@ from .calibration.motion import MIN_ROTATION_DEG
 from .calibration.refine import LOSSES
 from .calibration.report import DEFAULT_FRAMES, Frames, summary_lines, to_dict, transforms, write_plots
 from .calibration.solve import KINDS, Calibration
+from .cli import run_verb, verb_parser
 from .eval_command import is_bag
 from .trajectory.io import parse_tum_careful, read_bag, read_tum, typestore
 from .trajectory.poses import TrajectoryInputError

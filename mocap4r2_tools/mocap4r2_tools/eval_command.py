@@ -25,8 +25,7 @@ import sys
 from contextlib import nullcontext
 from pathlib import Path
 
-from mocap4r2_control.cli import run_verb, verb_parser
-
+from .cli import run_verb, verb_parser
 from .trajectory import alignment, association, metrics
 from .trajectory.evaluation import EvalOptions, evaluate
 from .trajectory.io import read_bag, read_tum

@@ -210,7 +210,7 @@ def test_bad_repeated_and_foreign_requests(plane, client, ros):
 def cli(*args, timeout=60):
     env = dict(os.environ, COLUMNS="400")  # rich would shorten table cells to a terminal's width
     return subprocess.run(
-        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
+        [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -249,7 +249,7 @@ def test_cli_end_to_end(plane, client):
 
 def test_tui_starts_and_stops_from_the_keyboard(plane, client):
     from mocap4r2_control.control_plane import ControlSession
-    from mocap4r2_control.tui import LiveView, MocapTui
+    from mocap4r2_tools.tui import LiveView, MocapTui
 
     session = ControlSession(args=["tui-test"])
     try:

@@ -410,7 +410,7 @@ def test_command_line_entry_points(tmp_path, trajectories):
         timeout=120,
     )
     assert module.returncode == 0, module.stderr
-    verb = shutil.which("mocap4r2") or str(ROOT / "install" / "mocap4r2_control" / "bin" / "mocap4r2")
+    verb = shutil.which("mocap4r2") or str(ROOT / "install" / "mocap4r2_tools" / "bin" / "mocap4r2")
     if not os.path.exists(verb):
         pytest.fail("the mocap4r2 command is not installed: run `make setup`")
     cli = subprocess.run([verb, "eval", *args], capture_output=True, text=True, timeout=120)

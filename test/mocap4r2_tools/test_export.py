@@ -88,7 +88,7 @@ def build_bag(tmp_path):
 
 def cli(*args):
     return subprocess.run(
-        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
+        [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -41,7 +41,7 @@ def rosbags_reader(path: Path):
 def cli(*args, timeout=90):
     env = dict(os.environ, COLUMNS="400")  # rich wraps long ack messages at the terminal width
     return subprocess.run(
-        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), *args],
+        [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -514,7 +514,7 @@ def test_write_error_makes_diagnostics_error_and_keeps_what_was_written(plane, r
 def test_tui_shows_the_current_recording(plane, client):
     """The TUI's model shows the recorder's file, size and rate while it records."""
     from mocap4r2_control.control_plane import ControlSession
-    from mocap4r2_control.tui import LiveView
+    from mocap4r2_tools.tui import LiveView
 
     session = ControlSession(args=["tui-recording-test"])
     try:

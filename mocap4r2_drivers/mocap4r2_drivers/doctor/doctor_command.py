@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
+import shutil
 import socket
 import sys
 import time
@@ -22,12 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from mocap4r2_drivers import registry
 
 from . import config_checks, network_checks, probes, ros_checks, server_checks, time_checks
-from .report import Check, as_json, as_table, exit_code, failed
+from .report import Check, as_json, as_text, exit_code, failed
 
 # rclpy, the ROS messages and the drivers' system modules are imported inside the
 # functions that use them: the `mocap4r2` command line imports this module for every verb
@@ -202,6 +202,18 @@ examples:
   mocap4r2 doctor --json                          # ROS and time only, machine-readable"""
 
 
+def colour_wanted() -> bool:
+    """Colour only on a terminal, and not when NO_COLOR is set (https://no-color.org: any
+    value but the empty string)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def terminal_width() -> int | None:
+    """The terminal's width to wrap the table to; None for a file or a pipe (one line per
+    check)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
 class DoctorCommand:
     """The ``doctor`` verb."""
 
@@ -235,5 +247,5 @@ class DoctorCommand:
         if args.json:
             print(as_json(checks))
         else:
-            Console(width=None if sys.stdout.isatty() else 200).print(as_table(checks))
+            sys.stdout.write(as_text(checks, colour=colour_wanted(), width=terminal_width()))
         return exit_code(checks)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
+import select
 import subprocess
 
 import yaml
@@ -13,7 +16,7 @@ from optitrack_stand_in import StandIn, start_driver  # test/fixtures
 from support import CROSS_PROCESS_TIMEOUT as WAIT
 from support import INSTALL
 
-from mocap4r2_drivers.doctor.report import Check, Status, as_json, exit_code
+from mocap4r2_drivers.doctor.report import Check, Status, as_json, as_text, exit_code
 from mocap4r2_drivers.doctor.time_checks import kernel_sync
 from mocap4r2_interfaces.msg import RigidBodies
 
@@ -28,7 +31,7 @@ HOST_CLOCK = "host clock synchronisation"
 def doctor(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="400")
     return subprocess.run(
-        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "doctor", *args],
+        [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), "doctor", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -120,3 +123,94 @@ def test_bad_arguments_are_refused_with_the_reason(tmp_path):
     assert nan.returncode == 2 and "must be between 0 and 600 s, got 'nan'" in nan.stderr
     alone = doctor("--params-file", str(tmp_path / "x.yaml"), "--no-ros")
     assert alone.returncode == 2 and "--params-file needs --system" in alone.stderr
+
+
+TABLE = [
+    Check(Status.PASS, "parameter server_address", "127.0.0.1", area="configuration"),
+    Check(
+        Status.FAIL,
+        "parameter server_adress",
+        "unknown; " * 12,
+        "did you mean server_address?",
+        "configuration",
+    ),
+    Check(Status.INFO, "RMW implementation", "rmw_fastrtps_cpp\nfrom RMW_IMPLEMENTATION", area="ros"),
+]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_the_table_is_plain_text_in_aligned_columns():
+    """The doctor's table needs no terminal library (a robot installs the drivers without
+    rich): a title, a header, and each check on one line, its columns aligned, no colour."""
+    text = as_text(TABLE)
+    assert not ANSI.search(text), text
+    lines = text.splitlines()
+    assert lines[0] == "mocap4r2 doctor" and lines[1].split() == [
+        "area",
+        "status",
+        "check",
+        "evidence",
+        "fix",
+    ]
+    rows = lines[3:]
+    assert len(rows) == 4, text  # the INFO's evidence has two lines, the second in its column
+    for column in ("status", "check", "evidence", "fix"):
+        at = lines[1].index(column)
+        assert all(row[at - 2 : at] == "  " for row in rows[:3]), (column, text)
+    assert rows[1].split()[:4] == ["configuration", "FAIL", "parameter", "server_adress"]
+    assert rows[1].endswith("did you mean server_address?"), rows[1]
+    assert rows[3].strip() == "from RMW_IMPLEMENTATION" and rows[3].index("from") == lines[1].index(
+        "evidence"
+    )
+
+
+def test_the_table_on_a_terminal_is_wrapped_and_coloured_when_asked():
+    text = as_text(TABLE, colour=True, width=100)
+    plain = ANSI.sub("", text)
+    assert all(len(line) <= 100 for line in plain.splitlines()), plain
+    assert "\x1b[1;31mFAIL\x1b[0m" in text and "\x1b[32mPASS\x1b[0m" in text and "\x1b[34mINFO\x1b[0m" in text
+    assert " ".join(plain.split()).count("unknown;") == 12  # wrapped, nothing lost
+    assert plain == as_text(TABLE, width=100)  # the colour adds nothing but the escapes
+
+
+def doctor_on_a_terminal(**env: str) -> str:
+    """`mocap4r2 doctor --no-ros` with its stdout on a pseudo-terminal, as a user runs it."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), "doctor", "--no-ros"],
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ, **env),
+        )
+        os.close(follower)
+        follower = -1
+        out = b""
+        while True:
+            ready, _, _ = select.select([leader], [], [], 120)
+            if not ready:
+                proc.kill()
+                raise AssertionError(f"no output for 120 s: {out!r}")
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert proc.wait(timeout=60) in (0, 1), proc.stderr.read() if proc.stderr else ""
+        return out.decode()
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+
+
+def test_colour_only_on_a_terminal_without_no_color():
+    coloured = doctor_on_a_terminal()
+    assert ANSI.search(coloured), coloured
+    assert "host clock synchronisation" in coloured
+    plain = doctor_on_a_terminal(NO_COLOR="1")
+    assert not ANSI.search(plain) and "host clock synchronisation" in plain, plain
+    piped = doctor("--no-ros")
+    assert not ANSI.search(piped.stdout) and "host clock synchronisation" in piped.stdout, piped.stdout

@@ -178,7 +178,7 @@ def two_namespaces():
 
 def _doctor_in(ns: str, params_file, timeout: float = 120) -> tuple[int, dict]:
     out = subprocess.run(
-        ["ip", "netns", "exec", ns, str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "doctor"]
+        ["ip", "netns", "exec", ns, str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), "doctor"]
         + ["--system", "optitrack", "--params-file", str(params_file), "--no-ros", "--json"],
         capture_output=True,
         text=True,

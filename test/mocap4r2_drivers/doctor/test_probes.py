@@ -109,7 +109,7 @@ def test_every_registered_system_can_be_checked_by_the_doctor(system, tmp_path):
     if system == "tracker":
         pytest.importorskip("mocap4r2_tools", reason="the tracker ships with mocap4r2_tools")
     out = subprocess.run(
-        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "doctor", "--system", system]
+        [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), "doctor", "--system", system]
         + ["--no-ros", "--json", "--timeout", "0.5"],
         capture_output=True,
         text=True,
@@ -146,7 +146,7 @@ def test_the_trackers_source_topic_is_checked_for_a_publisher(ros, tmp_path):
 
     def input_check() -> dict:
         out = subprocess.run(
-            [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "doctor", "--system", "tracker"]
+            [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), "doctor", "--system", "tracker"]
             + ["--params-file", str(params), "--json", "--wait", "3", "--timeout", "120"],
             capture_output=True,
             text=True,

@@ -161,7 +161,7 @@ def test_export_writes_the_session_and_foxglove_schemas_read_back_by_mcap(tmp_pa
     require_client()
     bag, written = write_session(tmp_path)
     done = subprocess.run(
-        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "export", str(bag), "--format", "foxglove"],
+        [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), "export", str(bag), "--format", "foxglove"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -228,7 +228,7 @@ def test_export_writes_the_session_and_foxglove_schemas_read_back_by_mcap(tmp_pa
 
     # never over an existing file; a bag without anything to draw says so
     again = subprocess.run(
-        [str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2"), "export", str(bag), "--format", "foxglove"],
+        [str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2"), "export", str(bag), "--format", "foxglove"],
         capture_output=True,
         text=True,
         timeout=120,

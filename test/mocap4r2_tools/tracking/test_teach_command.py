@@ -19,7 +19,7 @@ PLACE = [0.5, 0.5, 0.3]
 
 
 def _verb() -> str:
-    return shutil.which("mocap4r2") or str(ROOT / "install" / "mocap4r2_control" / "bin" / "mocap4r2")
+    return shutil.which("mocap4r2") or str(ROOT / "install" / "mocap4r2_tools" / "bin" / "mocap4r2")
 
 
 def _distances(points) -> np.ndarray:

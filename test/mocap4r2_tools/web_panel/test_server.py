@@ -451,7 +451,7 @@ def test_mocap4r2_web_starts_the_panel(plane, url):
         True,
         ["a", "b"],
     )
-    cli = str(INSTALL / "mocap4r2_control" / "bin" / "mocap4r2")
+    cli = str(INSTALL / "mocap4r2_tools" / "bin" / "mocap4r2")
     proc = plane["runner"].start_command(
         [cli, "web", "--port", "0", "--sessions-dir", str(plane["sessions"])], label="mocap4r2-web"
     )

@@ -1,7 +1,7 @@
 """`ros2 mocap4r2 ...`: the mocap4r2 verbs as a ros2cli command extension.
 
 Loaded by ros2cli through the ``ros2cli.command`` entry point, so it only runs where
-ros2cli is installed; the verbs and their handlers are those of ``mocap4r2_control.cli``.
+ros2cli is installed; the verbs and their handlers are those of ``mocap4r2_tools.cli``.
 """
 
 from __future__ import annotations

@@ -18,9 +18,8 @@ from rclpy.qos import qos_profile_sensor_data
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Footer, Header, Static
 
+from mocap4r2_control.control_plane import ControlResult, ControlSession
 from mocap4r2_interfaces.msg import RigidBodies
-
-from .control_plane import ControlResult, ControlSession
 
 RIGID_BODIES_TYPE = "mocap4r2_interfaces/msg/RigidBodies"
 

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:  # imported when a verb runs: `mocap4r2 --help` starts without rclpy
-    from .control_plane import ControlResult, ControlSession
+    from mocap4r2_control.control_plane import ControlResult, ControlSession
 
 PLUGIN_GROUP = "mocap4r2.commands"
 
@@ -27,7 +27,7 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 
 # ---------------------------------------------------------------------- helpers
 def _session(args: argparse.Namespace) -> ControlSession:
-    from .control_plane import ControlSession
+    from mocap4r2_control.control_plane import ControlSession
 
     return ControlSession(args=["mocap4r2"])
 
