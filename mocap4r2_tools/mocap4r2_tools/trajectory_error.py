@@ -237,11 +237,15 @@ class TrajectoryErrorNode(ToolNode):
             self._timer = self.create_timer(1.0 / self.value("publish_rate"), self._publish)
 
     def _subscribe_gt(self, cfg: dict, qos: QoSProfile) -> None:
-        subscribe_poses(self, cfg["gt_type"], cfg["gt_topic"], cfg["gt_body"], self._gt, qos)
+        subscribe_poses(
+            self, cfg["gt_type"], topic=cfg["gt_topic"], body=cfg["gt_body"], sink=self._gt, qos=qos
+        )
 
     def _subscribe_est(self, cfg: dict, qos: QoSProfile) -> None:
         if cfg["est_type"] != "tf":
-            subscribe_poses(self, cfg["est_type"], cfg["est_topic"], cfg["est_body"], self._est, qos)
+            subscribe_poses(
+                self, cfg["est_type"], topic=cfg["est_topic"], body=cfg["est_body"], sink=self._est, qos=qos
+            )
             return
         self._tf_chain = TfChain(cfg["est_parent_frame"], cfg["est_child_frame"], TF_ESTIMATE_DEPTH)
         # tf2's QoS with a deeper history: every estimate is a pose pair, and a
@@ -398,7 +402,7 @@ class TrajectoryErrorNode(ToolNode):
         return response
 
 
-def subscribe_poses(node: Node, kind: str, topic: str, body: str, sink: PoseSink, qos: QoSProfile) -> None:
+def subscribe_poses(node: Node, kind: str, *, topic: str, body: str, sink: PoseSink, qos: QoSProfile) -> None:
     """Feed ``sink(header, pose)`` from ``topic``: PoseStamped (``pose``),
     PoseWithCovarianceStamped (``pose_cov``), Odometry (``odometry``), or the tracked
     pose of the rigid body ``body`` (``rigid_bodies``)."""

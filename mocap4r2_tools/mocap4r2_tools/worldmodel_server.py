@@ -141,10 +141,10 @@ class WorldModelNode(ToolNode):
         cfg = self.values()
         self.model = WorldModel(
             parse_identities(cfg["objects"]),
-            cfg["default_class_id"],
-            cfg["only_configured"],
-            cfg["timeout"],
-            cfg["support_window"],
+            default_class_id=cfg["default_class_id"],
+            only_configured=cfg["only_configured"],
+            timeout=cfg["timeout"],
+            support_window=cfg["support_window"],
         )
         self._apply_config()
         self._dirty: set[str] = set()
@@ -200,13 +200,13 @@ class WorldModelNode(ToolNode):
             tracked = pose is not None
             obj, changed = self.model.update_body(
                 source,
-                msg.header.frame_id,
-                body.name,
-                tracked,
-                pose[0] if pose is not None else None,
-                pose[1] if pose is not None else None,
-                stamp,
-                now,
+                frame_id=msg.header.frame_id,
+                body=body.name,
+                tracked=tracked,
+                position=pose[0] if pose is not None else None,
+                orientation=pose[1] if pose is not None else None,
+                stamp=stamp,
+                now=now,
             )
             if obj is None:
                 continue
@@ -336,13 +336,13 @@ class WorldModelNode(ToolNode):
         try:
             obj = self.model.add_object(
                 o.info.object_id,
-                o.info.class_id,
-                o.info.name,
-                o.header.frame_id,
-                (p.x, p.y, p.z),
-                (q.x, q.y, q.z, q.w),
-                int(o.state.state),
-                stamp_to_seconds(o.header.stamp),
+                class_id=o.info.class_id,
+                name=o.info.name,
+                frame_id=o.header.frame_id,
+                position=(p.x, p.y, p.z),
+                orientation=(q.x, q.y, q.z, q.w),
+                state=int(o.state.state),
+                stamp=stamp_to_seconds(o.header.stamp),
             )
         except ModelError as error:
             self._refuse("add_object", error)

@@ -367,7 +367,7 @@ class Kalman(Estimator):
         self.updates += 1
         if self.updates < 3:  # velocity and acceleration need three poses to mean anything
             return None
-        self._last = self._estimate(t, x, P, q, wa, Pr, measured=True)
+        self._last = self._estimate(t, x=x, P=P, q=q, wa=wa, Pr=Pr, measured=True)
         return self._last
 
     def predict(self, t: float) -> Estimate | None:
@@ -376,11 +376,12 @@ class Kalman(Estimator):
         x, P, q, wa, Pr = self._propagate(t)
         # the prediction is published but not kept: the next measurement propagates
         # from the last update over the whole gap, which is the same thing
-        return self._estimate(t, x, P, q, wa, Pr, measured=False)
+        return self._estimate(t, x=x, P=P, q=q, wa=wa, Pr=Pr, measured=False)
 
     def _estimate(
         self,
         t: float,
+        *,
         x: FloatArray,
         P: FloatArray,
         q: FloatArray,

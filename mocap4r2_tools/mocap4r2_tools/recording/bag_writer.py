@@ -153,6 +153,7 @@ class SessionBag:
         output_dir: str | os.PathLike,
         session_id: str,
         topics: list[TopicSpec],
+        *,
         chunk_size: int = 1 << 20,
         flush_period: float = 0.5,
         queue_size: int = 100_000,
@@ -346,10 +347,10 @@ class SessionBag:
                 write_metadata(
                     self.directory,
                     self.file.name,
-                    self.start_ns,
-                    self.end_ns,
-                    [(self.topics[t], self.counts[t]) for t in self.topics],
-                    custom,
+                    start_ns=self.start_ns,
+                    end_ns=self.end_ns,
+                    topics=[(self.topics[t], self.counts[t]) for t in self.topics],
+                    custom_data=custom,
                 )
             except Exception as exc:  # noqa: BLE001 - reported in the summary, not raised
                 self.failure = self.failure or f"metadata.yaml: {type(exc).__name__}: {exc}"
@@ -390,6 +391,7 @@ class SessionBag:
 def write_metadata(
     directory: Path,
     file_name: str,
+    *,
     start_ns: int,
     end_ns: int,
     topics: list[tuple[TopicSpec, int]],

@@ -109,6 +109,13 @@ def recover(bag: str | Path, keep_damaged: bool = True) -> Recovered:
                 counts[cid],
             )
         )
-    write_metadata(directory, source.name, start, end, topics, {"mocap4r2.recovered": "true"})
+    write_metadata(
+        directory,
+        source.name,
+        start_ns=start,
+        end_ns=end,
+        topics=topics,
+        custom_data={"mocap4r2.recovered": "true"},
+    )
     by_topic = {channels[cid].topic: n for cid, n in counts.items()}
     return Recovered(path=directory, messages=sum(counts.values()), counts=by_topic, stopped_by=stopped_by)

@@ -54,6 +54,7 @@ class BodySearch:
     def __init__(
         self,
         bodies: tuple[BodySpec, ...],
+        *,
         limits: Limits,
         dynamics: Dynamics,
         identical: BoolArray,
@@ -78,6 +79,7 @@ class BodySearch:
         self,
         todo: IntArray,
         points: FloatArray,
+        *,
         acquired: BoolArray,
         position: FloatArray,
         velocity: FloatArray,

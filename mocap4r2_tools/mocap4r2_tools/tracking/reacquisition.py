@@ -80,6 +80,7 @@ class Reacquisition:
     def acquire(
         self,
         obs: FloatArray,
+        *,
         claimed: BoolArray,
         assigned: IntArray,
         valid: BoolArray,
@@ -96,7 +97,13 @@ class Reacquisition:
         state = self.state
         points = obs[free]
         candidates = self.search.candidates(
-            todo, points, state.acquired, state.position, state.velocity, state.last_good, stamp
+            todo,
+            points,
+            acquired=state.acquired,
+            position=state.position,
+            velocity=state.velocity,
+            last_good=state.last_good,
+            stamp=stamp,
         )
         used = np.zeros(len(points), dtype=bool)
         busy = np.zeros(len(valid), dtype=bool)

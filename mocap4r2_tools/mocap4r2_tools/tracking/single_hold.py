@@ -37,6 +37,7 @@ class SingleMarkerHold:
     def confirm(
         self,
         good: BoolArray,
+        *,
         coasted: BoolArray,
         trans: FloatArray,
         step: FloatArray,

@@ -36,6 +36,7 @@ class TrackedFit:
     def __init__(
         self,
         config: TrackerConfig,
+        *,
         local: FloatArray,
         slot: BoolArray,
         radius: FloatArray,
@@ -63,6 +64,7 @@ class TrackedFit:
         self,
         obs: FloatArray,
         index: MarkerIndex,
+        *,
         assigned: IntArray,
         tracked: BoolArray,
         coasted: BoolArray,
@@ -105,7 +107,9 @@ class TrackedFit:
             missing &= (drift > gate)[:, None]
             if missing.any():
                 body, slot = np.nonzero(missing)
-                changed = self._take_explained(obs, index, assigned, fitted, body, slot, changed)
+                changed = self._take_explained(
+                    obs, index, assigned=assigned, fitted=fitted, body=body, slot=slot, changed=changed
+                )
         if changed is not None and changed.any():
             c = np.flatnonzero(changed)
             weights_c = (assigned[c] >= 0).astype(np.float64)
@@ -130,7 +134,9 @@ class TrackedFit:
         )
         self.counters.rejected_fits += refused
         if self.hold is not None:
-            self.hold.confirm(good, coasted, trans, np.sqrt(step_sq), stamp, frame_dt)
+            self.hold.confirm(
+                good, coasted=coasted, trans=trans, step=np.sqrt(step_sq), stamp=stamp, frame_dt=frame_dt
+            )
         # the good fits become the bodies' state, the others' markers are left free
         commit(
             good,
@@ -156,6 +162,7 @@ class TrackedFit:
         self,
         obs: FloatArray,
         index: MarkerIndex,
+        *,
         assigned: IntArray,
         fitted: FloatArray,
         body: IntArray,

@@ -99,7 +99,12 @@ class Tracker:
         self.any_single = bool(self.single.any())
         self.layout_group, self.identical = layout_groups(self.bodies)
         self.search = BodySearch(
-            self.bodies, config.limits, config.dynamics, self.identical, self.single, self.layout_group
+            self.bodies,
+            limits=config.limits,
+            dynamics=config.dynamics,
+            identical=self.identical,
+            single=self.single,
+            layout_group=self.layout_group,
         )
         # per layout marker (flat index into (B, Lmax)) and its body
         self.slot_rows = np.flatnonzero(self.slot.ravel())
@@ -111,7 +116,14 @@ class Tracker:
         # the phases after the assignment, each called once per frame
         self.hold = SingleMarkerHold(config, self.single) if self.any_single else None
         self.tracked_fit = TrackedFit(
-            config, self.local, self.slot, self.radius, self.single, self.state, self.counters, self.hold
+            config,
+            local=self.local,
+            slot=self.slot,
+            radius=self.radius,
+            single=self.single,
+            state=self.state,
+            counters=self.counters,
+            hold=self.hold,
         )
         self.reacquisition = Reacquisition(self.search, self.local, self.state, self.counters)
 
@@ -162,10 +174,23 @@ class Tracker:
             # the layout as last fitted (kept by the fit) moved to the predicted position
             predicted = state.offsets.reshape(-1, 3)[rows] + pred_p[body_of]
             index = MarkerIndex(obs)
-            self._assign(index, len(obs), rows, predicted, gate[body_of], assigned)
+            self._assign(
+                index, n_obs=len(obs), rows=rows, predicted=predicted, gate=gate[body_of], assigned=assigned
+            )
             coasted = tracked & ~seen_last_frame
             rms = self.tracked_fit.fit(
-                obs, index, assigned, tracked, coasted, pred_p, dt, gate, allowed, claimed, stamp, frame_dt
+                obs,
+                index,
+                assigned=assigned,
+                tracked=tracked,
+                coasted=coasted,
+                pred_p=pred_p,
+                dt=dt,
+                gate=gate,
+                allowed=allowed,
+                claimed=claimed,
+                stamp=stamp,
+                frame_dt=frame_dt,
             )
         else:
             rms = np.full(n_bodies, np.nan)
@@ -176,10 +201,14 @@ class Tracker:
         if self.any_single:
             searchable = valid | ~(self.single & tracked)
             settled = valid | ~searchable  # acquire() marks the bodies it acquires in here
-            reacquired = self.reacquisition.acquire(obs, claimed, assigned, settled, error, stamp)
+            reacquired = self.reacquisition.acquire(
+                obs, claimed=claimed, assigned=assigned, valid=settled, error=error, stamp=stamp
+            )
             valid = settled & searchable
         else:
-            reacquired = self.reacquisition.acquire(obs, claimed, assigned, valid, error, stamp)
+            reacquired = self.reacquisition.acquire(
+                obs, claimed=claimed, assigned=assigned, valid=valid, error=error, stamp=stamp
+            )
         out_assigned: IntArray = assigned
         if index_of is None:
             strays = np.flatnonzero(~claimed)
@@ -194,6 +223,7 @@ class Tracker:
     def _assign(
         self,
         index: MarkerIndex,
+        *,
         n_obs: int,
         rows: IntArray,
         predicted: FloatArray,

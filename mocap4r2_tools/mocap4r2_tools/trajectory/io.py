@@ -224,6 +224,7 @@ def bag_topics(path: str | Path) -> dict[str, str]:
 def read_bag(
     path: str | Path,
     topic: str,
+    *,
     body: str | None = None,
     frames: tuple[str, str] | None = None,
     progress: ProgressCallback | None = None,
@@ -271,7 +272,11 @@ def read_bag(
         f" [{frames[0]}->{frames[1]}]" if frames else ""
     )
     if not stamps:
-        raise TrajectoryInputError(_nothing_found(path, topic, msgtype, body, frames, total, names_seen))
+        raise TrajectoryInputError(
+            _nothing_found(
+                path, topic, msgtype=msgtype, body=body, frames=frames, total=total, names_seen=names_seen
+            )
+        )
     values = np.asarray(poses, dtype=np.float64)
     # recorders may store messages out of stamp order: sorted, and said in ``notes``
     return Trajectory.from_recorded(stamps, values[:, 0:3], values[:, 3:7], name=label)
@@ -280,6 +285,7 @@ def read_bag(
 def _nothing_found(
     path: str | Path,
     topic: str,
+    *,
     msgtype: str,
     body: str | None,
     frames: tuple[str, str] | None,

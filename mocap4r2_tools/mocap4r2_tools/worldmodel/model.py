@@ -139,6 +139,7 @@ class WorldModel:
     def __init__(
         self,
         identities: dict[str, Identity] | None = None,
+        *,
         default_class_id: str = "mocap_body",
         only_configured: bool = False,
         timeout: float = 1.0,
@@ -191,6 +192,7 @@ class WorldModel:
     def update_body(
         self,
         source: str,
+        *,
         frame_id: str,
         body: str,
         tracked: bool,
@@ -263,6 +265,7 @@ class WorldModel:
     def add_object(
         self,
         object_id: str,
+        *,
         class_id: str,
         name: str,
         frame_id: str,

@@ -53,7 +53,13 @@ def test_a_distinct_layout_is_found_anywhere_identical_ones_only_near_their_anch
     )
     n = len(config.bodies)
     found = search.candidates(
-        np.arange(n), points, np.zeros(n, bool), np.zeros((n, 3)), np.zeros((n, 3)), np.full(n, -np.inf), 0.0
+        np.arange(n),
+        points,
+        acquired=np.zeros(n, bool),
+        position=np.zeros((n, 3)),
+        velocity=np.zeros((n, 3)),
+        last_good=np.full(n, -np.inf),
+        stamp=0.0,
     )
     costs = [c[0] for c in found]
     assert costs == sorted(costs)
