@@ -92,12 +92,18 @@ def records_raw(
     deserialize: Callable[[bytes, str], Any],
     style: Style = DEFAULT_STYLE,
 ) -> list[Record]:
-    """:func:`records` of a serialized message: RigidBodies read in place from the CDR
-    (:func:`.scene_wire.bodies_frame_cdr`, the heaviest message to deserialize), every
+    """:func:`records` of a serialized message: RigidBodies and Markers read in place
+    from the CDR (:func:`.scene_wire.bodies_frame_cdr`, :func:`.scene_wire.markers_frame_cdr`:
+    the heaviest messages to deserialize, a Python object per body or marker), every
     other type through ``deserialize(data, type_name)``. Raises like :func:`records`, or
-    :class:`.scene_wire.BadCdr` for bytes that are not a RigidBodies."""
+    :class:`.scene_wire.BadCdr` for bytes that are not the RigidBodies or Markers they
+    claim to be."""
     if type_name == convert.RIGID_BODIES:
-        frame = scene_wire.bodies_frame_cdr(data)
-        update = scene_wire.bodies_scene_of(frame, convert.system_of(topic), style)
-        return [Record(convert.topic_for(topic), SCENE_UPDATE, update, frame.stamp_ns)]
+        bodies = scene_wire.bodies_frame_cdr(data)
+        update = scene_wire.bodies_scene_of(bodies, convert.system_of(topic), style)
+        return [Record(convert.topic_for(topic), SCENE_UPDATE, update, bodies.stamp_ns)]
+    if type_name == convert.MARKERS:
+        markers = scene_wire.markers_frame_cdr(data)
+        update = scene_wire.markers_scene_of(markers, convert.system_of(topic), style)
+        return [Record(convert.topic_for(topic), SCENE_UPDATE, update, markers.stamp_ns)]
     return records(topic, type_name, deserialize(data, type_name), style)

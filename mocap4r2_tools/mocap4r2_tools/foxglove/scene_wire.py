@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from mocap4r2_control.cdr_reader import CdrCursor, CdrDecodeError, marker_places
 from mocap4r2_control.rotation import FloatArray
 
+from ..tracking.markers_cdr import MarkersDecodeError, decode_markers
 from . import convert
 from .convert import Style
 
@@ -138,7 +140,7 @@ class BodiesFrame:
 
 
 class BadCdr(CdrDecodeError):
-    """Serialized RigidBodies that are not what they claim (truncated, corrupt)."""
+    """Serialized RigidBodies or Markers that are not what they claim (truncated, corrupt)."""
 
 
 _STAMP = struct.Struct("<iI")
@@ -270,27 +272,98 @@ def bodies_scene_of(frame: BodiesFrame, system: str, style: Style) -> bytes:
     return b"".join(out)
 
 
+#: the marker kinds, in the order of their entities; a MarkersFrame's ``kinds`` index it
+MARKER_KINDS = ("labeled", "unlabeled", "occluded")
+
+
+@dataclass
+class MarkersFrame:
+    """What a markers scene needs of a Markers message: its stamp (ns), frame, frame
+    number, and per marker its position (n, 3) and kind (an index of MARKER_KINDS)."""
+
+    stamp_ns: int
+    frame_id: str
+    frame_number: int
+    positions: FloatArray
+    kinds: npt.NDArray[np.intp]
+
+
+def marker_kinds(ids: npt.ArrayLike, named: npt.ArrayLike, occluded: npt.ArrayLike) -> npt.NDArray[np.intp]:
+    """:func:`convert.marker_kind` for a whole frame at once (ids, whether each marker has a
+    name, occlusion flags), as indices of MARKER_KINDS: occluded; else unlabeled when it
+    has no id (-1) and no name; else labeled."""
+    unlabeled = (np.asarray(ids) == -1) & ~np.asarray(named, dtype=bool)
+    kinds: npt.NDArray[np.intp] = np.where(np.asarray(occluded, dtype=bool), 2, np.where(unlabeled, 1, 0))
+    return kinds
+
+
+def markers_frame(msg: Any) -> MarkersFrame:
+    """The frame of a Markers message object (rclpy's, or rosbags')."""
+    markers = list(msg.markers)
+    positions = np.array(
+        [(m.position.x, m.position.y, m.position.z) for m in markers], dtype=np.float64
+    ).reshape(-1, 3)
+    kinds = marker_kinds(
+        [m.id for m in markers], [bool(m.name) for m in markers], [bool(m.occluded) for m in markers]
+    )
+    return MarkersFrame(
+        convert.stamp_ns(msg.header.stamp), msg.header.frame_id, int(msg.frame_number), positions, kinds
+    )
+
+
+def markers_frame_cdr(data: bytes) -> MarkersFrame:
+    """The frame of a serialized Markers, read in place by the suite's Markers reader
+    (:func:`mocap4r2_tools.tracking.markers_cdr.decode_markers`, on mocap4r2_control's
+    cdr_reader: every count and length bounded by the bytes there) instead of rclpy's
+    deserializer and a Python object per marker. Raises :class:`BadCdr` with the reason."""
+    try:
+        decoded = decode_markers(data)
+    except MarkersDecodeError as exc:
+        raise BadCdr(str(exc)) from None
+    return MarkersFrame(
+        convert.stamp_ns(NsStamp(decoded.sec, decoded.nanosec)),
+        decoded.frame_id,
+        decoded.frame_number,
+        decoded.positions,
+        marker_kinds(decoded.ids, decoded.named, decoded.occluded),
+    )
+
+
 def markers_scene(msg: Any, system: str, style: Style = convert.DEFAULT_STYLE) -> bytes:
     """The bytes of :func:`convert.markers_scene`."""
+    return markers_scene_of(markers_frame(msg), system, style)
+
+
+def markers_scene_cdr(data: bytes, system: str, style: Style = convert.DEFAULT_STYLE) -> bytes:
+    """The same from a serialized Markers (:func:`markers_frame_cdr`)."""
+    return markers_scene_of(markers_frame_cdr(data), system, style)
+
+
+def markers_scene_of(frame: MarkersFrame, system: str, style: Style) -> bytes:
+    """The SceneUpdate bytes of a markers frame, however it was read: per kind, an entity
+    whose spheres are one fixed-size record each (key, length, pose, size, colour), all
+    written at once with numpy into copies of one record (a non-finite position is left
+    out)."""
     c = _constants(style)
-    spheres: dict[str, list[bytes]] = {"labeled": [], "unlabeled": [], "occluded": []}
-    # per kind: the sphere's key and length, then (after its position) the rest
-    tail = {kind: c["identity"] + c["sphere_size"] + c[kind] for kind in spheres}
-    head = {
-        kind: _key(9, _LEN) + _varint(len(c["sphere_pose"]) + _POSITION.size + len(tail[kind]))
-        for kind in spheres
-    }
-    for marker in msg.markers:
-        p = marker.position
-        x, y, z = p.x, p.y, p.z
-        if not (x - x == 0.0 and y - y == 0.0 and z - z == 0.0):  # NaN or infinite
-            continue
-        kind = convert.marker_kind(marker)
-        position = _POSITION.pack(0x0A, 27, 0x09, x, 0x11, y, 0x19, z)
-        spheres[kind].append(head[kind] + c["sphere_pose"] + position + tail[kind])
-    start = _len(1, _time(convert.stamp_ns(msg.header.stamp))) + _string(2, msg.header.frame_id)
-    metadata = _len(6, _string(1, "frame_number") + _string(2, str(msg.frame_number)))
-    return b"".join(
-        _len(2, start + _string(3, f"{system}/markers/{kind}") + c["lifetime"] + metadata + b"".join(items))
-        for kind, items in spheres.items()
-    )
+    finite = np.isfinite(frame.positions).all(axis=1)
+    start = _len(1, _time(frame.stamp_ns)) + _string(2, frame.frame_id)
+    metadata = _len(6, _string(1, "frame_number") + _string(2, str(frame.frame_number)))
+    entities = []
+    for index, kind in enumerate(MARKER_KINDS):
+        points = frame.positions[finite & (frame.kinds == index)]
+        tail = c["identity"] + c["sphere_size"] + c[kind]
+        head = _key(9, _LEN) + _varint(len(c["sphere_pose"]) + _POSITION.size + len(tail)) + c["sphere_pose"]
+        record = np.frombuffer(
+            head + _POSITION.pack(0x0A, 27, 0x09, 0.0, 0x11, 0.0, 0x19, 0.0) + tail, np.uint8
+        )
+        spheres = np.tile(record, (len(points), 1))
+        for axis, at in enumerate((3, 12, 21)):  # the doubles behind their keys in _POSITION
+            column = len(head) + at
+            spheres[:, column : column + 8] = points[:, axis].astype("<f8").view(np.uint8).reshape(-1, 8)
+        entities.append(
+            _len(
+                2,
+                start + _string(3, f"{system}/markers/{kind}") + c["lifetime"] + metadata + spheres.tobytes(),
+            )
+        )
+    return b"".join(entities)

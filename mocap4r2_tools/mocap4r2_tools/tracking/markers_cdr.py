@@ -53,6 +53,8 @@ class DecodedMarkers:
     ids: npt.NDArray[np.int32]
     positions: FloatArray
     occluded: npt.NDArray[np.bool_]
+    #: which markers have a name (a marker with a name is labeled even without an id)
+    named: npt.NDArray[np.bool_]
 
     @property
     def stamp(self) -> float:
@@ -72,7 +74,9 @@ def decode_markers(data: bytes, max_markers: int = 100_000) -> DecodedMarkers:
         ids_at, points_at = marker_places(cursor, count)
         starts = np.asarray(ids_at, dtype=np.int64)
         points = np.asarray(points_at, dtype=np.int64)
+        named = _gather(raw, starts + 4, 4).view("<u4").reshape(-1) > 1  # length counts the NUL
     else:
+        named = np.zeros(count, dtype=bool)
         name_len = _gather(raw, starts + 4, 4).view("<u4").reshape(-1).astype(np.int64)
         points = marker_point(starts - 4, name_len) + 4
         if count and int(points[-1]) + MARKER_TAIL > len(data):
@@ -80,7 +84,7 @@ def decode_markers(data: bytes, max_markers: int = 100_000) -> DecodedMarkers:
     ids = _gather(raw, starts, 4).view("<i4").reshape(-1).astype(np.int32)
     positions = _gather(raw, points, 24).view("<f8").reshape(-1, 3).astype(np.float64)
     occluded = raw[points + 24] != 0 if count else np.zeros(0, dtype=bool)
-    return DecodedMarkers(int(sec), int(nanosec), frame_id, frame_number, ids, positions, occluded)
+    return DecodedMarkers(int(sec), int(nanosec), frame_id, frame_number, ids, positions, occluded, named)
 
 
 def _gather(raw: npt.NDArray[np.uint8], offsets: IntArray, width: int) -> npt.NDArray[np.uint8]:

@@ -125,7 +125,9 @@ def test_foxglove_client_sees_names_poses_and_stamps_of_the_system(ros, procs, t
     stamps = [int(f["logTime"]) for f in frames]
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps), "every frame once, in order"
 
-    # markers: the published markers, one sphere each, by kind
+    # markers (read by the node from their CDR bytes): each kind's entity holds, in the
+    # published order, a sphere at each of the published markers of that kind (the kind
+    # follows the marker's id, name and occlusion), at the frame's stamp and frame
     marker_sources = {stamp_ns(m.header.stamp): m for m in markers.snapshot()}
     compared = 0
     for frame in messages(events, f"/foxglove{ns}/markers"):
@@ -133,18 +135,23 @@ def test_foxglove_client_sees_names_poses_and_stamps_of_the_system(ros, procs, t
         if source is None:
             continue
         compared += 1
-        spheres = {e["id"]: e["spheres"] for e in frame["message"]["entities"]}
-        occluded = [m for m in source.markers if m.occluded]
-        unlabeled = [m for m in source.markers if not m.occluded and m.id == -1 and not m.name]
-        assert len(spheres["fx1/markers/occluded"]) == len(occluded)
-        assert len(spheres["fx1/markers/unlabeled"]) == len(unlabeled)
-        assert len(spheres["fx1/markers/labeled"]) == len(source.markers) - len(occluded) - len(unlabeled)
-        got = sorted(
-            (s["pose"]["position"]["x"], s["pose"]["position"]["y"]) for s in sum(spheres.values(), [])
-        )
-        want = sorted((m.position.x, m.position.y) for m in source.markers)
-        assert all(close(a[0], b[0]) and close(a[1], b[1]) for a, b in zip(got, want))
+        entities = {e["id"]: e for e in frame["message"]["entities"]}
+        assert set(entities) == {f"fx1/markers/{kind}" for kind in ("labeled", "unlabeled", "occluded")}
+        by_kind: dict[str, list] = {"labeled": [], "unlabeled": [], "occluded": []}
+        for m in source.markers:
+            kind = "occluded" if m.occluded else "unlabeled" if m.id == -1 and not m.name else "labeled"
+            by_kind[kind].append(m.position)
+        for kind, positions in by_kind.items():
+            entity = entities[f"fx1/markers/{kind}"]
+            assert stamp_ns(entity["timestamp"]) == stamp_ns(source.header.stamp)
+            assert entity["frameId"] == source.header.frame_id
+            assert entity["metadata"] == [{"key": "frame_number", "value": str(source.frame_number)}]
+            got = [s["pose"]["position"] for s in entity["spheres"]]
+            assert len(got) == len(positions), (kind, len(got), len(positions))
+            for sphere, p in zip(got, positions):
+                assert all(close(sphere[k], getattr(p, k)) for k in "xyz"), (kind, sphere, p)
     assert compared >= 50
+    assert any(m.name for m in markers.snapshot()[-1].markers), "the bodies' markers carry names"
 
     # skeletons: one entity per skeleton, a joint per segment
     skeleton_sources = {stamp_ns(m.header.stamp): m for m in skeletons.snapshot()}

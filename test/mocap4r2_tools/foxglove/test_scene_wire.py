@@ -171,3 +171,79 @@ def test_bodies_cdr_that_lies_about_itself_is_refused_with_the_reason():
     lying[count_at : count_at + 4] = (1 << 30).to_bytes(4, "little")
     with pytest.raises(scene_wire.BadCdr, match="rigid bodies"):
         scene_wire.bodies_frame_cdr(bytes(lying))
+
+
+def _serialized_markers(seed: int, n: int) -> bytes:
+    """A Markers message as rclpy serializes it: every kind (a name without an id is
+    labeled, an id without a name too, neither is unlabeled), non-ASCII names, NaN and
+    infinite positions, frame ids of every alignment; a cloud (no names) one seed in 4."""
+    from rclpy.serialization import serialize_message
+
+    from mocap4r2_interfaces.msg import Marker, Markers
+
+    rnd = random.Random(seed)
+    msg = Markers(frame_number=rnd.randint(0, 2**63))
+    msg.header.stamp.sec, msg.header.stamp.nanosec = rnd.randint(0, 2**31 - 1), rnd.randint(0, 999_999_999)
+    msg.header.frame_id = rnd.choice(["", "w", "world", "ünï", "mocap_frame"])
+    cloud = seed % 4 == 0
+    for i in range(n):
+        marker = Marker(id=-1 if cloud else rnd.choice([-1, -1, i, 0]))
+        marker.name = "" if cloud else rnd.choice(["", "", f"b{i}:m", "ü"])
+        marker.occluded = rnd.random() < 0.15
+        marker.position.x = rnd.choice([rnd.uniform(-3, 3), 0.0, -0.0, math.nan, math.inf])
+        marker.position.y, marker.position.z = rnd.uniform(-3, 3), rnd.choice([rnd.uniform(0, 2), -math.inf])
+        msg.markers.append(marker)
+    return serialize_message(msg)
+
+
+def test_markers_read_in_place_from_cdr_equal_the_deserialized_ones():
+    """records_raw reads Markers from their bytes (markers_frame_cdr, on the suite's Markers
+    reader) instead of rclpy's deserializer: the same scene byte for byte, so the same
+    spheres at the same positions in the same entities (whose kind follows each
+    marker's id, name and occlusion) as the published message gives."""
+    from rclpy.serialization import deserialize_message
+
+    from mocap4r2_interfaces.msg import Markers
+
+    kinds_seen: set[str] = set()
+    for seed in range(300):
+        data = _serialized_markers(seed, seed % 23)
+        msg = deserialize_message(data, Markers)
+        for style in STYLES:
+            fast = scene_wire.markers_scene_cdr(data, "sim", style)
+            assert fast == scene_wire.markers_scene(msg, "sim", style)
+            if not any(getattr(m.position, k) == 0.0 for m in msg.markers for k in "xyz"):
+                assert fast == convert.markers_scene(msg, "sim", style).encode()
+        (record,) = records.records_raw("/sim/markers", convert.MARKERS, data, None)  # type: ignore[arg-type]
+        assert record.topic == "/foxglove/sim/markers"
+        assert record.log_time == convert.stamp_ns(msg.header.stamp)
+        assert record.data == scene_wire.markers_scene(msg, "sim")
+        frame = scene_wire.markers_frame_cdr(data)
+        assert frame.frame_id == msg.header.frame_id and frame.frame_number == msg.frame_number
+        for marker, position, kind in zip(msg.markers, frame.positions.tolist(), frame.kinds.tolist()):
+            p = marker.position
+            assert position == [p.x, p.y, p.z] or not all(map(math.isfinite, (p.x, p.y, p.z)))
+            assert scene_wire.MARKER_KINDS[kind] == convert.marker_kind(marker)
+            kinds_seen.add(scene_wire.MARKER_KINDS[kind])
+    assert kinds_seen == set(scene_wire.MARKER_KINDS)
+
+
+def test_markers_cdr_that_lies_about_itself_is_refused_with_the_reason():
+    import pytest
+
+    for seed in (1, 4):  # labeled, and a cloud
+        data = _serialized_markers(seed, 9)
+        for cut in range(0, len(data), 5):
+            with pytest.raises(scene_wire.BadCdr):
+                scene_wire.markers_frame_cdr(data[:cut])
+        with pytest.raises(scene_wire.BadCdr, match="little-endian"):
+            scene_wire.markers_frame_cdr(b"\x00\x00" + data[2:])
+        from mocap4r2_control.cdr_reader import CdrCursor
+
+        cursor = CdrCursor(data)
+        cursor.header()
+        count_at = cursor.fixed(4)
+        lying = bytearray(data)
+        lying[count_at : count_at + 4] = (1 << 30).to_bytes(4, "little")
+        with pytest.raises(scene_wire.BadCdr, match="markers"):
+            scene_wire.markers_frame_cdr(bytes(lying))
