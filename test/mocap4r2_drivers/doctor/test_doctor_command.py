@@ -10,6 +10,7 @@ import pty
 import re
 import select
 import subprocess
+import sys
 
 import yaml
 from optitrack_stand_in import StandIn, start_driver  # test/fixtures
@@ -214,3 +215,33 @@ def test_colour_only_on_a_terminal_without_no_color():
     assert not ANSI.search(plain) and "host clock synchronisation" in plain, plain
     piped = doctor("--no-ros")
     assert not ANSI.search(piped.stdout) and "host clock synchronisation" in piped.stdout, piped.stdout
+
+
+# `python3 -m mocap4r2_drivers.doctor` where neither the tools (the `mocap4r2` command) nor
+# their terminal libraries can be imported: None in sys.modules, as where not installed
+WITHOUT_THE_TOOLS = (
+    "import runpy, sys\n"
+    "for name in ('mocap4r2_tools', 'rich', 'textual'):\n"
+    "    sys.modules[name] = None\n"
+    "sys.argv = ['doctor', *sys.argv[1:]]\n"
+    "runpy.run_module('mocap4r2_drivers.doctor', run_name='__main__')\n"
+)
+
+
+def test_the_drivers_alone_run_the_doctor(tmp_path):
+    """A robot with the drivers and not the tools still has the doctor, with the same
+    arguments and findings as `mocap4r2 doctor`."""
+    params = tmp_path / "typo.yaml"
+    params.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"server_adress": "127.0.0.1"}}}))
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_TOOLS, "--system", "optitrack", "--params-file", str(params)]
+        + ["--no-ros", "--timeout", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    text = " ".join(out.stdout.split())
+    assert text.startswith("mocap4r2 doctor area status check evidence fix"), text
+    assert "FAIL" in text and "parameter server_adress" in text and "did you mean server_address?" in text
+    assert "host clock synchronisation" in text
