@@ -23,9 +23,17 @@ What networks do, and how the model fits it:
   system time going back by more than ``back_s``, a point far below the line (the system
   clock jumped forward), points far above it for a while (it stood still) and frame
   numbers going back restart the fit, which is in use again ``converge_s`` later;
-* a system clock stepped back by less (a server's own NTP step) restarts the line without
-  leaving convergence: a newer frame with an older system time, or the lowest points of
-  ``step_back_blocks`` blocks in a row lying far, and equally far, above the line;
+* a system clock stepped back by less (a server's own NTP step) is absorbed without
+  leaving convergence. The system's own stamps show it best, free of the arrivals' jitter
+  (:class:`~mocap4r2_control.stamp_steps.StampSteps`: the phase of the system times against
+  frame numbers times the period drops by the step and stays there); every point learnt
+  then moves onto the new clock by exactly that much (:meth:`ClockModel.shift_back`), so
+  the line is as good as before at the second frame after the step. Where the stamps are
+  too noisy to show every step above ``step_back_min_s``, the lowest points of
+  ``step_back_blocks`` blocks in a row lying far, and equally far, above the line also
+  restart the line on the points after them; where they show none (too noisy, or the
+  first 32 frames, before their period is known), so does a newer frame with an older
+  system time;
 * the host clock steps too (NTP, chrony, a resume): the model runs on the monotonic clock,
   and the stamper maps each arrival to it and each stamp back to the host clock in force
   (:class:`~mocap4r2_control.timebase.HostOffset`), so a step moves the stamps to the new
@@ -62,6 +70,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .stamp_steps import StampSteps
 from .timebase import HOST_OFFSET_CHECK_S, SYSTEM_CLOCK, HostClock, HostOffset
 
 LOG = logging.getLogger("mocap4r2.clock_model")
@@ -130,6 +139,14 @@ class ClockModelSettings:
     # between frames): a step back between 10 ms and one period shows in no frame order,
     # so only the blocks can see it
     step_back_periods: float = 1.25
+    # the system's own stamps show a step back two frames after it (stamp_steps.py): a
+    # phase drop of at least max(stamp_step_min_s, stamp_step_noise x the stamps' median
+    # noise). While that threshold is at most stamp_step_largest_s and half a period, the
+    # stamps, not the frame order, find steps; while it is at most step_back_min_s, not
+    # the blocks either (they could only add false ones)
+    stamp_step_min_s: float = 0.1e-3
+    stamp_step_noise: float = 8.0
+    stamp_step_largest_s: float = 2e-3
 
     def __post_init__(self) -> None:
         for name in ("slew_ppm", "step_s"):
@@ -162,6 +179,9 @@ class ClockModel:
         # the system-time step between frames, one estimate per block (kept across resets:
         # a restart does not change the frame rate)
         self._block_periods: deque[float] = deque(maxlen=40)
+        # set by the stamper while the system's stamps show every step back (the blocks'
+        # rule, which reads steps from arrivals, would only add false ones)
+        self.steps_in_stamps = False
         self._start(0.0, 0.0, 0.0)
         self._started = False
 
@@ -207,6 +227,29 @@ class ClockModel:
         self._restart_pending = True
 
     _restart_pending = False
+
+    def shift_back(self, step: float, reason: str) -> None:
+        """The system clock stepped back by ``step`` (s, known exactly: from its stamps):
+        every point learnt moves onto the new clock (system time ``step`` earlier, host
+        minus system ``step`` larger), so the line is as good at once as before the step."""
+        self.steps_back += 1
+        self.generation += 1
+        self.last_step_back = reason
+        if not self._started:
+            return
+        self._restart_pending = False
+        # host - system = a + drift * (s - s_a) becomes, with s' = s - step, u' = u + step:
+        # a' = a + step, s_a' = s_a - step
+        self._a += step
+        self._s_a -= step
+        self._last_s -= step
+        self._block_first_s -= step
+        self._blocks = deque((s - step, u + step, host) for s, u, host in self._blocks)
+        self._long = deque((s - step, u + step, host) for s, u, host in self._long)
+        if self._block_best is not None:
+            self._block_best = (self._block_best[0] - step, self._block_best[1] + step)
+        if self._long_best is not None:
+            self._long_best = (self._long_best[0] - step, self._long_best[1] + step)
 
     @property
     def offset(self) -> float:
@@ -323,7 +366,7 @@ class ClockModel:
         clock stepped back by less than back_s (the line then starts again on them)."""
         cfg = self.settings
         k = cfg.step_back_blocks
-        if not self.converged or len(residuals) < k:
+        if not self.converged or self.steps_in_stamps or len(residuals) < k:
             return False
         recent = list(residuals)[-k:]
         lowest = min(recent)
@@ -478,6 +521,14 @@ class FrameStamper:
             raise ValueError(f"time_source must be one of {list(TIME_SOURCES)}, got {source!r}")
         self.source = source
         self.model = ClockModel(settings)
+        cfg = self.model.settings
+        self.stamp_steps = StampSteps(
+            cfg.stamp_step_min_s,
+            cfg.stamp_step_noise,
+            cfg.stamp_step_largest_s,
+            cfg.step_back_min_s,
+            cfg.back_s,
+        )
         self.clock = clock if clock is not None else SYSTEM_CLOCK
         self.host = HostOffset(self.clock)
         self._monotonic = self.clock.monotonic
@@ -535,6 +586,7 @@ class FrameStamper:
             self.model.reset(f"frame numbers restarted ({last_frame} -> {frame_number})")
             self._log_reset()
             self._last_system_time = None
+            self.stamp_steps.reset()
         self._last_frame = frame_number
         problem = self._insane(system_time, frame_number)
         if problem is not None:
@@ -542,8 +594,15 @@ class FrameStamper:
             self.in_use = "arrival (system time insane)"
             return self._bounded(capture_time if capture_time is not None else arrival - latency, arrival)
         last_system = self._last_system_time
-        if (
-            last_system is not None
+        model = self.model
+        steps = self.stamp_steps
+        stepped = steps.update(system_time, frame_number)
+        model.steps_in_stamps = steps.sees_small_steps
+        if stepped:
+            model.shift_back(stepped, f"the system clock went back {stepped * 1e3:.2f} ms (its stamps)")
+        elif (
+            not steps.armed
+            and last_system is not None
             and last_system - self.model.settings.back_s <= system_time < last_system
             and last_frame is not None
             and frame_number > last_frame
@@ -553,12 +612,12 @@ class FrameStamper:
             # which the model resets on
             self.model.step_back(f"the system clock went back {(last_system - system_time) * 1e3:.2f} ms")
         self._last_system_time = system_time
-        model = self.model
         resets = model.resets
         mono = arrival - host_offset
         estimate = model.update(system_time, mono - latency)
         if model.resets != resets:
             self._log_reset()
+            self.stamp_steps.reset()
         if model.converged:
             stamp = self._applied(system_time, estimate, mono) + host_offset
             self.model_frames += 1
