@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from mocap4r2_tools.calibration import CalibrationOptions, calibrate
-from mocap4r2_tools.calibration.se3 import difference
 from mocap4r2_tools.calibration.streams import make_pairs
 from mocap4r2_tools.calibration.synthetic import (
     Corruption,
@@ -46,6 +45,7 @@ from mocap4r2_tools.calibration.synthetic import (
     drone_scene,
     frame_to_frame_scene,
 )
+from mocap4r2_tools.calibration.tangent import difference
 
 # the OpenCV adapters the tests use (test/, not shipped: OpenCV is a test/bench dependency)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "mocap4r2_tools" / "calibration"))

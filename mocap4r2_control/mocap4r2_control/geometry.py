@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .rotation import FloatArray, quat_conjugate, quat_multiply, quat_rotate
+from .rotation import FloatArray, quat_conjugate, quat_from_matrix, quat_multiply, quat_rotate, quat_to_matrix
 
 # Up-axis conventions. ROS (REP-103) is Z-up; Motive streams Y-up by default (X right, Y up,
 # Z toward the viewer), QTM may be set to any up axis. Each convention names the axis that
@@ -111,7 +111,12 @@ _IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 @dataclass(frozen=True)
 class Transform:
     """A rigid transform: x_parent = rotate(rotation, x_child) + translation; ``rotation``
-    is a unit quaternion x, y, z, w."""
+    is a unit quaternion x, y, z, w.
+
+    One transform holds arrays (3,) and (4,); a batch holds (n, 3) and (n, 4), one
+    transform per row, and every operation below then works row by row (the quaternion
+    functions are vectorised), so a calibration composes thousands of poses in one call.
+    """
 
     translation: FloatArray
     rotation: FloatArray
@@ -133,3 +138,24 @@ class Transform:
     def apply(self, point: npt.ArrayLike) -> FloatArray:
         """The point (3,) given in the child frame, in the parent frame."""
         return quat_rotate(self.rotation, point) + self.translation
+
+    def take(self, rows: npt.ArrayLike) -> Transform:
+        """The transforms of a batch at ``rows`` (indices or a boolean mask)."""
+        index = np.asarray(rows)
+        return Transform(self.translation[index], self.rotation[index])
+
+    def matrix(self) -> FloatArray:
+        """(..., 4, 4) homogeneous matrices: the form OpenCV, URDF tools and numpy's
+        linear algebra take."""
+        out = np.zeros(self.translation.shape[:-1] + (4, 4))
+        out[..., :3, :3] = quat_to_matrix(self.rotation)
+        out[..., :3, 3] = self.translation
+        out[..., 3, 3] = 1.0
+        return out
+
+    @classmethod
+    def from_matrix(cls, m: npt.ArrayLike) -> Transform:
+        """The transform(s) of (..., 4, 4) homogeneous matrices whose rotation block is
+        orthonormal."""
+        mat = np.asarray(m, dtype=np.float64)
+        return cls(np.array(mat[..., :3, 3]), quat_from_matrix(mat[..., :3, :3]))

@@ -128,8 +128,12 @@ class CalibrateCommand:
             frames = _frames(args)
             if args.online:
                 return run_online(args, options, frames)
-            a = _load(args.a, args.bag, args.a_topic, args.a_body, args.a_tf, "A", "a")
-            b = _load(args.b, args.bag, args.b_topic, args.b_body, args.b_tf, "B", "b")
+            a = _load(
+                args.a, args.bag, topic=args.a_topic, body=args.a_body, tf=args.a_tf, what="A", flag="a"
+            )
+            b = _load(
+                args.b, args.bag, topic=args.b_topic, body=args.b_body, tf=args.b_tf, what="B", flag="b"
+            )
             for note in a.trajectory.notes + b.trajectory.notes:
                 print(f"mocap4r2 calibrate: warning: {note}", file=sys.stderr)
             result = calibrate(a, b, options)
@@ -179,7 +183,7 @@ def _frames(args: argparse.Namespace) -> Frames:
     return Frames(a[0], a[1], b[0], b[1])
 
 
-def _load(path: Path | None, bag: Path | None, topic, body, tf, what: str, flag: str) -> Stream:
+def _load(path: Path | None, bag: Path | None, *, topic, body, tf, what: str, flag: str) -> Stream:
     source = path or bag
     if source is None:
         raise CalibrationError(f"no stream {what}: give --{flag} FILE, or --bag BAG with --{flag}-topic")
@@ -380,8 +384,8 @@ def _online_node_class() -> Any:
                 msg.header.frame_id = t.parent
                 msg.child_frame_id = t.child
                 tr, q = msg.transform.translation, msg.transform.rotation
-                tr.x, tr.y, tr.z = (float(v) for v in t.pose.t)
-                q.x, q.y, q.z, q.w = (float(v) for v in t.pose.q)
+                tr.x, tr.y, tr.z = (float(v) for v in t.pose.translation)
+                q.x, q.y, q.z, q.w = (float(v) for v in t.pose.rotation)
                 out.append(msg)
             if self._broadcaster is not None:
                 self._broadcaster.sendTransform(out)

@@ -148,17 +148,24 @@ class EvalCommand:
         progress = _progress(args)
         with progress if progress is not None else nullcontext():
             gt = _load(
-                args.gt, args.bag, args.gt_topic, args.body, args.gt_frames, "ground truth", "gt", progress
+                args.gt,
+                args.bag,
+                topic=args.gt_topic,
+                body=args.body,
+                frames=args.gt_frames,
+                what="ground truth",
+                flag="gt",
+                progress=progress,
             )
             est = _load(
                 args.est,
                 args.bag,
-                args.est_topic,
-                args.est_body,
-                args.est_frames,
-                "estimate",
-                "est",
-                progress,
+                topic=args.est_topic,
+                body=args.est_body,
+                frames=args.est_frames,
+                what="estimate",
+                flag="est",
+                progress=progress,
             )
             for note in gt.notes + est.notes:  # what the readers sorted or tolerated
                 print(f"mocap4r2 eval: warning: {note}", file=sys.stderr)
@@ -224,6 +231,7 @@ def _check_options(options: EvalOptions) -> None:
 def _load(
     path: Path | None,
     bag: Path | None,
+    *,
     topic: str | None,
     body: str | None,
     frames,

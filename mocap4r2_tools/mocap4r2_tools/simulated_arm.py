@@ -33,6 +33,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 
+from mocap4r2_control.geometry import Transform
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.rotation import quat_normalize
 from mocap4r2_control.timebase import time_msg
@@ -40,7 +41,6 @@ from motion_control_interfaces.action import QueueTrajectory
 from motion_control_interfaces.msg import MonitorResult, MonitorResultsStamped, TrajectoryFeedbackStamped
 from motion_control_interfaces.srv import GetTrajectoryStatus
 
-from .calibration.se3 import Poses
 from .motion.arm import Point, forward_kinematics, sample, validate
 from .motion.monitors import Feedback, MonitorError, MonitorSet, monitor_from_msg
 from .tool_node import ToolNode, frame_check, run_tool, vector_check
@@ -133,7 +133,7 @@ class SimulatedArmNode(ToolNode):
         self._ee_pub = self.create_publisher(PoseStamped, "~/ee_pose", 10)
         self._tool_pub = self.create_publisher(PoseStamped, "~/tool_pose", 10)
         offset = [float(v) for v in cfg["tool_offset"]]
-        self._tool = Poses(np.array(offset[:3]), quat_normalize(np.array(offset[3:])))
+        self._tool = Transform(np.array(offset[:3]), quat_normalize(np.array(offset[3:])))
         self._goals_pub = self.create_publisher(QueueTrajectory.Goal, "~/accepted_goals", ACCEPTED_GOALS_QOS)
         self._server = ActionServer(
             self,
@@ -278,12 +278,12 @@ class SimulatedArmNode(ToolNode):
 
     def _tool_pose(self, ee: PoseStamped) -> PoseStamped:
         p, q = ee.pose.position, ee.pose.orientation
-        tool = Poses(np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])).compose(self._tool)
+        tool = Transform(np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])) * self._tool
         out = PoseStamped()
         out.header = ee.header
-        out.pose.position.x, out.pose.position.y, out.pose.position.z = (float(v) for v in tool.t)
+        out.pose.position.x, out.pose.position.y, out.pose.position.z = (float(v) for v in tool.translation)
         o = out.pose.orientation
-        o.x, o.y, o.z, o.w = (float(v) for v in tool.q)
+        o.x, o.y, o.z, o.w = (float(v) for v in tool.rotation)
         return out
 
     def _finish(self, job: _Job) -> None:

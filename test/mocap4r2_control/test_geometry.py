@@ -10,6 +10,7 @@ from scipy.spatial.transform import Rotation
 from mocap4r2_control.geometry import (
     UP_AXIS_CONVENTIONS,
     AxisChange,
+    Transform,
     pose_is_usable,
     pose_msg_arrays,
     usable_pose,
@@ -70,3 +71,26 @@ def test_pose_msg_arrays_reads_poses_and_transforms():
     assert np.allclose(position, [0, 2, 0]) and np.isclose(np.linalg.norm(orientation), 1.0)
     pose.orientation.w = 0.0
     assert pose_msg_arrays(pose) is None
+
+
+def test_a_batch_of_transforms_composes_inverts_and_converts_row_by_row_like_matrices():
+    """Transform on (n, 3)/(n, 4) arrays: each row does what its 4 x 4 matrix does, held
+    to numpy's matrix products and inverse and to scipy's matrices."""
+    a = Transform(V[:8], Q[:8].as_quat())
+    b = Transform(V[8:16], Q[8:16].as_quat())
+    ma, mb = a.matrix(), b.matrix()
+    assert ma.shape == (8, 4, 4) and np.allclose(ma[:, 3], [0, 0, 0, 1])
+    assert np.allclose(ma[:, :3, :3], Q[:8].as_matrix(), atol=1e-12)
+    assert np.allclose((a * b).matrix(), ma @ mb, atol=1e-12)
+    assert np.allclose(a.inverse().matrix(), np.linalg.inv(ma), atol=1e-12)
+    assert np.allclose((a * a.inverse()).translation, 0.0, atol=1e-12)
+    back = Transform.from_matrix(ma)
+    assert np.allclose(back.matrix(), ma, atol=1e-12)
+    # one transform against a batch broadcasts, as a matrix times a stack of matrices
+    assert np.allclose((a.take(0) * b).matrix(), ma[0] @ mb, atol=1e-12)
+    assert a.take(0).matrix().shape == (4, 4)
+    rows = a.take([2, 5])
+    assert np.array_equal(rows.translation, V[[2, 5]]) and np.array_equal(rows.rotation, Q[[2, 5]].as_quat())
+    mask = np.zeros(8, dtype=bool)
+    mask[3] = True
+    assert np.array_equal(a.take(mask).translation, V[[3]])

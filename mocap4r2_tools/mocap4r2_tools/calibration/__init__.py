@@ -10,7 +10,6 @@ little rotation with the motion to add. Quaternions x, y, z, w; metres; seconds.
 """
 
 from .errors import CalibrationError
-from .se3 import Poses
 from .solve import KINDS, Calibration, CalibrationOptions, calibrate
 from .streams import Stream, clean_stream, from_trajectory
 
@@ -19,7 +18,6 @@ __all__ = [
     "Calibration",
     "CalibrationError",
     "CalibrationOptions",
-    "Poses",
     "Stream",
     "calibrate",
     "clean_stream",

@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from mocap4r2_control.geometry import Transform
 from mocap4r2_control.rotation import FloatArray, quat_from_matrix, quat_log, quat_to_matrix
 
 from .errors import CalibrationError
-from .se3 import Poses
 
 IndexArray = npt.NDArray[np.intp]
 
@@ -48,26 +48,26 @@ def motion_pairs(n: int) -> tuple[IndexArray, IndexArray]:
     return i, (i + step) % n
 
 
-def relative_motions(p: Poses, i: IndexArray, j: IndexArray) -> Poses:
+def relative_motions(p: Transform, i: IndexArray, j: IndexArray) -> Transform:
     """P_i^-1 P_j for each index pair."""
-    return p.take(i).inverse().compose(p.take(j))
+    return p.take(i).inverse() * p.take(j)
 
 
-def hand_eye(a: Poses, b: Poses) -> Poses:
+def hand_eye(a: Transform, b: Transform) -> Transform:
     """X of A_k X = X B_k from relative motions (A_k, B_k)."""
-    alpha = quat_log(a.q)
-    beta = quat_log(b.q)
+    alpha = quat_log(a.rotation)
+    beta = quat_log(b.rotation)
     h = beta.T @ alpha  # sum beta alpha^T
     u, s, vt = np.linalg.svd(h)
     if s[1] < 1e-9 * max(s[0], 1e-300):
         raise CalibrationError("the relative motions all turn about one axis: X's rotation is undetermined")
     d = np.sign(np.linalg.det(vt.T @ u.T)) or 1.0
     rx = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
-    ra = quat_to_matrix(a.q)
+    ra = quat_to_matrix(a.rotation)
     lhs = (ra - np.eye(3)).reshape(-1, 3)
-    rhs = (b.t @ rx.T - a.t).reshape(-1)
+    rhs = (b.translation @ rx.T - a.translation).reshape(-1)
     tx = _least_squares(lhs, rhs)
-    return Poses(tx, quat_from_matrix(rx))
+    return Transform(tx, quat_from_matrix(rx))
 
 
 def _least_squares(lhs: FloatArray, rhs: FloatArray) -> FloatArray:
@@ -81,10 +81,10 @@ def _least_squares(lhs: FloatArray, rhs: FloatArray) -> FloatArray:
     return out
 
 
-def robot_world(a: Poses, b: Poses) -> tuple[Poses, Poses]:
+def robot_world(a: Transform, b: Transform) -> tuple[Transform, Transform]:
     """(X, Y) of A_i X = Y B_i."""
-    ra = quat_to_matrix(a.q)
-    rb = quat_to_matrix(b.q)
+    ra = quat_to_matrix(a.rotation)
+    rb = quat_to_matrix(b.rotation)
     n = ra.shape[0]
     eye = np.eye(3)
     # row-major vec: vec(R_A R_X) = (R_A kron I) vec(R_X), vec(R_Y R_B) = (I kron R_B^T) vec(R_Y)
@@ -100,15 +100,15 @@ def robot_world(a: Poses, b: Poses) -> tuple[Poses, Poses]:
     scale = 1.0 / np.cbrt(det)
     rx, ry = nearest_rotation(scale * mx), nearest_rotation(scale * my)
     lhs = np.concatenate((ra, np.broadcast_to(-eye, (n, 3, 3))), axis=2).reshape(-1, 6)
-    rhs = (b.t @ ry.T - a.t).reshape(-1)
+    rhs = (b.translation @ ry.T - a.translation).reshape(-1)
     t = _least_squares(lhs, rhs)
-    return Poses(t[:3], quat_from_matrix(rx)), Poses(t[3:], quat_from_matrix(ry))
+    return Transform(t[:3], quat_from_matrix(rx)), Transform(t[3:], quat_from_matrix(ry))
 
 
-def frame_to_frame(a: Poses, b: Poses) -> Poses:
+def frame_to_frame(a: Transform, b: Transform) -> Transform:
     """X of A_i = X B_i."""
-    ra = quat_to_matrix(a.q)
-    rb = quat_to_matrix(b.q)
+    ra = quat_to_matrix(a.rotation)
+    rb = quat_to_matrix(b.rotation)
     rx = nearest_rotation(np.einsum("nij,nkj->ik", ra, rb))
-    tx = np.mean(a.t - b.t @ rx.T, axis=0)
-    return Poses(tx, quat_from_matrix(rx))
+    tx = np.mean(a.translation - b.translation @ rx.T, axis=0)
+    return Transform(tx, quat_from_matrix(rx))

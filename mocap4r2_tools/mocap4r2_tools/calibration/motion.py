@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mocap4r2_control.geometry import Transform
 from mocap4r2_control.rotation import FloatArray, quat_from_matrix, quat_relative, quat_to_matrix
 
 from .closed_form import nearest_rotation
 from .errors import CalibrationError
-from .se3 import Poses
 
 #: rms rotation (deg) about the second principal axis below which X is refused
 MIN_ROTATION_DEG = 5.0
@@ -39,14 +39,16 @@ class MotionSpread:
     travel_m: float  # rms distance of the positions from their mean
 
 
-def spread(poses: Poses) -> MotionSpread:
+def spread(poses: Transform) -> MotionSpread:
     """The principal rotation spreads of ``poses``' orientations."""
-    mean = quat_from_matrix(nearest_rotation(quat_to_matrix(poses.q).sum(axis=0)))
-    rotvecs = quat_relative(np.broadcast_to(mean, poses.q.shape), poses.q)
-    scatter = rotvecs.T @ rotvecs / max(len(poses), 1)
+    mean = quat_from_matrix(nearest_rotation(quat_to_matrix(poses.rotation).sum(axis=0)))
+    rotvecs = quat_relative(np.broadcast_to(mean, poses.rotation.shape), poses.rotation)
+    scatter = rotvecs.T @ rotvecs / max(len(poses.translation), 1)
     values, vectors = np.linalg.eigh(scatter)
     order = np.argsort(values)[::-1]
-    travel = float(np.sqrt(np.mean(np.sum((poses.t - poses.t.mean(axis=0)) ** 2, axis=1))))
+    travel = float(
+        np.sqrt(np.mean(np.sum((poses.translation - poses.translation.mean(axis=0)) ** 2, axis=1)))
+    )
     return MotionSpread(np.degrees(np.sqrt(np.clip(values[order], 0.0, None))), vectors[:, order].T, travel)
 
 
@@ -59,7 +61,7 @@ def axis_name(axis: FloatArray) -> str:
 
 
 def check_motion(
-    kind: str, pairs: int, a: Poses, stream: str, min_rotation_deg: float = MIN_ROTATION_DEG
+    kind: str, pairs: int, a: Transform, stream: str, min_rotation_deg: float = MIN_ROTATION_DEG
 ) -> None:
     """CalibrationError saying what is missing: too few pairs, or (hand-eye, robot-world)
     too little rotation about two axes of stream A (named ``stream``)."""

@@ -11,7 +11,7 @@ pair's noise enters one residual, where the relative motions of ``A X = X B`` co
 noise of two poses in each and correlate neighbouring ones; B's frame must then stay
 fixed during the recording, as it does for a target or a mocap frame.
 
-Residual of a pair: the difference (:func:`.se3.difference`) between the two sides of
+Residual of a pair: the difference (:func:`.tangent.difference`) between the two sides of
 the problem's equation, ``A X`` and ``Y B`` say, its rotation part divided by the robust
 rotation scale and its translation part by the translation scale (both from the median
 absolute residual, re-estimated once after a first solve). scipy's ``least_squares``
@@ -38,11 +38,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import least_squares
 
+from mocap4r2_control.geometry import Transform
 from mocap4r2_control.rotation import FloatArray, quat_exp, quat_multiply, quat_relative
 
 from ..trajectory.poses import Trajectory
-from .se3 import Poses, difference
 from .streams import PairSet, a_at, median_step
+from .tangent import difference, perturbed
 
 IndexArray = npt.NDArray[np.intp]
 LOSSES = ("cauchy", "soft_l1", "huber", "linear")
@@ -81,8 +82,8 @@ _LOCAL = ("rx", "ry", "rz", "tx", "ty", "tz")
 class Refined:
     """The refined transforms and offset, with their uncertainty and the residuals."""
 
-    x: Poses
-    y: Poses | None
+    x: Transform
+    y: Transform | None
     offset: float
     names: list[str]
     params: FloatArray  # local coordinates of the solution about the start (offset: absolute s)
@@ -115,15 +116,16 @@ class _LinearisedA:
     new offset (a few rounds), so the offset converges like the transforms do."""
 
     offset: float
-    poses: Poses
+    poses: Transform
     linear: FloatArray  # (n, 3) m/s in A's parent frame
     angular: FloatArray  # (n, 3) rad/s in A's own axes
 
-    def at(self, offsets: FloatArray) -> Poses:
+    def at(self, offsets: FloatArray) -> Transform:
         """A at each of ``offsets`` (k,): poses of shape (k, n, ...)."""
         dt = (np.asarray(offsets, dtype=np.float64) - self.offset)[:, None, None]
-        return Poses(
-            self.poses.t + dt * self.linear, quat_multiply(self.poses.q, quat_exp(dt * self.angular))
+        return Transform(
+            self.poses.translation + dt * self.linear,
+            quat_multiply(self.poses.rotation, quat_exp(dt * self.angular)),
         )
 
 
@@ -137,13 +139,13 @@ def linearise(a_stream: Trajectory, stamps: FloatArray, offset: float) -> _Linea
     here = a_at(a_stream, stamps, offset)
     before = a_at(a_stream, stamps, offset - half)
     after = a_at(a_stream, stamps, offset + half)
-    linear = (after.t - before.t) / span
-    angular = quat_relative(before.q, after.q) / span
+    linear = (after.translation - before.translation) / span
+    angular = quat_relative(before.rotation, after.rotation) / span
     return _LinearisedA(offset, here, linear, angular)
 
 
 def _side_functions(
-    problem: Problem, x0: Poses, y0: Poses | None, a_lin: _LinearisedA | None
+    problem: Problem, x0: Transform, y0: Transform | None, a_lin: _LinearisedA | None
 ) -> Callable[[FloatArray], FloatArray]:
     """The raw residuals (n, 6) at one parameter vector (p,), or (k, n, 6) at k of them
     (k, p) at once: every rotation function broadcasts over the leading axis, so the k + 1
@@ -153,20 +155,19 @@ def _side_functions(
     kind = problem.kind
     b = pairs.b
 
-    def local(start: Poses, deltas: FloatArray) -> Poses:
-        t = start.t + deltas[:, 3:6]
-        q = quat_multiply(start.q, quat_exp(deltas[:, 0:3]))
-        return Poses(t[:, None, :], q[:, None, :])
+    def local(start: Transform, deltas: FloatArray) -> Transform:
+        moved = perturbed(start, deltas)  # (k, ...): one per parameter vector
+        return Transform(moved.translation[:, None, :], moved.rotation[:, None, :])
 
     def raw(v: FloatArray) -> FloatArray:
         batch = np.atleast_2d(v)
         x = local(x0, batch[:, 0:6])
         a = a_lin.at(batch[:, -1]) if a_lin is not None else pairs.a
         if kind == "frame_to_frame":
-            out = difference(a, x.compose(b))
+            out = difference(a, x * b)
         else:
             assert y0 is not None  # hand-eye and robot-world: A X = Y B
-            out = difference(a.compose(x), local(y0, batch[:, 6:12]).compose(b))
+            out = difference(a * x, local(y0, batch[:, 6:12]) * b)
         return out[0] if np.ndim(v) == 1 else out
 
     return raw
@@ -193,8 +194,9 @@ def _weights(f: FloatArray, loss: str) -> FloatArray:
 
 def refine(
     problem: Problem,
-    x0: Poses,
-    y0: Poses | None,
+    x0: Transform,
+    y0: Transform | None,
+    *,
     loss: str = "cauchy",
     bootstrap: int = 200,
     seed: int = 0,
@@ -268,8 +270,8 @@ def refine(
     sigma_cov = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     sigma_boot, coverage = _bootstrap(jw, rw, sigma_cov, bootstrap, seed)
     blocks = f.reshape(-1, 6)
-    x = x0.perturbed(v[0:6])
-    y = y0.perturbed(v[6:12]) if y0 is not None and problem.kind != "frame_to_frame" else None
+    x = perturbed(x0, v[0:6])
+    y = perturbed(y0, v[6:12]) if y0 is not None and problem.kind != "frame_to_frame" else None
     return Refined(
         x=x,
         y=y,

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from mocap4r2_control.geometry import Transform
 from mocap4r2_control.rotation import FloatArray, quat_to_matrix, quat_to_rpy_one
 
-from .se3 import Poses
 from .solve import Calibration
 
 
@@ -57,7 +57,7 @@ class NamedTransform:
     label: str
     parent: str
     child: str
-    pose: Poses
+    pose: Transform
     covariance: FloatArray
 
     @property
@@ -72,7 +72,7 @@ class NamedTransform:
 
     @property
     def rpy(self) -> tuple[float, float, float]:
-        return quat_to_rpy_one(self.pose.q)
+        return quat_to_rpy_one(self.pose.rotation)
 
 
 def transforms(cal: Calibration, frames: Frames | None = None) -> list[NamedTransform]:
@@ -88,12 +88,12 @@ def transforms(cal: Calibration, frames: Frames | None = None) -> list[NamedTran
     return [x, NamedTransform("Y^-1", frames.b_parent, frames.a_parent, y_inv, cov_inv)]
 
 
-def inverse_with_covariance(pose: Poses, covariance: FloatArray) -> tuple[Poses, FloatArray]:
+def inverse_with_covariance(pose: Transform, covariance: FloatArray) -> tuple[Transform, FloatArray]:
     """The inverse of one transform and its covariance, to first order: with local
     coordinates (w, v) of T = (R exp(w), t + v), those of T^-1 are w' = -R w and
     v' = -R^T v - [R^T t]x w."""
-    r = quat_to_matrix(pose.q)
-    u = r.T @ pose.t
+    r = quat_to_matrix(pose.rotation)
+    u = r.T @ pose.translation
     skew = np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
     jac = np.zeros((6, 6))
     jac[0:3, 0:3] = -r
@@ -104,7 +104,7 @@ def inverse_with_covariance(pose: Poses, covariance: FloatArray) -> tuple[Poses,
 
 def static_transform_publisher(t: NamedTransform) -> str:
     """The ``ros2 run tf2_ros static_transform_publisher`` line publishing ``t``."""
-    p, q = t.pose.t, t.pose.q
+    p, q = t.pose.translation, t.pose.rotation
     return (
         "ros2 run tf2_ros static_transform_publisher "
         f"--x {p[0]:.6f} --y {p[1]:.6f} --z {p[2]:.6f} "
@@ -115,7 +115,7 @@ def static_transform_publisher(t: NamedTransform) -> str:
 
 def urdf_origin(t: NamedTransform) -> str:
     """The URDF ``<origin>`` of a joint from ``t.parent`` to ``t.child``."""
-    p = t.pose.t
+    p = t.pose.translation
     rpy = t.rpy
     return f'<origin xyz="{p[0]:.6f} {p[1]:.6f} {p[2]:.6f}" rpy="{rpy[0]:.9f} {rpy[1]:.9f} {rpy[2]:.9f}"/>'
 
@@ -148,8 +148,8 @@ def to_dict(cal: Calibration, frames: Frames | None = None) -> dict[str, Any]:
                 "name": t.label,
                 "parent": t.parent,
                 "child": t.child,
-                "translation": [float(v) for v in t.pose.t],
-                "quaternion_xyzw": [float(v) for v in t.pose.q],
+                "translation": [float(v) for v in t.pose.translation],
+                "quaternion_xyzw": [float(v) for v in t.pose.rotation],
                 "rpy": list(t.rpy),
                 "sigma_translation_m": [float(v) for v in t.sigma_translation],
                 "sigma_rotation_rad": [float(v) for v in t.sigma_rotation],
@@ -193,7 +193,7 @@ def summary_lines(cal: Calibration, frames: Frames | None = None) -> list[str]:
         f"(start {cal.start_offset * 1e3:+.2f} ms, {cal.offset_found_by})"
     )
     for t in transforms(cal, frames):
-        p, st = t.pose.t, t.sigma_translation * 1e3
+        p, st = t.pose.translation, t.sigma_translation * 1e3
         rpy, sr = np.degrees(t.rpy), np.degrees(t.sigma_rotation)
         lines += [
             "",

@@ -30,14 +30,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mocap4r2_control.geometry import Transform
+
 from ..trajectory.time_offset import DEFAULT_WINDOW, TimeOffsetError, estimate_time_offset
 from . import closed_form
 from .blas import one_blas_thread
 from .errors import CalibrationError
 from .motion import MIN_ROTATION_DEG, check_motion
 from .refine import LOSSES, Problem, Refined, refine, robust_scales
-from .se3 import Poses, difference
 from .streams import PairSet, Stream, check_overlap, make_pairs, median_step
+from .tangent import difference
 
 KINDS = ("hand_eye", "robot_world", "frame_to_frame")
 DEFAULT_MAX_PAIRS = 2000
@@ -66,12 +68,12 @@ class Calibration:
     """The answer, its uncertainty and how it was found."""
 
     kind: str
-    x: Poses
-    y: Poses | None
+    x: Transform
+    y: Transform | None
     offset: float  # s added to B's stamps
     refined: Refined
-    start_x: Poses
-    start_y: Poses | None
+    start_x: Transform
+    start_y: Transform | None
     start_offset: float
     offset_found_by: str  # "given", "auto" or "none found, started from 0"
     pairs: PairSet
@@ -120,7 +122,7 @@ def _calibrate(a: Stream, b: Stream, options: CalibrationOptions) -> Calibration
     motions = closed_form.motion_pairs(len(pairs)) if options.kind == "hand_eye" else None
     start_x, start_y, trimmed = _robust_start(options.kind, pairs, motions)
     if options.kind == "hand_eye":  # refined as A X = Y B, Y (B's fixed frame in A's) a nuisance
-        start_y = closed_form.frame_to_frame(pairs.a.compose(start_x), pairs.b)
+        start_y = closed_form.frame_to_frame(pairs.a * start_x, pairs.b)
     problem = Problem(
         kind=options.kind,
         pairs=pairs,
@@ -128,7 +130,9 @@ def _calibrate(a: Stream, b: Stream, options: CalibrationOptions) -> Calibration
         estimate_offset=options.estimate_offset,
         offset_bound=options.offset_bound,
     )
-    refined = refine(problem, start_x, start_y, options.loss, options.bootstrap, options.seed)
+    refined = refine(
+        problem, start_x, start_y, loss=options.loss, bootstrap=options.bootstrap, seed=options.seed
+    )
     if options.estimate_offset and abs(refined.offset - start_offset) > 0.98 * options.offset_bound:
         notes.append(
             f"the offset reached the edge of its search ({refined.offset - start_offset:+.3f} s from "
@@ -158,7 +162,7 @@ def _calibrate(a: Stream, b: Stream, options: CalibrationOptions) -> Calibration
     )
 
 
-def closed_form_start(kind: str, pairs: PairSet, motions=None) -> tuple[Poses, Poses | None]:
+def closed_form_start(kind: str, pairs: PairSet, motions=None) -> tuple[Transform, Transform | None]:
     """The closed-form (X, Y) of ``kind`` on ``pairs`` (Y None but for robot_world)."""
     if kind == "frame_to_frame":
         return closed_form.frame_to_frame(pairs.a, pairs.b), None
@@ -170,18 +174,18 @@ def closed_form_start(kind: str, pairs: PairSet, motions=None) -> tuple[Poses, P
     return closed_form.hand_eye(a_rel, b_rel), None
 
 
-def _robust_start(kind: str, pairs: PairSet, motions) -> tuple[Poses, Poses | None, int]:
+def _robust_start(kind: str, pairs: PairSet, motions) -> tuple[Transform, Transform | None, int]:
     x, y = closed_form_start(kind, pairs, motions)
     if kind == "robot_world":
         assert y is not None
-        raw = difference(pairs.a.compose(x), y.compose(pairs.b))
+        raw = difference(pairs.a * x, y * pairs.b)
     elif kind == "frame_to_frame":
-        raw = difference(pairs.a, x.compose(pairs.b))
+        raw = difference(pairs.a, x * pairs.b)
     else:
         i, j = motions
         a_rel = closed_form.relative_motions(pairs.a, i, j)
         b_rel = closed_form.relative_motions(pairs.b, i, j)
-        raw = difference(a_rel.compose(x), x.compose(b_rel))
+        raw = difference(a_rel * x, x * b_rel)
     rot, trans = robust_scales(raw)
     score = np.maximum(np.abs(raw[:, 0:3]).max(axis=1) / rot, np.abs(raw[:, 3:6]).max(axis=1) / trans)
     keep = score <= TRIM_SIGMAS

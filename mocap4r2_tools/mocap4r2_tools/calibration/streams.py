@@ -18,13 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from mocap4r2_control.geometry import MIN_QUATERNION_NORM
+from mocap4r2_control.geometry import MIN_QUATERNION_NORM, Transform
 from mocap4r2_control.rotation import FloatArray, row_norms
 
 from ..trajectory.association import associate, interpolate
 from ..trajectory.poses import Trajectory
 from .errors import CalibrationError
-from .se3 import Poses
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,8 +38,8 @@ class Stream:
     def name(self) -> str:
         return self.trajectory.name
 
-    def poses(self) -> Poses:
-        return Poses(self.trajectory.positions, self.trajectory.orientations)
+    def poses(self) -> Transform:
+        return Transform(self.trajectory.positions, self.trajectory.orientations)
 
 
 def clean_stream(
@@ -88,8 +87,8 @@ class PairSet:
     moved by ``offset``."""
 
     stamps: FloatArray  # (n,) B's stamps, s
-    a: Poses
-    b: Poses
+    a: Transform
+    b: Transform
     offset: float
 
     def __len__(self) -> int:
@@ -131,12 +130,12 @@ def make_pairs(a: Trajectory, b: Trajectory, offset: float, max_gap: float, max_
     if rows.size > max_pairs:
         rows = np.unique(np.linspace(0, rows.size - 1, max_pairs).round().astype(np.intp))
     stamps = found.est.stamps[rows] - offset
-    a_poses = Poses(found.gt.positions[rows], found.gt.orientations[rows])
-    b_poses = Poses(found.est.positions[rows], found.est.orientations[rows])
+    a_poses = Transform(found.gt.positions[rows], found.gt.orientations[rows])
+    b_poses = Transform(found.est.positions[rows], found.est.orientations[rows])
     return PairSet(stamps, a_poses, b_poses, offset)
 
 
-def a_at(a: Trajectory, stamps: FloatArray, offset: float) -> Poses:
+def a_at(a: Trajectory, stamps: FloatArray, offset: float) -> Transform:
     """A's poses at B's ``stamps`` moved by ``offset`` (interpolated as the association does)."""
     found = interpolate(a, stamps + offset)
-    return Poses(found.positions, found.orientations)
+    return Transform(found.positions, found.orientations)

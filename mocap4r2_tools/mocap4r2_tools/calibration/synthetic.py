@@ -24,17 +24,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mocap4r2_control.geometry import Transform
 from mocap4r2_control.rotation import FloatArray, quat_exp, quat_multiply, quat_normalize
 
 from ..motion.arm import forward_kinematics
-from .se3 import Poses
 from .streams import Stream, clean_stream
 
 ARM_LINKS = (0.4, 0.35, 0.3, 0.12)
-TOOL = Poses(np.array([0.03, -0.02, 0.11]), quat_normalize(np.array([0.2, -0.1, 0.35, 0.9])))
-ARM_BASE_IN_MOCAP = Poses(np.array([1.2, -0.4, 0.05]), quat_normalize(np.array([0.01, -0.02, 0.38, 0.92])))
-CAMERA = Poses(np.array([0.08, 0.01, -0.04]), quat_normalize(np.array([-0.5, 0.5, -0.48, 0.52])))
-MAP_IN_MOCAP = Poses(np.array([0.5, 1.5, 0.2]), quat_normalize(np.array([0.0, 0.05, -0.6, 0.8])))
+TOOL = Transform(np.array([0.03, -0.02, 0.11]), quat_normalize(np.array([0.2, -0.1, 0.35, 0.9])))
+ARM_BASE_IN_MOCAP = Transform(
+    np.array([1.2, -0.4, 0.05]), quat_normalize(np.array([0.01, -0.02, 0.38, 0.92]))
+)
+CAMERA = Transform(np.array([0.08, 0.01, -0.04]), quat_normalize(np.array([-0.5, 0.5, -0.48, 0.52])))
+MAP_IN_MOCAP = Transform(np.array([0.5, 1.5, 0.2]), quat_normalize(np.array([0.0, 0.05, -0.6, 0.8])))
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,8 +45,8 @@ class Scene:
 
     a: Stream
     b: Stream
-    x: Poses
-    y: Poses
+    x: Transform
+    y: Transform
     offset: float  # s to add to B's stamps
     outliers: int  # B poses replaced by outliers
 
@@ -62,7 +64,7 @@ class Corruption:
     seed: int = 0
 
 
-def arm_flange(times: FloatArray) -> Poses:
+def arm_flange(times: FloatArray) -> Transform:
     """The arm's flange in its base, every joint swinging at its own frequency: the base
     yaws +-86 deg and the flange pitches by up to +-115 deg (this arm has no wrist roll, so
     large swings of its two rotation axes are what determine the tool's offset)."""
@@ -71,10 +73,10 @@ def arm_flange(times: FloatArray) -> Poses:
     j3 = -0.9 + 0.6 * np.sin(2 * np.pi * 0.11 * times + 1.0)
     j4 = 0.3 + 0.9 * np.sin(2 * np.pi * 0.13 * times + 2.0)
     poses = [forward_kinematics(j, ARM_LINKS)[-1] for j in zip(j1, j2, j3, j4)]
-    return Poses(np.array([p for p, _ in poses]), np.array([q for _, q in poses]))
+    return Transform(np.array([p for p, _ in poses]), np.array([q for _, q in poses]))
 
 
-def drone_body(times: FloatArray) -> Poses:
+def drone_body(times: FloatArray) -> Transform:
     """A drone flying a Lissajous path, yawing and tilting (roll and pitch of +-25 deg)."""
     t = times
     position = np.stack(
@@ -92,7 +94,7 @@ def drone_body(times: FloatArray) -> Poses:
     q = quat_multiply(
         quat_exp(z * yaw[:, None]), quat_multiply(quat_exp(y * pitch[:, None]), quat_exp(x * roll[:, None]))
     )
-    return Poses(position, q)
+    return Transform(position, q)
 
 
 def arm_scene(
@@ -101,12 +103,21 @@ def arm_scene(
     """Flange (A, robot base) and tracked tool (B, mocap frame): X = tool, Y = mocap in base."""
     y = ARM_BASE_IN_MOCAP.inverse()
 
-    def b_of(flange: Poses) -> Poses:
-        tool_in_base = flange.compose(TOOL)
-        return ARM_BASE_IN_MOCAP.compose(tool_in_base)
+    def b_of(flange: Transform) -> Transform:
+        tool_in_base = flange * TOOL
+        return ARM_BASE_IN_MOCAP * tool_in_base
 
     return _scene(
-        arm_flange, b_of, TOOL, y, seconds, rate_a, rate_b, corruption or Corruption(), "flange", "tool"
+        arm_flange,
+        b_of,
+        x=TOOL,
+        y=y,
+        seconds=seconds,
+        rate_a=rate_a,
+        rate_b=rate_b,
+        c=corruption or Corruption(),
+        name_a="flange",
+        name_b="tool",
     )
 
 
@@ -115,46 +126,48 @@ def drone_scene(
 ) -> Scene:
     """Drone body (A, mocap) and its camera (B, map frame): X = camera, Y = map in mocap."""
 
-    def b_of(body: Poses) -> Poses:
-        return MAP_IN_MOCAP.inverse().compose(body.compose(CAMERA))
+    def b_of(body: Transform) -> Transform:
+        return MAP_IN_MOCAP.inverse() * (body * CAMERA)
 
     return _scene(
         drone_body,
         b_of,
-        CAMERA,
-        MAP_IN_MOCAP,
-        seconds,
-        rate_a,
-        rate_b,
-        corruption or Corruption(),
-        "body",
-        "camera",
+        x=CAMERA,
+        y=MAP_IN_MOCAP,
+        seconds=seconds,
+        rate_a=rate_a,
+        rate_b=rate_b,
+        c=corruption or Corruption(),
+        name_a="body",
+        name_b="camera",
     )
 
 
-def _scene(motion, b_of, x: Poses, y: Poses, seconds, rate_a, rate_b, c: Corruption, name_a, name_b) -> Scene:
+def _scene(
+    motion, b_of, *, x: Transform, y: Transform, seconds, rate_a, rate_b, c: Corruption, name_a, name_b
+) -> Scene:
     rng = np.random.default_rng(c.seed)
     times_a = np.arange(0.0, seconds, 1.0 / rate_a)
     times_b = np.arange(0.5 / rate_b, seconds, 1.0 / rate_b)
     a = _noisy(motion(times_a), c, rng) if c.noise_on_a else motion(times_a)
     b = _noisy(b_of(motion(times_b)), c, rng)
-    count = int(round(c.outlier_share * len(b)))
-    rows = rng.choice(len(b), size=count, replace=False)
-    b_t, b_q = b.t.copy(), b.q.copy()
+    count = int(round(c.outlier_share * len(b.translation)))
+    rows = rng.choice(len(b.translation), size=count, replace=False)
+    b_t, b_q = b.translation.copy(), b.rotation.copy()
     b_t[rows] += rng.normal(0.0, 0.08, (count, 3))
     b_q[rows] = quat_multiply(b_q[rows], quat_exp(rng.normal(0.0, 0.25, (count, 3))))
     if c.nan_rows:
-        nan = rng.choice(len(b), size=c.nan_rows, replace=False)
+        nan = rng.choice(len(b.translation), size=c.nan_rows, replace=False)
         b_t[nan] = np.nan
-    stream_a = clean_stream(times_a, a.t, a.q, name_a)
+    stream_a = clean_stream(times_a, a.translation, a.rotation, name_a)
     stream_b = clean_stream(times_b - c.delay, b_t, b_q, name_b)
     return Scene(stream_a, stream_b, x, y, c.delay, count)
 
 
-def _noisy(p: Poses, c: Corruption, rng: np.random.Generator) -> Poses:
-    t = p.t + rng.normal(0.0, c.noise_m, p.t.shape)
-    q = quat_multiply(p.q, quat_exp(rng.normal(0.0, np.radians(c.noise_deg), p.t.shape)))
-    return Poses(t, q)
+def _noisy(p: Transform, c: Corruption, rng: np.random.Generator) -> Transform:
+    t = p.translation + rng.normal(0.0, c.noise_m, p.translation.shape)
+    q = quat_multiply(p.rotation, quat_exp(rng.normal(0.0, np.radians(c.noise_deg), p.translation.shape)))
+    return Transform(t, q)
 
 
 def frame_to_frame_scene(
@@ -164,18 +177,18 @@ def frame_to_frame_scene(
     X = the second's frame in the first's (Y = X: A = X B)."""
     second_in_first = MAP_IN_MOCAP
 
-    def b_of(body: Poses) -> Poses:
-        return second_in_first.inverse().compose(body)
+    def b_of(body: Transform) -> Transform:
+        return second_in_first.inverse() * body
 
     return _scene(
         drone_body,
         b_of,
-        second_in_first,
-        second_in_first,
-        seconds,
-        rate_a,
-        rate_b,
-        corruption or Corruption(),
-        "system1",
-        "system2",
+        x=second_in_first,
+        y=second_in_first,
+        seconds=seconds,
+        rate_a=rate_a,
+        rate_b=rate_b,
+        c=corruption or Corruption(),
+        name_a="system1",
+        name_b="system2",
     )

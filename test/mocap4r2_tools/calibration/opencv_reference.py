@@ -19,7 +19,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from mocap4r2_tools.calibration.se3 import Poses
+from mocap4r2_control.geometry import Transform
 
 HAND_EYE_METHODS = {
     "tsai": cv2.CALIB_HAND_EYE_TSAI,
@@ -31,19 +31,19 @@ HAND_EYE_METHODS = {
 ROBOT_WORLD_METHODS = {"shah": cv2.CALIB_ROBOT_WORLD_HAND_EYE_SHAH, "li": cv2.CALIB_ROBOT_WORLD_HAND_EYE_LI}
 
 
-def _split(p: Poses) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    m = p.matrices()
+def _split(p: Transform) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    m = p.matrix()
     return [r for r in m[:, :3, :3]], [t.reshape(3, 1) for t in m[:, :3, 3]]
 
 
-def _pose(r: np.ndarray, t: np.ndarray) -> Poses:
+def _pose(r: np.ndarray, t: np.ndarray) -> Transform:
     m = np.eye(4)
     m[:3, :3] = r
     m[:3, 3] = np.asarray(t).reshape(3)
-    return Poses.from_matrices(m)
+    return Transform.from_matrix(m)
 
 
-def hand_eye(a: Poses, b: Poses, method: str) -> Poses:
+def hand_eye(a: Transform, b: Transform, method: str) -> Transform:
     """X of A X = X B by OpenCV's ``method`` (absolute poses A_i, B_i)."""
     r_g, t_g = _split(a)
     r_t, t_t = _split(b.inverse())
@@ -51,7 +51,7 @@ def hand_eye(a: Poses, b: Poses, method: str) -> Poses:
     return _pose(r, t)
 
 
-def robot_world(a: Poses, b: Poses, method: str) -> tuple[Poses, Poses]:
+def robot_world(a: Transform, b: Transform, method: str) -> tuple[Transform, Transform]:
     """(X, Y) of A X = Y B by OpenCV's ``method``."""
     r_w, t_w = _split(b.inverse())
     r_b, t_b = _split(a.inverse())
@@ -61,7 +61,7 @@ def robot_world(a: Poses, b: Poses, method: str) -> tuple[Poses, Poses]:
     return _pose(r_gc, t_gc).inverse(), _pose(r_bw, t_bw).inverse()
 
 
-def all_methods(kind: str, a: Poses, b: Poses) -> dict[str, Poses]:
+def all_methods(kind: str, a: Transform, b: Transform) -> dict[str, Transform]:
     """Every OpenCV method's X of ``kind`` (for frame_to_frame: robot-world's Y)."""
     if kind == "hand_eye":
         return {name: hand_eye(a, b, name) for name in HAND_EYE_METHODS}

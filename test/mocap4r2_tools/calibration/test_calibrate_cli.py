@@ -74,19 +74,19 @@ def test_json_transform_publisher_line_and_urdf_origin_give_the_camera_mount(cap
     assert abs(data["offset_s"] - 0.040) < 0.002
     (x,) = data["transforms"]
     assert (x["parent"], x["child"]) == ("drone1", "cam0")
-    assert np.allclose(x["translation"], CAMERA.t, atol=1.5e-3)
+    assert np.allclose(x["translation"], CAMERA.translation, atol=1.5e-3)
     assert all(0 < s < 2e-3 for s in x["sigma_translation_m"])
     args = parse_publisher_line(x["static_transform_publisher"])
     assert (args["frame-id"], args["child-frame-id"]) == ("drone1", "cam0")
-    assert np.allclose([float(args[k]) for k in ("x", "y", "z")], CAMERA.t, atol=1.5e-3)
+    assert np.allclose([float(args[k]) for k in ("x", "y", "z")], CAMERA.translation, atol=1.5e-3)
     q = np.array([float(args[k]) for k in ("qx", "qy", "qz", "qw")])
-    angle = (Rotation.from_quat(q).inv() * Rotation.from_quat(CAMERA.q)).magnitude()
+    angle = (Rotation.from_quat(q).inv() * Rotation.from_quat(CAMERA.rotation)).magnitude()
     assert math.degrees(angle) < 0.1
     origin = ET.fromstring(x["urdf_origin"])
     assert origin.tag == "origin"
-    assert np.allclose([float(v) for v in origin.get("xyz", "").split()], CAMERA.t, atol=1.5e-3)
+    assert np.allclose([float(v) for v in origin.get("xyz", "").split()], CAMERA.translation, atol=1.5e-3)
     rpy = [float(v) for v in origin.get("rpy", "").split()]
-    angle = (Rotation.from_euler("xyz", rpy).inv() * Rotation.from_quat(CAMERA.q)).magnitude()
+    angle = (Rotation.from_euler("xyz", rpy).inv() * Rotation.from_quat(CAMERA.rotation)).magnitude()
     assert math.degrees(angle) < 0.1
 
 
@@ -116,8 +116,8 @@ def test_degenerate_motion_and_missing_input_exit_1_with_the_reason(capsys, tmp_
     times = np.arange(0.0, 10.0, 0.02)
     body = drone_body(times)
     yaw = np.column_stack((np.zeros((len(times), 2)), np.sin(times / 2), np.cos(times / 2)))
-    write_tum(tmp_path / "a.tum", times, body.t, yaw)
-    write_tum(tmp_path / "b.tum", times, body.t + 0.1, yaw)
+    write_tum(tmp_path / "a.tum", times, body.translation, yaw)
+    write_tum(tmp_path / "b.tum", times, body.translation + 0.1, yaw)
     code, out, err = run(
         capsys, "robot_world", "--a", str(tmp_path / "a.tum"), "--b", str(tmp_path / "b.tum")
     )
@@ -180,9 +180,9 @@ def test_robot_world_from_a_bag_of_pose_topics(capsys, tmp_path):
     x, base = data["transforms"]
     assert (x["parent"], x["child"]) == ("flange", "tool")
     assert (base["parent"], base["child"]) == ("world", "base_link")
-    assert np.allclose(x["translation"], scene.x.t, atol=3e-3)
+    assert np.allclose(x["translation"], scene.x.translation, atol=3e-3)
     base_in_mocap = scene.y.inverse()
-    assert np.allclose(base["translation"], base_in_mocap.t, atol=5e-3)
+    assert np.allclose(base["translation"], base_in_mocap.translation, atol=5e-3)
     assert all(0 < s < 5e-3 for s in base["sigma_translation_m"])
     assert abs(data["offset_s"] - 0.040) < 0.003
     assert (data["dropped_a"], data["dropped_b"]) == (0, 3)
@@ -256,6 +256,6 @@ def test_hand_eye_from_a_recorded_session_rigid_body_and_tf_pairs(capsys, tmp_pa
     assert code == 0, err
     data = json.loads(out)
     (x,) = data["transforms"]
-    assert np.allclose(x["translation"], CAMERA.t, atol=2e-3)
+    assert np.allclose(x["translation"], CAMERA.translation, atol=2e-3)
     assert abs(data["offset_s"] - 0.040) < 0.003
     assert (data["dropped_a"], data["dropped_b"]) == (50, 0)  # the untracked samples, counted

@@ -80,9 +80,9 @@ def test_online_node_says_what_is_missing_then_publishes_the_static_transform(ro
     (tf,) = [t for t in msg.transforms if t.child_frame_id == "cam0"]
     assert tf.header.frame_id == "body"
     found = np.array([tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z])
-    assert np.allclose(found, CAMERA.t, atol=3e-3), found
+    assert np.allclose(found, CAMERA.translation, atol=3e-3), found
     q = tf.transform.rotation
-    dot = abs(float(np.dot([q.x, q.y, q.z, q.w], CAMERA.q)))
+    dot = abs(float(np.dot([q.x, q.y, q.z, q.w], CAMERA.rotation)))
     assert np.degrees(2 * np.arccos(min(1.0, dot))) < 0.3
     assert node.alive()
     node.stop()

@@ -8,16 +8,15 @@ import numpy as np
 import pytest
 from calibration_cases import errors, exact_pairs
 
+from mocap4r2_control.geometry import Transform
 from mocap4r2_control.rotation import quat_exp, quat_multiply
 from mocap4r2_tools.calibration import (
     CalibrationError,
     CalibrationOptions,
-    Poses,
     calibrate,
     clean_stream,
     closed_form,
 )
-from mocap4r2_tools.calibration.se3 import difference
 from mocap4r2_tools.calibration.synthetic import (
     Corruption,
     arm_scene,
@@ -25,23 +24,27 @@ from mocap4r2_tools.calibration.synthetic import (
     drone_scene,
     frame_to_frame_scene,
 )
+from mocap4r2_tools.calibration.tangent import difference, perturbed
 
 EXACT = Corruption(noise_m=0.0, noise_deg=0.0, outlier_share=0.0, delay=0.0)
 
 
-def test_se3_compose_inverse_and_matrices_agree():
+def test_tangent_difference_undoes_perturbed_and_is_zero_on_equal_transforms():
     rng = np.random.default_rng(1)
-    p = Poses(rng.normal(size=(5, 3)), quat_exp(rng.normal(size=(5, 3))))
-    m = p.matrices()
-    assert np.allclose(p.compose(p.inverse()).t, 0.0, atol=1e-12)
-    assert np.allclose(p.inverse().matrices(), np.linalg.inv(m), atol=1e-12)
-    assert np.allclose(p.compose(p).matrices(), m @ m, atol=1e-12)
-    assert np.allclose(Poses.from_matrices(m).matrices(), m, atol=1e-12)
+    p = Transform(rng.normal(size=(5, 3)), quat_exp(rng.normal(size=(5, 3))))
+    delta = rng.normal(scale=0.1, size=(5, 6))
+    assert np.allclose(difference(p, perturbed(p, delta)), delta, atol=1e-12)
+    assert np.allclose(difference(p, p), 0.0, atol=1e-15)
+    # a batch of steps about one transform gives one transform per step
+    one = p.take(0)
+    moved = perturbed(one, delta)
+    assert moved.translation.shape == (5, 3) and moved.rotation.shape == (5, 4)
+    assert np.allclose(difference(one, moved), delta, atol=1e-12)
 
 
 def test_closed_forms_are_exact_on_exact_pairs():
     a, b, x, y = exact_pairs("hand_eye")
-    i, j = closed_form.motion_pairs(len(a))
+    i, j = closed_form.motion_pairs(len(a.translation))
     hand_eye = closed_form.hand_eye(
         closed_form.relative_motions(a, i, j), closed_form.relative_motions(b, i, j)
     )
@@ -100,15 +103,15 @@ def test_nan_and_untracked_poses_are_left_out_and_counted():
     assert max(errors(found.x, scene.x)) < 1.0
 
 
-def _stream(poses: Poses, times, name):
-    return clean_stream(times, poses.t, poses.q, name)
+def _stream(poses: Transform, times, name):
+    return clean_stream(times, poses.translation, poses.rotation, name)
 
 
 def test_pure_translation_is_refused_with_the_motion_to_add():
     times = np.arange(0.0, 20.0, 0.01, dtype=np.float64)
     body = drone_body(times)
-    still = Poses(body.t, np.tile([0.0, 0.0, 0.0, 1.0], (len(times), 1)))
-    cam = still.compose(Poses(np.array([0.1, 0.0, 0.0]), np.array([0.0, 0.0, 0.0, 1.0])))
+    still = Transform(body.translation, np.tile([0.0, 0.0, 0.0, 1.0], (len(times), 1)))
+    cam = still * Transform(np.array([0.1, 0.0, 0.0]), np.array([0.0, 0.0, 0.0, 1.0]))
     with pytest.raises(CalibrationError) as info:
         calibrate(
             _stream(still, times, "body"), _stream(cam, times, "camera"), CalibrationOptions(offset=0.0)
@@ -121,8 +124,8 @@ def test_pure_translation_is_refused_with_the_motion_to_add():
 def test_rotation_about_one_axis_is_refused_naming_the_axis():
     times = np.arange(0.0, 20.0, 0.01, dtype=np.float64)
     body = drone_body(times)
-    yaw_only = Poses(body.t, quat_exp(np.outer(np.sin(times), [0.0, 0.0, 1.0])))
-    cam = yaw_only.compose(Poses(np.array([0.1, 0.0, 0.05]), quat_exp(np.array([0.3, 0.0, 0.0]))))
+    yaw_only = Transform(body.translation, quat_exp(np.outer(np.sin(times), [0.0, 0.0, 1.0])))
+    cam = yaw_only * Transform(np.array([0.1, 0.0, 0.05]), quat_exp(np.array([0.3, 0.0, 0.0])))
     with pytest.raises(CalibrationError) as info:
         calibrate(
             _stream(yaw_only, times, "body"),
@@ -170,5 +173,5 @@ def test_a_fixed_offset_is_kept_when_not_estimated():
     )
     assert found.offset == 0.04 and found.offset_found_by == "given"
     assert "offset" not in found.refined.names
-    q = quat_multiply(found.x.q, [0, 0, 0, 1.0])
+    q = quat_multiply(found.x.rotation, [0, 0, 0, 1.0])
     assert np.isclose(np.linalg.norm(q), 1.0)

@@ -11,7 +11,7 @@ from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from mocap4r2_tools.calibration import Poses
+from mocap4r2_control.geometry import Transform
 from motion_control_interfaces.action import QueueTrajectory
 
 OFFSET = [0.03, -0.02, 0.11, 0.2, -0.1, 0.35, 0.9]
@@ -31,9 +31,9 @@ def swing() -> QueueTrajectory.Goal:
     return goal
 
 
-def as_poses(msg: PoseStamped) -> Poses:
+def as_poses(msg: PoseStamped) -> Transform:
     p, q = msg.pose.position, msg.pose.orientation
-    return Poses(np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w]))
+    return Transform(np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w]))
 
 
 def test_tool_pose_is_the_flange_composed_with_the_tool_offset(ros, procs):
@@ -56,12 +56,12 @@ def test_tool_pose_is_the_flange_composed_with_the_tool_offset(ros, procs):
         if (k := (m.header.stamp.sec, m.header.stamp.nanosec)) in flange
     ]
     assert len(pairs) > 50, node.log()
-    offset = Poses(np.array(OFFSET[:3]), np.array(OFFSET[3:]) / np.linalg.norm(OFFSET[3:]))
+    offset = Transform(np.array(OFFSET[:3]), np.array(OFFSET[3:]) / np.linalg.norm(OFFSET[3:]))
     turned = 0
     for f, t in pairs:
-        expected = as_poses(f).compose(offset)
+        expected = as_poses(f) * offset
         found = as_poses(t)
-        assert np.allclose(found.t, expected.t, atol=1e-9)
-        assert abs(abs(float(np.dot(found.q, expected.q))) - 1.0) < 1e-12
-        turned += abs(as_poses(f).q[3]) < 0.99  # the flange has turned: the offset rotated with it
+        assert np.allclose(found.translation, expected.translation, atol=1e-9)
+        assert abs(abs(float(np.dot(found.rotation, expected.rotation))) - 1.0) < 1e-12
+        turned += abs(as_poses(f).rotation[3]) < 0.99  # the flange has turned: the offset rotated with it
     assert turned > 10
