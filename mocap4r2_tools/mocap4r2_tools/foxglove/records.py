@@ -99,7 +99,7 @@ def records_raw(
     :class:`.scene_wire.BadCdr` for bytes that are not the RigidBodies or Markers they
     claim to be."""
     if type_name == convert.RIGID_BODIES:
-        bodies = scene_wire.bodies_frame_cdr(data)
+        bodies = scene_wire.bodies_frame_cdr(data, topic)
         update = scene_wire.bodies_scene_of(bodies, convert.system_of(topic), style)
         return [Record(convert.topic_for(topic), SCENE_UPDATE, update, bodies.stamp_ns)]
     if type_name == convert.MARKERS:

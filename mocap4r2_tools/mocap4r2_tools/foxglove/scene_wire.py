@@ -144,8 +144,6 @@ class BadCdr(CdrDecodeError):
 
 
 _STAMP = struct.Struct("<iI")
-_I32 = struct.Struct("<i")
-_ROW = struct.Struct("<7d")
 
 
 def bodies_frame(msg: Any) -> BodiesFrame:
@@ -169,27 +167,102 @@ def bodies_frame(msg: Any) -> BodiesFrame:
     )
 
 
-def bodies_frame_cdr(data: bytes) -> BodiesFrame:
-    """The frame of a serialized RigidBodies, read in place (mocap4r2_control.cdr_reader's
-    rules and bounds; the bodies' markers skipped by their name lengths, never decoded):
-    what rclpy would otherwise turn into a few hundred objects a frame. Raises
-    :class:`BadCdr` with the reason."""
-    w = CdrCursor(data, error=BadCdr)
+@dataclass(frozen=True)
+class _BodiesLayout:
+    """Where the fields of one RigidBodies structure lie, kept per topic and reused while
+    a message has the same length and the same bytes at every offset that fixes the
+    layout (the encapsulation, each count, each body's name, each marker's name length):
+    the walk is a function of those bytes alone, so such a message has every field at
+    the same offset (the replay's premise too). Index arrays are byte indices into the
+    message, gathered with numpy."""
+
+    length: int
+    structure: npt.NDArray[np.intp]
+    template: npt.NDArray[np.uint8]
+    frame_id: str
+    names: tuple[str, ...]
+    ids: npt.NDArray[np.intp]
+    valid: npt.NDArray[np.intp]
+    poses: npt.NDArray[np.intp]
+
+
+#: the layout of each topic's last RigidBodies structure (at most this many topics kept)
+_BODIES_LAYOUTS: dict[str, _BodiesLayout] = {}
+MAX_LAYOUTS = 64
+
+
+def _byte_index(offsets: list[int], size: int) -> npt.NDArray[np.intp]:
+    return (np.asarray(offsets, dtype=np.intp)[:, None] + np.arange(size)).reshape(-1)
+
+
+def _walk_bodies(data: bytes) -> tuple[BodiesFrame, _BodiesLayout]:
+    """Walk a serialized RigidBodies (mocap4r2_control.cdr_reader's rules and bounds; the
+    bodies' markers skipped by their name lengths, never decoded): its frame, and its
+    layout for the messages of the same structure."""
+    structure = [0, 1]  # the encapsulation (little-endian plain CDR)
+    w = CdrCursor(data, error=BadCdr, structure=structure)
     stamp_at, frame_id, _ = w.header()
     sec, nsec = _STAMP.unpack_from(data, stamp_at)
     n = w.count(min_size=4 + 4 + 1 + 56 + 4 + 4, what="rigid bodies")
     names: list[str] = []
     ids: list[int] = []
-    valid: list[bool] = []
-    rows = np.empty((n, 7))
-    for i in range(n):
-        ids.append(_I32.unpack_from(data, w.fixed(4))[0])
+    valid: list[int] = []
+    poses: list[int] = []
+    for _ in range(n):
+        ids.append(w.fixed(4))
         names.append(w.string())
-        valid.append(data[w.fixed(1)] != 0)
-        rows[i] = _ROW.unpack_from(data, w.fixed(8, 7))
+        valid.append(w.fixed(1))
+        poses.append(w.fixed(8, 7))
         w.fixed(4)  # mean_error
-        marker_places(w, w.count(what="markers of a body", min_size=4 + 4 + 1 + 24 + 1 + 4))
-    return BodiesFrame(convert.stamp_ns(NsStamp(sec, nsec)), frame_id, names, ids, valid, rows)
+        marker_ids, _points = marker_places(
+            w, w.count(what="markers of a body", min_size=4 + 4 + 1 + 24 + 1 + 4)
+        )
+        for at in marker_ids:  # each marker's name length, which places what follows
+            structure.extend(range(at + 4, at + 8))
+    layout = _BodiesLayout(
+        len(data),
+        np.asarray(structure, dtype=np.intp),
+        np.frombuffer(data, np.uint8)[structure],
+        frame_id,
+        tuple(names),
+        _byte_index(ids, 4),
+        np.asarray(valid, dtype=np.intp),
+        _byte_index(poses, 8 * 7),
+    )
+    stamp = convert.stamp_ns(NsStamp(sec, nsec))
+    return _bodies_gather(np.frombuffer(data, np.uint8), layout, stamp), layout
+
+
+def _bodies_gather(raw: npt.NDArray[np.uint8], layout: _BodiesLayout, stamp: int) -> BodiesFrame:
+    return BodiesFrame(
+        stamp,
+        layout.frame_id,
+        list(layout.names),
+        raw[layout.ids].view("<i4").tolist(),
+        (raw[layout.valid] != 0).tolist(),
+        raw[layout.poses].view("<f8").reshape(-1, 7),
+    )
+
+
+def bodies_frame_cdr(data: bytes, topic: str | None = None) -> BodiesFrame:
+    """The frame of a serialized RigidBodies, read in place: what rclpy would otherwise
+    turn into a few hundred objects a frame. With ``topic``, the layout of that topic's
+    previous message is reused when this one has its structure (a system's bodies and
+    their markers rarely change): the fields are then gathered at once, without a walk.
+    Raises :class:`BadCdr` with the reason."""
+    layout = _BODIES_LAYOUTS.get(topic) if topic is not None else None
+    if layout is not None and len(data) == layout.length:
+        raw = np.frombuffer(data, np.uint8)
+        if np.array_equal(raw[layout.structure], layout.template):
+            sec, nsec = _STAMP.unpack_from(data, 4)  # the header's stamp opens the message
+            return _bodies_gather(raw, layout, convert.stamp_ns(NsStamp(sec, nsec)))
+    frame, layout = _walk_bodies(data)
+    if topic is not None:
+        _BODIES_LAYOUTS.pop(topic, None)
+        while len(_BODIES_LAYOUTS) >= MAX_LAYOUTS:
+            _BODIES_LAYOUTS.pop(next(iter(_BODIES_LAYOUTS)))
+        _BODIES_LAYOUTS[topic] = layout
+    return frame
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import math
 import random
 from types import SimpleNamespace as NS
 
+import numpy as np
 from fox_client import run_client
 
 from mocap4r2_tools.foxglove import convert, records, scene_wire
@@ -247,3 +248,56 @@ def test_markers_cdr_that_lies_about_itself_is_refused_with_the_reason():
         lying[count_at : count_at + 4] = (1 << 30).to_bytes(4, "little")
         with pytest.raises(scene_wire.BadCdr, match="markers"):
             scene_wire.markers_frame_cdr(bytes(lying))
+
+
+def test_a_topics_bodies_layout_is_reused_only_for_messages_of_its_structure():
+    """bodies_frame_cdr(data, topic) gathers the fields at the offsets of the topic's
+    previous message when this one has its structure; a message of another structure
+    (another body name of the same length, marker names of other lengths in a message of
+    the same length, more bodies) is walked again: every frame equals the one read
+    without a layout, and the scene the deserialized message gives."""
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from mocap4r2_interfaces.msg import Marker, RigidBodies, RigidBody
+
+    def message(seed: int, names: list[str], marker_names: list[str]) -> bytes:
+        rnd = random.Random(seed)
+        msg = RigidBodies(frame_number=seed)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = 1796564832 + seed, rnd.randint(0, 999_999_999)
+        msg.header.frame_id = "world"
+        for i, name in enumerate(names):
+            body = RigidBody(id=i + 1, name=name, tracking_valid=rnd.random() < 0.8)
+            body.pose.position.x, body.pose.position.y = rnd.uniform(-2, 2), rnd.choice([0.0, math.nan, 1.5])
+            body.pose.orientation.z, body.pose.orientation.w = rnd.uniform(-1, 1), rnd.uniform(-1, 1)
+            body.markers = [Marker(id=k, name=m) for k, m in enumerate(marker_names)]
+            msg.rigid_bodies.append(body)
+        return serialize_message(msg)
+
+    topic = "/layout_test/rigid_bodies"
+    structures = [
+        (["b1", "b2"], ["a", "bb"]),
+        (["b1", "b3"], ["a", "bb"]),  # a name of the same length
+        (["b1", "b3"], ["aa", "b"]),  # the same message length, markers placed otherwise
+        (["b1", "b3", "c"], ["aa", "b"]),
+        ([], []),
+    ]
+    walked = 0
+    for seed in range(60):
+        names, marker_names = structures[(seed // 6) % len(structures)]
+        data = message(seed, names, marker_names)
+        before = scene_wire._BODIES_LAYOUTS.get(topic)
+        frame = scene_wire.bodies_frame_cdr(data, topic)
+        walked += scene_wire._BODIES_LAYOUTS.get(topic) is not before
+        alone = scene_wire.bodies_frame_cdr(data)
+        assert (frame.stamp_ns, frame.frame_id, frame.names, frame.ids, frame.valid) == (
+            alone.stamp_ns,
+            alone.frame_id,
+            alone.names,
+            alone.ids,
+            alone.valid,
+        )
+        assert np.array_equal(frame.rows, alone.rows, equal_nan=True)
+        msg = deserialize_message(data, RigidBodies)
+        (record,) = records.records_raw(topic, convert.RIGID_BODIES, data, None)  # type: ignore[arg-type]
+        assert record.data == scene_wire.bodies_scene(msg, "layout_test")
+    assert walked == 10, f"{walked} walks for 10 runs of one structure"  # once per run of 6
