@@ -26,6 +26,53 @@ from mocap4r2_tools.worldmodel.model import VERIFY_CONFIRM, VERIFY_DISCARD, VERI
 Q0 = (0.0, 0.0, 0.0, 1.0)
 
 
+def update(
+    model: WorldModel,
+    *,
+    stamp: float,
+    now: float,
+    position=(0, 0, 0),
+    body: str = "b",
+    tracked: bool = True,
+    orientation=Q0,
+    source: str = "/a/rigid_bodies",
+    frame_id: str = "world",
+):
+    """One body of a RigidBodies message from ``source``, as the server hands it on."""
+    return model.update_body(
+        source,
+        frame_id=frame_id,
+        body=body,
+        tracked=tracked,
+        position=position,
+        orientation=orientation,
+        stamp=stamp,
+        now=now,
+    )
+
+
+def add(
+    model: WorldModel,
+    object_id: str,
+    *,
+    frame_id: str = "world",
+    position=(0, 0, 0),
+    orientation=Q0,
+    state: int = ACTIVE,
+):
+    """An AddObject request for a box at ``stamp`` 0."""
+    return model.add_object(
+        object_id,
+        class_id="box",
+        name="",
+        frame_id=frame_id,
+        position=position,
+        orientation=orientation,
+        state=state,
+        stamp=0.0,
+    )
+
+
 def test_identities_from_config_and_defaults():
     ids = parse_identities(
         ["{body: robot1, class_id: robot, name: Ground robot}", "{body: cup, object_id: cup_7}"]
@@ -51,94 +98,31 @@ def test_support_is_the_log_odds_of_the_tracking_ratio():
     assert support_from_ratio(1.0) == pytest.approx(math.log(99)) == -support_from_ratio(0.0)
     model = WorldModel(support_window=1.0)
     for k in range(100):
-        obj, _ = model.update_body(
-            "/a/rigid_bodies",
-            frame_id="world",
-            body="b",
-            tracked=k % 4 != 3,
-            position=(0, 0, 0),
-            orientation=Q0,
-            stamp=k * 0.01,
-            now=k * 0.01,
-        )
+        obj, _ = update(model, tracked=k % 4 != 3, position=(0, 0, 0), stamp=k * 0.01, now=k * 0.01)
     assert obj.support == pytest.approx(math.log(3), rel=0.05)
 
 
 def test_states_active_inactive_and_service_states_stop_updates():
     model = WorldModel(parse_identities(["{body: b, class_id: box}"]), timeout=0.5)
-    obj, changed = model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=True,
-        position=(1, 2, 3),
-        orientation=Q0,
-        stamp=10.0,
-        now=0.0,
-    )
+    obj, changed = update(model, position=(1, 2, 3), stamp=10.0, now=0.0)
     assert changed and obj.state == ACTIVE and obj.object_id == "b" and obj.class_id == "box"
-    model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=False,
-        position=None,
-        orientation=None,
-        stamp=10.1,
-        now=0.1,
-    )
+    update(model, tracked=False, position=None, orientation=None, stamp=10.1, now=0.1)
     assert model.tick(0.4) == [] and obj.state == ACTIVE
     assert model.tick(0.6) == [obj] and obj.state == INACTIVE
-    _, changed = model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=True,
-        position=(1, 2, 4),
-        orientation=Q0,
-        stamp=10.7,
-        now=0.7,
-    )
+    _, changed = update(model, position=(1, 2, 4), stamp=10.7, now=0.7)
     assert changed and obj.state == ACTIVE
     model.set_state("b", CONFIRMED)
-    model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=True,
-        position=(9, 9, 9),
-        orientation=Q0,
-        stamp=10.8,
-        now=0.8,
-    )
+    update(model, position=(9, 9, 9), stamp=10.8, now=0.8)
     assert obj.state == CONFIRMED and obj.position.tolist() == [1, 2, 4]  # updates disabled
     assert model.tick(5.0) == [] and obj.state == CONFIRMED
     model.set_state("b", ACTIVE)
-    model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=True,
-        position=(9, 9, 9),
-        orientation=Q0,
-        stamp=10.9,
-        now=5.1,
-    )
+    update(model, position=(9, 9, 9), stamp=10.9, now=5.1)
     assert obj.position.tolist() == [9, 9, 9]
 
 
 def test_refusals_name_the_problem():
     model = WorldModel()
-    model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=True,
-        position=(0, 0, 0),
-        orientation=Q0,
-        stamp=1.0,
-        now=0.0,
-    )
+    update(model, position=(0, 0, 0), stamp=1.0, now=0.0)
     with pytest.raises(ModelError, match="unknown object_id 'nope'.*known: b"):
         model.set_state("nope", ACTIVE)
     with pytest.raises(ModelError, match="invalid state 10"):
@@ -147,88 +131,25 @@ def test_refusals_name_the_problem():
     with pytest.raises(ModelError, match="unknown object_id"):
         model.set_name("x", "y")
     with pytest.raises(ModelError, match="tracked mocap body"):
-        model.add_object(
-            "b",
-            class_id="box",
-            name="",
-            frame_id="world",
-            position=(0, 0, 0),
-            orientation=Q0,
-            state=ACTIVE,
-            stamp=0.0,
-        )
+        add(model, "b")
     with pytest.raises(ModelError, match="unit quaternion"):
-        model.add_object(
-            "",
-            class_id="box",
-            name="",
-            frame_id="world",
-            position=(0, 0, 0),
-            orientation=(0, 0, 0, 0),
-            state=ACTIVE,
-            stamp=0.0,
-        )
+        add(model, "", orientation=(0, 0, 0, 0))
     with pytest.raises(ModelError, match="frame"):
-        model.add_object(
-            "",
-            class_id="box",
-            name="",
-            frame_id="",
-            position=(0, 0, 0),
-            orientation=Q0,
-            state=ACTIVE,
-            stamp=0.0,
-        )
-    added = model.add_object(
-        "", class_id="box", name="", frame_id="world", position=(1, 0, 0), orientation=Q0, state=0, stamp=0.0
-    )
+        add(model, "", frame_id="")
+    added = add(model, "", position=(1, 0, 0), state=0)
     assert added.object_id == "box_1" and added.state == ACTIVE and added.static
 
 
 def test_untracked_body_is_not_modelled_before_its_first_tracked_frame_and_same_names_do_not_clash():
     model = WorldModel()
-    assert model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=False,
-        position=None,
-        orientation=None,
-        stamp=1.0,
-        now=0.0,
-    ) == (None, False)
-    model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=True,
-        position=(0, 0, 0),
-        orientation=Q0,
-        stamp=1.0,
-        now=0.0,
-    )
-    other, _ = model.update_body(
-        "/c/rigid_bodies",
-        frame_id="mocap",
-        body="b",
-        tracked=True,
-        position=(0, 0, 0),
-        orientation=Q0,
-        stamp=1.0,
-        now=0.0,
+    assert update(model, tracked=False, position=None, orientation=None, stamp=1.0, now=0.0) == (None, False)
+    update(model, position=(0, 0, 0), stamp=1.0, now=0.0)
+    other, _ = update(
+        model, source="/c/rigid_bodies", frame_id="mocap", position=(0, 0, 0), stamp=1.0, now=0.0
     )
     assert sorted(model.objects) == ["/c/b", "b"] and other.frame_id == "mocap"
     only = WorldModel(parse_identities(["{body: x}"]), only_configured=True)
-    assert only.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="b",
-        tracked=True,
-        position=(0, 0, 0),
-        orientation=Q0,
-        stamp=1.0,
-        now=0.0,
-    ) == (None, False)
+    assert update(only, position=(0, 0, 0), stamp=1.0, now=0.0) == (None, False)
 
 
 def test_frame_graph_lookup_both_ways_and_through_chains():
@@ -247,26 +168,8 @@ def test_frame_graph_lookup_both_ways_and_through_chains():
 
 def test_verify_confirms_discards_and_knows_when_it_cannot_tell():
     model = WorldModel(parse_identities(["{body: cup, class_id: cup}", "{body: robot, class_id: robot}"]))
-    model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="cup",
-        tracked=True,
-        position=(1.0, 2.0, 0.5),
-        orientation=Q0,
-        stamp=1.0,
-        now=0.0,
-    )
-    model.update_body(
-        "/a/rigid_bodies",
-        frame_id="world",
-        body="robot",
-        tracked=True,
-        position=(0.0, 0.0, 0.0),
-        orientation=Q0,
-        stamp=1.0,
-        now=0.0,
-    )
+    update(model, body="cup", position=(1.0, 2.0, 0.5), stamp=1.0, now=0.0)
+    update(model, body="robot", position=(0.0, 0.0, 0.0), stamp=1.0, now=0.0)
     assert model.verify("cup", "world", (1.1, 2.0, 0.5), 0.3)[0] == VERIFY_CONFIRM
     assert model.verify("cup", "world", (3.0, 2.0, 0.5), 0.3)[0] == VERIFY_DISCARD
     assert model.verify("robot", "world", (1.1, 2.0, 0.5), 0.3)[0] == VERIFY_DISCARD  # wrong class there
