@@ -284,65 +284,114 @@ def bodies_scene_cdr(data: bytes, system: str, style: Style = convert.DEFAULT_ST
     return bodies_scene_of(bodies_frame_cdr(data), system, style)
 
 
-def bodies_scene_of(frame: BodiesFrame, system: str, style: Style) -> bytes:
-    """The SceneUpdate bytes of a bodies frame, however it was read."""
+@dataclass(frozen=True)
+class _BodiesTemplate:
+    """A bodies scene's bytes with every number left at zero, for the frames of one
+    structure (the bodies drawn, their names, ids and tracking, the style, the length of
+    the stamp and frame id that open each entity): ``heads`` are the byte indices of each
+    entity's timestamp and frame id, ``doubles`` those of each body's ten doubles (the
+    axes' pose: x, y, z, qx, qy, qz, qw; its label's position: x, y, z)."""
+
+    data: npt.NDArray[np.uint8]
+    heads: npt.NDArray[np.intp]
+    doubles: npt.NDArray[np.intp]
+
+
+#: templates of the bodies scenes seen last (at most MAX_LAYOUTS kept)
+_BODIES_TEMPLATES: dict[tuple[Any, ...], _BodiesTemplate] = {}
+# where the doubles lie in _POSE and _POSITION (each behind its one-byte key)
+_POSE_DOUBLES = (3, 12, 21, 32, 41, 50, 59)
+_POSITION_DOUBLES = (3, 12, 21)
+_ZERO_POSE = _POSE.pack(
+    0x0A, 27, 0x09, 0.0, 0x11, 0.0, 0x19, 0.0, 0x12, 36, 0x09, 0.0, 0x11, 0.0, 0x19, 0.0, 0x21, 0.0
+)
+_ZERO_POSITION = _POSITION.pack(0x0A, 27, 0x09, 0.0, 0x11, 0.0, 0x19, 0.0)
+
+
+def _bodies_template(
+    names: Sequence[str],
+    ids: Sequence[int],
+    tracked: Sequence[bool],
+    system: str,
+    style: Style,
+    head_size: int,
+) -> _BodiesTemplate:
+    """The template of a scene of these bodies (those drawn): each entity as
+    :func:`convert.body_entity` builds it (its axes as a line list posed at the body's
+    pose, its name above it, grey and named so when not tracked), every double at zero."""
     c = _constants(style)
-    head = _len(1, _time(frame.stamp_ns)) + _string(2, frame.frame_id)
-    positions, quats = convert.usable_rows(frame.rows)
-    usable = ~np.isnan(positions[:, 0])
-    out = []
-    for name, id_, tracked, p, q, ok in zip(
-        frame.names, frame.ids, frame.valid, positions.tolist(), quats.tolist(), usable.tolist()
-    ):
-        if not ok:
-            continue
-        pose = _POSE.pack(
-            0x0A,
-            27,
-            0x09,
-            p[0],
-            0x11,
-            p[1],
-            0x19,
-            p[2],
-            0x12,
-            36,
-            0x09,
-            q[0],
-            0x11,
-            q[1],
-            0x19,
-            q[2],
-            0x21,
-            q[3],
-        )
+    head = bytes(head_size)
+    parts: list[bytes] = []
+    heads: list[int] = []
+    doubles: list[int] = []
+    at = 0
+    for name, id_, valid in zip(names, ids, tracked):
         line = (
             c["line_head"]
             + c["line_pose"]
-            + pose
+            + _ZERO_POSE
             + c["line_tail"]
-            + (c["axes"] if tracked else c["grey_axes"])
+            + (c["axes"] if valid else c["grey_axes"])
         )
-        # the same sum, in the same order, as convert.body_entity (so the same double)
-        z = p[2] + style.axis_length + style.text_size
-        text_pose = c["text_pose"] + _POSITION.pack(0x0A, 27, 0x09, p[0], 0x11, p[1], 0x19, z) + c["identity"]
-        label = name if tracked else f"{name} (not tracked)"
+        label = name if valid else f"{name} (not tracked)"
         text = (
-            text_pose
+            c["text_pose"]
+            + _ZERO_POSITION
+            + c["identity"]
             + c["text_style"]
-            + (c["text_color"] if tracked else c["grey_text_color"])
+            + (c["text_color"] if valid else c["grey_text_color"])
             + _string(6, label)
         )
-        entity = (
+        before = (
             head
             + _string(3, f"{system}/bodies/{name or id_}")
             + c["lifetime"]
-            + (c["tracked"] if tracked else c["not_tracked"])
-            + _len(11, line)
-            + _len(13, text)
+            + (c["tracked"] if valid else c["not_tracked"])
         )
-        out.append(_len(2, entity))
-    return b"".join(out)
+        line_field = _key(11, _LEN) + _varint(len(line))
+        text_field = _key(13, _LEN) + _varint(len(text))
+        entity = before + line_field + line + text_field + text
+        prefix = _key(2, _LEN) + _varint(len(entity))
+        start = at + len(prefix)
+        pose_at = start + len(before) + len(line_field) + len(c["line_head"]) + len(c["line_pose"])
+        text_at = start + len(before) + len(line_field) + len(line) + len(text_field) + len(c["text_pose"])
+        heads.append(start)
+        doubles += [pose_at + o for o in _POSE_DOUBLES] + [text_at + o for o in _POSITION_DOUBLES]
+        parts.append(prefix + entity)
+        at += len(prefix) + len(entity)
+    return _BodiesTemplate(
+        np.frombuffer(b"".join(parts), np.uint8),
+        _byte_index(heads, head_size),
+        _byte_index(doubles, 8),
+    )
+
+
+def bodies_scene_of(frame: BodiesFrame, system: str, style: Style) -> bytes:
+    """The SceneUpdate bytes of a bodies frame, however it was read: the template of its
+    structure (built once, kept while the bodies, their names and tracking stay the
+    same) with the frame's stamp, frame id and poses written in with numpy. A body
+    without a usable pose is left out."""
+    head = _len(1, _time(frame.stamp_ns)) + _string(2, frame.frame_id)
+    positions, quats = convert.usable_rows(frame.rows)
+    usable = ~np.isnan(positions[:, 0])
+    drawn = usable.tolist()
+    names = tuple(n for n, ok in zip(frame.names, drawn) if ok)
+    ids = tuple(i for i, ok in zip(frame.ids, drawn) if ok)
+    tracked = tuple(bool(v) for v, ok in zip(frame.valid, drawn) if ok)
+    key = (system, style, len(head), names, ids, tracked)
+    template = _BODIES_TEMPLATES.get(key)
+    if template is None:
+        template = _bodies_template(names, ids, tracked, system, style, len(head))
+        while len(_BODIES_TEMPLATES) >= MAX_LAYOUTS:
+            _BODIES_TEMPLATES.pop(next(iter(_BODIES_TEMPLATES)))
+        _BODIES_TEMPLATES[key] = template
+    out = template.data.copy()
+    out[template.heads] = np.tile(np.frombuffer(head, np.uint8), len(names))
+    p = positions[usable]
+    # the label's height: the same sum, in the same order, as convert.body_entity
+    values = np.column_stack((p, quats[usable], p[:, :2], p[:, 2] + style.axis_length + style.text_size))
+    out[template.doubles] = values.astype("<f8").view(np.uint8).reshape(-1)
+    return out.tobytes()
 
 
 #: the marker kinds, in the order of their entities; a MarkersFrame's ``kinds`` index it
