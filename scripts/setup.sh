@@ -71,12 +71,17 @@ if [ "$MODE" = wheels ]; then
   export AMENT_PREFIX_PATH=$VENV CMAKE_PREFIX_PATH=$VENV
 fi
 
-# --- Debian's chromium for the web panel's browser tests (root only; never playwright's
-# own browser downloads). Without root or apt the browser tests skip and say why.
-if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  say "installing chromium (apt) for the web panel's browser tests"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
-    || say "could not install chromium; the browser tests will skip"
+# --- Debian packages the tests use (root only; never playwright's own browser downloads):
+# chromium for the web panel's browser tests, faketime (libfaketime) for the test that
+# steps a running node's host clock. Both missing: one apt-get call. Without root or apt
+# the tests that need them skip and say why.
+APT_PACKAGES=()
+[ -x /usr/bin/chromium ] || APT_PACKAGES+=(chromium)
+compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || APT_PACKAGES+=(faketime)
+if [ ${#APT_PACKAGES[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "installing ${APT_PACKAGES[*]} (apt) for the browser and host clock step tests"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${APT_PACKAGES[@]}") >/dev/null 2>&1 \
+    || say "could not install ${APT_PACKAGES[*]}; the tests that need them will skip"
 fi
 
 # one setup at a time per checkout (parallel `make test` runs share install/)
