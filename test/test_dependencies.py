@@ -353,6 +353,61 @@ def test_the_terminal_libraries_are_declared_only_by_the_tools():
             assert declared is (package == "mocap4r2_tools"), (package, name)
 
 
+def run_time_keys(package: str) -> set[str]:
+    """Every key `rosdep install` resolves for ``package`` at run time: its exec_depends,
+    and those of each package of this repository among them, recursively."""
+    keys: set[str] = set()
+    todo = [package]
+    while todo:
+        for key in read_package_xml(todo.pop()).exec_depends - keys:
+            keys.add(key)
+            if (ROOT / key / "package.xml").exists():
+                todo.append(key)
+    return keys
+
+
+def test_a_driver_installed_alone_pulls_in_no_terminal_library():
+    """Neither the core nor the drivers depend, even through another package of this
+    repository, on mocap4r2_tools or the terminal libraries (before, the drivers' package.xml
+    named mocap4r2_tools for the demo's launch file, and rich itself)."""
+    terminal = {str(DEPENDENCIES[name].rosdep) for name in TERMINAL_LIBRARIES}
+    assert terminal <= run_time_keys("mocap4r2_tools"), "the walk must see the tools' own keys"
+    for package in WITHOUT_TERMINAL_LIBRARIES:
+        keys = run_time_keys(package)
+        assert "mocap4r2_control" in keys or package == "mocap4r2_control", keys
+        assert not keys & ({"mocap4r2_tools"} | terminal), (
+            package,
+            sorted(keys & ({"mocap4r2_tools"} | terminal)),
+        )
+
+
+def _demo_tools_launch_dir():
+    """demo_bringup.launch.py's _tools_launch_dir, taken from the file (the file itself
+    imports `launch`, which only a ROS distribution has)."""
+    path = ROOT / "mocap4r2_drivers" / "launch" / "demo_bringup.launch.py"
+    tree = ast.parse(path.read_text())
+    (function,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_tools_launch_dir"]
+    namespace: dict = {"os": __import__("os")}
+    exec(compile(ast.Module(body=[function], type_ignores=[]), str(path), "exec"), namespace)
+    return namespace
+
+
+def test_the_demo_includes_the_tools_only_where_they_are_installed(tmp_path, monkeypatch):
+    """The drivers' demo launch file finds the tools' launch file where mocap4r2_tools is
+    installed, and nothing (it then runs the system alone, with a log line) on a machine
+    with the drivers alone: outside the source tree, with an ament index without it."""
+    namespace = _demo_tools_launch_dir()
+    namespace["HERE"] = str(ROOT / "mocap4r2_drivers" / "launch")
+    found = namespace["_tools_launch_dir"]()
+    assert found is not None and Path(found, "tools.launch.py").exists(), found
+    alone = tmp_path / "share" / "mocap4r2_drivers" / "launch"
+    alone.mkdir(parents=True)
+    (tmp_path / "index" / "share" / "ament_index" / "resource_index" / "packages").mkdir(parents=True)
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path / "index"))
+    namespace["HERE"] = str(alone)
+    assert namespace["_tools_launch_dir"]() is None
+
+
 @pytest.mark.parametrize(
     "package",
     (

@@ -1,6 +1,8 @@
 """The demo on a ROS distribution: the simulated system (streaming at once), the tools
 and RViz with config/mocap4r2.rviz (where rviz2 is installed; skipped with a log line
-elsewhere).
+elsewhere). The tools come from mocap4r2_tools, which the drivers do not depend on (it
+brings the terminal libraries of the `mocap4r2` command): where it is not installed the
+demo runs the system alone and says so.
 
     ros2 launch mocap4r2_drivers demo_bringup.launch.py            # rviz:=false: no RViz
     mocap4r2 tui                                                   # watch, start/stop
@@ -12,7 +14,7 @@ no launch argument of one include can reach the nodes of the other.
 
 import os
 
-from launch.actions import DeclareLaunchArgument, GroupAction, IncludeLaunchDescription
+from launch.actions import DeclareLaunchArgument, GroupAction, IncludeLaunchDescription, LogInfo
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 
@@ -21,19 +23,21 @@ from launch import LaunchDescription
 HERE = os.path.dirname(os.path.realpath(__file__))
 
 
-def _tools_launch_dir() -> str:
-    """tools.launch.py is installed by mocap4r2_tools; in the source tree it sits in that
-    package's launch/ folder, beside this package's folder."""
+def _tools_launch_dir() -> str | None:
+    """The folder of tools.launch.py: as mocap4r2_tools installs it, or in the source tree
+    that package's launch/ folder beside this package's folder; None where neither has it."""
     try:
         from ament_index_python.packages import get_package_share_directory
 
-        return os.path.join(get_package_share_directory("mocap4r2_tools"), "launch")
-    except Exception:  # noqa: BLE001 - not installed: the source tree
-        return os.path.join(HERE, "..", "..", "mocap4r2_tools", "launch")
+        folder = os.path.join(get_package_share_directory("mocap4r2_tools"), "launch")
+    except Exception:  # noqa: BLE001 - not installed: the source tree, if this is one
+        folder = os.path.join(HERE, "..", "..", "mocap4r2_tools", "launch")
+    return folder if os.path.exists(os.path.join(folder, "tools.launch.py")) else None
 
 
 def generate_launch_description():
     """What `ros2 launch` runs from this file (see the module docstring)."""
+    tools_dir = _tools_launch_dir()
     return LaunchDescription(
         [
             DeclareLaunchArgument(
@@ -56,14 +60,18 @@ def generate_launch_description():
                     )
                 ],
             ),
-            GroupAction(
-                scoped=True,
-                actions=[
-                    IncludeLaunchDescription(
-                        PythonLaunchDescriptionSource(os.path.join(_tools_launch_dir(), "tools.launch.py")),
-                        launch_arguments={"rviz": LaunchConfiguration("rviz")}.items(),
-                    )
-                ],
+            (
+                GroupAction(
+                    scoped=True,
+                    actions=[
+                        IncludeLaunchDescription(
+                            PythonLaunchDescriptionSource(os.path.join(tools_dir, "tools.launch.py")),
+                            launch_arguments={"rviz": LaunchConfiguration("rviz")}.items(),
+                        )
+                    ],
+                )
+                if tools_dir is not None
+                else LogInfo(msg="mocap4r2_tools is not installed: the demo runs the simulated system alone")
             ),
         ]
     )
