@@ -103,7 +103,7 @@ def records_raw(
         update = scene_wire.bodies_scene_of(bodies, convert.system_of(topic), style)
         return [Record(convert.topic_for(topic), SCENE_UPDATE, update, bodies.stamp_ns)]
     if type_name == convert.MARKERS:
-        markers = scene_wire.markers_frame_cdr(data)
+        markers = scene_wire.markers_frame_cdr(data, topic)
         update = scene_wire.markers_scene_of(markers, convert.system_of(topic), style)
         return [Record(convert.topic_for(topic), SCENE_UPDATE, update, markers.stamp_ns)]
     return records(topic, type_name, deserialize(data, type_name), style)

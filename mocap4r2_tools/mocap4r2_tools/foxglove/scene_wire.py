@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mocap4r2_control.cdr_reader import CdrCursor, CdrDecodeError, marker_places
+from mocap4r2_control.cdr_reader import CdrCursor, CdrDecodeError, marker_places, walk_message
 from mocap4r2_control.rotation import FloatArray
 
 from ..tracking.markers_cdr import MarkersDecodeError, decode_markers
@@ -144,6 +144,7 @@ class BadCdr(CdrDecodeError):
 
 
 _STAMP = struct.Struct("<iI")
+_U64 = struct.Struct("<Q")
 
 
 def bodies_frame(msg: Any) -> BodiesFrame:
@@ -193,6 +194,26 @@ MAX_LAYOUTS = 64
 
 def _byte_index(offsets: list[int], size: int) -> npt.NDArray[np.intp]:
     return (np.asarray(offsets, dtype=np.intp)[:, None] + np.arange(size)).reshape(-1)
+
+
+def _keep(store: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``value`` under ``key`` as the newest of at most MAX_LAYOUTS entries."""
+    store.pop(key, None)
+    while len(store) >= MAX_LAYOUTS:
+        store.pop(next(iter(store)))
+    store[key] = value
+
+
+def _same_structure(
+    length: int, structure: npt.NDArray[np.intp], template: npt.NDArray[np.uint8], data: bytes
+) -> Any:
+    """The message's bytes as uint8 when it has this length and these bytes at every
+    offset of ``structure`` (so the layout walked from ``template``'s message fits it);
+    None otherwise."""
+    if len(data) != length:
+        return None
+    raw = np.frombuffer(data, np.uint8)
+    return raw if np.array_equal(raw[structure], template) else None
 
 
 def _walk_bodies(data: bytes) -> tuple[BodiesFrame, _BodiesLayout]:
@@ -251,18 +272,20 @@ def bodies_frame_cdr(data: bytes, topic: str | None = None) -> BodiesFrame:
     their markers rarely change): the fields are then gathered at once, without a walk.
     Raises :class:`BadCdr` with the reason."""
     layout = _BODIES_LAYOUTS.get(topic) if topic is not None else None
-    if layout is not None and len(data) == layout.length:
-        raw = np.frombuffer(data, np.uint8)
-        if np.array_equal(raw[layout.structure], layout.template):
-            sec, nsec = _STAMP.unpack_from(data, 4)  # the header's stamp opens the message
-            return _bodies_gather(raw, layout, convert.stamp_ns(NsStamp(sec, nsec)))
+    if layout is not None:
+        raw = _same_structure(layout.length, layout.structure, layout.template, data)
+        if raw is not None:
+            return _bodies_gather(raw, layout, _stamp_ns(data))
     frame, layout = _walk_bodies(data)
     if topic is not None:
-        _BODIES_LAYOUTS.pop(topic, None)
-        while len(_BODIES_LAYOUTS) >= MAX_LAYOUTS:
-            _BODIES_LAYOUTS.pop(next(iter(_BODIES_LAYOUTS)))
-        _BODIES_LAYOUTS[topic] = layout
+        _keep(_BODIES_LAYOUTS, topic, layout)
     return frame
+
+
+def _stamp_ns(data: bytes) -> int:
+    """The header stamp of a message whose structure was checked (it opens the message)."""
+    sec, nsec = _STAMP.unpack_from(data, 4)
+    return convert.stamp_ns(NsStamp(sec, nsec))
 
 
 @dataclass(frozen=True)
@@ -382,9 +405,7 @@ def bodies_scene_of(frame: BodiesFrame, system: str, style: Style) -> bytes:
     template = _BODIES_TEMPLATES.get(key)
     if template is None:
         template = _bodies_template(names, ids, tracked, system, style, len(head))
-        while len(_BODIES_TEMPLATES) >= MAX_LAYOUTS:
-            _BODIES_TEMPLATES.pop(next(iter(_BODIES_TEMPLATES)))
-        _BODIES_TEMPLATES[key] = template
+        _keep(_BODIES_TEMPLATES, key, template)
     out = template.data.copy()
     out[template.heads] = np.tile(np.frombuffer(head, np.uint8), len(names))
     p = positions[usable]
@@ -433,15 +454,80 @@ def markers_frame(msg: Any) -> MarkersFrame:
     )
 
 
-def markers_frame_cdr(data: bytes) -> MarkersFrame:
-    """The frame of a serialized Markers, read in place by the suite's Markers reader
-    (:func:`mocap4r2_tools.tracking.markers_cdr.decode_markers`, on mocap4r2_control's
-    cdr_reader: every count and length bounded by the bytes there) instead of rclpy's
-    deserializer and a Python object per marker. Raises :class:`BadCdr` with the reason."""
+@dataclass(frozen=True)
+class _MarkersLayout:
+    """Where the fields of one Markers structure lie (cdr_reader.walk_message), reused as
+    :class:`_BodiesLayout` is; byte indices into the message."""
+
+    length: int
+    structure: npt.NDArray[np.intp]
+    template: npt.NDArray[np.uint8]
+    frame_id: str
+    number: int
+    ids: npt.NDArray[np.intp]
+    points: npt.NDArray[np.intp]
+    occluded: npt.NDArray[np.intp]
+    named: npt.NDArray[np.bool_]
+
+
+#: per topic, the layout of its last Markers structure, or the length of its last message
+#: when that was read without one
+_MARKERS_LAYOUTS: dict[str, _MarkersLayout | int] = {}
+
+
+def _walk_markers(data: bytes) -> _MarkersLayout:
+    walk = walk_message("markers", data, BadCdr)
+    fields = {f.name: f for f in walk.fields}
+    structure = [0, 1, *walk.structure]  # the encapsulation too
+    return _MarkersLayout(
+        len(data),
+        np.asarray(structure, dtype=np.intp),
+        np.frombuffer(data, np.uint8)[structure],
+        walk.frame_id,
+        walk.number,
+        _byte_index(fields["m_ids"].offsets, 4),
+        _byte_index(fields["m_positions"].offsets, 24),
+        np.asarray(fields["m_occluded"].offsets, dtype=np.intp),
+        np.array([bool(name) for name in walk.item_names], dtype=bool),
+    )
+
+
+def _markers_gather(data: bytes, raw: npt.NDArray[np.uint8], layout: _MarkersLayout) -> MarkersFrame:
+    return MarkersFrame(
+        _stamp_ns(data),
+        layout.frame_id,
+        _U64.unpack_from(data, layout.number)[0],
+        raw[layout.points].view("<f8").reshape(-1, 3),
+        marker_kinds(raw[layout.ids].view("<i4"), layout.named, raw[layout.occluded] != 0),
+    )
+
+
+def markers_frame_cdr(data: bytes, topic: str | None = None) -> MarkersFrame:
+    """The frame of a serialized Markers, read in place instead of through rclpy's
+    deserializer and a Python object per marker. With ``topic``, once two of its
+    messages in a row have the same length (a labeled system: its markers keep their
+    names), the layout walked by mocap4r2_control's cdr_reader is kept and reused while
+    the messages keep its structure, as for the bodies; otherwise (an unlabeled cloud
+    whose count changes) each is read by the suite's Markers reader
+    (:func:`mocap4r2_tools.tracking.markers_cdr.decode_markers`, whose cloud reading
+    needs no walk). Every count and length is bounded by the bytes there; raises
+    :class:`BadCdr` with the reason."""
+    entry = _MARKERS_LAYOUTS.get(topic) if topic is not None else None
+    if isinstance(entry, _MarkersLayout):
+        raw = _same_structure(entry.length, entry.structure, entry.template, data)
+        if raw is not None:
+            return _markers_gather(data, raw, entry)
+    last_length = entry.length if isinstance(entry, _MarkersLayout) else entry
+    if topic is not None and last_length == len(data):
+        layout = _walk_markers(data)
+        _keep(_MARKERS_LAYOUTS, topic, layout)
+        return _markers_gather(data, np.frombuffer(data, np.uint8), layout)
     try:
         decoded = decode_markers(data)
     except MarkersDecodeError as exc:
         raise BadCdr(str(exc)) from None
+    if topic is not None:
+        _keep(_MARKERS_LAYOUTS, topic, len(data))
     return MarkersFrame(
         convert.stamp_ns(NsStamp(decoded.sec, decoded.nanosec)),
         decoded.frame_id,

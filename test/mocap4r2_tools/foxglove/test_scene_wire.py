@@ -301,3 +301,55 @@ def test_a_topics_bodies_layout_is_reused_only_for_messages_of_its_structure():
         (record,) = records.records_raw(topic, convert.RIGID_BODIES, data, None)  # type: ignore[arg-type]
         assert record.data == scene_wire.bodies_scene(msg, "layout_test")
     assert walked == 10, f"{walked} walks for 10 runs of one structure"  # once per run of 6
+
+
+def test_a_topics_markers_layout_is_kept_once_its_messages_keep_their_length():
+    """markers_frame_cdr(data, topic): a labeled stream (names kept) is walked once its
+    second message has the first's length and then read at the kept offsets; a marker
+    renamed at the same length is walked again; a cloud whose count changes every frame
+    is never walked (read by decode_markers). Every frame equals the one read without a
+    topic, and its scene the deserialized message's."""
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from mocap4r2_interfaces.msg import Marker, Markers
+
+    def message(seed: int, names: list[str]) -> bytes:
+        rnd = random.Random(seed)
+        msg = Markers(frame_number=seed * 7919)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = 1796564832 + seed, rnd.randint(0, 999_999_999)
+        msg.header.frame_id = "world"
+        for i, name in enumerate(names):
+            marker = Marker(id=rnd.choice([-1, i]), name=name, occluded=rnd.random() < 0.2)
+            marker.position.x, marker.position.y = rnd.uniform(-2, 2), rnd.choice([0.0, math.nan, 1.5])
+            marker.position.z = rnd.uniform(0, 2)
+            msg.markers.append(marker)
+        return serialize_message(msg)
+
+    def check(topic: str, data: bytes) -> None:
+        frame = scene_wire.markers_frame_cdr(data, topic)
+        alone = scene_wire.markers_frame_cdr(data)
+        assert (frame.stamp_ns, frame.frame_id, frame.frame_number) == (
+            alone.stamp_ns,
+            alone.frame_id,
+            alone.frame_number,
+        )
+        assert np.array_equal(frame.positions, alone.positions, equal_nan=True)
+        assert frame.kinds.tolist() == alone.kinds.tolist()
+        msg = deserialize_message(data, Markers)
+        scene = scene_wire.markers_scene_of(frame, "m", convert.DEFAULT_STYLE)
+        assert scene == scene_wire.markers_scene(msg, "m")
+
+    def walks(topic: str, messages: list[bytes]) -> int:
+        count = 0
+        for data in messages:
+            before = scene_wire._MARKERS_LAYOUTS.get(topic)
+            check(topic, data)
+            after = scene_wire._MARKERS_LAYOUTS.get(topic)
+            count += isinstance(after, scene_wire._MarkersLayout) and after is not before
+        return count
+
+    labeled = [message(s, ["b1:a", "b1:b", "", "b2:c"]) for s in range(10)]
+    renamed = [message(s, ["b1:a", "b1:x", "", "b2:c"]) for s in range(10, 20)]
+    assert walks("/layout_test/markers", labeled + renamed) == 2
+    clouds = [message(s, [""] * (3 + s % 4)) for s in range(20)]
+    assert walks("/layout_test/cloud", clouds) == 0
