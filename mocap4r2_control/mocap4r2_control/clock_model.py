@@ -89,6 +89,9 @@ HOST_STEP_RESET_S = 0.05
 STEP_BACK_REVERT_S = 2.0
 # transport delays kept for the p50/p99 of /diagnostics
 DELAY_HISTORY = 2048
+# after a forward host clock step, frames handed over this long (monotonic s) may have been
+# received before it: their latency, which the adapters read on the host clock, spans it
+HOST_STEP_SPAN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -504,7 +507,9 @@ class FrameStamper:
     stamps are on, read by the caller) is mapped to it with :class:`HostOffset`, whose
     cheap check per frame costs one monotonic reading; a host clock step is found at the
     next frame, and the stamps are on the new host clock from then on while the model keeps
-    what it learnt. Until the model has converged the frames are stamped on the line
+    what it learnt; a frame received before a forward step and handed over after it, whose
+    latency (read by the adapter on the host clock) holds the step, is learnt with the step
+    taken off (for HOST_STEP_SPAN_S). Until the model has converged the frames are stamped on the line
     fitted so far (the system time plus the least delay seen: never after the arrival, and
     spaced as the system clock says) or the adapter's ``capture_time``; frames whose system
     time is insane are stamped by the arrival rule (counted and logged once per kind).
@@ -537,6 +542,9 @@ class FrameStamper:
         self.bad_kinds: dict[str, int] = {}
         self.bad_latency = 0
         self.host_clock_steps = 0  # steps of the host clock (either way) beyond HOST_STEP_S
+        # the last forward host step, s, and until when (monotonic) a latency may span it
+        self._spanned_step = 0.0
+        self._spanned_until = -math.inf
         self.model_frames = 0
         # the mapping the stamps use: host - system at system time _applied_s, moving with
         # the model's drift and slewed toward its line (None until the model has converged)
@@ -614,6 +622,13 @@ class FrameStamper:
         self._last_system_time = system_time
         resets = model.resets
         mono = arrival - host_offset
+        if latency >= self._spanned_step > 0.0 and mono < self._spanned_until:
+            # received before a forward host step and handed over after it: the adapter's
+            # time since the bytes came (read on the host clock) holds the step, which would
+            # put the point that far below the line (a line moved down, or a reset). A frame
+            # received after it loses as much: its point lies above the line, which no
+            # lower envelope follows
+            latency -= self._spanned_step
         estimate = model.update(system_time, mono - latency)
         if model.resets != resets:
             self._log_reset()
@@ -637,6 +652,8 @@ class FrameStamper:
         if step:
             self.host_clock_steps += 1
             self._last_stamp += step
+            self._spanned_step = max(step, 0.0)  # back: a latency spanning it is only smaller
+            self._spanned_until = self._monotonic() + HOST_STEP_SPAN_S
             if self.host_clock_steps <= 10 or self.host_clock_steps % 100 == 0:
                 LOG.warning(
                     "the host clock stepped %+.6f s (step %d): stamps follow the new clock, the clock "

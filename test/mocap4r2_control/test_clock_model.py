@@ -445,6 +445,41 @@ def test_the_stamps_follow_the_host_clock_at_the_frame_after_a_step():
     assert stamper.model.resets == 0
 
 
+@pytest.mark.parametrize("step", [0.03, 0.3, 1.0, -0.3])
+def test_frames_received_before_a_host_step_and_handed_over_after_it_keep_the_model(step):
+    """The adapters count the time since a frame's bytes reached the host in its latency,
+    read on the host clock (``time.time()`` minus the kernel's receive time, or the time
+    of the read). A frame received before a step and handed over after it carries the step
+    in that time: the host step test of a running node (test_host_clock_step.py) showed
+    where to look. Here a burst of 4 is read at once, and NTP steps the host clock between
+    the hand-overs of its first and second frames. Before: the three frames' points lay the
+    step below the line; +30 ms moved the line down 29 ms for the rest of the run, +0.3 s
+    and +1 s reset the model and left the stamps 0.3 and 1 s early."""
+    clock = ManualClock(100.0, HOST_ORIGIN)
+    stamper = FrameStamper(clock=clock)
+    period, frames, at = 0.004, 2500, 1001
+    errors = []
+    for burst in range(0, frames, 4):
+        clock.mono = 100.0 + (burst + 3) * period + DMIN  # the burst reaches the host
+        received = clock.host()
+        for i in range(burst, burst + 4):
+            clock.mono += 50e-6  # handed over after the previous frame's publishing
+            if i == at:
+                clock.offset += step
+            arrival = clock.host()
+            latency = max(arrival - received, 0.0)  # as the adapters count it
+            stamp = stamper.stamp(arrival, latency, 3.0 + i * period, None, i)
+            # the line is the bursts' last frames: capture + DMIN on the host clock in force
+            errors.append(stamp - (100.0 + i * period + DMIN + clock.offset))
+    after = np.abs(errors[at : at + 250])  # the first second after the step
+    settled = np.abs(errors[at + 250 :])
+    assert np.abs(errors[500:at]).max() < 20e-6
+    assert stamper.model.resets == 0, stamper.model.last_reset_reason
+    assert settled.max() < 0.5e-3, settled.max()
+    assert after.max() < 0.5e-3, after.max()
+    assert stamper.host_clock_steps == 1
+
+
 def test_a_reader_delayed_between_its_clock_readings_is_not_a_host_step():
     clock = ManualClock(100.0, HOST_ORIGIN)
     stamper = FrameStamper(clock=clock)
