@@ -194,6 +194,16 @@ ROW = """(system) => {
 }"""
 
 
+def _cells(page: Any, system: str) -> list[str]:
+    """The texts of a system's row: box, system, type, state, rate, measured, latency,
+    dropped, tracking, session, status, lifecycle."""
+    return page.evaluate(
+        """(system) => [...[...document.querySelectorAll('#systems tr')]
+             .find(r => r.dataset.system === system).querySelectorAll('td')].map(td => td.textContent)""",
+        system,
+    )
+
+
 def _buttons(page: Any, system: str) -> dict[str, bool]:
     """Which lifecycle buttons of ``system``'s row are enabled."""
     return page.evaluate(ROW, system)["buttons"]
@@ -219,6 +229,10 @@ def test_buttons_and_the_status_colour_follow_the_state(browser_page, artefacts)
     text, colour = _status(page, IDLE)
     assert text.startswith("idle") and colour == GREY, (text, colour)
     assert "not configured" in page.evaluate(ROW, IDLE)["status"]
+    # its latency cell says "-", not "nan" (no frames: its /diagnostics report "nan"),
+    # once its /diagnostics are in (its dropped count then reads 0, not "-")
+    wait_for(lambda: _cells(page, IDLE)[7] == "0", 30, lambda: _cells(page, IDLE), what="idle diagnostics")
+    assert _cells(page, IDLE)[6] == "-", _cells(page, IDLE)
     title = page.get_attribute(
         f'#systems tr[data-system="{IDLE}"] button[data-transition="activate"]', "title"
     )
