@@ -10,6 +10,13 @@ written, a zero too, where the SDK leaves a zero out (proto3 reads a written zer
 absent field alike). Everything else is byte for byte what the SDK's ``encode()`` gives
 for the objects :mod:`.convert` builds, and a decoder reads the same message from both
 (test_scene_wire.py: Foxglove's client decodes both on random scenes). No rclpy here.
+
+The live node and the exports hand over serialized messages, so RigidBodies and Markers
+are also read here from their CDR bytes (``*_frame_cdr``), never as rclpy objects: by
+mocap4r2_control's CDR reader, whose walk of a topic's message is kept and reused while
+the topic's messages keep their structure (a system's bodies, markers and names rarely
+change), and the bodies scene of a structure is built once as a template whose numbers
+each frame writes in.
 """
 
 from __future__ import annotations
