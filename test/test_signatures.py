@@ -27,11 +27,6 @@ ALLOWED: dict[str, str] = {
     "mocap4r2_tools/tracking/kernels.py::gated_neighbours": "numba kernel",
     "mocap4r2_tools/tracking/kernels.py::judge": "numba kernel",
     "mocap4r2_tools/tracking/kernels.py::commit": "numba kernel",
-    # TODO(issue 38): modules another engineer was changing in the same session; to be
-    # made keyword-only once their work is in (then these lines go)
-    "mocap4r2_tools/foxglove/convert.py::body_entity": "TODO(issue 38): foxglove, owned elsewhere",
-    "mocap4r2_tools/web_panel/core.py::panel_urls": "TODO(issue 38): web panel, owned elsewhere",
-    "mocap4r2_tools/foxglove/scene_wire.py::_bodies_template": "TODO(issue 38): foxglove, owned elsewhere",
 }
 NUMBA_DECORATOR = "kernel"
 

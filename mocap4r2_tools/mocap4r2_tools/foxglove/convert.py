@@ -279,6 +279,7 @@ def body_entity(
     body: Any,
     position: Sequence[float],
     quaternion: Sequence[float],
+    *,
     system: str,
     ts: Timestamp,
     frame: str,
@@ -335,7 +336,7 @@ def bodies_scene(msg: Any, system: str, style: Style = DEFAULT_STYLE) -> SceneUp
     usable = ~np.isnan(positions[:, 0])
     return SceneUpdate(
         entities=[
-            body_entity(body, p, q, system, ts, frame, style, lifetime)
+            body_entity(body, p, q, system=system, ts=ts, frame=frame, style=style, lifetime=lifetime)
             for body, p, q, ok in zip(bodies, positions.tolist(), quats.tolist(), usable.tolist())
             if ok
         ]

@@ -342,6 +342,7 @@ def _bodies_template(
     names: Sequence[str],
     ids: Sequence[int],
     tracked: Sequence[bool],
+    *,
     system: str,
     style: Style,
     head_size: int,
@@ -411,7 +412,7 @@ def bodies_scene_of(frame: BodiesFrame, system: str, style: Style) -> bytes:
     key = (system, style, len(head), names, ids, tracked)
     template = _BODIES_TEMPLATES.get(key)
     if template is None:
-        template = _bodies_template(names, ids, tracked, system, style, len(head))
+        template = _bodies_template(names, ids, tracked, system=system, style=style, head_size=len(head))
         _keep(_BODIES_TEMPLATES, key, template)
     out = template.data.copy()
     out[template.heads] = np.tile(np.frombuffer(head, np.uint8), len(names))

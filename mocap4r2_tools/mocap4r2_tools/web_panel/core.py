@@ -330,7 +330,7 @@ def listen_problem(host: str, tls: bool, allow_plain_http: bool) -> tuple[str | 
 
 
 def panel_urls(
-    host: str, port: int, token: str, tls: bool, addresses: Iterable[str] = (), hostname: str = ""
+    host: str, port: int, token: str, tls: bool, *, addresses: Iterable[str] = (), hostname: str = ""
 ) -> list[str]:
     """The URLs to print: ones that work from the machine that opens them, each carrying
     the token. Listening on every interface, those are this machine's non-loopback

@@ -114,7 +114,9 @@ def main(args: list[str] | None = None) -> int:
         # the actual port (0 asks for a free one), for the policy's Host check too
         panel.policy = policy(server.port)
         hostname = machine_names()[0] if host in ALL_INTERFACES else ""
-        for url in panel_urls(host, server.port, token, context is not None, addresses, hostname):
+        for url in panel_urls(
+            host, server.port, token, context is not None, addresses=addresses, hostname=hostname
+        ):
             print(f"web_panel: open {url}", flush=True)
         scheme = "https" if context is not None else "http"
         print(f"web_panel: token {source}; the page keeps it as a cookie", flush=True)

@@ -144,14 +144,20 @@ def test_beyond_loopback_plain_http_needs_the_flag_and_is_warned_about():
 def test_the_printed_urls_work_from_another_machine_and_carry_the_token():
     """Issue 39: on 0.0.0.0 the panel printed a 127.0.0.1 URL."""
     urls = panel_urls(
-        "0.0.0.0", 8080, "TOK", False, ["127.0.0.1", "192.0.2.2", "fe80::1", "2001:db8::5"], "labpc"
+        "0.0.0.0",
+        8080,
+        "TOK",
+        False,
+        addresses=["127.0.0.1", "192.0.2.2", "fe80::1", "2001:db8::5"],
+        hostname="labpc",
     )
     assert urls == ["http://192.0.2.2:8080/?token=TOK", "http://labpc:8080/?token=TOK"]
     assert (
-        panel_urls("::", 8443, "TOK", True, ["2001:db8::5"], "")[0] == "https://[2001:db8::5]:8443/?token=TOK"
+        panel_urls("::", 8443, "TOK", True, addresses=["2001:db8::5"])[0]
+        == "https://[2001:db8::5]:8443/?token=TOK"
     )
     assert panel_urls("127.0.0.1", 8080, "TOK", False) == ["http://127.0.0.1:8080/?token=TOK"]
-    assert panel_urls("0.0.0.0", 8080, "TOK", False, ["127.0.0.1"], "localhost") == [
+    assert panel_urls("0.0.0.0", 8080, "TOK", False, addresses=["127.0.0.1"], hostname="localhost") == [
         "http://127.0.0.1:8080/?token=TOK"
     ]
 
