@@ -63,9 +63,8 @@ SCENE = {
 OFFSETS = (0.0, 0.3, 0.0, 1.0)
 SETTLE_S = 4.0  # stream before the first step (the model converges in 0.3 s)
 BETWEEN_S = 2.5  # between the writes and after the last: libfaketime's re-read, then 1.5 s
-# a frame reaches the node 2 ms (the scene's latency) after its capture, or later on a busy
-# host: one captured this long before a write may still arrive after it
-LATEST_S = 0.05
+# around each step, the frames this far before and after it switch clocks once
+AROUND_S = 0.5
 # a stamp this far from its frame's capture on the clock in force is on no clock at all
 # (a step is 0.3 s or more: a frame stamped on the wrong clock is that far off)
 FAR_S = 0.02
@@ -179,9 +178,9 @@ def test_a_running_node_follows_its_host_clock_stepped_either_way(ros, procs, tm
 
     # the node's clock steps between the write and libfaketime's next reading of the file
     # (at the latest the first clock reading of the next whole second; often at once), and
-    # the node logs the step at the frame that found it: frames arriving before the write
-    # are on the old clock, frames captured after the log line on the new one, and those
-    # between may be on either, switching once
+    # the node logs the step at the frame that found it: frames that reached this test
+    # before the write (so the node too) are on the old clock, frames captured after the
+    # log line on the new one, and those between may be on either, switching once
     written_at = np.array([t for t, _ in written])
     found_by = np.array([at - offset for at, offset in zip(steps_logged(driver.log()), OFFSETS[1:])])
     assert np.all((found_by > written_at) & (found_by < written_at + BETWEEN_S)), found_by - written_at
@@ -189,7 +188,7 @@ def test_a_running_node_follows_its_host_clock_stepped_either_way(ros, procs, tm
     error = stamps - captured  # the host clock's offset plus the stamp's own error
     segment = np.searchsorted(found_by, captured)
     on = np.array([OFFSETS[i] for i in segment])
-    either = np.array([bool(np.any((c > written_at - LATEST_S) & (c < found_by))) for c in captured])
+    either = np.array([bool(np.any((r >= written_at) & (c < found_by))) for r, c in zip(received, captured)])
     on_new = np.abs(error - on) < FAR_S
     # (the first second is the model's start: the line fitted so far may still come down)
     clear = found & ~either & (captured > np.nanmin(captured) + 1.0)
@@ -200,7 +199,7 @@ def test_a_running_node_follows_its_host_clock_stepped_either_way(ros, procs, tm
     )
     switched = []  # each step's first frame on the new clock: its capture after the write
     for start, end, old, offset in zip(written_at, found_by, OFFSETS[:-1], OFFSETS[1:]):
-        window = found & (captured > start - LATEST_S) & (captured < end + LATEST_S)
+        window = found & (captured > start - AROUND_S) & (captured < end + AROUND_S)
         e = error[window]
         new_clock = np.abs(e - offset) < FAR_S
         old_clock = np.abs(e - old) < FAR_S
