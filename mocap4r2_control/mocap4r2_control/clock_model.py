@@ -509,10 +509,11 @@ class FrameStamper:
     next frame, and the stamps are on the new host clock from then on while the model keeps
     what it learnt; a frame received before a forward step and handed over after it, whose
     latency (read by the adapter on the host clock) holds the step, is learnt with the step
-    taken off (for HOST_STEP_SPAN_S). Until the model has converged the frames are stamped on the line
-    fitted so far (the system time plus the least delay seen: never after the arrival, and
-    spaced as the system clock says) or the adapter's ``capture_time``; frames whose system
-    time is insane are stamped by the arrival rule (counted and logged once per kind).
+    taken off (for HOST_STEP_SPAN_S). Until the model has converged the frames are stamped
+    on the line fitted so far (the system time plus the least delay seen: never after the
+    arrival, and spaced as the system clock says) or the adapter's ``capture_time``; frames
+    whose system time is insane are stamped by the arrival rule (counted and logged once
+    per kind).
     Called from one thread; ``status`` may be read from another (plain values).
     """
 
