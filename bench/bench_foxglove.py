@@ -16,9 +16,11 @@ Three runs, one after another on the same stream:
   same three clients: what the SDK's send costs with no conversion at all.
 
 CPU is user + system time of the process under test (psutil) over the window, in % of
-one core; "- bare" is what the node adds over the bare send of the same stream. Targets:
-the node's CPU (and what it adds) <= 25 % of a core; latency p99 <= 20 ms (at rest:
-figures taken on a loaded machine say so, with the load average).
+one core; "- bare" is what the node adds over the bare send of the same stream. Targets
+(issue 40): the CPU the node adds over the bare send, measured in the same run, <= 25 % of
+a core; latency p99 <= 20 ms (at rest: figures taken on a loaded machine say so, with the
+load average). The process's whole CPU is printed too: the bare send alone, the floor of
+any process that receives this stream through rclpy, is over 25 % of a core here.
 """
 
 from __future__ import annotations
@@ -352,15 +354,18 @@ def run() -> None:
             + (f"  errors: {r['errors']}" if r["errors"] else "")
         )
     for r in runs[:2]:
-        cpu_ok = "met" if float(r["cpu"]) <= TARGET_CPU else "NOT met"
         added = float(r["cpu"]) - float(reference["cpu"])
         added_ok = "met" if added <= TARGET_CPU else "NOT met"
         p99_ok = "met" if float(r["p99"]) <= TARGET_P99_MS else "NOT met"
         print(
-            f"{r['label']}: CPU {float(r['cpu']):.1f} % (target <= {TARGET_CPU:g}: {cpu_ok}), "
-            f"added over the bare send {added:.1f} % ({added_ok}), "
+            f"{r['label']}: added over the bare send {added:.1f} % of a core "
+            f"(target <= {TARGET_CPU:g}: {added_ok}; the process in all {float(r['cpu']):.1f} %), "
             f"p99 {float(r['p99']):.2f} ms (target <= {TARGET_P99_MS:g} at rest: {p99_ok})"
         )
+    print(
+        f"the bare send alone takes {float(reference['cpu']):.1f} % of a core: receiving the stream "
+        "through rclpy and handing it to the SDK, the floor any node reading these topics pays"
+    )
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
