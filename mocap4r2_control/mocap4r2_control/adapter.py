@@ -15,19 +15,23 @@ keyword, each under its parameter's name, so the default ``from_parameters`` is
 What turns a vendor's data into frames (an adapter's ``converter``) has one of two
 shapes, declared below: :class:`FrameConverter` for vendors whose data comes in frames,
 :class:`FrameAssembler` for those whose data comes in pieces.
+
+An adapter fed by ROS topics (a simulator bridged into ROS) declares them as plain data,
+:class:`TopicInput`, from :meth:`MocapAdapter.topic_inputs`; the node subscribes on its
+own behalf (``topic_inputs.py``) and hands each message to the input's ``deliver``. So
+the adapter never holds the node, and what a subscription is (QoS, callback group, its
+life from configure to cleanup) is written once, for every such adapter.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, Self, TypeVar, runtime_checkable
 
 from .frame import AssetNames, MocapFrame
 from .parameters import ParameterSpec
-
-if TYPE_CHECKING:  # the adapter contract itself needs no rclpy
-    from rclpy.node import Node
 
 
 class AdapterError(RuntimeError):
@@ -74,6 +78,24 @@ class FrameAssembler(Protocol):
         """Take one piece (a report, a pose) of a frame being assembled."""
 
 
+@dataclass(frozen=True)
+class TopicInput:
+    """A ROS topic an adapter reads, as data: the node creates the subscription.
+
+    ``topic`` is resolved by the node (its namespace and remappings apply), ``type_name``
+    is the message type in ROS's form (``"tf2_msgs/msg/TFMessage"``), ``depth`` the
+    history kept (KEEP_LAST), ``best_effort`` the reliability asked for. Each message is
+    handed, deserialized, to ``deliver(topic, message)`` with ``topic`` as declared here,
+    on an executor thread: never concurrently with another delivery to the same adapter,
+    and possibly while ``connect`` waits (it runs in a transition callback)."""
+
+    topic: str
+    type_name: str
+    depth: int
+    best_effort: bool
+    deliver: Callable[[str, object], None]
+
+
 class MocapAdapter(abc.ABC):
     """One mocap system behind the neutral frame type.
 
@@ -110,14 +132,21 @@ class MocapAdapter(abc.ABC):
     def disconnect(self) -> None:
         """Release sockets, SDK handles and threads. Must be safe to call twice."""
 
-    def attach(self, node: Node) -> None:  # noqa: B027 - optional hook, a no-op by default
+    def topic_inputs(self) -> Sequence[TopicInput]:
+        """The ROS topics this adapter reads (none by default), asked once on configure.
+
+        The node subscribes to them before ``connect`` (so ``connect`` may wait for the
+        first messages) and unsubscribes on cleanup, shutdown, error, or when ``connect``
+        fails; an unknown type or a bad topic name fails configure with the reason."""
+        return ()
+
+    def attach(self, node: object) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Called by the node on configure, before ``connect``, with the system node itself.
 
-        For adapters fed by ROS topics (a simulator bridged into ROS): create the
-        subscriptions here, on that node (its namespace, remappings and use_sim_time
-        apply; use a callback group of their own, since ``connect`` runs in a transition
-        callback), and destroy them in ``disconnect``. Adapters that talk to their system
-        directly ignore it."""
+        Being retired (issue 38: no adapter holds the node); declare :meth:`topic_inputs`
+        instead. Left for the adapters that still need more of the node than topic
+        inputs: the simulated system (its arms' topics are known only once connect has
+        read the scene) and the marker tracker (raw Markers bytes, a ``~/teach`` service)."""
 
     @property
     def nominal_rate(self) -> float:

@@ -36,6 +36,7 @@ from .ros_logging import NodeLogRoute
 from .spin import run_node
 from .system_control import SystemControl
 from .system_diagnostics import SystemDiagnostics
+from .topic_inputs import TopicSubscriptions
 
 __all__ = ["BASE_PARAMETERS", "MocapSystemNode", "run_system"]
 
@@ -127,6 +128,8 @@ class MocapSystemNode(LifecycleNode):
         self.stats = FrameStatistics()
         self.output = FrameOutput(self, self.stats, self.value("time_source"))
         self.reader = FrameReader(self, self.stats, self.log_route.enter)
+        # the adapter's topic inputs, subscribed on this node from configure to cleanup
+        self.inputs = TopicSubscriptions(self)
         self.transition_lock = threading.RLock()
 
         self.diagnostics = SystemDiagnostics(self, self, self.value("diagnostics_period"))
@@ -167,11 +170,13 @@ class MocapSystemNode(LifecycleNode):
                 self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
                 return TransitionCallbackReturn.FAILURE
             try:
+                self.inputs.open(adapter.topic_inputs())
                 adapter.attach(self)
                 names = adapter.connect()
             except Exception as exc:
                 cause = "" if isinstance(exc, ConfigurationError) else "cannot connect: "
                 log.error(f"configure failed: {cause}{exc}")
+                self.inputs.close()
                 _quietly(adapter.disconnect)
                 self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
                 return TransitionCallbackReturn.FAILURE
@@ -247,8 +252,10 @@ class MocapSystemNode(LifecycleNode):
             return TransitionCallbackReturn.SUCCESS
 
     def _release(self) -> None:
-        """Stop the reader, disconnect, drop outputs; safe in any state, and twice."""
+        """Stop the reader, unsubscribe the inputs, disconnect, drop outputs; safe in any
+        state, and twice."""
         self._stop_reader()
+        self.inputs.close()
         if self.adapter is not None:
             _quietly(self.adapter.stop_streaming, self.get_logger())
             _quietly(self.adapter.disconnect, self.get_logger())
@@ -291,8 +298,8 @@ class MocapSystemNode(LifecycleNode):
     def create_subscription(
         self, msg_type: Any, topic: str, callback: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Any:
-        """A subscription whose callback logs under this node, also one an adapter creates in
-        attach() (the route does not exist yet while Node.__init__ subscribes to /clock)."""
+        """A subscription whose callback logs under this node, also those of the adapter's
+        topic inputs (the route does not exist yet while Node.__init__ subscribes to /clock)."""
         route = getattr(self, "log_route", None)
         if route is not None:
             callback = route.wrap(callback)
@@ -322,8 +329,8 @@ def run_system(
     by the reader thread, and the executor's callbacks (control requests, lifecycle
     services, the diagnostics timer) share the node's mutually exclusive default group
     anyway. An adapter fed by subscriptions on this node that must receive while a
-    transition waits (configure waiting for the first message) needs ``threads=2`` and
-    its subscriptions in a callback group of their own."""
+    transition waits (configure waiting for the first message of a topic input, which
+    the node subscribes in a callback group of their own) needs ``threads=2``."""
     return run_node(
         lambda: MocapSystemNode(adapter_class, node_name), MocapSystemNode.finish, args, threads=threads
     )

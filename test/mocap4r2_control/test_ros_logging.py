@@ -6,7 +6,7 @@ The adapter here logs the way the vendor adapters do (a module-level logger, no 
 hand): from configure (the executor's thread), from the node's reader thread, from its
 client's asyncio loop running in a thread of its own (as qualisys/client.py runs
 qtm-rt), reached through ``run_coroutine_threadsafe``, and from the callback of a
-subscription it creates on the node in attach() (as gazebo/client.py does).
+subscription it creates on the node in attach() (as the simulated system does for its arms).
 """
 
 from __future__ import annotations

@@ -1,61 +1,29 @@
-"""The ROS side of gazebo_system's input: subscriptions to the topics ros_gz_bridge
-publishes (``tf2_msgs/TFMessage`` converted from ``gz.msgs.Pose_V``).
+"""What gazebo_system reads from ROS, as data: the topics ros_gz_bridge publishes
+(``tf2_msgs/TFMessage`` converted from ``gz.msgs.Pose_V``), declared as
+:class:`~mocap4r2_control.adapter.TopicInput`.
 
-They are created on the system node itself (handed to the adapter by
-``MocapAdapter.attach``), so its namespace, remappings and ``use_sim_time`` apply and
-no node of our own is hidden in the process. They get their own callback group: the
-executor can run them while a lifecycle transition (configure waiting for the first
-poses) occupies the node's default group.
+The system node subscribes to them on itself (``mocap4r2_control/topic_inputs.py``), so
+its namespace, remappings and ``use_sim_time`` apply, and hands each message to the
+adapter; nothing here imports rclpy.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any
 
+from mocap4r2_control.adapter import TopicInput
+
+__all__ = ["POSE_TYPE", "QUEUE_DEPTH", "bridge_inputs"]
+
+# what ros_gz_bridge turns gz.msgs.Pose_V into
+POSE_TYPE = "tf2_msgs/msg/TFMessage"
 # a deep history: the bridge sends every pose, and a pose lost while the process is busy
 # would make a frame use an older one
 QUEUE_DEPTH = 1000
 
 
-class BridgeSubscriptions:
-    """The subscriptions to ros_gz_bridge's pose topics, on the system node, each
-    message handed to ``callback(topic, message)``."""
-
-    def __init__(self, topics: Sequence[str], best_effort: bool, callback: Callable[[str, object], None]):
-        self.topics = list(topics)
-        self.best_effort = best_effort
-        self.callback = callback
-        self._node: Any = None  # the system node (rclpy Node) the subscriptions belong to
-        self._subscriptions: list = []
-
-    def attach(self, node) -> None:
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from tf2_msgs.msg import TFMessage
-
-        self.close()
-        qos = QoSProfile(
-            depth=QUEUE_DEPTH,
-            reliability=ReliabilityPolicy.BEST_EFFORT if self.best_effort else ReliabilityPolicy.RELIABLE,
-        )
-        group = MutuallyExclusiveCallbackGroup()  # one pose message at a time, in arrival order
-        self._node = node
-        self._subscriptions = [
-            node.create_subscription(
-                TFMessage, topic, (lambda msg, t=topic: self.callback(t, msg)), qos, callback_group=group
-            )
-            for topic in self.topics
-        ]
-
-    @property
-    def attached(self) -> bool:
-        return self._node is not None
-
-    def close(self) -> None:
-        node, self._node = self._node, None
-        subscriptions, self._subscriptions = self._subscriptions, []
-        for subscription in subscriptions:
-            with contextlib.suppress(Exception):  # the node is being destroyed already
-                node.destroy_subscription(subscription)
+def bridge_inputs(
+    topics: Sequence[str], best_effort: bool, deliver: Callable[[str, object], None]
+) -> tuple[TopicInput, ...]:
+    """One input per pose topic of the bridge, each message to ``deliver(topic, message)``."""
+    return tuple(TopicInput(topic, POSE_TYPE, QUEUE_DEPTH, best_effort, deliver) for topic in topics)

@@ -13,8 +13,8 @@ samples every model at t = k / rate, with marker layouts, noise, occlusion, drop
 latency, deterministic given the seed; stamped with the capture time on the simulation
 clock (``stamp: simulation``) or arrival minus latency (``stamp: wall``).
 
-The subscriptions (:mod:`.client`) live on the system node, handed over by
-``MocapAdapter.attach``.
+The adapter declares the bridge's topics as topic inputs (:mod:`.client`); the system
+node subscribes to them on itself and hands each message to the adapter.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mocap4r2_control.adapter import AdapterError, MocapAdapter
+from mocap4r2_control.adapter import AdapterError, MocapAdapter, TopicInput
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
 
-from .client import BridgeSubscriptions
+from .client import bridge_inputs
 from .convert import (  # some names re-exported for users of the emulator
     DEFAULT_LAYOUT,
     DelayLine,
@@ -182,7 +182,8 @@ class GazeboAdapter(MocapAdapter):
         self.converter = MocapEmulator(specs if models else None, self.settings)
         self.connect_timeout = float(connect_timeout)
         self.simulation_stamps = stamp == "simulation"
-        self.input = BridgeSubscriptions(self.topics, bool(best_effort), self._on_poses)
+        self.best_effort = bool(best_effort)
+        self._connected = False
         self.delay = DelayLine()
         self.poses = PoseIntake(self.converter, self.world, self.simulation_stamps, self.settings.rate)
         self._streaming = False
@@ -198,14 +199,11 @@ class GazeboAdapter(MocapAdapter):
         return self.poses.bad_transforms
 
     # ------------------------------------------------------------------ connection
-    def attach(self, node) -> None:
-        self.input.attach(node)
+    def topic_inputs(self) -> Sequence[TopicInput]:
+        """The bridge's pose topics, each message to :meth:`_on_poses`."""
+        return bridge_inputs(self.topics, self.best_effort, self._on_poses)
 
     def connect(self) -> AssetNames:
-        if not self.input.attached:
-            raise AdapterError(
-                "gazebo_system reads ROS topics: the system node must attach() the adapter first"
-            )
         deadline = time.monotonic() + self.connect_timeout
         poses = self.poses
         while self.connect_timeout > 0 and poses.refused is None and not poses.ready(self.models):
@@ -224,6 +222,7 @@ class GazeboAdapter(MocapAdapter):
         if poses.refused is not None:
             raise AdapterError(f"the poses on {', '.join(self.topics)} cannot be used: {poses.refused}")
         poses.configuring = False
+        self._connected = True
         with poses.lock:
             return self.converter.asset_names()
 
@@ -248,13 +247,13 @@ class GazeboAdapter(MocapAdapter):
         self._streaming = False
 
     def read_frame(self, timeout: float) -> MocapFrame | None:
-        if not self.input.attached:
+        if not self._connected:
             raise AdapterError("not connected")
         return self.delay.get(timeout)
 
     def disconnect(self) -> None:
         self._streaming = False
-        self.input.close()
+        self._connected = False
 
     def status(self) -> dict[str, str]:
         poses = self.poses

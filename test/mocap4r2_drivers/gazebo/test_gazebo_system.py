@@ -8,6 +8,7 @@ and a world's pose/info (unnamed, unstamped)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -21,6 +22,7 @@ from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.adapter import AdapterError
 from mocap4r2_control.rotation import quat_rotate
+from mocap4r2_control.topic_inputs import TopicSubscriptions
 from mocap4r2_drivers.gazebo.convert import (
     ARRIVAL_WINDOW,
     DEFAULT_LAYOUT,
@@ -270,9 +272,8 @@ def test_one_topic_a_second_behind_is_not_a_simulation_restart():
 
 # ====================================================================== what the bridge delivers
 def attached(**changes) -> GazeboAdapter:
-    adapter = GazeboAdapter(**adapter_values(**{"connect_timeout": 1.0, **changes}))
-    adapter.attach(_Recorder())
-    return adapter
+    """An adapter whose topic inputs the test feeds itself, calling ``_on_poses``."""
+    return GazeboAdapter(**adapter_values(**{"connect_timeout": 1.0, **changes}))
 
 
 def test_world_pose_info_is_refused_with_how_to_bridge_instead():
@@ -382,16 +383,6 @@ def adapter_values(**changes):
     return values
 
 
-class _Recorder:
-    """Stands in for the system node where a test drives the adapter's callback directly."""
-
-    def create_subscription(self, *args, **kwargs):
-        return object()
-
-    def destroy_subscription(self, subscription):
-        return True
-
-
 @pytest.mark.parametrize("held", [None, (0.4, 1.9)], ids=["flowing", "robot_held_1.5s"])
 def test_adapter_reads_bridge_poses_in_process(ros, held):
     """Every frame has each model's newest pose not after its time, as received when the
@@ -409,11 +400,10 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
         connect_timeout=WAIT,
     )
     adapter = GazeboAdapter(**values)
-    adapter.attach(ros.node)
     received = {"robot": [], "drone": []}  # (stamp, monotonic arrival) of each pose, in arrival order
     built = {}  # frame number -> (monotonic time built, poses received by then)
 
-    def spy(topic, msg, forward=adapter.input.callback):
+    def spy(topic, msg, forward=adapter._on_poses):
         arrival = time.monotonic()
         for tf in msg.transforms:
             stamp = tf.header.stamp.sec + tf.header.stamp.nanosec * 1e-9
@@ -425,8 +415,10 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
         built[frame.frame_number] = (now, {name: len(poses) for name, poses in received.items()})
         forward(frame, now)
 
-    adapter.input.callback = spy
     adapter.delay.put = put
+    # the topic inputs subscribed as the system node does, on the harness's node
+    inputs = TopicSubscriptions(ros.node)
+    inputs.open([dataclasses.replace(spec, deliver=spy) for spec in adapter.topic_inputs()])
 
     def links(t):
         return pose_publisher_vector(
@@ -449,6 +441,7 @@ def test_adapter_reads_bridge_poses_in_process(ros, held):
             if frame is not None:
                 frames.append(frame)
         status = adapter.status()
+        inputs.close()
         adapter.disconnect()
     assert len(frames) == wanted
     numbers = [f.frame_number for f in frames]

@@ -1,0 +1,104 @@
+"""The ROS side of an adapter's topic inputs: the subscriptions a node creates for the
+:class:`~mocap4r2_control.adapter.TopicInput` an adapter declares.
+
+They are created on the node itself, so its namespace, remappings and ``use_sim_time``
+apply and no node of our own is hidden in the process. All of one adapter's inputs share
+one mutually exclusive callback group of their own: the executor can deliver them while a
+lifecycle transition (configure waiting for the first messages in ``connect``) occupies
+the node's default group, and the adapter never gets two messages at once.
+
+What can go wrong in a declaration (a type that does not resolve, a topic name ROS
+refuses, a depth below 1) is raised as :class:`~mocap4r2_control.adapter.ConfigurationError`
+naming the input, for configure to report; nothing is left subscribed then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from .adapter import ConfigurationError, TopicInput
+
+__all__ = ["TopicSubscriptions", "message_type"]
+
+
+def message_type(type_name: str) -> Any:
+    """The message class of ``"pkg/msg/Name"``; ConfigurationError with the reason.
+
+    rosidl_runtime_py's ``get_message`` does the same import but is not installed beside
+    rclpy here, so the module is imported directly (``pkg.msg``, attribute ``Name``)."""
+    parts = type_name.split("/")
+    if len(parts) != 3 or parts[1] != "msg" or not all(p.isidentifier() for p in parts):
+        raise ConfigurationError(f"message type {type_name!r} is not of the form 'package/msg/Name'")
+    package, _, name = parts
+    try:
+        module = importlib.import_module(f"{package}.msg")
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"message type {type_name!r}: package {package!r} not found ({exc})"
+        ) from None
+    found = getattr(module, name, None)
+    if not isinstance(found, type) or not hasattr(type(found), "__import_type_support__"):
+        raise ConfigurationError(f"message type {type_name!r}: {package}.msg has no message {name!r}")
+    return found
+
+
+class TopicSubscriptions:
+    """The subscriptions of one adapter's inputs on ``node``, from :meth:`open` to :meth:`close`."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._subscriptions: list[Any] = []
+
+    def open(self, inputs: Sequence[TopicInput]) -> None:
+        """Subscribe to every input (dropping any left from before); ConfigurationError
+        naming the input that cannot be subscribed, with nothing left subscribed."""
+        self.close()
+        if not inputs:
+            return
+        group = MutuallyExclusiveCallbackGroup()
+        try:
+            for spec in inputs:
+                self._subscriptions.append(self._subscribe(spec, group))
+        except BaseException:
+            self.close()
+            raise
+
+    def _subscribe(self, spec: TopicInput, group: MutuallyExclusiveCallbackGroup) -> Any:
+        if spec.depth < 1:
+            raise ConfigurationError(
+                f"topic input {spec.topic!r}: depth must be at least 1, got {spec.depth}"
+            )
+        msg_type = message_type(spec.type_name)
+        qos = QoSProfile(
+            depth=spec.depth,
+            reliability=ReliabilityPolicy.BEST_EFFORT if spec.best_effort else ReliabilityPolicy.RELIABLE,
+        )
+
+        def deliver(msg: object, topic: str = spec.topic, to: Any = spec.deliver) -> None:
+            to(topic, msg)
+
+        try:
+            return self.node.create_subscription(msg_type, spec.topic, deliver, qos, callback_group=group)
+        except Exception as exc:  # rclpy's name validation (InvalidTopicNameException), ...
+            raise ConfigurationError(
+                f"cannot subscribe to {spec.topic!r} ({spec.type_name}): {exc}"
+            ) from None
+
+    @property
+    def count(self) -> int:
+        """How many subscriptions are open."""
+        return len(self._subscriptions)
+
+    def close(self) -> None:
+        """Destroy the subscriptions; safe twice and while the node is being destroyed."""
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for subscription in subscriptions:
+            with contextlib.suppress(Exception):  # the node is being destroyed already
+                self.node.destroy_subscription(subscription)
