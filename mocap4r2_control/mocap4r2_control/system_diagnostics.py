@@ -1,6 +1,6 @@
 """A mocap system's /diagnostics: one DiagnosticStatus per period, from the frame
-statistics, the adapter's status, the pass-through's, the stamper's and the control
-plane's counters."""
+statistics, the adapter's status, the pass-through's, the stamper's, the topic inputs'
+and the control plane's counters."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from .diagnostics import FrameStatistics
 from .frame_output import FrameOutput
 from .ros_logging import NodeLogRoute
 from .timebase import time_msg
+from .topic_inputs import TopicSubscriptions
 
 
 class DiagnosedSystem(Protocol):
@@ -28,6 +29,7 @@ class DiagnosedSystem(Protocol):
     control: ControlPlaneMember
     output: FrameOutput
     stats: FrameStatistics
+    inputs: TopicSubscriptions
 
     @property
     def state_id(self) -> int: ...
@@ -59,7 +61,13 @@ class SystemDiagnostics:
         except Exception as exc:  # noqa: BLE001
             extra = {"adapter_status_error": str(exc)}
         counters = {k: str(v) for k, v in node.control.counters().items()}
-        extra = {**extra, **node.output.pass_through.status(), **node.output.stamper.status(), **counters}
+        extra = {
+            **extra,
+            **node.output.pass_through.status(),
+            **node.output.stamper.status(),
+            **node.inputs.status(),
+            **counters,
+        }
         status = node.stats.report(
             name=f"{self.ros.get_fully_qualified_name()}: {node.adapter_class.system_type} mocap system",
             hardware_id=self.ros.get_fully_qualified_name(),

@@ -7,6 +7,11 @@ one mutually exclusive callback group of their own: the executor can deliver the
 lifecycle transition (configure waiting for the first messages in ``connect``) occupies
 the node's default group, and the adapter never gets two messages at once.
 
+A message the adapter's ``deliver`` raises on is dropped, counted per topic (reported
+in /diagnostics as ``topic_input_errors``) and logged the first time for its topic: an
+exception out of a subscription callback would end the executor's spin, and with it the
+node.
+
 What can go wrong in a declaration (a type that does not resolve, a topic name ROS
 refuses, a depth below 1) is raised as :class:`~mocap4r2_control.adapter.ConfigurationError`
 naming the input, for configure to report; nothing is left subscribed then.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +32,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from .adapter import ConfigurationError, TopicInput
 
 __all__ = ["TopicSubscriptions", "message_type"]
+
+LOG = logging.getLogger("mocap4r2.topic_inputs")
 
 
 def message_type(type_name: str) -> Any:
@@ -55,11 +63,13 @@ class TopicSubscriptions:
     def __init__(self, node: Node) -> None:
         self.node = node
         self._subscriptions: list[Any] = []
+        self.errors: dict[str, int] = {}  # messages deliver raised on, by declared topic
 
     def open(self, inputs: Sequence[TopicInput]) -> None:
         """Subscribe to every input (dropping any left from before); ConfigurationError
         naming the input that cannot be subscribed, with nothing left subscribed."""
         self.close()
+        self.errors = {}
         if not inputs:
             return
         group = MutuallyExclusiveCallbackGroup()
@@ -82,7 +92,13 @@ class TopicSubscriptions:
         )
 
         def deliver(msg: object, topic: str = spec.topic, to: Any = spec.deliver) -> None:
-            to(topic, msg)
+            try:
+                to(topic, msg)
+            except Exception as exc:  # noqa: BLE001 - a bad message must not end the spin
+                count = self.errors.get(topic, 0) + 1
+                self.errors[topic] = count
+                if count == 1:
+                    LOG.error("dropping a message on %s: the adapter could not take it: %r", topic, exc)
 
         try:
             return self.node.create_subscription(msg_type, spec.topic, deliver, qos, callback_group=group)
@@ -95,6 +111,11 @@ class TopicSubscriptions:
     def count(self) -> int:
         """How many subscriptions are open."""
         return len(self._subscriptions)
+
+    def status(self) -> dict[str, str]:
+        """For /diagnostics: the messages dropped because ``deliver`` raised, if any."""
+        total = sum(self.errors.values())
+        return {"topic_input_errors": str(total)} if total else {}
 
     def close(self) -> None:
         """Destroy the subscriptions; safe twice and while the node is being destroyed."""

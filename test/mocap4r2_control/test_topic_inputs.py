@@ -16,9 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import pytest
+from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State
 from rcl_interfaces.msg import Log
 from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from support import CROSS_PROCESS_TIMEOUT as WAIT
@@ -184,4 +186,81 @@ def test_an_input_that_cannot_be_subscribed_fails_configure_with_the_reason(ros,
         assert line.msg.startswith("configure failed: ") and reason in line.msg, line.msg
         assert "cannot connect" not in line.msg, "a configuration error, not a failure to connect"
     finally:
+        node.destroy_node()
+
+
+class Refusing(InputAdapter):
+    """Raises on every message saying "boom", as an adapter whose conversion meets a
+    message it cannot take."""
+
+    def _deliver(self, topic: str, msg: object) -> None:
+        assert isinstance(msg, String)
+        if msg.data.endswith("boom"):
+            raise ValueError(f"cannot take {msg.data!r}")
+        super()._deliver(topic, msg)
+
+
+def test_a_message_deliver_raises_on_is_dropped_counted_and_the_node_lives_on(ros):
+    """An exception out of a subscription callback would end the executor's spin (and the
+    node's process with it): the node drops that message, logs it once per topic and
+    counts it in /diagnostics, and the next messages are delivered."""
+    InputAdapter.made.clear()
+    name = "inputs_refusing"
+    rosout = ros.subscribe("/rosout", Log, ROSOUT_QOS)
+    diagnostics = ros.subscribe("/diagnostics", DiagnosticArray)
+    node = MocapSystemNode(
+        Refusing,
+        name,
+        namespace=NAMESPACE,
+        context=ros.context,
+        parameter_overrides=[Parameter("diagnostics_period", value=0.2)],
+    )
+    topic = f"{NAMESPACE}/poke"
+    executor = PatientMultiThreadedExecutor(num_threads=2, context=ros.context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    publisher = ros.publisher(topic, String, 10)
+    stop = threading.Event()
+
+    def publish() -> None:
+        i = 0
+        while not stop.is_set():
+            boom = i % 2 == 1
+            publisher.publish(String(data=f"poke {i}" + (" boom" if boom else "")))
+            i += 1
+            stop.wait(0.05)
+
+    sender = threading.Thread(target=publish, daemon=True)
+    sender.start()
+    try:
+        assert ros.change_state(f"{NAMESPACE}/{name}", "configure")
+        (adapter,) = InputAdapter.made
+        wait_for(lambda: len(adapter.received) >= 5, WAIT, what="the good messages after the bad ones")
+        assert spinner.is_alive(), "the executor still spins"
+        assert all(not data.endswith("boom") for _, data, _ in adapter.received)
+
+        def errors_reported() -> int:
+            for array in diagnostics.snapshot():
+                for status in array.status:
+                    if status.hardware_id == f"{NAMESPACE}/{name}":
+                        values = {kv.key: kv.value for kv in status.values}
+                        if int(values.get("topic_input_errors", "0")) >= 3:
+                            return int(values["topic_input_errors"])
+            return 0
+
+        wait_for(errors_reported, WAIT, what="topic_input_errors on /diagnostics")
+        dropped = [
+            entry.msg
+            for entry in rosout.snapshot()
+            if entry.name == f"{NAMESPACE[1:]}.{name}" and "dropping a message" in entry.msg
+        ]
+        assert len(dropped) == 1 and "on poke" in dropped[0] and "cannot take" in dropped[0], dropped
+        assert ros.change_state(f"{NAMESPACE}/{name}", "cleanup")
+    finally:
+        stop.set()
+        sender.join(WAIT)
+        ros.node.destroy_publisher(publisher)
+        executor.shutdown(timeout_sec=WAIT)
+        spinner.join(WAIT)
         node.destroy_node()
