@@ -16,7 +16,7 @@ setup(
     # packages come from package.xml and rosdep, never from pip)
     # (the `mocap4r2` command and its terminal view, with rich and textual, are
     # mocap4r2_tools': a driver installed alone does not pull them in)
-    install_requires=["numpy"],
+    install_requires=["numpy", "numba"],
     # `colcon test` runs pytest (setup.cfg names this package's part of ../test)
     extras_require={"test": ["pytest"]},
     zip_safe=True,

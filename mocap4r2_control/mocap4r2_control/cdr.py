@@ -299,6 +299,16 @@ class MarkersEncoder:
         buf.f32[fields.residuals] = residuals
         return view.message.tobytes()
 
+    def restamp(self, *, sec: int, nanosec: int, frame_number: int) -> MarkersView:
+        """The message of the last ``encode`` with a new stamp and frame number written,
+        for a caller that writes the markers' numbers itself (``repeat``'s job done by
+        markers_pass.py's compiled pass) and then copies out ``view.message``."""
+        view = self._last
+        if view is None:
+            raise ValueError("markers: nothing encoded to repeat")
+        _put_header_numbers(view.layout.buf, view.layout.header, sec, nanosec, frame_number)
+        return view
+
 
 class RigidBodiesEncoder(_CachedEncoder[BodiesLayout]):
     """mocap4r2_interfaces/msg/RigidBodies as serialized bytes; a body's markers are the

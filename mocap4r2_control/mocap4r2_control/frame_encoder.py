@@ -9,7 +9,8 @@ Two steps per frame, both vectorised:
 
 While a system's assets stay the same (the usual case), both steps shrink to what
 changes per frame: the rule's values and the numbers written into the previous
-message (see FrameEncoder). This runs once per frame at up to 2 kHz, and after the
+message (see FrameEncoder); for the frame's markers, that is one compiled pass where numba
+is there (markers_pass.py). This runs once per frame at up to 2 kHz, and after the
 reader's wait for the next frame the processor's caches are cold, so every numpy call
 costs two to three times what a tight loop shows: the number of calls is the cost.
 """
@@ -22,8 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import markers_pass
 from .cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
-from .cdr_layout import Array
+from .cdr_layout import Array, MarkersView
 from .frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
@@ -90,6 +92,11 @@ class MarkerRule:
         # every unlabeled one had a position): markers with the same ids may go
         # through reapply()
         self.kept_all = False
+
+    @property
+    def all_labeled(self) -> bool:
+        """Every marker of the last apply had a label (an id other than UNKNOWN_ID)."""
+        return self._all_labeled
 
     def apply(self, arrays: MarkerArrays, keys: Array) -> PublishedMarkers:
         self.kept_all = False
@@ -224,7 +231,12 @@ class FrameEncoder:
     ``repeat``): the usual case, since a system's assets rarely change while it
     streams. Anything else goes through the whole rule and ``encode``. Both give the
     same bytes (test_validity_rule.py compares them; ``repeat_unchanged=False`` takes
-    the whole path every frame)."""
+    the whole path every frame).
+
+    The frame's markers on the first path are one compiled pass (markers_pass.py) when
+    ``compiled`` and numba can provide it: it is compiled or loaded from numba's cache
+    here, at configure, not in a frame; where it cannot be had, numpy as before, with
+    the same bytes (test_markers_pass.py compares them)."""
 
     def __init__(
         self,
@@ -237,6 +249,7 @@ class FrameEncoder:
         skeletons: bool = True,
         tf: bool = False,
         repeat_unchanged: bool = True,
+        compiled: bool = True,
     ):
         self.frame_id = frame_id
         self.tf_prefix = tf_prefix
@@ -260,6 +273,14 @@ class FrameEncoder:
         self._child_rows = b""
         self._child_prefix = tf_prefix
         self._child_names: tuple[str, ...] = ()
+        self._pass = markers_pass.load() if compiled and markers and repeat_unchanged else None
+        self._places_view: MarkersView | None = None
+        self._places: Array = np.zeros((0, markers_pass.PLACE_COLUMNS), dtype=np.int64)
+
+    @property
+    def compiled(self) -> bool:
+        """The frame's markers go through the compiled pass when their structure stays."""
+        return self._pass is not None
 
     def encode(self, frame: MocapFrame, sec: int, nanosec: int) -> EncodedFrame:
         number = frame.frame_number
@@ -283,6 +304,10 @@ class FrameEncoder:
         rule, unchanged = self._frame_markers, self._markers_unchanged
         names, structure = (arrays.names,), (arrays.ids,)
         if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
+            if self._pass is not None:
+                data = self._repeat_compiled(arrays, sec, nanosec, number)
+                if data is not None:
+                    return data
             values = rule.reapply(arrays)
             if values is not None:
                 return self._markers.repeat(
@@ -309,6 +334,31 @@ class FrameEncoder:
         if rule.kept_all:
             unchanged.remember(self.frame_id, names, structure)
         return data
+
+    def _repeat_compiled(self, arrays: MarkerArrays, sec: int, nanosec: int, number: int) -> bytes | None:
+        """``reapply`` + ``repeat`` for the frame's markers in one compiled pass, when every
+        marker is labeled and has been seen and the arrays have the pass's types; None
+        otherwise (the numpy path then runs)."""
+        rule, compiled = self._frame_markers, self._pass
+        held = rule.last.values
+        positions, occluded, residuals = arrays.positions, arrays.occluded, arrays.residuals
+        if (
+            compiled is None
+            or not rule.all_labeled
+            or not rule.last.all_seen
+            or not markers_pass.fits(positions, occluded, residuals)
+            or positions.shape != held.shape
+        ):
+            return None
+        view = self._markers.restamp(sec=sec, nanosec=nanosec, frame_number=number)
+        if view is not self._places_view:  # a new message layout: its fields' indices, once
+            self._places = markers_pass.places(view.markers)
+            self._places_view = view
+        rows = positions.shape[0]
+        if self._places.shape[0] != rows or occluded.shape != (rows,) or residuals.shape != (rows,):
+            return None
+        compiled((positions, occluded, residuals), held, self._places, view.layout.buf.u8)
+        return view.message.tobytes()
 
     def _encode_bodies(
         self, bodies: BodyArrays, good: Array, poses: Array, *, sec: int, nanosec: int, number: int
