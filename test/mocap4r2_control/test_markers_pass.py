@@ -195,3 +195,22 @@ def test_the_pass_is_compiled_once_then_loaded_from_numbas_cache(tmp_path):
     assert list(tmp_path.rglob("*.nbi")), "nothing kept in the cache"
     second, _ = _probe([sys.executable, "-c", PROBE], env)
     assert second == {"compiled": True, "same": True, "hits": 1, "misses": 0}
+
+
+@pytest.mark.parametrize("count", [3, 498])
+def test_coordinates_whose_sum_overflows_are_not_finite_in_both_paths(compiled, count):
+    """The numpy path's finiteness is that of the row sum (``positions @ (1, 1, 1)``):
+    finite coordinates whose sum overflows count as not measured; the pass sums in the
+    same order, so the same rows are held."""
+    rows = np.array([[1e308, 1e308, -1e308], [1e308, -1e308, 1e308], [-1e308, 1e308, 1e308]])
+    ids = np.arange(count, dtype=np.int32)
+    names = tuple(f"m{i}" for i in range(count))
+    fast, reference = FrameEncoder("w"), FrameEncoder("w", compiled=False)
+    for number in range(3):
+        positions = np.ones((count, 3)) if number == 0 else np.tile(rows, (count // 3, 1))
+        frame = MocapFrame(frame_number=number, markers=MarkerArrays.build(ids, positions, names))
+        with np.errstate(over="ignore"):
+            expected = reference.encode(frame, 1, number).markers
+        assert fast.encode(frame, 1, number).markers == expected
+    assert np.array_equal(fast._frame_markers.last.values, reference._frame_markers.last.values)
+    assert (fast._frame_markers.last.values[::3] == 1.0).all()  # the overflowing rows held
