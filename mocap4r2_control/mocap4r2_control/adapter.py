@@ -18,16 +18,18 @@ shapes, declared below: :class:`FrameConverter` for vendors whose data comes in 
 
 An adapter fed by ROS topics (a simulator bridged into ROS) declares them as plain data,
 :class:`TopicInput`, from :meth:`MocapAdapter.topic_inputs`; the node subscribes on its
-own behalf (``topic_inputs.py``) and hands each message to the input's ``deliver``. So
-the adapter never holds the node, and what a subscription is (QoS, callback group, its
-life from configure to cleanup) is written once, for every such adapter.
+own behalf (``topic_inputs.py``) and hands each message to the input's ``deliver``. A
+ROS service an adapter answers is declared the same way, :class:`ServiceOffer` from
+:meth:`MocapAdapter.service_offers`, and created by the node (``service_offers.py``). So
+the adapter never holds the node, and what a subscription or a service is (QoS, callback
+group, its life from configure to cleanup) is written once, for every such adapter.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self, TypeVar, runtime_checkable
 
 from .frame import AssetNames, MocapFrame
@@ -87,13 +89,36 @@ class TopicInput:
     history kept (KEEP_LAST), ``best_effort`` the reliability asked for. Each message is
     handed, deserialized, to ``deliver(topic, message)`` with ``topic`` as declared here,
     on an executor thread: never concurrently with another delivery to the same adapter,
-    and possibly while ``connect`` waits (it runs in a transition callback)."""
+    and possibly while ``connect`` waits (it runs in a transition callback). With ``raw``
+    the message is handed over as its serialized bytes (CDR, as rclpy's ``raw=True``), for
+    an adapter that reads them itself faster than rclpy would deserialize them.
+
+    Two inputs are the same input when all their fields are equal, ``deliver`` included:
+    declare ``deliver`` as a bound method (or keep the same object) so that asking
+    ``topic_inputs`` again does not declare a new input."""
 
     topic: str
     type_name: str
     depth: int
     best_effort: bool
     deliver: Callable[[str, object], None]
+    raw: bool = field(default=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class ServiceOffer:
+    """A ROS service an adapter answers, as data: the node creates the service.
+
+    ``name`` is resolved by the node (``"~/teach"`` is under the node's name),
+    ``type_name`` is the service type in ROS's form (``"std_srvs/srv/Trigger"``). Each
+    request is handed to ``handle(request, response)``, which fills ``response`` and
+    returns it, on an executor thread of the service's own (it may wait for what topic
+    inputs deliver meanwhile). An exception out of ``handle`` is logged by the node and
+    answered as a failure where the type has ``success`` and ``message`` fields."""
+
+    name: str
+    type_name: str
+    handle: Callable[[Any, Any], Any]
 
 
 class MocapAdapter(abc.ABC):
@@ -133,20 +158,29 @@ class MocapAdapter(abc.ABC):
         """Release sockets, SDK handles and threads. Must be safe to call twice."""
 
     def topic_inputs(self) -> Sequence[TopicInput]:
-        """The ROS topics this adapter reads (none by default), asked once on configure.
+        """The ROS topics this adapter reads (none by default), asked on configure twice.
 
         The node subscribes to them before ``connect`` (so ``connect`` may wait for the
-        first messages) and unsubscribes on cleanup, shutdown, error, or when ``connect``
-        fails; an unknown type or a bad topic name fails configure with the reason."""
+        first messages), asks again once ``connect`` succeeded and subscribes the inputs
+        not subscribed yet (topics known only from what ``connect`` read, such as the
+        simulated scene's arms), and unsubscribes all on cleanup, shutdown, error, or
+        when configure fails; an unknown type or a bad topic name fails configure with
+        the reason."""
         return ()
 
-    def attach(self, node: object) -> None:  # noqa: B027 - optional hook, a no-op by default
-        """Called by the node on configure, before ``connect``, with the system node itself.
+    def service_offers(self) -> Sequence[ServiceOffer]:
+        """The ROS services this adapter answers (none by default), asked when
+        :meth:`topic_inputs` is, created and destroyed when its inputs are subscribed and
+        unsubscribed; an offer of a name already created is not created again."""
+        return ()
 
-        Being retired (issue 38: no adapter holds the node); declare :meth:`topic_inputs`
-        instead. Left for the adapters that still need more of the node than topic
-        inputs: the simulated system (its arms' topics are known only once connect has
-        read the scene) and the marker tracker (raw Markers bytes, a ``~/teach`` service)."""
+    def parameters_changed(self, values: Mapping[str, Any]) -> Collection[str]:
+        """Called while configured with the new values of this adapter's own parameters
+        just set (already validated); returns the names the adapter took at once. The
+        others apply at the next configure, through :meth:`from_parameters`, which is
+        the rule (the default takes none): only a value read per request, such as what a
+        service offer teaches, may be taken here."""
+        return ()
 
     @property
     def nominal_rate(self) -> float:

@@ -9,8 +9,8 @@ node's name, also when several systems share a process.
 Which node is running is a context variable (:mod:`contextvars`) that each node sets:
 for the whole of the threads it owns (its reader thread, :meth:`NodeLogRoute.enter`)
 and around what the executor runs for it (transitions, control requests,
-:meth:`NodeLogRoute.active`; the callbacks of subscriptions on the node, among them
-those an adapter creates in ``attach``, :meth:`NodeLogRoute.wrap`). asyncio carries it
+:meth:`NodeLogRoute.active`; the callbacks of subscriptions and services on the node,
+among them an adapter's topic inputs and service offers, :meth:`NodeLogRoute.wrap`). asyncio carries it
 into the coroutines and callbacks scheduled from there (``run_coroutine_threadsafe`` and
 ``call_soon*`` copy the caller's context), so a client running its protocol on an event
 loop logs under the node too.
@@ -198,7 +198,7 @@ class NodeLogRoute:
 
     def wrap(self, callback: Callable[P, R]) -> Callable[P, R]:
         """``callback`` running inside :meth:`active`: for what the executor calls on the
-        node's behalf (its subscriptions, also those an adapter creates in attach()). The
+        node's behalf (its subscriptions and an adapter's service offers). The
         wrapper keeps the callback's signature for introspection (rclpy counts its
         parameters to decide whether to pass the message info)."""
 

@@ -1,6 +1,6 @@
 """A mocap system's /diagnostics: one DiagnosticStatus per period, from the frame
-statistics, the adapter's status, the pass-through's, the stamper's, the topic inputs'
-and the control plane's counters."""
+statistics, the adapter's status, the pass-through's, the stamper's, the topic inputs',
+the service offers' and the control plane's counters."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .control_plane import STATE_LABELS, ControlPlaneMember
 from .diagnostics import FrameStatistics
 from .frame_output import FrameOutput
 from .ros_logging import NodeLogRoute
+from .service_offers import ServiceOffers
 from .timebase import time_msg
 from .topic_inputs import TopicSubscriptions
 
@@ -30,6 +31,7 @@ class DiagnosedSystem(Protocol):
     output: FrameOutput
     stats: FrameStatistics
     inputs: TopicSubscriptions
+    offers: ServiceOffers
 
     @property
     def state_id(self) -> int: ...
@@ -66,6 +68,7 @@ class SystemDiagnostics:
             **node.output.pass_through.status(),
             **node.output.stamper.status(),
             **node.inputs.status(),
+            **node.offers.status(),
             **counters,
         }
         status = node.stats.report(

@@ -33,6 +33,7 @@ from .parameters import (
 )
 from .pass_through import NOT_OFFERED
 from .ros_logging import NodeLogRoute
+from .service_offers import ServiceOffers
 from .spin import run_node
 from .system_control import SystemControl
 from .system_diagnostics import SystemDiagnostics
@@ -130,6 +131,8 @@ class MocapSystemNode(LifecycleNode):
         self.reader = FrameReader(self, self.stats, self.log_route.enter)
         # the adapter's topic inputs, subscribed on this node from configure to cleanup
         self.inputs = TopicSubscriptions(self)
+        # and the services it offers, on this node over the same span
+        self.offers = ServiceOffers(self, self.log_route.wrap)
         self.transition_lock = threading.RLock()
 
         self.diagnostics = SystemDiagnostics(self, self, self.value("diagnostics_period"))
@@ -146,8 +149,15 @@ class MocapSystemNode(LifecycleNode):
 
     def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
         result = check_parameters(self._specs, params, self.get_logger())
+        adapter = self.adapter
+        taken: set[str] = set()
+        if result.successful and adapter is not None:
+            own = {spec.name for spec in self.adapter_class.parameters}
+            values = {p.name: p.value for p in params if p.name in own}
+            if values:
+                taken = set(adapter.parameters_changed(values))
         if result.successful and self._state_id == State.PRIMARY_STATE_ACTIVE:
-            changed = ", ".join(p.name for p in params if p.name in self._specs)
+            changed = ", ".join(p.name for p in params if p.name in self._specs and p.name not in taken)
             if changed:
                 self.get_logger().info(f"{changed} changed; applies at the next configure")
         return result
@@ -171,12 +181,16 @@ class MocapSystemNode(LifecycleNode):
                 return TransitionCallbackReturn.FAILURE
             try:
                 self.inputs.open(adapter.topic_inputs())
-                adapter.attach(self)
+                self.offers.open(adapter.service_offers())
                 names = adapter.connect()
+                # what connect learnt may name more (the simulated scene's arms)
+                self.inputs.add(adapter.topic_inputs())
+                self.offers.add(adapter.service_offers())
             except Exception as exc:
                 cause = "" if isinstance(exc, ConfigurationError) else "cannot connect: "
                 log.error(f"configure failed: {cause}{exc}")
                 self.inputs.close()
+                self.offers.close()
                 _quietly(adapter.disconnect)
                 self._announce_state(State.PRIMARY_STATE_UNCONFIGURED)
                 return TransitionCallbackReturn.FAILURE
@@ -252,10 +266,11 @@ class MocapSystemNode(LifecycleNode):
             return TransitionCallbackReturn.SUCCESS
 
     def _release(self) -> None:
-        """Stop the reader, unsubscribe the inputs, disconnect, drop outputs; safe in any
-        state, and twice."""
+        """Stop the reader, unsubscribe the inputs, withdraw the services, disconnect, drop
+        outputs; safe in any state, and twice."""
         self._stop_reader()
         self.inputs.close()
+        self.offers.close()
         if self.adapter is not None:
             _quietly(self.adapter.stop_streaming, self.get_logger())
             _quietly(self.adapter.disconnect, self.get_logger())

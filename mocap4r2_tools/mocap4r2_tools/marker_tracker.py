@@ -1,9 +1,10 @@
 """marker_tracker: rigid bodies from any system's unlabeled markers, as a system of its own.
 
 It is a :class:`~mocap4r2_control.system_node.MocapSystemNode` (type ``tracker``) whose
-adapter is fed by a subscription: the markers of another system (``markers_topic``) are
-taken as raw CDR bytes and read with numpy (tracking/markers_cdr.py), tracked by the core
-(tracking/tracker.py), and published as that system's frame would be: ``rigid_bodies``,
+adapter is fed by a topic input the node subscribes: the markers of another system
+(``markers_topic``) are taken as raw CDR bytes (``TopicInput(raw=True)``) and read with
+numpy (tracking/markers_cdr.py), tracked by the core (tracking/tracker.py), and published
+as that system's frame would be: ``rigid_bodies``,
 ``markers`` labeled ``<body>:<index>`` (strays unlabeled), optional /tf, /diagnostics, with
 the source frame's frame_number and stamp. So it announces itself on /mocap4r2/systems,
 answers START/STOP, and marker_viz, robot_ground_truth, px4_bridge and the recorder read it
@@ -13,7 +14,9 @@ The service ``~/teach`` (std_srvs/Trigger) teaches a body from the frames the tr
 as `mocap4r2 teach` does from a topic (tracking/teach.py): the still cluster within
 ``teach_radius`` of ``teach_near`` over ``teach_seconds`` of source time, named
 ``teach_name``; it answers the layout and body as bodies-file YAML and adds them to
-``teach_file`` when set (marker_tracker_teach.py).
+``teach_file`` when set (marker_tracker_teach.py). The node creates it from the adapter's
+``ServiceOffer`` once connected, and the teach parameters reach the adapter as they are
+set (``parameters_changed``), so a body is taught without reconfiguring.
 
 Frames wait in a queue of ``queue_frames`` between the subscription and the node's reader
 thread: when tracking takes longer than frames come, the oldest frames waiting are dropped
@@ -28,14 +31,20 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import rclpy.logging
 
-from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
+from mocap4r2_control.adapter import (
+    AdapterError,
+    ConfigurationError,
+    MocapAdapter,
+    ServiceOffer,
+    TopicInput,
+)
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.spin import run_node
@@ -162,8 +171,6 @@ class MarkerTrackerAdapter(MocapAdapter):
         self.marker_gate = marker_gate
         self.max_residual = max_residual
         self.queue = FrameQueue(queue_frames)
-        self._node: Any = None
-        self._subscription: Any = None
         self.tracker: Tracker | None = None
         self.builder: TrackedFrameBuilder | None = None
         self.swaps: SwapWatch | None = None
@@ -176,16 +183,45 @@ class MarkerTrackerAdapter(MocapAdapter):
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> MarkerTrackerAdapter:
-        return cls(
+        adapter = cls(
             values["markers_topic"],
             values["bodies"],
             values["marker_gate"],
             values["max_residual"],
             values["queue_frames"],
         )
+        adapter.teaching.settings_changed(values)
+        return adapter
 
-    def attach(self, node: Any) -> None:
-        self._node = node
+    def parameters_changed(self, values: Mapping[str, Any]) -> Collection[str]:
+        """The teach parameters apply at the next request (a body is taught after
+        ``ros2 param set ... teach_name``, without reconfiguring); the others at the
+        next configure."""
+        return self.teaching.settings_changed(values)
+
+    def topic_inputs(self) -> Sequence[TopicInput]:
+        """The source's Markers, as their CDR bytes (markers_cdr reads them faster than
+        rclpy deserializes them), into the queue the reader thread tracks from."""
+        return (
+            TopicInput(
+                self.markers_topic,
+                "mocap4r2_interfaces/msg/Markers",
+                INPUT_DEPTH,
+                False,
+                self._take,
+                raw=True,
+            ),
+        )
+
+    def _take(self, topic: str, data: object) -> None:
+        assert isinstance(data, bytes), "a raw input hands over bytes"
+        self.queue.put(data)
+
+    def service_offers(self) -> Sequence[ServiceOffer]:
+        """``~/teach`` (std_srvs/Trigger), once connected."""
+        if self.tracker is None:
+            return ()
+        return (ServiceOffer("~/teach", "std_srvs/srv/Trigger", self.teaching.answer),)
 
     def load(self) -> TrackerConfig:
         """The bodies file with the parameters' limits applied; ConfigurationError with the reason."""
@@ -204,46 +240,17 @@ class MarkerTrackerAdapter(MocapAdapter):
 
     def connect(self) -> AssetNames:
         config = self.load()
-        if self._node is None:
-            raise AdapterError(
-                "marker_tracker reads a ROS topic: the system node must attach() the adapter first"
-            )
         _warm_up(config)
         self.tracker = Tracker(config)
         self.builder = TrackedFrameBuilder(config)
         self.swaps = SwapWatch(config)
         self.cpu = CpuWindow()
-        self._subscribe()
-        self.teaching.offer(self._node)
         return AssetNames(rigid_bodies=self.builder.body_names, markers=self.builder.marker_names)
-
-    def _subscribe(self) -> None:
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-
-        from mocap4r2_interfaces.msg import Markers
-
-        self._unsubscribe()
-        qos = QoSProfile(depth=INPUT_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
-        self._subscription = self._node.create_subscription(
-            Markers,
-            self.markers_topic,
-            self.queue.put,
-            qos,
-            callback_group=MutuallyExclusiveCallbackGroup(),
-            raw=True,
-        )
 
     def teach(self) -> str:
         """Teach a body from the next frames this tracker reads (marker_tracker_teach.py);
         the answer of ``~/teach``."""
-        return self.teaching.teach(self._node)
-
-    def _unsubscribe(self) -> None:
-        subscription, self._subscription = self._subscription, None
-        if subscription is not None and self._node is not None:
-            with contextlib.suppress(Exception):  # the node is being destroyed already
-                self._node.destroy_subscription(subscription)
+        return self.teaching.teach()
 
     def start_streaming(self) -> None:
         if self.tracker is None:
@@ -298,9 +305,7 @@ class MarkerTrackerAdapter(MocapAdapter):
         return self.source_rate.hz
 
     def disconnect(self) -> None:
-        self.queue.set_open(False)
-        self._unsubscribe()
-        self.teaching.withdraw()
+        self.queue.set_open(False)  # the node unsubscribes the input and withdraws ~/teach
         self.tracker = None
 
     def status(self) -> dict[str, str]:

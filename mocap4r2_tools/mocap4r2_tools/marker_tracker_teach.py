@@ -1,15 +1,19 @@
 """The marker_tracker's ``~/teach`` service: teaching a body from the frames the tracker reads.
 
-Teaching is apart from tracking: it reads its own parameters when a request comes, waits
+Teaching is apart from tracking: it reads its own parameters as they are when a request
+comes (the node hands their new values over as they are set, see
+:meth:`TeachService.settings_changed`), waits
 on another thread for ``teach_seconds`` of source time while the reader thread keeps
 tracking, and only borrows the points of each frame (:meth:`TeachService.add`). The
-averaging itself is tracking/teach.py's, the same as `mocap4r2 teach` on a topic.
+averaging itself is tracking/teach.py's, the same as `mocap4r2 teach` on a topic. No ROS
+here: the service is declared as a :class:`~mocap4r2_control.adapter.ServiceOffer` of
+:meth:`TeachService.answer`, and the system node creates it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,15 @@ from mocap4r2_tools.tracking.teach import Teacher, TeachError, TeachingWindow, t
 _LOG = logging.getLogger("mocap4r2.marker_tracker")
 
 TEACH_MARGIN_S = 5.0  # how long a teach request waits for frames beyond teach_seconds
+# the parameters a request reads, with their defaults (the adapter declares them)
+TEACH_SETTINGS: dict[str, Any] = {
+    "teach_name": "",
+    "teach_near": [0.0, 0.0, 0.0],
+    "teach_radius": 0.15,
+    "teach_seconds": 1.0,
+    "teach_axes": "pca",
+    "teach_file": "",
+}
 
 
 class TeachService:
@@ -30,29 +43,15 @@ class TeachService:
 
     def __init__(self, markers_topic: str) -> None:
         self.markers_topic = markers_topic  # named in the answer when the source is silent
-        self._node: Any = None
-        self._service: Any = None
+        self.settings: dict[str, Any] = dict(TEACH_SETTINGS)
         self._window: TeachingWindow | None = None
 
-    def offer(self, node: Any) -> None:
-        """Create the service on ``node`` once; later calls (a new connect) keep it."""
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-        from std_srvs.srv import Trigger
-
-        self._node = node
-        if self._service is None:
-            # a group of its own: the request waits for frames while the subscription
-            # (its own group, the executor's other thread) keeps taking them in
-            self._service = node.create_service(
-                Trigger, "~/teach", self._on_teach, callback_group=MutuallyExclusiveCallbackGroup()
-            )
-
-    def withdraw(self) -> None:
-        """Destroy the service (a disconnect); a request waiting is not answered."""
-        service, self._service = self._service, None
-        if service is not None and self._node is not None:
-            with contextlib.suppress(Exception):  # the node is being destroyed already
-                self._node.destroy_service(service)
+    def settings_changed(self, values: Mapping[str, Any]) -> set[str]:
+        """Take the new values of the teach parameters among ``values`` (the next request
+        reads them); the names taken."""
+        taken = {name: value for name, value in values.items() if name in TEACH_SETTINGS}
+        self.settings = {**self.settings, **taken}
+        return set(taken)
 
     def add(self, points: np.ndarray, stamp: float) -> None:
         """One tracked frame's points (reader thread): kept only while a request waits."""
@@ -60,9 +59,10 @@ class TeachService:
         if window is not None:
             window.add(points, stamp)
 
-    def _on_teach(self, request: Any, response: Any) -> Any:
+    def answer(self, request: Any, response: Any) -> Any:
+        """A ``~/teach`` request answered: the taught YAML, or why nothing was taught."""
         try:
-            response.message = self.teach(self._node)
+            response.message = self.teach()
             response.success = True
         except (TeachError, AdapterError) as exc:
             response.success, response.message = False, str(exc)
@@ -71,19 +71,18 @@ class TeachService:
             response.success, response.message = False, f"internal error: {exc!r}"
         return response
 
-    def teach(self, node: Any) -> str:
+    def teach(self) -> str:
         """Teach the still cluster at ``teach_near`` from the next ``teach_seconds`` of the
         frames this tracker reads (tracking/teach.py: the same averaging as `mocap4r2
         teach`); the layout and body as bodies-file YAML, also added to ``teach_file``
         when one is set. TeachError says why nothing was taught."""
-        if node is None:
-            raise AdapterError("not attached to a node")
-        name = str(node.value("teach_name"))
+        settings = self.settings  # as they are now, for the whole request
+        name = str(settings["teach_name"])
         if not name or ":" in name:
             raise TeachError("set the parameter teach_name to a name without ':' first")
-        seconds = float(node.value("teach_seconds"))
-        near = np.asarray(node.value("teach_near"), dtype=np.float64)
-        window = TeachingWindow(Teacher(near=near, radius=float(node.value("teach_radius"))), seconds)
+        seconds = float(settings["teach_seconds"])
+        near = np.asarray(settings["teach_near"], dtype=np.float64)
+        window = TeachingWindow(Teacher(near=near, radius=float(settings["teach_radius"])), seconds)
         self._window = window
         try:
             full = window.wait(seconds + TEACH_MARGIN_S)
@@ -94,9 +93,9 @@ class TeachService:
                 f"{window.frames} frames from {self.markers_topic} in {seconds + TEACH_MARGIN_S:g} s, "
                 f"not {seconds:g} s of them: is the tracker active and its source streaming?"
             )
-        layout, position = window.teacher.layout(str(node.value("teach_axes")))
+        layout, position = window.teacher.layout(str(settings["teach_axes"]))
         text = taught_text(name, layout, position)
-        target = str(node.value("teach_file"))
+        target = str(settings["teach_file"])
         if target:
             write_body(Path(target), name, layout, position)
         skipped = ", ".join(f"{n} {r}" for r, n in window.teacher.skipped.items())

@@ -5,8 +5,8 @@ name of the node whose adapter wrote them, also with two systems in one process.
 The adapter here logs the way the vendor adapters do (a module-level logger, no node at
 hand): from configure (the executor's thread), from the node's reader thread, from its
 client's asyncio loop running in a thread of its own (as qualisys/client.py runs
-qtm-rt), reached through ``run_coroutine_threadsafe``, and from the callback of a
-subscription it creates on the node in attach() (as the simulated system does for its arms).
+qtm-rt), reached through ``run_coroutine_threadsafe``, and from the delivery of a topic
+input it declares (the node subscribes on itself, as for the simulated system's arms).
 """
 
 from __future__ import annotations
@@ -15,19 +15,20 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 from rcl_interfaces.msg import Log
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from support import CROSS_PROCESS_TIMEOUT as WAIT
 from support import wait_for, wait_subscribed
 
-from mocap4r2_control.adapter import MocapAdapter
+from mocap4r2_control.adapter import MocapAdapter, TopicInput
 from mocap4r2_control.frame import AssetNames, MocapFrame
+from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import MocapSystemNode
 
 LOG = logging.getLogger("mocap4r2.logtest")
@@ -61,27 +62,22 @@ class _LoopClient:
 
 
 class LoggingAdapter(MocapAdapter):
-    """Streams nothing; says who it is in every log line (the node name attach() gives)."""
+    """Streams nothing; says who it is in every log line (its parameter ``who``, the
+    node's name)."""
 
     system_type = "logtest"
+    parameters = (ParameterSpec("who", "?", "The name this adapter logs under."),)
 
-    def __init__(self) -> None:
-        self.who = "?"
+    def __init__(self, *, who: str = "?") -> None:
+        self.who = who
         self.client: _LoopClient | None = None
         self.reading_said = False
-        self.node: Any = None
-        self.subscription: Any = None
 
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> LoggingAdapter:
-        return cls()
+    def topic_inputs(self) -> Sequence[TopicInput]:
+        return (TopicInput("~/say", "std_msgs/msg/String", 10, False, self._heard),)
 
-    def attach(self, node: Any) -> None:
-        self.who = node.get_name()
-        self.node = node
-        self.subscription = node.create_subscription(String, "~/say", self._heard, 10)
-
-    def _heard(self, msg: String) -> None:
+    def _heard(self, topic: str, msg: object) -> None:
+        assert isinstance(msg, String)
         LOG.info("%s heard %s", self.who, msg.data)
 
     def connect(self) -> AssetNames:
@@ -101,9 +97,6 @@ class LoggingAdapter(MocapAdapter):
         if self.client is not None:
             self.client.close()
             self.client = None
-        if self.subscription is not None:
-            self.node.destroy_subscription(self.subscription)
-            self.subscription = None
 
 
 def _lines_by_logger(rosout) -> dict[str, list[str]]:
@@ -119,7 +112,14 @@ def test_two_systems_in_one_process_log_under_their_own_node_names(ros):
     rosout = ros.subscribe("/rosout", Log, ROSOUT_QOS)
     names = ("system_a", "system_b")
     nodes = [
-        MocapSystemNode(LoggingAdapter, name, namespace=NAMESPACE, context=ros.context) for name in names
+        MocapSystemNode(
+            LoggingAdapter,
+            name,
+            namespace=NAMESPACE,
+            context=ros.context,
+            parameter_overrides=[Parameter("who", value=name)],
+        )
+        for name in names
     ]
     executor = SingleThreadedExecutor(context=ros.context)
     for node in nodes:
@@ -220,7 +220,13 @@ def test_a_nodes_log_level_governs_its_adapters_records_and_their_threads(ros):
     rosout = ros.subscribe("/rosout", Log, ROSOUT_QOS)
     set_logger_level(f"{NAMESPACE[1:]}.system_debug", LoggingSeverity.DEBUG)
     nodes = [
-        MocapSystemNode(DebugAdapter, name, namespace=NAMESPACE, context=ros.context)
+        MocapSystemNode(
+            DebugAdapter,
+            name,
+            namespace=NAMESPACE,
+            context=ros.context,
+            parameter_overrides=[Parameter("who", value=name)],
+        )
         for name in ("system_debug", "system_info")
     ]
     try:

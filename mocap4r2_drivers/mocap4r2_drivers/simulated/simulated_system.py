@@ -9,22 +9,21 @@ fixed 8 frames were 4 ms at 2 kHz, less than the scene's own batch computation s
 the reader (64 frames at once), and cost 0.2-1 % of the frames of a node that kept up.
 
 A scene with ``arms:`` also tracks arms whose link poses come from ROS topics
-(geometry_msgs/PoseArray, see simulated/arms.py): the adapter subscribes to them on the
-system node it is attached to.
+(geometry_msgs/PoseArray, see simulated/arms.py): the adapter declares them as topic
+inputs once ``connect`` has read the scene, and the system node subscribes to them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter
+from mocap4r2_control.adapter import AdapterError, ConfigurationError, MocapAdapter, TopicInput
 from mocap4r2_control.frame import AssetNames, MocapFrame
 from mocap4r2_control.parameters import ParameterSpec
 from mocap4r2_control.system_node import run_system
@@ -102,8 +101,7 @@ class SimulatedAdapter(MocapAdapter):
         self._stop = threading.Event()
         self.lost_frames = 0
         self.arms: SceneArms | None = None
-        self._node: Any = None  # the system node (rclpy Node) the adapter is attached to
-        self._subscriptions: list = []
+        self._inputs: tuple[TopicInput, ...] = ()  # the arms' link poses, once connected
         self._refusals_logged: set[str] = set()
         # time as a real installation serves it (scene keys, see mocap4r2_drivers/impairment.py)
         self.impairment = TimeImpairment()
@@ -122,11 +120,6 @@ class SimulatedAdapter(MocapAdapter):
         except SceneError as exc:
             raise ConfigurationError(str(exc)) from exc
         arms = scene.description.arms
-        if arms and self._node is None:
-            raise AdapterError(
-                "the scene has arms, whose link poses are ROS topics: "
-                "the system node must attach() the adapter first"
-            )
         if self.batch_frames > 0:
             scene.batch_size = self.batch_frames
         self.backlog = self.max_backlog or max(MIN_BACKLOG, round(BACKLOG_SECONDS * scene.rate))
@@ -141,44 +134,34 @@ class SimulatedAdapter(MocapAdapter):
         self.truth = TruthLog(impairment.truth_log) if impairment.truth_log else None
         self.scene = scene
         self.arms = SceneArms(scene) if arms else None
-        self._subscribe()
+        self._inputs = self._arm_inputs()
         # a system that sends only its cloud has no assets to name
         return scene.asset_names() if self.publish_labels else AssetNames()
 
-    def attach(self, node) -> None:
-        # the arms' topics are known once the scene is read (connect); keep the node
-        self._node = node
+    def topic_inputs(self) -> Sequence[TopicInput]:
+        """The arms' link poses, known once ``connect`` has read the scene (the node asks
+        again after it); none before, and none for a scene without arms."""
+        return self._inputs
 
-    def _subscribe(self) -> None:
-        self._unsubscribe()
-        if self.arms is None or self._node is None:
-            return
-        from geometry_msgs.msg import PoseArray
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-
-        # a group of their own: connect runs in a transition callback of the node
-        group = MutuallyExclusiveCallbackGroup()
-        qos = QoSProfile(depth=LINK_POSES_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
-        self._subscriptions = [
-            self._node.create_subscription(
-                PoseArray,
+    def _arm_inputs(self) -> tuple[TopicInput, ...]:
+        arms = self.arms
+        if arms is None:
+            return ()
+        # made once per connect: the same inputs each time the node asks
+        return tuple(
+            TopicInput(
                 arm.spec.link_poses_topic,
-                (lambda msg, i=i: self._on_link_poses(i, msg)),
-                qos,
-                callback_group=group,
+                "geometry_msgs/msg/PoseArray",
+                LINK_POSES_DEPTH,
+                False,
+                self._link_poses_of(i),
             )
-            for i, arm in enumerate(self.arms.arms)
-        ]
+            for i, arm in enumerate(arms.arms)
+        )
 
-    def _unsubscribe(self) -> None:
-        subscriptions, self._subscriptions = self._subscriptions, []
-        node = self._node
-        if node is None:
-            return
-        for subscription in subscriptions:
-            with contextlib.suppress(Exception):  # the node is being destroyed already
-                node.destroy_subscription(subscription)
+    def _link_poses_of(self, index: int) -> Callable[[str, object], None]:
+        """The input's deliver: the link poses of arm ``index``."""
+        return lambda _topic, msg: self._on_link_poses(index, msg)
 
     def _on_link_poses(self, index: int, msg) -> None:
         arms = self.arms
@@ -277,7 +260,7 @@ class SimulatedAdapter(MocapAdapter):
 
     def disconnect(self) -> None:
         self._stop.set()
-        self._unsubscribe()
+        self._inputs = ()  # the node unsubscribes them
         if self.truth is not None:
             self.truth.close()
             self.truth = None
