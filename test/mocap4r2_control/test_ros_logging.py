@@ -99,6 +99,17 @@ class LoggingAdapter(MocapAdapter):
             self.client = None
 
 
+def _system(ros, adapter: type[LoggingAdapter], name: str) -> MocapSystemNode:
+    """A system node whose adapter says ``name`` (the node's own) in its lines."""
+    return MocapSystemNode(
+        adapter,
+        name,
+        namespace=NAMESPACE,
+        context=ros.context,
+        parameter_overrides=[Parameter("who", value=name)],
+    )
+
+
 def _lines_by_logger(rosout) -> dict[str, list[str]]:
     """The test adapters' /rosout lines so far, by the logger that published them."""
     lines: dict[str, list[str]] = {}
@@ -111,16 +122,7 @@ def _lines_by_logger(rosout) -> dict[str, list[str]]:
 def test_two_systems_in_one_process_log_under_their_own_node_names(ros):
     rosout = ros.subscribe("/rosout", Log, ROSOUT_QOS)
     names = ("system_a", "system_b")
-    nodes = [
-        MocapSystemNode(
-            LoggingAdapter,
-            name,
-            namespace=NAMESPACE,
-            context=ros.context,
-            parameter_overrides=[Parameter("who", value=name)],
-        )
-        for name in names
-    ]
+    nodes = [_system(ros, LoggingAdapter, name) for name in names]
     executor = SingleThreadedExecutor(context=ros.context)
     for node in nodes:
         executor.add_node(node)
@@ -219,16 +221,7 @@ def test_a_nodes_log_level_governs_its_adapters_records_and_their_threads(ros):
 
     rosout = ros.subscribe("/rosout", Log, ROSOUT_QOS)
     set_logger_level(f"{NAMESPACE[1:]}.system_debug", LoggingSeverity.DEBUG)
-    nodes = [
-        MocapSystemNode(
-            DebugAdapter,
-            name,
-            namespace=NAMESPACE,
-            context=ros.context,
-            parameter_overrides=[Parameter("who", value=name)],
-        )
-        for name in ("system_debug", "system_info")
-    ]
+    nodes = [_system(ros, DebugAdapter, name) for name in ("system_debug", "system_info")]
     try:
         for node in nodes:
             assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
