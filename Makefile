@@ -21,7 +21,7 @@ test-load: setup
 bench: setup
 	@$(ENV) python -m bench
 
-# load and fault figures in one table (about 5 minutes, at most about 10; not part of `make test`)
+# load and fault figures in one table (about 12 minutes on 2 cores; not part of `make test`)
 stress: setup
 	@$(ENV) python -m stress $(STRESS_ARGS)
 
