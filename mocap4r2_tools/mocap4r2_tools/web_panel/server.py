@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aiohttp import WSMsgType, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .core import (
     MAX_BODY_BYTES,
@@ -333,6 +334,44 @@ class Panel:
         shutil.rmtree(self._export_root, ignore_errors=True)
 
 
+class UnparsableRequestLog(logging.Filter):
+    """Keeps aiohttp's log of requests it cannot parse within a budget.
+
+    aiohttp answers a request it cannot parse (a header line over its 8 KiB limit, a
+    malformed request line) with 400 and logs a traceback at ERROR on ``aiohttp.server``
+    for each: a flood of them, which anyone who reaches the port can send, would fill the
+    panel's log at about 2.5 kB a request. Installed on that logger, this filter drops
+    those records, counts them, and logs one line on the panel's logger for the first and
+    then at most one per ``period`` seconds with the count since the last line. Any other
+    record of that logger passes unchanged."""
+
+    def __init__(self, period: float = 30.0, clock: Any = time.monotonic):
+        super().__init__()
+        self.period = period
+        self.clock = clock
+        self.total = 0
+        self._unreported = 0
+        self._last: float | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        self.total += 1
+        self._unreported += 1
+        now = self.clock()
+        if self._last is None or now - self._last >= self.period:
+            reason = " ".join(str(exc).split())[:160]
+            log.warning(
+                f"refused {self._unreported} request(s) aiohttp could not parse "
+                f"({self.total} in all; the latest: {type(exc).__name__}: {reason}); "
+                f"the next such line in {self.period:g} s at the earliest"
+            )
+            self._unreported = 0
+            self._last = now
+        return False
+
+
 class ServerThread:
     """The server on its own event loop in its own thread; ``stop()`` ends it."""
 
@@ -345,8 +384,10 @@ class ServerThread:
         self.error: BaseException | None = None
         self._runner: web.AppRunner | None = None
         self.thread = threading.Thread(target=self._run, name="web-panel-http", daemon=True)
+        self.unparsable = UnparsableRequestLog()
 
     def start(self, timeout: float = 10.0) -> None:
+        logging.getLogger("aiohttp.server").addFilter(self.unparsable)
         self.thread.start()
         self.ready.wait(timeout)
         if self.error is not None:
@@ -376,6 +417,7 @@ class ServerThread:
         if self.loop.is_running():
             self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5.0)
+        logging.getLogger("aiohttp.server").removeFilter(self.unparsable)
 
 
 def tls_context(certfile: str, keyfile: str = "") -> ssl.SSLContext:

@@ -208,6 +208,26 @@ def test_a_one_megabyte_session_id_is_refused_and_the_panel_goes_on(url):
     assert all(len(entry["session_id"]) <= 128 for entry in log)
 
 
+def test_a_flood_of_requests_aiohttp_cannot_parse_leaves_a_few_log_lines(plane, url):
+    """aiohttp logs a traceback at ERROR for each request it cannot parse (here a header
+    line over its 8 KiB limit, answered 400): 200 of them wrote 200 tracebacks, about
+    2.5 kB each, into the panel's log. They are counted and summed up in one line per
+    period instead, and the panel goes on answering."""
+    import socket
+
+    host, port = "127.0.0.1", plane["port"]
+    before = len(plane["panel"].log())
+    for _ in range(200):
+        with socket.create_connection((host, port), timeout=10) as conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10_000 + b"\r\n\r\n")
+            assert b" 400 " in conn.recv(64)
+    assert SYSTEM in systems(url)
+    wait_for(lambda: "could not parse" in plane["panel"].log()[before:], 10, what="the summary line")
+    written = plane["panel"].log()[before:]
+    assert "Traceback" not in written and written.count("LineTooLong") <= 2, written[:3000]
+    assert len(written) < 2000, len(written)
+
+
 def test_a_request_without_the_token_is_refused_on_loopback_too(plane, url):
     """Issue 39: on loopback the panel took no token and requests without Origin, so any
     local user or process could START/STOP sessions with plain curl."""
