@@ -195,6 +195,17 @@ def test_requests_beyond_the_queue_are_counted_and_logged_once(ros, member_node)
     me = node.get_fully_qualified_name()
     acks = ros.subscribe("/mocap4r2/control_ack", ControlAck, ACKS_QOS)
     pub = ros.publisher("/mocap4r2/control", Control, CONTROL_QOS)
+    # both directions matched first, spinning the busy node meanwhile: one CI run waited
+    # the 60 s below for a first answer that never came, which these two counts tell apart
+    spin_until(
+        executor,
+        lambda: member._sub.get_publisher_count() >= 1 and member._ack_pub.get_subscription_count() >= 1,
+        60,
+        lambda: (
+            f"the busy node's request reader sees {member._sub.get_publisher_count()} writers, its "
+            f"answer writer {member._ack_pub.get_subscription_count()} readers"
+        ),
+    )
     # requests until one is answered: then the busy node is matched and the requester's
     # sequence numbers are known to it
     deadline = time.monotonic() + 60
