@@ -164,7 +164,7 @@ class MarkerTrackerAdapter(MocapAdapter):
     )
 
     def __init__(
-        self, markers_topic: str, bodies: str, marker_gate: float, max_residual: float, queue_frames: int
+        self, *, markers_topic: str, bodies: str, marker_gate: float, max_residual: float, queue_frames: int
     ) -> None:
         self.markers_topic = markers_topic
         self.bodies_path = bodies
@@ -183,13 +183,9 @@ class MarkerTrackerAdapter(MocapAdapter):
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, Any]) -> MarkerTrackerAdapter:
-        adapter = cls(
-            values["markers_topic"],
-            values["bodies"],
-            values["marker_gate"],
-            values["max_residual"],
-            values["queue_frames"],
-        )
+        # the teach_* parameters are the teach service's, handed to it apart
+        names = ("markers_topic", "bodies", "marker_gate", "max_residual", "queue_frames")
+        adapter = cls(**{name: values[name] for name in names})
         adapter.teaching.settings_changed(values)
         return adapter
 
