@@ -24,6 +24,7 @@ from .diagnostics import FrameStatistics
 from .frame import AssetNames
 from .frame_output import FrameOutput
 from .frame_reader import FrameReader
+from .markers_pass import load as load_markers_pass
 from .parameters import (
     ParameterSpec,
     check_parameters,
@@ -123,6 +124,11 @@ class MocapSystemNode(LifecycleNode):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # adapters' and clients' Python log records, under this node's name
         self.log_route = NodeLogRoute(self.get_logger())
+        # the encoder's compiled markers pass is loaded (0.6 s from numba's cache, more to
+        # compile) before the node is up, never in configure: there, after connect, a
+        # vendor's socket would queue that long of frames, published late on activate
+        # (optitrack's first report read 0.5-1 s of latency)
+        load_markers_pass()
 
         self._state_id = State.PRIMARY_STATE_UNCONFIGURED
         self._config: dict[str, Any] = {}
