@@ -21,15 +21,15 @@ report; nothing is left offered then.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
 from .adapter import ConfigurationError, ServiceOffer
+from .declared_entities import DeclaredEntities
 from .topic_inputs import interface_type
 
 __all__ = ["ServiceOffers"]
@@ -41,35 +41,21 @@ def _identity(callback: Callable[..., Any]) -> Callable[..., Any]:
     return callback
 
 
-class ServiceOffers:
-    """The services of one adapter's offers on ``node``, from :meth:`open` to :meth:`close`.
+class ServiceOffers(DeclaredEntities[ServiceOffer]):
+    """The services of one adapter's offers on ``node``, from :meth:`open` to :meth:`close`
+    (a request being handled then is not answered).
 
     ``wrap`` is applied to each service's callback (the node's log route, so what the
     adapter logs while answering reads as the node's)."""
 
+    STATUS_KEY = "service_errors"
+
     def __init__(self, node: Node, wrap: Callable[[Callable[..., Any]], Callable[..., Any]] = _identity):
-        self.node = node
+        super().__init__(node, LOG)
         self._wrap = wrap
-        self._services: dict[str, Any] = {}
-        self.errors: dict[str, int] = {}  # requests handle raised on, by declared name
 
-    def open(self, offers: Sequence[ServiceOffer]) -> None:
-        """Create every offered service (dropping any left from before); ConfigurationError
-        naming the offer that cannot be created, with nothing left offered."""
-        self.close()
-        self.errors = {}
-        self.add(offers)
-
-    def add(self, offers: Sequence[ServiceOffer]) -> None:
-        """Create the offered services not created yet (by name); ConfigurationError as
-        :meth:`open`, with nothing left offered."""
-        try:
-            for offer in offers:
-                if offer.name not in self._services:
-                    self._services[offer.name] = self._create(offer)
-        except BaseException:
-            self.close()
-            raise
+    def _key(self, offer: ServiceOffer) -> str:
+        return offer.name  # one service per name
 
     def _create(self, offer: ServiceOffer) -> Any:
         srv_type = interface_type(offer.type_name, "srv")
@@ -81,10 +67,7 @@ class ServiceOffers:
                     raise TypeError(f"the handler returned {type(answered).__name__}, not the response")
                 return answered
             except Exception as exc:  # noqa: BLE001 - a request must never take the node down
-                count = self.errors.get(name, 0) + 1
-                self.errors[name] = count
-                if count == 1:
-                    LOG.error("a request to %s failed (logged once, counted): %r", name, exc)
+                self._count_error(name, f"a request to {name} failed", exc)
                 if hasattr(response, "success") and hasattr(response, "message"):
                     response.success, response.message = False, f"internal error: {exc!r}"
                 return response
@@ -96,20 +79,5 @@ class ServiceOffers:
         except Exception as exc:  # rclpy's name validation, ...
             raise ConfigurationError(f"cannot offer {offer.name!r} ({offer.type_name}): {exc}") from None
 
-    @property
-    def count(self) -> int:
-        """How many services are offered."""
-        return len(self._services)
-
-    def status(self) -> dict[str, str]:
-        """For /diagnostics: the requests answered as failures because ``handle`` raised."""
-        total = sum(self.errors.values())
-        return {"service_errors": str(total)} if total else {}
-
-    def close(self) -> None:
-        """Destroy the services; safe twice and while the node is being destroyed. A
-        request being handled is not answered."""
-        services, self._services = self._services, {}
-        for service in services.values():
-            with contextlib.suppress(Exception):  # the node is being destroyed already
-                self.node.destroy_service(service)
+    def _destroy(self, entity: Any) -> None:
+        self.node.destroy_service(entity)

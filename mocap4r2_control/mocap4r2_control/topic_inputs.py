@@ -13,17 +13,15 @@ in /diagnostics as ``topic_input_errors``) and logged the first time for its top
 exception out of a subscription callback would end the executor's spin, and with it the
 node.
 
-What can go wrong in a declaration (a type that does not resolve, a topic name ROS
+What can go wrong in a spec (a type that does not resolve, a topic name ROS
 refuses, a depth below 1) is raised as :class:`~mocap4r2_control.adapter.ConfigurationError`
 naming the input, for configure to report; nothing is left subscribed then.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -31,6 +29,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from .adapter import ConfigurationError, TopicInput
+from .declared_entities import DeclaredEntities
 
 __all__ = ["TopicSubscriptions", "interface_type", "message_type"]
 
@@ -66,37 +65,16 @@ def message_type(type_name: str) -> Any:
     return interface_type(type_name, "msg")
 
 
-class TopicSubscriptions:
+class TopicSubscriptions(DeclaredEntities[TopicInput]):
     """The subscriptions of one adapter's inputs on ``node``, from :meth:`open` to :meth:`close`."""
 
+    STATUS_KEY = "topic_input_errors"
+
     def __init__(self, node: Node) -> None:
-        self.node = node
-        self._subscriptions: dict[TopicInput, Any] = {}
+        super().__init__(node, LOG)
         self._group: MutuallyExclusiveCallbackGroup | None = None
-        self.errors: dict[str, int] = {}  # messages deliver raised on, by declared topic
 
-    def open(self, inputs: Sequence[TopicInput]) -> None:
-        """Subscribe to every input (dropping any left from before); ConfigurationError
-        naming the input that cannot be subscribed, with nothing left subscribed."""
-        self.close()
-        self.errors = {}
-        self.add(inputs)
-
-    def add(self, inputs: Sequence[TopicInput]) -> None:
-        """Subscribe to the inputs not subscribed yet (an input equal to one subscribed is
-        the same input), in the group of those before; ConfigurationError as :meth:`open`,
-        with nothing left subscribed."""
-        try:
-            for spec in inputs:
-                if spec not in self._subscriptions:
-                    if self._group is None:
-                        self._group = MutuallyExclusiveCallbackGroup()
-                    self._subscriptions[spec] = self._subscribe(spec, self._group)
-        except BaseException:
-            self.close()
-            raise
-
-    def _subscribe(self, spec: TopicInput, group: MutuallyExclusiveCallbackGroup) -> Any:
+    def _create(self, spec: TopicInput) -> Any:
         if spec.depth < 1:
             raise ConfigurationError(
                 f"topic input {spec.topic!r}: depth must be at least 1, got {spec.depth}"
@@ -111,34 +89,21 @@ class TopicSubscriptions:
             try:
                 to(topic, msg)
             except Exception as exc:  # noqa: BLE001 - a bad message must not end the spin
-                count = self.errors.get(topic, 0) + 1
-                self.errors[topic] = count
-                if count == 1:
-                    LOG.error("dropping a message on %s: the adapter could not take it: %r", topic, exc)
+                self._count_error(topic, f"dropping a message on {topic}: the adapter could not take it", exc)
 
+        if self._group is None:  # inputs added after connect join the group of those before
+            self._group = MutuallyExclusiveCallbackGroup()
         try:
             return self.node.create_subscription(
-                msg_type, spec.topic, deliver, qos, callback_group=group, raw=spec.raw
+                msg_type, spec.topic, deliver, qos, callback_group=self._group, raw=spec.raw
             )
         except Exception as exc:  # rclpy's name validation (InvalidTopicNameException), ...
             raise ConfigurationError(
                 f"cannot subscribe to {spec.topic!r} ({spec.type_name}): {exc}"
             ) from None
 
-    @property
-    def count(self) -> int:
-        """How many subscriptions are open."""
-        return len(self._subscriptions)
+    def _destroy(self, entity: Any) -> None:
+        self.node.destroy_subscription(entity)
 
-    def status(self) -> dict[str, str]:
-        """For /diagnostics: the messages dropped because ``deliver`` raised, if any."""
-        total = sum(self.errors.values())
-        return {"topic_input_errors": str(total)} if total else {}
-
-    def close(self) -> None:
-        """Destroy the subscriptions; safe twice and while the node is being destroyed."""
-        subscriptions, self._subscriptions = self._subscriptions, {}
+    def _closed(self) -> None:
         self._group = None
-        for subscription in subscriptions.values():
-            with contextlib.suppress(Exception):  # the node is being destroyed already
-                self.node.destroy_subscription(subscription)
