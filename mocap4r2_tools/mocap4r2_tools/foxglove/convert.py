@@ -53,6 +53,7 @@ from foxglove.messages import (
     Vector3,
 )
 
+from mocap4r2_control.diagnostic_values import reported_number
 from mocap4r2_control.geometry import MIN_QUATERNION_NORM, pose_msg_arrays
 from mocap4r2_control.rotation import FloatArray
 
@@ -451,16 +452,6 @@ def logs(msg: Any) -> list[Log]:
     return out
 
 
-def _number(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def stats_topic(hardware_id: str) -> str:
     """The stats topic of a system (its hardware id, e.g. ``/sim/simulated_system``)."""
     name = "/".join(part for part in hardware_id.split("/") if part) or "unnamed"
@@ -480,18 +471,18 @@ def system_stats(msg: Any) -> list[tuple[str, dict[str, Any]]]:
         ratios = {
             key.split("/", 1)[1]: r
             for key, text in values.items()
-            if key.startswith("tracking_ratio/") and (r := _number(text)) is not None
+            if key.startswith("tracking_ratio/") and (r := reported_number(text)) is not None
         }
         record = {
             "timestamp": {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000},
             "system": status.hardware_id or status.name,
             "level": level_of(status.level),
-            "rate_hz": _number(values.get("rate_hz")),
-            "nominal_rate_hz": _number(values.get("nominal_rate_hz")),
-            "latency_mean_ms": _number(values.get("latency_mean_ms")),
-            "latency_max_ms": _number(values.get("latency_max_ms")),
-            "dropped_frames": _number(values.get("dropped_frames")),
-            "dropped_frames_total": _number(values.get("dropped_frames_total")),
+            "rate_hz": reported_number(values.get("rate_hz")),
+            "nominal_rate_hz": reported_number(values.get("nominal_rate_hz")),
+            "latency_mean_ms": reported_number(values.get("latency_mean_ms")),
+            "latency_max_ms": reported_number(values.get("latency_max_ms")),
+            "dropped_frames": reported_number(values.get("dropped_frames")),
+            "dropped_frames_total": reported_number(values.get("dropped_frames_total")),
             "tracking_ratio_min": min(ratios.values()) if ratios else None,
             "tracking_ratio_mean": sum(ratios.values()) / len(ratios) if ratios else None,
             "tracking_ratio": ratios,

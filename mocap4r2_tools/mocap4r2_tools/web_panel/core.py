@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from mocap4r2_control.diagnostic_values import reported_number
+
 from ..recording.session_id import session_id_problem
 
 #: a request body larger than this is refused before it is parsed (a START names at most
@@ -483,19 +485,11 @@ def system_status(state: str, level: int, message: str, kind: str = "") -> tuple
     return "waiting", "active, no diagnostics yet"
 
 
-def _number(text: object) -> float | None:
-    try:
-        value = float(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
 def shown_number(text: object) -> str:
     """A /diagnostics value for a table cell: its text when it is a finite number, else
     "" (the page shows "-"). A system not streaming reports ``latency_mean_ms: nan``
     (no frames in its window), which the page must not print as "nan"."""
-    return str(text) if _number(text) is not None else ""
+    return str(text) if reported_number(text) is not None else ""
 
 
 class History:
@@ -517,10 +511,15 @@ class History:
     def add(self, system: str, now: float, values: dict[str, str]) -> None:
         """One /diagnostics status of ``system`` (its key-value pairs) at ``now``
         (monotonic seconds). Tracking: the mean of its bodies' tracking ratios, in %."""
-        ratios = [_number(v) for k, v in values.items() if k.startswith("tracking_ratio/")]
+        ratios = [reported_number(v) for k, v in values.items() if k.startswith("tracking_ratio/")]
         known = [r for r in ratios if r is not None]
         tracking = 100.0 * sum(known) / len(known) if known else None
-        sample = (now, _number(values.get("rate_hz")), _number(values.get("latency_mean_ms")), tracking)
+        sample = (
+            now,
+            reported_number(values.get("rate_hz")),
+            reported_number(values.get("latency_mean_ms")),
+            tracking,
+        )
         with self._lock:
             samples = self._samples.get(system)
             if samples is None:
