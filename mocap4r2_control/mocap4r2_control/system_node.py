@@ -127,8 +127,10 @@ class MocapSystemNode(LifecycleNode):
         # the encoder's compiled markers pass is loaded (0.6 s from numba's cache, more to
         # compile) before the node is up, never in configure: there, after connect, a
         # vendor's socket would queue that long of frames, published late on activate
-        # (optitrack's first report read 0.5-1 s of latency)
-        load_markers_pass()
+        # (optitrack's first report read 0.5-1 s of latency); a system whose frames never
+        # hold markers does without it
+        if adapter_class.frames_have_markers:
+            load_markers_pass()
 
         self._state_id = State.PRIMARY_STATE_UNCONFIGURED
         self._config: dict[str, Any] = {}
@@ -202,7 +204,7 @@ class MocapSystemNode(LifecycleNode):
                 return TransitionCallbackReturn.FAILURE
             self.adapter = adapter
             self.asset_names = names if isinstance(names, AssetNames) else AssetNames()
-            self.output.open(self._config)
+            self.output.open(self._config, compiled_markers=self.adapter_class.frames_have_markers)
             self._decide_pass_through(adapter)
             log.info(
                 f"configured: {len(self.asset_names.rigid_bodies)} rigid bodies, "

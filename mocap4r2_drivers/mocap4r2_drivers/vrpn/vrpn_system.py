@@ -61,6 +61,7 @@ class VrpnAdapter(MocapAdapter):
     """A VRPN server's trackers; reconnects by itself."""
 
     system_type = "vrpn"
+    frames_have_markers = False  # trackers only: VRPN streams no markers
     parameters = (
         ParameterSpec("host", "127.0.0.1", "Address of the VRPN server.", check=_check_host),
         ParameterSpec("port", vp.DEFAULT_PORT, "VRPN server port.", min_value=1, max_value=65535),
