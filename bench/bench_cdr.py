@@ -12,7 +12,8 @@ length every frame. Prints microseconds per frame (median of batches) and ratios
 
 Then FrameEncoder itself (what the node runs per frame: validity rule + cdr), with the
 frame's markers through the numpy path (``compiled=False``) and through the compiled
-pass (markers_pass.py), interleaved in the same run; the frames' positions change every
+pass (markers_pass.py; the frame's markers and the bodies' markers), interleaved in the
+same run: Markers alone, RigidBodies alone and both; the frames' positions change every
 frame (16 frames cycled, 5 % occluded, 1 % NaN), their structure does not.
 """
 
@@ -392,20 +393,31 @@ def _encode_one(encoder: FrameEncoder, frames: list[MocapFrame]) -> Callable[[in
     return lambda k: encoder.encode(frames[k % len(frames)], 1, k)
 
 
+#: FrameEncoder scopes compared: (name, label, markers topic, rigid_bodies topic)
+_SCOPES = (
+    ("markers", "Markers alone", True, False),
+    ("bodies", "RigidBodies alone", False, True),
+    ("frame", "Markers + RigidBodies", True, True),
+)
+
+
 def _encoder_ways(frame: Frame) -> dict[str, Callable[[int], object]]:
-    """FrameEncoder.encode per frame, numpy path and compiled pass, markers alone and the
-    whole frame (Markers + RigidBodies with their markers + empty Skeletons)."""
+    """FrameEncoder.encode per frame, numpy path and compiled pass: the frame's markers
+    alone, the bodies (RigidBodies with their markers + empty Skeletons) alone and the
+    whole frame (Markers + RigidBodies + empty Skeletons)."""
     frames = _mocap_frames(frame)
     ways: dict[str, Callable[[int], object]] = {}
     for name, compiled in (("numpy", False), ("compiled", True)):
-        for scope, bodies in (("markers", False), ("frame", True)):
-            encoder = FrameEncoder("world", rigid_bodies=bodies, skeletons=bodies, compiled=compiled)
+        for scope, _, markers, bodies in _SCOPES:
+            encoder = FrameEncoder(
+                "world", markers=markers, rigid_bodies=bodies, skeletons=bodies, compiled=compiled
+            )
             if encoder.compiled != compiled:
                 raise AssertionError(f"the compiled markers pass is not available: {name} not measured")
             ways[f"{scope} {name}"] = _encode_one(encoder, frames)
     # the same bytes, frame for frame (a guard against timing wrong code)
     for k in range(2 * len(frames)):
-        for scope in ("markers", "frame"):
+        for scope, *_ in _SCOPES:
             new, old = ways[f"{scope} compiled"](k), ways[f"{scope} numpy"](k)
             assert isinstance(new, EncodedFrame) and isinstance(old, EncodedFrame)
             if (new.markers, new.rigid_bodies) != (old.markers, old.rigid_bodies):
@@ -415,7 +427,7 @@ def _encoder_ways(frame: Frame) -> dict[str, Callable[[int], object]]:
 
 def _compare_encoder(frame: Frame) -> None:
     times = measure(_encoder_ways(frame))
-    for scope, label in (("markers", "Markers alone"), ("frame", "Markers + RigidBodies")):
+    for scope, label, *_ in _SCOPES:
         old, new = times[f"{scope} numpy"], times[f"{scope} compiled"]
         print(
             f"  FrameEncoder.encode, {label:22s} numpy {old[0]:6.1f} ({old[1]:.1f}), compiled pass "

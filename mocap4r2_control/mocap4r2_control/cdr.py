@@ -397,7 +397,6 @@ class RigidBodiesEncoder(_CachedEncoder[BodiesLayout]):
         layout = self._last
         if layout is None:
             raise ValueError("rigid bodies: nothing encoded to repeat")
-        _repeated_shapes("rigid bodies", layout.poses.shape, poses, valid, mean_errors)
         fields = layout.markers
         _repeated_shapes(
             "rigid bodies: markers",
@@ -406,15 +405,36 @@ class RigidBodiesEncoder(_CachedEncoder[BodiesLayout]):
             marker_occluded,
             marker_residuals,
         )
+        buf = self.restamp(
+            sec=sec,
+            nanosec=nanosec,
+            frame_number=frame_number,
+            valid=valid,
+            poses=poses,
+            mean_errors=mean_errors,
+        ).buf
+        buf.f64[fields.positions] = marker_positions
+        buf.u8[fields.occluded] = _repeated_flags(marker_occluded)
+        buf.f32[fields.residuals] = marker_residuals
+        return buf.tobytes()
+
+    def restamp(
+        self, *, sec: int, nanosec: int, frame_number: int, valid: Array, poses: Array, mean_errors: Array
+    ) -> BodiesLayout:
+        """``repeat`` without the bodies' markers: the message of the last ``encode`` with
+        a new stamp, frame number, validity, poses and mean errors written, for a caller
+        that writes the markers' numbers itself (markers_pass.py's compiled pass) and then
+        copies out ``layout.buf``."""
+        layout = self._last
+        if layout is None:
+            raise ValueError("rigid bodies: nothing encoded to repeat")
+        _repeated_shapes("rigid bodies", layout.poses.shape, poses, valid, mean_errors)
         buf = layout.buf
         _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
         buf.u8[layout.valid] = _repeated_flags(valid)
         buf.f64[layout.poses] = poses
         buf.f32[layout.errors] = mean_errors
-        buf.f64[fields.positions] = marker_positions
-        buf.u8[fields.occluded] = _repeated_flags(marker_occluded)
-        buf.f32[fields.residuals] = marker_residuals
-        return buf.tobytes()
+        return layout
 
 
 class SkeletonsEncoder:

@@ -9,10 +9,11 @@ Two steps per frame, both vectorised:
 
 While a system's assets stay the same (the usual case), both steps shrink to what
 changes per frame: the rule's values and the numbers written into the previous
-message (see FrameEncoder); for the frame's markers, that is one compiled pass where numba
-is there (markers_pass.py). This runs once per frame at up to 2 kHz, and after the
-reader's wait for the next frame the processor's caches are cold, so every numpy call
-costs two to three times what a tight loop shows: the number of calls is the cost.
+message (see FrameEncoder); for the frame's markers and the bodies' markers, that is one
+compiled pass each where numba is there (markers_pass.py). This runs once per frame at up
+to 2 kHz, and after the reader's wait for the next frame the processor's caches are cold,
+so every numpy call costs two to three times what a tight loop shows: the number of calls
+is the cost.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from . import markers_pass
 from .cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
-from .cdr_layout import Array, MarkersView
+from .cdr_layout import Array, MarkerFields
 from .frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
@@ -165,6 +166,48 @@ class MarkerRule:
         return MarkerValues(out, occluded, residuals)
 
 
+class _CompiledMarkers:
+    """The compiled markers pass (markers_pass.py) for one MarkerRule (the frame's markers
+    or the bodies' markers) and the message it writes into.
+
+    It covers the frames the pass was compiled for: every marker labeled and seen before
+    (so ``reapply`` would hold every row and leave none out), the arrays of the pass's
+    types, shaped as the rule's memory. ``fits`` says so before anything is written;
+    ``write`` then holds the positions and writes positions, occlusion flags and residuals
+    into the message at the indices ``places`` gives (computed once per message layout:
+    the fields object of a cached layout stays the same)."""
+
+    __slots__ = ("compiled", "rule", "_fields", "_places")
+
+    def __init__(self, compiled: markers_pass.Pass, rule: MarkerRule) -> None:
+        self.compiled = compiled
+        self.rule = rule
+        self._fields: MarkerFields | None = None
+        self._places: Array = np.zeros((0, markers_pass.PLACE_COLUMNS), dtype=np.int64)
+
+    def fits(self, arrays: MarkerArrays) -> bool:
+        rule = self.rule
+        return (
+            rule.all_labeled
+            and rule.last.all_seen
+            and markers_pass.fits(arrays.positions, arrays.occluded, arrays.residuals)
+            and arrays.positions.shape == rule.last.values.shape
+            and arrays.occluded.shape == arrays.residuals.shape == arrays.positions.shape[:1]
+        )
+
+    def places(self, fields: MarkerFields) -> Array:
+        """The indices the pass writes to in the message whose marker fields are ``fields``."""
+        if fields is not self._fields:  # a new message layout: its fields' indices, once
+            self._places = markers_pass.places(fields)
+            self._fields = fields
+        return self._places
+
+    def write(self, arrays: MarkerArrays, places: Array, data: Array) -> None:
+        """The frame's markers (``fits``) into a message's bytes after the encapsulation."""
+        frame = (arrays.positions, arrays.occluded, arrays.residuals)
+        self.compiled(frame, self.rule.last.values, places, data)
+
+
 class _Unchanged:
     """Whether a collection of the frame (markers, bodies, skeletons) has the structure of
     the previous frame's, remembered by FrameEncoder only after a frame whose markers were
@@ -233,10 +276,11 @@ class FrameEncoder:
     same bytes (test_validity_rule.py compares them; ``repeat_unchanged=False`` takes
     the whole path every frame).
 
-    The frame's markers on the first path are one compiled pass (markers_pass.py) when
-    ``compiled`` and numba can provide it: it is compiled or loaded from numba's cache
-    here, at configure, not in a frame; where it cannot be had, numpy as before, with
-    the same bytes (test_markers_pass.py compares them)."""
+    The frame's markers and the bodies' markers on the first path are one compiled pass
+    each (markers_pass.py) when ``compiled`` and numba can provide it: it is compiled or
+    loaded from numba's cache here, at configure, not in a frame; where it cannot be had,
+    numpy as before, with the same bytes (test_markers_pass.py and test_bodies_pass.py
+    compare them)."""
 
     def __init__(
         self,
@@ -273,14 +317,20 @@ class FrameEncoder:
         self._child_rows = b""
         self._child_prefix = tf_prefix
         self._child_names: tuple[str, ...] = ()
-        self._pass = markers_pass.load() if compiled and markers and repeat_unchanged else None
-        self._places_view: MarkersView | None = None
-        self._places: Array = np.zeros((0, markers_pass.PLACE_COLUMNS), dtype=np.int64)
+        wanted = markers or (rigid_bodies and body_markers)
+        found = markers_pass.load() if compiled and repeat_unchanged and wanted else None
+        self._pass = None if found is None or not markers else _CompiledMarkers(found, self._frame_markers)
+        self._body_pass = (
+            None
+            if found is None or not (rigid_bodies and body_markers)
+            else _CompiledMarkers(found, self._body_marker_rule)
+        )
 
     @property
     def compiled(self) -> bool:
-        """The frame's markers go through the compiled pass when their structure stays."""
-        return self._pass is not None
+        """The frame's markers (or, with markers off, the bodies' markers) go through the
+        compiled pass when their structure stays."""
+        return self._pass is not None or self._body_pass is not None
 
     def encode(self, frame: MocapFrame, sec: int, nanosec: int) -> EncodedFrame:
         number = frame.frame_number
@@ -339,26 +389,51 @@ class FrameEncoder:
         """``reapply`` + ``repeat`` for the frame's markers in one compiled pass, when every
         marker is labeled and has been seen and the arrays have the pass's types; None
         otherwise (the numpy path then runs)."""
-        rule, compiled = self._frame_markers, self._pass
-        held = rule.last.values
-        positions, occluded, residuals = arrays.positions, arrays.occluded, arrays.residuals
-        if (
-            compiled is None
-            or not rule.all_labeled
-            or not rule.last.all_seen
-            or not markers_pass.fits(positions, occluded, residuals)
-            or positions.shape != held.shape
-        ):
+        compiled = self._pass
+        if compiled is None or not compiled.fits(arrays):
             return None
         view = self._markers.restamp(sec=sec, nanosec=nanosec, frame_number=number)
-        if view is not self._places_view:  # a new message layout: its fields' indices, once
-            self._places = markers_pass.places(view.markers)
-            self._places_view = view
-        rows = positions.shape[0]
-        if self._places.shape[0] != rows or occluded.shape != (rows,) or residuals.shape != (rows,):
+        places = compiled.places(view.markers)
+        if places.shape[0] != arrays.positions.shape[0]:
             return None
-        compiled((positions, occluded, residuals), held, self._places, view.layout.buf.u8)
+        compiled.write(arrays, places, view.layout.buf.u8)
         return view.message.tobytes()
+
+    def _repeat_bodies_compiled(
+        self,
+        bodies: BodyArrays,
+        good: Array,
+        poses: Array,
+        mean_errors: Array,
+        *,
+        stamp: tuple[int, int, int],
+    ) -> tuple[bytes, Array] | None:
+        """The unchanged-structure path of ``_encode_bodies`` with the bodies' markers
+        through the compiled pass (``reapply`` + their part of ``repeat``) when every body
+        marker is labeled and has been seen and the arrays have the pass's types; None
+        before anything is held or written otherwise (the numpy path then runs)."""
+        compiled, markers = self._body_pass, bodies.markers
+        count = bodies.ids.shape[0]
+        if (
+            compiled is None
+            or not compiled.fits(markers)
+            or poses.shape != (count, 7)
+            or good.shape != (count,)
+            or mean_errors.shape != (count,)
+        ):
+            return None
+        held = _hold(self._body_last, poses, good)
+        sec, nanosec, number = stamp
+        layout = self._bodies.restamp(
+            sec=sec, nanosec=nanosec, frame_number=number, valid=good, poses=held, mean_errors=mean_errors
+        )
+        places = compiled.places(layout.markers)
+        if places.shape[0] != markers.positions.shape[0]:
+            # not while the structure is unchanged (the message holds every marker of the
+            # frame); the numpy path holds the same poses again, which changes nothing
+            return None
+        compiled.write(markers, places, layout.buf.u8)
+        return layout.buf.tobytes(), held
 
     def _encode_bodies(
         self, bodies: BodyArrays, good: Array, poses: Array, *, sec: int, nanosec: int, number: int
@@ -375,6 +450,12 @@ class FrameEncoder:
         else:
             mean_errors = np.where(good, bodies.mean_errors, _NO_ERROR)
         if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
+            if with_markers and self._body_pass is not None:
+                done = self._repeat_bodies_compiled(
+                    bodies, good, poses, mean_errors, stamp=(sec, nanosec, number)
+                )
+                if done is not None:
+                    return done
             marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKER_VALUES
             if marker_values is not None:
                 held = _hold(self._body_last, poses, good)

@@ -87,8 +87,8 @@ def compiled():
 @pytest.mark.parametrize("seed", range(12))
 def test_the_compiled_pass_gives_the_numpy_paths_bytes_on_random_streams(compiled, seed):
     fast = FrameEncoder("wörld", skeletons=False, rigid_bodies=False)
-    assert fast.compiled
-    counted = fast._pass = Counted(compiled)
+    assert fast.compiled and fast._pass is not None
+    counted = fast._pass.compiled = Counted(compiled)
     numpy_path = FrameEncoder("wörld", skeletons=False, rigid_bodies=False, compiled=False)
     whole = FrameEncoder("wörld", skeletons=False, rigid_bodies=False, repeat_unchanged=False)
     assert not numpy_path.compiled and not whole.compiled
