@@ -10,9 +10,9 @@ Skeletons and the TFMessage of the bodies. Configurations: 10 bodies / 100 marke
 Also the cost of a layout miss: Markers whose unlabeled tail (empty names) changes
 length every frame. Prints microseconds per frame (median of batches) and ratios.
 
-Then FrameEncoder itself (what the node runs per frame: validity rule + cdr), with the
-frame's markers through the numpy path (``compiled=False``) and through the compiled
-pass (markers_pass.py; the frame's markers and the bodies' markers), interleaved in the
+Then FrameEncoder itself (what the node runs per frame: validity rule + cdr) on the numpy
+path (``compiled=False``) and through the compiled passes (markers_pass.py: the frame's
+markers and the bodies' markers; bodies_pass.py: the bodies' poses), interleaved in the
 same run: Markers alone, RigidBodies alone and both; the frames' positions change every
 frame (16 frames cycled, 5 % occluded, 1 % NaN), their structure does not.
 """
@@ -29,7 +29,7 @@ from geometry_msgs.msg import TransformStamped
 from rclpy.serialization import serialize_message
 from tf2_msgs.msg import TFMessage
 
-from mocap4r2_control import markers_pass
+from mocap4r2_control import bodies_pass, markers_pass
 from mocap4r2_control.cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
 from mocap4r2_control.frame import BodyArrays, MarkerArrays, MocapFrame
 from mocap4r2_control.frame_encoder import EncodedFrame, FrameEncoder
@@ -412,8 +412,8 @@ def _encoder_ways(frame: Frame) -> dict[str, Callable[[int], object]]:
             encoder = FrameEncoder(
                 "world", markers=markers, rigid_bodies=bodies, skeletons=bodies, compiled=compiled
             )
-            if encoder.compiled != compiled:
-                raise AssertionError(f"the compiled markers pass is not available: {name} not measured")
+            if encoder.compiled != compiled or (bodies and encoder.compiled_poses != compiled):
+                raise AssertionError(f"the compiled passes are not available: {name} not measured")
             ways[f"{scope} {name}"] = _encode_one(encoder, frames)
     # the same bytes, frame for frame (a guard against timing wrong code)
     for k in range(2 * len(frames)):
@@ -437,10 +437,13 @@ def _compare_encoder(frame: Frame) -> None:
 
 def run() -> None:
     print(f"microseconds per frame, median (best) of {BATCHES} interleaved batches; ratios of medians")
-    if markers_pass.load() is None:
-        print("(the compiled markers pass is not available here: FrameEncoder's comparison is left out)")
+    if markers_pass.load() is None or bodies_pass.load() is None:
+        print("(the compiled passes are not available here: FrameEncoder's comparison is left out)")
     else:
-        print(f"(compiled markers pass loaded in {markers_pass.load_seconds():.2f} s, before timing)")
+        print(
+            f"(compiled markers pass loaded in {markers_pass.load_seconds():.2f} s, body poses pass in "
+            f"{bodies_pass.load_seconds():.2f} s, before timing)"
+        )
     for title, bodies, per_body, skeletons in CONFIGS:
         frame = make_frame(bodies, per_body, skeletons)
         _check_equal(frame)
@@ -481,7 +484,7 @@ def run() -> None:
             f"{spare:.1f} (64 counts, new tuple each frame: spare room)"
         )
         print(f"  Markers with a new layout every frame (a name changes): {miss:.1f}")
-        if markers_pass.load() is not None:
+        if markers_pass.load() is not None and bodies_pass.load() is not None:
             _compare_encoder(frame)
 
 

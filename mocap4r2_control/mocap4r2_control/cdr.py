@@ -419,17 +419,31 @@ class RigidBodiesEncoder(_CachedEncoder[BodiesLayout]):
         return buf.tobytes()
 
     def restamp(
-        self, *, sec: int, nanosec: int, frame_number: int, valid: Array, poses: Array, mean_errors: Array
+        self,
+        *,
+        sec: int,
+        nanosec: int,
+        frame_number: int,
+        valid: Array | None = None,
+        poses: Array | None = None,
+        mean_errors: Array | None = None,
     ) -> BodiesLayout:
         """``repeat`` without the bodies' markers: the message of the last ``encode`` with
         a new stamp, frame number, validity, poses and mean errors written, for a caller
         that writes the markers' numbers itself (markers_pass.py's compiled pass) and then
-        copies out ``layout.buf``."""
+        copies out ``layout.buf``. Without validity, poses and mean errors only the stamp
+        and frame number are written (a caller writing the bodies' numbers too:
+        bodies_pass.py)."""
         layout = self._last
         if layout is None:
             raise ValueError("rigid bodies: nothing encoded to repeat")
-        _repeated_shapes("rigid bodies", layout.poses.shape, poses, valid, mean_errors)
         buf = layout.buf
+        if valid is None and poses is None and mean_errors is None:
+            _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
+            return layout
+        if valid is None or poses is None or mean_errors is None:
+            raise ValueError("rigid bodies: restamp() takes validity, poses and mean errors, or none")
+        _repeated_shapes("rigid bodies", layout.poses.shape, poses, valid, mean_errors)
         _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
         buf.u8[layout.valid] = _repeated_flags(valid)
         buf.f64[layout.poses] = poses

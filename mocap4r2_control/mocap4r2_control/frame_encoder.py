@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import markers_pass
+from . import bodies_pass, markers_pass
 from .cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
-from .cdr_layout import Array, MarkerFields
+from .cdr_layout import Array, BodiesLayout, MarkerFields
 from .frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
@@ -325,6 +325,9 @@ class FrameEncoder:
             if found is None or not (rigid_bodies and body_markers)
             else _CompiledMarkers(found, self._body_marker_rule)
         )
+        self._poses_pass = bodies_pass.load() if compiled and repeat_unchanged and rigid_bodies else None
+        self._body_places_layout: BodiesLayout | None = None
+        self._body_places: Array = np.zeros((0, bodies_pass.PLACE_COLUMNS), dtype=np.int64)
 
     @property
     def compiled(self) -> bool:
@@ -332,19 +335,23 @@ class FrameEncoder:
         compiled pass when their structure stays."""
         return self._pass is not None or self._body_pass is not None
 
+    @property
+    def compiled_poses(self) -> bool:
+        """The bodies' poses go through the compiled pass (bodies_pass.py) when their
+        structure stays."""
+        return self._poses_pass is not None
+
     def encode(self, frame: MocapFrame, sec: int, nanosec: int) -> EncodedFrame:
         number = frame.frame_number
         markers = (
             self._encode_markers(frame.markers, sec, nanosec, number) if self.enabled["markers"] else None
         )
         bodies = frame.bodies
-        good, poses = good_poses(bodies.positions, bodies.orientations, bodies.valid)
         rigid_bodies = None
         if self.enabled["rigid_bodies"]:
-            rigid_bodies, held = self._encode_bodies(
-                bodies, good, poses, sec=sec, nanosec=nanosec, number=number
-            )
+            rigid_bodies, good, held = self._encode_bodies(bodies, sec=sec, nanosec=nanosec, number=number)
         else:
+            good, poses = good_poses(bodies.positions, bodies.orientations, bodies.valid)
             held, _ = self._body_last.update(bodies.ids, poses, good)
         skeletons = self._encode_skeletons(frame, sec, nanosec) if self.enabled["skeletons"] else None
         tf = self._encode_tf(frame, good, held, sec, nanosec) if self.enabled["tf"] else None
@@ -435,27 +442,92 @@ class FrameEncoder:
         compiled.write(markers, places, layout.buf.u8)
         return layout.buf.tobytes(), held
 
+    def _repeat_bodies_in_one_pass(
+        self, bodies: BodyArrays, with_markers: bool, stamp: tuple[int, int, int]
+    ) -> tuple[bytes, Array, Array] | None:
+        """The whole unchanged-structure path of ``_encode_bodies`` compiled: the poses
+        (``good_poses``, hold, validity, poses and mean errors written: bodies_pass.py) and
+        the bodies' markers (markers_pass.py), when the arrays have the passes' types and
+        every body marker is labeled and seen; None before anything is held or written
+        otherwise (numpy then runs)."""
+        poses_pass, markers = self._poses_pass, bodies.markers
+        last = self._body_last
+        count = bodies.ids.shape[0]
+        positions, orientations, valid, errors = (
+            bodies.positions,
+            bodies.orientations,
+            bodies.valid,
+            bodies.mean_errors,
+        )
+        # poses given as column slices of one (n, 7) array: one copy, not numpy's path
+        if not positions.flags.c_contiguous:
+            positions = np.ascontiguousarray(positions)
+        if not orientations.flags.c_contiguous:
+            orientations = np.ascontiguousarray(orientations)
+        if (
+            poses_pass is None
+            or not bodies_pass.fits(positions, orientations, valid, errors)
+            or last.values.shape != (count, 7)
+            or positions.shape != (count, 3)
+            or orientations.shape != (count, 4)
+            or valid.shape != (count,)
+            or errors.shape != (count,)
+        ):
+            return None
+        body_markers = self._body_pass
+        if with_markers and (body_markers is None or not body_markers.fits(markers)):
+            return None
+        sec, nanosec, number = stamp
+        layout = self._bodies.restamp(sec=sec, nanosec=nanosec, frame_number=number)
+        if layout is not self._body_places_layout:  # a new message layout: its indices, once
+            self._body_places = bodies_pass.places(layout.poses, layout.valid, layout.errors)
+            self._body_places_layout = layout
+        if self._body_places.shape[0] != count:
+            return None
+        marker_places = None
+        if body_markers is not None and with_markers:
+            marker_places = body_markers.places(layout.markers)
+            if marker_places.shape[0] != markers.positions.shape[0]:
+                return None
+        data = layout.buf.u8
+        good = np.empty(count, dtype=bool)
+        if not poses_pass(
+            (positions, orientations, valid, errors), last.values, self._body_places, data, good
+        ):
+            return None  # a coordinate where numpy's summation order could matter
+        if not last.all_seen:  # bodies never tracked yet: the rows seen now are remembered
+            last.hold(last.values, good)  # (the rows are held already: a copy onto themselves)
+        if body_markers is not None and marker_places is not None:
+            body_markers.write(markers, marker_places, data)
+        return layout.buf.tobytes(), good, last.values
+
     def _encode_bodies(
-        self, bodies: BodyArrays, good: Array, poses: Array, *, sec: int, nanosec: int, number: int
-    ) -> tuple[bytes, Array]:
-        """rigid_bodies, and the poses held for every body."""
+        self, bodies: BodyArrays, *, sec: int, nanosec: int, number: int
+    ) -> tuple[bytes, Array, Array]:
+        """rigid_bodies, the validity published and the poses held for every body."""
         rule, unchanged = self._body_marker_rule, self._bodies_unchanged
         with_markers = self.body_markers and len(bodies.markers) > 0
         names = (bodies.names, bodies.markers.names)
         structure = (bodies.ids, bodies.marker_offsets, bodies.markers.ids)
+        repeat = self.repeat_unchanged and unchanged.same(self.frame_id, names, structure)
+        if repeat and self._poses_pass is not None:
+            whole = self._repeat_bodies_in_one_pass(bodies, with_markers, (sec, nanosec, number))
+            if whole is not None:
+                return whole
+        good, poses = good_poses(bodies.positions, bodies.orientations, bodies.valid)
         # every body good (the usual frame): the errors as they are, written into the
         # message right away; counting the good ones costs a fraction of np.where
         if np.count_nonzero(good) == good.shape[0]:
             mean_errors = bodies.mean_errors
         else:
             mean_errors = np.where(good, bodies.mean_errors, _NO_ERROR)
-        if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
+        if repeat:
             if with_markers and self._body_pass is not None:
                 done = self._repeat_bodies_compiled(
                     bodies, good, poses, mean_errors, stamp=(sec, nanosec, number)
                 )
                 if done is not None:
-                    return done
+                    return done[0], good, done[1]
             marker_values = rule.reapply(bodies.markers) if with_markers else _NO_MARKER_VALUES
             if marker_values is not None:
                 held = _hold(self._body_last, poses, good)
@@ -470,7 +542,7 @@ class FrameEncoder:
                     marker_occluded=marker_values.occluded,
                     marker_residuals=marker_values.residuals,
                 )
-                return data, held
+                return data, good, held
         unchanged.forget()
         held, _ = self._body_last.update(bodies.ids, poses, good)
         offsets = bodies.marker_offsets
@@ -503,7 +575,7 @@ class FrameEncoder:
         )
         if rule.kept_all or not with_markers:
             unchanged.remember(self.frame_id, names, structure)
-        return data, held
+        return data, good, held
 
     def _encode_skeletons(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes:
         sk = frame.skeletons

@@ -94,58 +94,75 @@ def fits(positions: Array, occluded: Array, residuals: Array) -> bool:
     )
 
 
-class _Loaded:
-    """What :func:`load` found, once per process."""
+class KernelLoader:
+    """One numba kernel of the encoder, compiled or loaded from numba's cache once per
+    process (the first :meth:`load`), logged once either way. ``prepare`` calls the
+    compiled function with a frame's types (compiling it, or loading it from the cache)
+    and gives what :meth:`load` hands out; any exception it raises means the kernel
+    cannot be used here (its message says why), and the encoder keeps numpy."""
 
-    lock = threading.Lock()
-    done = False
-    compiled: Pass | None = None
-    seconds = 0.0
-    note = ""
+    def __init__(self, function: Callable[..., Any], prepare: Callable[[Any], Any], what: str) -> None:
+        self.function = function
+        self.prepare = prepare
+        self.what = what
+        self.lock = threading.Lock()
+        self.done = False
+        self.loaded: Any = None
+        self.seconds = 0.0
+        self.note = ""
+
+    def _compile(self) -> tuple[Any, str]:
+        try:
+            import numba  # type: ignore[import-untyped]
+        except ImportError as exc:
+            return None, f"numba is not importable ({exc})"
+        try:
+            compiled = numba.njit(cache=True, nogil=True)(self.function)
+        except RuntimeError as exc:  # "cannot cache function ...: no locator available"
+            return None, f"numba has no writable cache here ({exc}; NUMBA_CACHE_DIR chooses one)"
+        try:
+            return self.prepare(compiled), ""
+        except Exception as exc:  # a numba error of any kind: the numpy path still works
+            return None, f"numba could not compile it ({type(exc).__name__}: {exc})"
+
+    def load(self) -> Any:
+        """What ``prepare`` gave, on the first call of the process; None where the kernel
+        cannot be had (logged once, with why)."""
+        with self.lock:
+            if not self.done:
+                start = time.perf_counter()
+                self.loaded, self.note = self._compile()
+                self.seconds = time.perf_counter() - start
+                self.done = True
+                if self.loaded is None:
+                    LOG.warning("%s are encoded with numpy, not the compiled pass: %s", self.what, self.note)
+                else:
+                    LOG.info("compiled %s pass ready in %.2f s", self.what, self.seconds)
+            return self.loaded
 
 
-def _warm(compiled: Any) -> None:
+def _warm(compiled: Any) -> Pass:
     """Call the pass once with a frame's types (compiles it, or loads it from the cache)."""
     buf = Buffer(64)
     held = np.zeros((1, 3))
     where = np.array([[0, 1, 2, 24, 7]], dtype=np.int64)
     frame = (np.zeros((1, 3)), np.zeros(1, dtype=bool), np.zeros(1, dtype=np.float32))
     compiled(frame, held, where, buf.u8)
+    found: Pass = compiled
+    return found
 
 
-def _compile() -> tuple[Pass | None, str]:
-    try:
-        import numba  # type: ignore[import-untyped]
-    except ImportError as exc:
-        return None, f"numba is not importable ({exc})"
-    try:
-        compiled = numba.njit(cache=True, nogil=True)(markers_pass)
-    except RuntimeError as exc:  # "cannot cache function ...: no locator available"
-        return None, f"numba has no writable cache here ({exc}; NUMBA_CACHE_DIR chooses one)"
-    try:
-        _warm(compiled)
-    except Exception as exc:  # a numba error of any kind: the numpy path still works
-        return None, f"numba could not compile it ({type(exc).__name__}: {exc})"
-    return compiled, ""
+_LOADER = KernelLoader(markers_pass, _warm, "markers")
 
 
 def load() -> Pass | None:
     """The compiled pass, compiled or loaded from numba's cache on the first call of the
     process (logged once, with the time it took); None where it cannot be had (logged
     once, with why): the caller keeps the numpy path."""
-    with _Loaded.lock:
-        if not _Loaded.done:
-            start = time.perf_counter()
-            _Loaded.compiled, _Loaded.note = _compile()
-            _Loaded.seconds = time.perf_counter() - start
-            _Loaded.done = True
-            if _Loaded.compiled is None:
-                LOG.warning("markers are encoded with numpy, not the compiled pass: %s", _Loaded.note)
-            else:
-                LOG.info("compiled markers pass ready in %.2f s", _Loaded.seconds)
-        return _Loaded.compiled
+    found: Pass | None = _LOADER.load()
+    return found
 
 
 def load_seconds() -> float:
     """How long :func:`load` took in this process (0 before it ran)."""
-    return _Loaded.seconds
+    return _LOADER.seconds

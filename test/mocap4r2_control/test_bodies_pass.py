@@ -1,38 +1,26 @@
-"""The bodies' markers through the compiled markers pass (FrameEncoder with ``compiled``)
-give the numpy path's RigidBodies bytes.
+"""The bodies through the compiled passes (FrameEncoder with ``compiled``: their poses in
+bodies_pass.py, their markers in markers_pass.py) give the numpy path's RigidBodies bytes.
 
 Byte for byte against the same FrameEncoder with ``compiled=False`` (the numpy path:
 ``MarkerRule.reapply`` + ``RigidBodiesEncoder.repeat``) and with ``repeat_unchanged=False``
 (the whole rule and encode every frame), on random streams: 0 to 40 bodies with 0 to 30
 markers each, NaN and inf marker coordinates, occluded markers, markers never seen,
 unlabeled markers, arrays of other types than the pass's, bodies going invalid (flagged,
-NaN or inf positions, degenerate or non-unit quaternions), non-ASCII names, structure
-changes between runs of unchanged frames. The pass's calls are counted: the bytes must
-agree because the pass ran, not because both encoders took numpy.
+NaN or inf positions, degenerate, non-unit or float32 quaternions, coordinates whose sums
+overflow), bodies never seen, non-ASCII names, structure changes between runs of
+unchanged frames. The passes' calls are counted: the bytes must agree because the passes
+ran, not because both encoders took numpy.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from marker_streams import NAMES, Counted, random_markers
 
-from mocap4r2_control import markers_pass
+from mocap4r2_control import bodies_pass, markers_pass
 from mocap4r2_control.frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from mocap4r2_control.frame_encoder import FrameEncoder
-
-NAMES = ("", "m", "Ünïcødé-標記", "tip\u00e9", "a" * 40, "ß")
-
-
-class Counted:
-    """The compiled pass, counting its calls."""
-
-    def __init__(self, compiled):
-        self.compiled = compiled
-        self.calls = 0
-
-    def __call__(self, *args):
-        self.calls += 1
-        return self.compiled(*args)
 
 
 def _structure(rng: np.random.Generator):
@@ -48,22 +36,6 @@ def _structure(rng: np.random.Generator):
     return body_ids, body_names, counts, marker_ids, marker_names
 
 
-def _body_markers(rng: np.random.Generator, ids, names, k: int) -> MarkerArrays:
-    count = ids.shape[0]
-    positions = rng.normal(scale=3.0, size=(count, 3))
-    if count:
-        bad = rng.random(count) < rng.choice([0.0, 0.05, 0.5])
-        positions[bad, rng.integers(0, 3)] = rng.choice([np.nan, np.inf, -np.inf])
-        if k == 0 and rng.random() < 0.3:  # markers never seen at the start: left out
-            positions[rng.random(count) < 0.2] = np.nan
-    occluded = rng.random(count) < rng.choice([0.0, 0.1, 0.9])
-    residuals = rng.random(count).astype(np.float32)
-    residuals[rng.random(count) < 0.1] = -1.0
-    if rng.random() < 0.1:  # not the types the pass is compiled for: the numpy path
-        return MarkerArrays(ids, names, positions, occluded.astype(np.uint8), residuals.astype(np.float64))
-    return MarkerArrays(ids, names, positions, occluded, residuals)
-
-
 def _bodies(rng: np.random.Generator, structure, k: int) -> BodyArrays:
     body_ids, body_names, counts, marker_ids, marker_names = structure
     n = body_ids.shape[0]
@@ -72,7 +44,7 @@ def _bodies(rng: np.random.Generator, structure, k: int) -> BodyArrays:
     orientations /= np.linalg.norm(orientations, axis=1)[:, None]  # unit: the usual frame
     if n and rng.random() < 0.5:  # bodies going invalid or off unit
         rows = rng.random(n) < 0.3
-        kind = int(rng.integers(0, 5))
+        kind = int(rng.integers(0, 8))
         if kind == 0:
             positions[rows, rng.integers(0, 3)] = rng.choice([np.nan, np.inf])
         elif kind == 1:
@@ -81,9 +53,19 @@ def _bodies(rng: np.random.Generator, structure, k: int) -> BodyArrays:
             orientations[rows] = 0.0  # degenerate: not good
         elif kind == 3:
             orientations[rows, 3] = np.nan
+        elif kind == 4:  # as a vendor's float32: off unit, rescaled
+            orientations[rows] = orientations[rows].astype(np.float32)
+        elif kind == 5:  # finite coordinates whose sums may overflow: numpy decides
+            positions[rows] = rng.choice([1e308, -1e308, 1e200], size=(int(rows.sum()), 3))
+        elif kind == 6:  # tiny quaternions: degenerate or not, by numpy's squared norm
+            orientations[rows] *= rng.choice([1e-7, 2e-6, 1e-3])
+    if n and k == 0 and rng.random() < 0.3:  # bodies never seen at the start
+        positions[rng.random(n) < 0.3] = np.nan
     valid = rng.random(n) < rng.choice([1.0, 1.0, 0.7])
     errors = rng.random(n).astype(np.float32)
-    markers = _body_markers(rng, marker_ids, marker_names, k)
+    if rng.random() < 0.05:  # not the types the pass is compiled for: numpy
+        errors = errors.astype(np.float64)
+    markers = random_markers(rng, marker_ids, marker_names, k)
     return BodyArrays.build(
         body_ids,
         body_names,
@@ -114,34 +96,52 @@ def compiled():
     return found
 
 
+@pytest.fixture(scope="module")
+def poses():
+    found = bodies_pass.load()
+    why = bodies_pass._LOADER.note
+    assert found is not None, f"numba is a dependency: the poses pass must load here ({why})"
+    return found
+
+
+def _count_poses(encoder: FrameEncoder, found: bodies_pass.BodiesPass) -> Counted:
+    counted = Counted(found.kernel)
+    encoder._poses_pass = bodies_pass.BodiesPass(counted, found.single, found.many)
+    return counted
+
+
 @pytest.mark.parametrize("markers", [False, True])
 @pytest.mark.parametrize("seed", range(10))
-def test_the_bodies_markers_through_the_pass_give_the_numpy_paths_bytes(compiled, seed, markers):
+def test_the_bodies_through_the_passes_give_the_numpy_paths_bytes(compiled, poses, seed, markers):
     """RigidBodies (and Markers, and what the encoder hands on for /tf and statistics)
     frame for frame as the numpy path and the whole path give them."""
     kw = {"markers": markers, "skeletons": False, "tf": True}
     fast = FrameEncoder("wörld", **kw)
-    assert fast.compiled and fast._body_pass is not None
+    assert fast.compiled and fast.compiled_poses and fast._body_pass is not None
     assert (fast._pass is not None) == markers
     counted = fast._body_pass.compiled = Counted(compiled)
+    counted_poses = _count_poses(fast, poses)
     numpy_path = FrameEncoder("wörld", compiled=False, **kw)
     whole = FrameEncoder("wörld", repeat_unchanged=False, **kw)
-    assert not numpy_path.compiled and not whole.compiled
+    assert not numpy_path.compiled and not whole.compiled and not numpy_path.compiled_poses
     frames = 0
     for frame in _frames(seed):
         sec, nanosec = 1_700_000_000 + frame.frame_number, frame.frame_number * 1000
-        expected = numpy_path.encode(frame, sec, nanosec)
+        with np.errstate(over="ignore", invalid="ignore"):  # numpy on the overflowing rows
+            expected = numpy_path.encode(frame, sec, nanosec)
         for encoder in (fast, whole):
-            got = encoder.encode(frame, sec, nanosec)
+            with np.errstate(over="ignore", invalid="ignore"):
+                got = encoder.encode(frame, sec, nanosec)
             assert got.rigid_bodies == expected.rigid_bodies, frame.frame_number
             assert (got.markers, got.tf) == (expected.markers, expected.tf), frame.frame_number
             assert np.array_equal(got.body_valid, expected.body_valid)
             assert np.array_equal(got.body_poses, expected.body_poses)
         frames += 1
-    assert counted.calls > frames // 5, (counted.calls, frames)
+    assert counted.calls > frames // 10, (counted.calls, frames)
+    assert counted_poses.calls > frames // 5, (counted_poses.calls, frames)
 
 
-def test_held_body_markers_and_poses_as_the_numpy_path_over_an_occlusion(compiled):
+def test_held_body_markers_and_poses_as_the_numpy_path_over_an_occlusion(compiled, poses):
     """Two bodies, one marker occluded for a while and another with NaN, one body invalid
     for a while: the bytes of every frame and the rules' memories."""
     ids, names = np.array([3, 1, 2], dtype=np.int32), ("a", "é", "")
@@ -149,6 +149,7 @@ def test_held_body_markers_and_poses_as_the_numpy_path_over_an_occlusion(compile
     rng = np.random.default_rng(7)
     assert fast._body_pass is not None
     calls = fast._body_pass.compiled = Counted(compiled)
+    pose_calls = _count_poses(fast, poses)
     for number in range(1, 60):
         positions = rng.normal(size=(3, 3))
         occluded = np.array([10 < number < 40, False, False])
@@ -169,7 +170,7 @@ def test_held_body_markers_and_poses_as_the_numpy_path_over_an_occlusion(compile
         assert fast.encode(frame, 5, number).rigid_bodies == reference.encode(frame, 5, number).rigid_bodies
         assert np.array_equal(fast._body_marker_rule.last.values, reference._body_marker_rule.last.values)
         assert np.array_equal(fast._body_last.values, reference._body_last.values)
-    assert calls.calls == 58  # every frame after the first
+    assert calls.calls == pose_calls.calls == 58  # every frame after the first
 
 
 def test_bodies_of_other_shapes_than_the_message_fall_back(compiled):
@@ -188,3 +189,67 @@ def test_bodies_of_other_shapes_than_the_message_fall_back(compiled):
     encoder.encode(frame(1, [0.5]), 0, 0)
     with pytest.raises(ValueError, match="repeat"):
         encoder.encode(frame(2, [0.5, 0.5]), 0, 0)
+
+
+def test_the_summation_orders_found_are_numpys_and_the_others_are_told_apart(poses):
+    """load() keeps, for one body and for more, the order whose squared norms give
+    good_poses' bits on its probe frames; the probe tells the other orders apart (else a
+    wrong order could be kept), with other probe frames than load's."""
+    for order, counts in ((poses.single, bodies_pass.SINGLE_COUNTS), (poses.many, bodies_pass.MANY_COUNTS)):
+        assert bodies_pass.agrees(poses.kernel, order, counts, seed=11)
+        others = [o for o in range(len(bodies_pass.ORDERS)) if o != order]
+        assert not any(bodies_pass.agrees(poses.kernel, o, counts, seed=11) for o in others)
+
+
+def test_a_coordinate_where_the_order_could_matter_leaves_the_frame_to_numpy(poses):
+    """A valid body at 1e300 m (finite, beyond the pass's safe range): the pass gives the
+    frame up before it holds or writes anything, and numpy's bytes come out."""
+    markers = MarkerArrays.build(np.array([1], np.int32), np.zeros((1, 3)), ("a",))
+
+    def frame(number: int, x: float) -> MocapFrame:
+        bodies = BodyArrays.build(
+            [4, 5],
+            ("b", "c"),
+            [[x, 0.0, 0.0], [1.0, 2.0, 3.0]],
+            [[0.0, 0.0, 0.0, 1.0]] * 2,
+            markers=markers,
+            marker_counts=[1, 0],
+        )
+        return MocapFrame(frame_number=number, bodies=bodies)
+
+    fast, reference = FrameEncoder("w"), FrameEncoder("w", compiled=False)
+    counted = _count_poses(fast, poses)
+    for number, x in enumerate([1.0, 2.0, 1e300, -1e308, 3.0]):
+        with np.errstate(over="ignore"):
+            expected = reference.encode(frame(number, x), 0, number).rigid_bodies
+        assert fast.encode(frame(number, x), 0, number).rigid_bodies == expected
+        assert np.array_equal(fast._body_last.values, reference._body_last.values)
+    assert counted.calls == 4  # frames 1-4 tried; 2 and 3 given back to numpy
+
+
+def test_poses_as_column_slices_and_a_body_never_tracked_go_through_the_pass(poses):
+    """Poses handed over as the columns of one (n, 7) array (not contiguous) and a body
+    never valid since the start (so never seen): still the pass, and numpy's bytes."""
+    fast, reference = FrameEncoder("w"), FrameEncoder("w", compiled=False)
+    counted = _count_poses(fast, poses)
+    rng = np.random.default_rng(3)
+    for number in range(30):
+        rows = np.hstack([rng.normal(size=(4, 3)), np.tile([0.0, 0.6, 0.0, 0.8], (4, 1))])
+        rows[1, 3:] = rows[1, 3:].astype(np.float32)  # off unit: rescaled
+        bodies = BodyArrays.build(
+            [1, 2, 3, 4],
+            ("a", "b", "c", "d"),
+            rows[:, :3],
+            rows[:, 3:],
+            valid=[True, True, False, number % 3 > 0],
+            mean_errors=[0.1, 0.2, 0.3, 0.4],
+        )
+        assert not bodies.orientations.flags.c_contiguous
+        frame = MocapFrame(frame_number=number, bodies=bodies)
+        expected = reference.encode(frame, 2, number)
+        got = fast.encode(frame, 2, number)
+        assert got.rigid_bodies == expected.rigid_bodies, number
+        assert got.body_valid.tolist() == expected.body_valid.tolist()
+        assert np.array_equal(fast._body_last.seen, reference._body_last.seen)
+    assert not fast._body_last.all_seen
+    assert counted.calls == 29

@@ -18,26 +18,12 @@ import sys
 
 import numpy as np
 import pytest
+from marker_streams import NAMES, Counted, random_markers
 from read_only_mounts import NO_HOME, ROOT, read_only, why_not_here
 
 from mocap4r2_control import markers_pass
 from mocap4r2_control.frame import UNKNOWN_ID, MarkerArrays, MocapFrame
 from mocap4r2_control.frame_encoder import FrameEncoder
-
-NAMES = ("", "m", "Ünïcødé-標記", "tip\u00e9", "a" * 40, "ß")
-
-
-class Counted:
-    """The compiled pass, counting its calls (the test must show it ran, not only that
-    the bytes agree because the numpy path ran in both encoders)."""
-
-    def __init__(self, compiled):
-        self.compiled = compiled
-        self.calls = 0
-
-    def __call__(self, *args):
-        self.calls += 1
-        return self.compiled(*args)
 
 
 def _structure(rng: np.random.Generator):
@@ -49,24 +35,6 @@ def _structure(rng: np.random.Generator):
     return ids, names
 
 
-def _markers(rng: np.random.Generator, ids, names, k: int) -> MarkerArrays:
-    count = ids.shape[0]
-    positions = rng.normal(scale=3.0, size=(count, 3))
-    if count:
-        bad = rng.random(count) < rng.choice([0.0, 0.05, 0.5])
-        positions[bad, rng.integers(0, 3)] = rng.choice([np.nan, np.inf, -np.inf])
-        if k == 0 and rng.random() < 0.3:  # markers never seen at the start: left out
-            positions[rng.random(count) < 0.2] = np.nan
-    occluded = rng.random(count) < rng.choice([0.0, 0.1, 0.9])
-    residuals = rng.random(count).astype(np.float32)
-    residuals[rng.random(count) < 0.1] = -1.0
-    if rng.random() < 0.1:  # not the types the pass is compiled for: the numpy path
-        return MarkerArrays(
-            ids, names, positions.astype(np.float32).astype(np.float64), occluded, residuals * 2.0
-        )
-    return MarkerArrays(ids, names, positions, occluded, residuals)
-
-
 def _frames(seed: int):
     rng = np.random.default_rng(seed)
     number = 0
@@ -74,7 +42,7 @@ def _frames(seed: int):
         ids, names = _structure(rng)
         for k in range(int(rng.integers(1, 25))):
             number += 1
-            yield MocapFrame(frame_number=number, markers=_markers(rng, ids, names, k))
+            yield MocapFrame(frame_number=number, markers=random_markers(rng, ids, names, k))
 
 
 @pytest.fixture(scope="module")

@@ -326,12 +326,16 @@ def test_repeating_an_unchanged_structure_gives_the_bytes_of_the_whole_path():
             ("rigid_bodies", fast._bodies),
             ("skeletons", fast._skeletons),
         ):
+            # every repeated RigidBodies frame goes through restamp (repeat's own and
+            # the compiled bodies pass's: bodies_pass.py), not always through repeat
+            method = "restamp" if topic == "rigid_bodies" else "repeat"
+            original = getattr(encoder, method)
 
-            def counted(_repeat=encoder.repeat, _topic=topic, **fields):
+            def counted(_repeat=original, _topic=topic, **fields):
                 repeated[_topic] += 1
                 return _repeat(**fields)
 
-            encoder.repeat = counted
+            setattr(encoder, method, counted)
         for number in range(400):
             frame = stream.frame(number)
             frame.check()
