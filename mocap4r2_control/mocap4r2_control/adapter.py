@@ -133,7 +133,7 @@ class MocapAdapter(abc.ABC):
     system_type: ClassVar[str] = "unknown"
     parameters: ClassVar[Sequence[ParameterSpec]] = ()
     #: False where the system's frames never hold markers (VRPN's trackers): the node then
-    #: does not load the encoder's compiled markers pass, 0.6 s of every start for nothing
+    #: does not load the encoder's compiled markers pass, time of every start for nothing
     frames_have_markers: ClassVar[bool] = True
 
     @classmethod

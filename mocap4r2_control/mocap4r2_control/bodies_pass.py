@@ -23,8 +23,8 @@ byte, or nothing:
 * the pass holds the good rows; which keys have been seen is left to the caller
   (``LastGoodValues.hold`` of the held rows onto themselves while some never were).
 
-Loaded like the markers pass (markers_pass.KernelLoader: numba's cache, once per process,
-at configure; None and one warning where numba cannot be had), then checked (about 0.05 s).
+Loaded like the markers pass (compiled_kernels.KernelLoader: numba's cache, once per process,
+when the node is built; None and one warning where numba cannot be had), then checked (about 0.05 s).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cdr_layout import POSE_WIDTH, Array, Buffer
+from .compiled_kernels import KernelLoader
 from .hold_last import _MIN_SQUARED_NORM, _UNIT_SQUARED_NORM_TOLERANCE, good_poses
-from .markers_pass import KernelLoader
 
 #: columns of :func:`places`: the float64 indices of x, y, z, qx, qy, qz, qw, the byte
 #: index of tracking_valid and the float32 index of mean_error of each body

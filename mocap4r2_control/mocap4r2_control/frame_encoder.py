@@ -277,10 +277,11 @@ class FrameEncoder:
     the whole path every frame).
 
     The frame's markers and the bodies' markers on the first path are one compiled pass
-    each (markers_pass.py) when ``compiled`` and numba can provide it: it is compiled or
-    loaded from numba's cache here, at configure, not in a frame; where it cannot be had,
-    numpy as before, with the same bytes (test_markers_pass.py and test_bodies_pass.py
-    compare them)."""
+    each (markers_pass.py), and the bodies' poses another (bodies_pass.py), when
+    ``compiled`` and numba can provide them (``compiled_markers`` False: the poses only);
+    they are compiled or loaded from numba's cache on first use (the node asks for them
+    when it is built), never in a frame; where they cannot be had, numpy as before, with
+    the same bytes (test_markers_pass.py and test_bodies_pass.py compare them)."""
 
     def __init__(
         self,
@@ -294,6 +295,7 @@ class FrameEncoder:
         tf: bool = False,
         repeat_unchanged: bool = True,
         compiled: bool = True,
+        compiled_markers: bool = True,
     ):
         self.frame_id = frame_id
         self.tf_prefix = tf_prefix
@@ -318,7 +320,7 @@ class FrameEncoder:
         self._child_prefix = tf_prefix
         self._child_names: tuple[str, ...] = ()
         wanted = markers or (rigid_bodies and body_markers)
-        found = markers_pass.load() if compiled and repeat_unchanged and wanted else None
+        found = markers_pass.load() if compiled and compiled_markers and repeat_unchanged and wanted else None
         self._pass = None if found is None or not markers else _CompiledMarkers(found, self._frame_markers)
         self._body_pass = (
             None

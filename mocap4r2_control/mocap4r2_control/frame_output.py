@@ -52,8 +52,9 @@ class FrameOutput:
     def open(self, cfg: dict[str, Any], *, compiled_markers: bool = True) -> None:
         """Create the outputs ``cfg`` (the base parameters' values) asks for. Recorded
         messages are published as they are only once ``pass_through.decide`` allowed it.
-        ``compiled_markers`` False keeps the frame's markers on the numpy path (the
-        system's frames never hold any: its compiled pass is not loaded)."""
+        ``compiled_markers`` False keeps markers on the numpy path (the system's frames
+        never hold any: the markers pass is not loaded); the bodies' poses still go
+        through their compiled pass."""
         qos = QoSProfile(
             depth=cfg["qos_depth"],
             reliability=ReliabilityPolicy.RELIABLE if cfg["qos_reliable"] else ReliabilityPolicy.BEST_EFFORT,
@@ -70,7 +71,7 @@ class FrameOutput:
             body_markers=cfg["rigid_body_markers"],
             skeletons=cfg["publish_skeletons"],
             tf=cfg["publish_tf"],
-            compiled=compiled_markers,
+            compiled_markers=compiled_markers,
         )
         self.stats.thresholds = Thresholds(no_frame_error_s=cfg["no_frame_error"])
         # a new connection may be a new clock: the model starts afresh on every configure;

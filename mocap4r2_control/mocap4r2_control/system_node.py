@@ -19,6 +19,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.parameter import Parameter
 
 from .adapter import ConfigurationError, MocapAdapter
+from .bodies_pass import load as load_bodies_pass
 from .clock_model import TIME_SOURCES
 from .diagnostics import FrameStatistics
 from .frame import AssetNames
@@ -124,11 +125,12 @@ class MocapSystemNode(LifecycleNode):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # adapters' and clients' Python log records, under this node's name
         self.log_route = NodeLogRoute(self.get_logger())
-        # the encoder's compiled markers pass is loaded (0.6 s from numba's cache, more to
+        # the encoder's compiled passes are loaded (0.6 s from numba's cache, 1-2 s each to
         # compile) before the node is up, never in configure: there, after connect, a
         # vendor's socket would queue that long of frames, published late on activate
         # (optitrack's first report read 0.5-1 s of latency); a system whose frames never
-        # hold markers does without it
+        # hold markers does without the markers pass
+        load_bodies_pass()
         if adapter_class.frames_have_markers:
             load_markers_pass()
 
