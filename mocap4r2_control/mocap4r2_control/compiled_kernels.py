@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["KernelLoader"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["KernelLoader", "kernel_input"]
 
 LOG = logging.getLogger("mocap4r2.compiled_kernels")
 
@@ -67,3 +70,14 @@ class KernelLoader:
                 else:
                     LOG.info("compiled %s pass ready in %.2f s", self.what, self.seconds)
             return self.loaded
+
+
+def kernel_input(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``array`` as a kernel takes it: C-contiguous and writeable, the same dtype and
+    values; a copy only where it is not (a frame decoded from recorded CDR is strided,
+    read-only views of the bytes). numba compiles a kernel for one layout: without this,
+    such frames never took the compiled path (replay: 119 us a frame on numpy), and a
+    read-only array would be a new type, compiled in the middle of a stream."""
+    if array.flags.c_contiguous and array.flags.writeable:
+        return array
+    return np.array(array, order="C")

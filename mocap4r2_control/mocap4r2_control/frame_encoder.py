@@ -27,6 +27,7 @@ import numpy as np
 from . import bodies_pass, markers_pass
 from .cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
 from .cdr_layout import Array, BodiesLayout, MarkerFields
+from .compiled_kernels import kernel_input
 from .frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
 
@@ -185,14 +186,21 @@ class _CompiledMarkers:
         self._fields: MarkerFields | None = None
         self._places: Array = np.zeros((0, markers_pass.PLACE_COLUMNS), dtype=np.int64)
 
-    def fits(self, arrays: MarkerArrays) -> bool:
+    @staticmethod
+    def inputs(arrays: MarkerArrays) -> tuple[Array, Array, Array]:
+        """The pass's frame: positions, occlusion flags and residuals as a kernel takes them."""
+        return (kernel_input(arrays.positions), kernel_input(arrays.occluded), kernel_input(arrays.residuals))
+
+    def fits(self, frame: tuple[Array, Array, Array]) -> bool:
+        """``frame`` (:meth:`inputs`) is one the pass covers."""
         rule = self.rule
+        positions, occluded, residuals = frame
         return (
             rule.all_labeled
             and rule.last.all_seen
-            and markers_pass.fits(arrays.positions, arrays.occluded, arrays.residuals)
-            and arrays.positions.shape == rule.last.values.shape
-            and arrays.occluded.shape == arrays.residuals.shape == arrays.positions.shape[:1]
+            and markers_pass.fits(positions, occluded, residuals)
+            and positions.shape == rule.last.values.shape
+            and occluded.shape == residuals.shape == positions.shape[:1]
         )
 
     def places(self, fields: MarkerFields) -> Array:
@@ -202,9 +210,8 @@ class _CompiledMarkers:
             self._fields = fields
         return self._places
 
-    def write(self, arrays: MarkerArrays, places: Array, data: Array) -> None:
+    def write(self, frame: tuple[Array, Array, Array], places: Array, data: Array) -> None:
         """The frame's markers (``fits``) into a message's bytes after the encapsulation."""
-        frame = (arrays.positions, arrays.occluded, arrays.residuals)
         self.compiled(frame, self.rule.last.values, places, data)
 
 
@@ -399,13 +406,16 @@ class FrameEncoder:
         marker is labeled and has been seen and the arrays have the pass's types; None
         otherwise (the numpy path then runs)."""
         compiled = self._pass
-        if compiled is None or not compiled.fits(arrays):
+        if compiled is None:
+            return None
+        frame = compiled.inputs(arrays)
+        if not compiled.fits(frame):
             return None
         view = self._markers.restamp(sec=sec, nanosec=nanosec, frame_number=number)
         places = compiled.places(view.markers)
         if places.shape[0] != arrays.positions.shape[0]:
             return None
-        compiled.write(arrays, places, view.layout.buf.u8)
+        compiled.write(frame, places, view.layout.buf.u8)
         return view.message.tobytes()
 
     def _repeat_bodies_compiled(
@@ -423,9 +433,11 @@ class FrameEncoder:
         before anything is held or written otherwise (the numpy path then runs)."""
         compiled, markers = self._body_pass, bodies.markers
         count = bodies.ids.shape[0]
+        if compiled is None:
+            return None
+        frame = compiled.inputs(markers)
         if (
-            compiled is None
-            or not compiled.fits(markers)
+            not compiled.fits(frame)
             or poses.shape != (count, 7)
             or good.shape != (count,)
             or mean_errors.shape != (count,)
@@ -441,7 +453,7 @@ class FrameEncoder:
             # not while the structure is unchanged (the message holds every marker of the
             # frame); the numpy path holds the same poses again, which changes nothing
             return None
-        compiled.write(markers, places, layout.buf.u8)
+        compiled.write(frame, places, layout.buf.u8)
         return layout.buf.tobytes(), held
 
     def _repeat_bodies_in_one_pass(
@@ -455,17 +467,14 @@ class FrameEncoder:
         poses_pass, markers = self._poses_pass, bodies.markers
         last = self._body_last
         count = bodies.ids.shape[0]
+        # poses given as column slices of one (n, 7) array, or a recorded frame's views of
+        # its bytes: one copy each, not numpy's path
         positions, orientations, valid, errors = (
-            bodies.positions,
-            bodies.orientations,
-            bodies.valid,
-            bodies.mean_errors,
+            kernel_input(bodies.positions),
+            kernel_input(bodies.orientations),
+            kernel_input(bodies.valid),
+            kernel_input(bodies.mean_errors),
         )
-        # poses given as column slices of one (n, 7) array: one copy, not numpy's path
-        if not positions.flags.c_contiguous:
-            positions = np.ascontiguousarray(positions)
-        if not orientations.flags.c_contiguous:
-            orientations = np.ascontiguousarray(orientations)
         if (
             poses_pass is None
             or not bodies_pass.fits(positions, orientations, valid, errors)
@@ -477,7 +486,10 @@ class FrameEncoder:
         ):
             return None
         body_markers = self._body_pass
-        if with_markers and (body_markers is None or not body_markers.fits(markers)):
+        marker_frame = body_markers.inputs(markers) if body_markers is not None and with_markers else None
+        if with_markers and (
+            body_markers is None or marker_frame is None or not body_markers.fits(marker_frame)
+        ):
             return None
         sec, nanosec, number = stamp
         layout = self._bodies.restamp(sec=sec, nanosec=nanosec, frame_number=number)
@@ -499,8 +511,8 @@ class FrameEncoder:
             return None  # a coordinate where numpy's summation order could matter
         if not last.all_seen:  # bodies never tracked yet: the rows seen now are remembered
             last.hold(last.values, good)  # (the rows are held already: a copy onto themselves)
-        if body_markers is not None and marker_places is not None:
-            body_markers.write(markers, marker_places, data)
+        if body_markers is not None and marker_places is not None and marker_frame is not None:
+            body_markers.write(marker_frame, marker_places, data)
         return layout.buf.tobytes(), good, last.values
 
     def _encode_bodies(

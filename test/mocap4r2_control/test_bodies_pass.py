@@ -253,3 +253,64 @@ def test_poses_as_column_slices_and_a_body_never_tracked_go_through_the_pass(pos
         assert np.array_equal(fast._body_last.seen, reference._body_last.seen)
     assert not fast._body_last.all_seen
     assert counted.calls == 29
+
+
+def _recorded_view(array: np.ndarray) -> np.ndarray:
+    """``array`` as a frame decoded from recorded CDR holds it: a strided, read-only view
+    into a larger buffer (the replay decoder's columns of the message bytes)."""
+    wide = np.zeros(
+        (*array.shape[:-1], array.shape[-1] + 1) if array.ndim > 1 else (2 * array.shape[0],), array.dtype
+    )
+    view = wide[..., :-1] if array.ndim > 1 else wide[::2]
+    view[...] = array
+    view.flags.writeable = False
+    return view
+
+
+def _as_recorded(markers: MarkerArrays) -> MarkerArrays:
+    return MarkerArrays(
+        markers.ids,
+        markers.names,
+        _recorded_view(markers.positions),
+        _recorded_view(markers.occluded),
+        _recorded_view(markers.residuals),
+    )
+
+
+def test_a_frame_of_strided_read_only_arrays_as_replay_decodes_goes_through_the_passes(compiled, poses):
+    """A frame decoded from a recording holds strided, read-only views of the message
+    bytes. The passes take it (copied as a kernel takes arrays: compiled_kernels.kernel_input)
+    with numpy's bytes; before, such a frame always took the numpy path (replay: 104 us a
+    frame instead of 46)."""
+    fast = FrameEncoder("w", skeletons=False)
+    counted_markers = fast._pass.compiled = Counted(compiled)
+    counted_body_markers = fast._body_pass.compiled = Counted(compiled)
+    counted_poses = _count_poses(fast, poses)
+    reference = FrameEncoder("w", compiled=False, skeletons=False)
+    rng = np.random.default_rng(11)
+    ids, names = np.arange(12, dtype=np.int32), tuple(f"b{i}" for i in range(4))
+    for number in range(40):
+        markers = _as_recorded(random_markers(rng, ids, tuple(f"m{i}" for i in range(12)), number))
+        if markers.positions.dtype != np.float64:
+            continue  # random_markers' other-type frames: not what a recording decodes to
+        rows = np.hstack([rng.normal(size=(4, 3)), np.tile([0.0, 0.6, 0.0, 0.8], (4, 1))])
+        bodies = BodyArrays.build(
+            np.arange(1, 5, dtype=np.int32),
+            names,
+            _recorded_view(rows[:, :3].copy()),
+            _recorded_view(rows[:, 3:].copy()),
+            valid=_recorded_view(np.array([True, True, number % 4 > 0, True])),
+            mean_errors=_recorded_view(rng.random(4).astype(np.float32)),
+            markers=markers,
+            marker_counts=[3, 3, 3, 3],
+        )
+        assert not bodies.positions.flags.writeable and not bodies.valid.flags.c_contiguous
+        frame = MocapFrame(frame_number=number, markers=markers, bodies=bodies)
+        expected = reference.encode(frame, 5, number)
+        got = fast.encode(frame, 5, number)
+        assert (got.markers, got.rigid_bodies) == (expected.markers, expected.rigid_bodies), number
+    assert counted_markers.calls > 20 and counted_body_markers.calls > 20 and counted_poses.calls > 20, (
+        counted_markers.calls,
+        counted_body_markers.calls,
+        counted_poses.calls,
+    )
