@@ -6,7 +6,8 @@ checkout (A) and of OTHER_CHECKOUT (B, built, with its own ``scripts/env.sh``) i
 the two reference shapes and rates of ``bench core``, and receives every frame here. Each
 round runs A and B back to back, in alternating order, so a round's ratio A/B is one paired
 sample of the machine's noise at that moment. Printed per shape: the geometric mean of the
-ratios with its 95 % interval (t on the logarithms), and over both shapes together.
+ratios with its 95 % interval (t on the logarithms), and over both shapes together; the
+same for the p99 of the frames' latency (issue 41: "p99 latency no worse than today's").
 
 Why not two ``bench core`` runs: a single 3 s figure varies by a factor of 1.5 on a 2-core
 machine, and runs minutes apart see different loads; alternation pairs them. Used for
@@ -48,14 +49,20 @@ def command(checkout: Path, shape: tuple[int, int, int, float]) -> list[str]:
     return ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", *env, "bash", "-c", script]
 
 
-def cpu_per_frame_ms(receiver: FrameListener, checkout: Path, shape: tuple[int, int, int, float]) -> float:
+def cpu_and_p99_ms(
+    receiver: FrameListener, checkout: Path, shape: tuple[int, int, int, float]
+) -> tuple[float, float]:
+    """CPU per frame of the publisher and the p99 of its frames' latency (receipt here
+    minus header stamp), in ms; NaN where too few frames came."""
     samples, cpu = measure_process(
         command(checkout, shape), receiver, WARMUP_S, MEASURE_S, cwd=checkout, ready_line=True
     )
     if len(samples) < 10:
-        return math.nan
+        return math.nan, math.nan
     frames = samples[-1][2] - samples[0][2] + 1
-    return 1000.0 * cpu / max(frames, 1)
+    latencies = sorted(now - stamp for now, stamp, _ in samples)
+    p99 = 1000.0 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+    return 1000.0 * cpu / max(frames, 1), p99
 
 
 def interval(ratios: list[float]) -> tuple[float, float, float]:
@@ -85,20 +92,24 @@ def main(argv: list[str]) -> int:
     try:
         for title, *shape_values in SHAPES:
             shape = (int(shape_values[0]), int(shape_values[1]), int(shape_values[2]), float(shape_values[3]))
-            ratios = []
+            ratios, p99_ratios = [], []
             for k in range(rounds):
                 order = (ROOT, other) if k % 2 == 0 else (other, ROOT)
-                figures = {tree: cpu_per_frame_ms(receiver, tree, shape) for tree in order}
-                ratio = figures[ROOT] / figures[other]
+                figures = {tree: cpu_and_p99_ms(receiver, tree, shape) for tree in order}
+                ratio = figures[ROOT][0] / figures[other][0]
                 ratios.append(ratio)
+                p99_ratios.append(figures[ROOT][1] / figures[other][1])
                 print(
-                    f"  {title}, round {k + 1}: A {figures[ROOT]:.4f} ms/frame, "
-                    f"B {figures[other]:.4f}, A/B {ratio:.3f}",
+                    f"  {title}, round {k + 1}: A {figures[ROOT][0]:.4f} ms/frame, "
+                    f"B {figures[other][0]:.4f}, A/B {ratio:.3f}; latency p99 A {figures[ROOT][1]:.2f} ms, "
+                    f"B {figures[other][1]:.2f} ms",
                     flush=True,
                 )
             mean, low, high = interval(ratios)
             everything += ratios
             print(f"{title}: A/B geometric mean {mean:.3f} (95 % {low:.3f}-{high:.3f})", flush=True)
+            mean, low, high = interval(p99_ratios)
+            print(f"{title}: latency p99 A/B geometric mean {mean:.3f} (95 % {low:.3f}-{high:.3f})")
         mean, low, high = interval(everything)
         print(f"both shapes: A/B geometric mean {mean:.3f} (95 % {low:.3f}-{high:.3f})")
         with open("/proc/loadavg") as handle:
