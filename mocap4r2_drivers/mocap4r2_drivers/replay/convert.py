@@ -106,11 +106,21 @@ _I4, _U4, _U8 = np.dtype("<i4"), np.dtype("<u4"), np.dtype("<u8")
 _ROW_START = 4
 
 
-def _columns(rows: np.ndarray, f: _Field) -> np.ndarray:
-    """One field of every message of a batch: (messages, count) or (messages, count, width)."""
-    values = rows.view(f.dtype)[:, f.index]
-    if f.width > 1:
-        return values.reshape(rows.shape[0], -1, f.width)
+def _columns(rows: np.ndarray, f: _Field, first: int = 0, width: int | None = None) -> np.ndarray:
+    """One field of every message of a batch: (messages, count) or (messages, count,
+    width); ``first`` and ``width`` take those columns of each element only (a pose's
+    position, its orientation).
+
+    C-contiguous (``take``; ``[:, index]`` gives the messages' axis innermost), so each
+    message's arrays are contiguous views: the encoder's compiled passes take them as they
+    are, where strided ones had to be copied, frame by frame."""
+    index = f.index
+    if width is not None:
+        index = index.reshape(-1, f.width)[:, first : first + width].reshape(-1)
+    values = rows.view(f.dtype).take(index, axis=1)
+    step = f.width if width is None else width
+    if step > 1:
+        return values.reshape(rows.shape[0], -1, step)
     return values
 
 
@@ -206,7 +216,7 @@ class MessageDecoder:
         if self.kind == "markers":
             return _marker_rows(packed, f, x["m_names"])
         if self.kind == "rigid_bodies":
-            poses = _columns(packed, f["pose"])
+            positions, orientations = _columns(packed, f["pose"], 0, 3), _columns(packed, f["pose"], 3, 4)
             ids, valid = _columns(packed, f["ids"]), _columns(packed, f["valid"]).view(bool)
             errors = _columns(packed, f["errors"])
             markers = _marker_rows(packed, f, x["m_names"])
@@ -215,14 +225,14 @@ class MessageDecoder:
                 BodyArrays(i, names, p, q, v, e, offsets, m)
                 for i, p, q, v, e, m in zip(
                     list(ids),
-                    list(poses[:, :, :3]),
-                    list(poses[:, :, 3:]),
+                    list(positions),
+                    list(orientations),
                     list(valid),
                     list(errors),
                     markers,
                 )
             ]
-        poses = _columns(packed, f["pose"])
+        positions, orientations = _columns(packed, f["pose"], 0, 3), _columns(packed, f["pose"], 3, 4)
         ids, valid = _columns(packed, f["ids"]), _columns(packed, f["valid"]).view(bool)
         seg_ids, parents = _columns(packed, f["seg_ids"]), _columns(packed, f["parents"])
         seg_valid = _columns(packed, f["seg_valid"]).view(bool)
@@ -234,8 +244,8 @@ class MessageDecoder:
                 list(valid),
                 list(seg_ids),
                 list(parents),
-                list(poses[:, :, :3]),
-                list(poses[:, :, 3:]),
+                list(positions),
+                list(orientations),
                 list(seg_valid),
             )
         ]

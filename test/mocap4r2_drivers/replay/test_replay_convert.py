@@ -214,3 +214,35 @@ def test_messages_without_elements_then_with_them(scene):
         for decoded, data in zip(got[8:], messages[8:]):
             _same(getattr(decoded, part), getattr(MessageDecoder(kind).decode(data), part))
         assert len(getattr(got[-1], part)) > 0  # the scene has markers, bodies and a skeleton
+
+
+def test_each_decoded_message_holds_contiguous_arrays(scene):
+    """Every array of every message of a batch is C-contiguous (the node's compiled
+    passes take only such arrays: strided ones would be copied frame by frame, or, before
+    kernel_input, sent every replayed frame down the numpy path), for every kind."""
+    encoder = FrameEncoder("world")
+    encoded = [encoder.encode(scene.frame(k), 1_780_000_000 + k, 0) for k in range(12)]
+    for kind, field in (("markers", "markers"), ("rigid_bodies", "bodies"), ("skeletons", "skeletons")):
+        messages = [getattr(e, kind) for e in encoded]
+        blob = b"".join(messages)
+        starts = np.cumsum([0] + [len(m) for m in messages[:-1]]).tolist()
+        decoded = MessageDecoder(kind).decode_many(
+            np.frombuffer(blob, dtype=np.uint8), starts, [len(m) for m in messages]
+        )
+        arrays = []
+        for message in decoded:
+            part = getattr(message, field)
+            if field == "markers":
+                arrays += [part.positions, part.occluded, part.residuals]
+            elif field == "bodies":
+                arrays += [part.positions, part.orientations, part.valid, part.mean_errors]
+                arrays += [part.markers.positions, part.markers.occluded, part.markers.residuals]
+            else:
+                arrays += [
+                    part.valid,
+                    part.segments.positions,
+                    part.segments.orientations,
+                    part.segments.valid,
+                ]
+        assert arrays and any(a.size for a in arrays), kind
+        assert all(a.flags.c_contiguous for a in arrays), kind
