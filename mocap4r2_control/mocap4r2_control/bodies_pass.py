@@ -54,7 +54,9 @@ Kernel = Callable[[Bodies, Array, Array, Array, Array, int], bool]
 
 def bodies_pass(bodies: Bodies, held: Array, places: Array, data: Array, good: Array, order: int) -> bool:
     """One frame's bodies into a message: ``held`` the last good poses (n, 7), updated in
-    place; ``places`` the body fields' indices (:func:`places`); ``data`` the message's
+    place; ``places`` the body fields' indices (:func:`places`; a negative mean_error
+    index: none is written, nor ``errors`` read, as for a skeleton's segments, whose
+    ``good_poses`` + hold + ``SkeletonsEncoder.repeat`` this pass also is); ``data`` the message's
     bytes after the encapsulation header (8-byte aligned); ``good`` (n,) bool, written:
     the validity published. False, with nothing held or written, when the frame must go
     through numpy."""
@@ -104,22 +106,29 @@ def bodies_pass(bodies: Bodies, held: Array, places: Array, data: Array, good: A
             for j in range(4):
                 held[i, 3 + j] = orientations[i, j] / scale
             data[places[i, 7]] = 1
-            f32[places[i, 8]] = errors[i]
+            if places[i, 8] >= 0:  # (skeleton segments have no mean error: -1)
+                f32[places[i, 8]] = errors[i]
         else:
             data[places[i, 7]] = 0
-            f32[places[i, 8]] = np.float32(-1.0)
+            if places[i, 8] >= 0:
+                f32[places[i, 8]] = np.float32(-1.0)
         for j in range(7):
             f64[places[i, j]] = held[i, j]
     return True
 
 
-def places(poses: Array, valid: Array, errors: Array) -> Array:
-    """The (n, 9) int64 indices :func:`bodies_pass` writes to, from a layout's fields."""
+def places(poses: Array, valid: Array, errors: Array | None) -> Array:
+    """The (n, 9) int64 indices :func:`bodies_pass` writes to, from a layout's fields
+    (``errors`` None: a message without mean errors, a Skeletons message's segments)."""
     out = np.empty((poses.shape[0], PLACE_COLUMNS), dtype=np.int64)
     out[:, :POSE_WIDTH] = poses
     out[:, POSE_WIDTH] = valid
-    out[:, POSE_WIDTH + 1] = errors
+    out[:, POSE_WIDTH + 1] = -1 if errors is None else errors
     return out
+
+
+#: the mean errors handed to the pass with :func:`places` of ``errors`` None (never read)
+NO_ERRORS = np.zeros(0, dtype=np.float32)
 
 
 def fits(positions: Array, orientations: Array, valid: Array, errors: Array) -> bool:

@@ -532,6 +532,19 @@ class SkeletonsEncoder:
         if layout is None:
             raise ValueError("skeletons: nothing encoded to repeat")
         _repeated_shapes("skeletons", layout.segment_poses.shape, segment_poses, segment_valid)
+        buf = self.restamp(sec=sec, nanosec=nanosec, frame_number=frame_number, valid=valid).buf
+        buf.u8[layout.segment_valid] = _repeated_flags(segment_valid)
+        buf.f64[layout.segment_poses] = segment_poses
+        return buf.tobytes()
+
+    def restamp(self, *, sec: int, nanosec: int, frame_number: int, valid: Array) -> SkeletonsLayout:
+        """``repeat`` without the segments: the message of the last ``encode`` with a new
+        stamp, frame number and skeletons' validity written, for a caller that writes the
+        segments' validity and poses itself (bodies_pass.py's compiled pass) and then
+        copies out ``layout.buf``."""
+        layout = self._last
+        if layout is None:
+            raise ValueError("skeletons: nothing encoded to repeat")
         if valid.shape != layout.valid.shape:
             raise ValueError(
                 f"skeletons: repeat() takes valid shaped {layout.valid.shape}, got {valid.shape}"
@@ -539,9 +552,7 @@ class SkeletonsEncoder:
         buf = layout.buf
         _put_header_numbers(buf, layout.header, sec, nanosec, frame_number)
         buf.u8[layout.valid] = _repeated_flags(valid)
-        buf.u8[layout.segment_valid] = _repeated_flags(segment_valid)
-        buf.f64[layout.segment_poses] = segment_poses
-        return buf.tobytes()
+        return layout
 
     def encode_empty(self, *, sec: int, nanosec: int, frame_id: str, frame_number: int) -> bytes:
         """A Skeletons message without skeletons: what most systems send every frame, so

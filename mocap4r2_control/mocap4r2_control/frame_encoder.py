@@ -26,7 +26,7 @@ import numpy as np
 
 from . import bodies_pass, markers_pass
 from .cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
-from .cdr_layout import Array, BodiesLayout, MarkerFields
+from .cdr_layout import Array, BodiesLayout, MarkerFields, SkeletonsLayout
 from .compiled_kernels import kernel_input
 from .frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
 from .hold_last import IDENTITY_POSE, LastGoodValues, SubKeys, good_poses
@@ -284,11 +284,13 @@ class FrameEncoder:
     the whole path every frame).
 
     The frame's markers and the bodies' markers on the first path are one compiled pass
-    each (markers_pass.py), and the bodies' poses another (bodies_pass.py), when
+    each (markers_pass.py), and the bodies' poses another (bodies_pass.py, which also
+    takes the skeletons' segments, without mean errors), when
     ``compiled`` and numba can provide them (``compiled_markers`` False: the poses only);
     they are compiled or loaded from numba's cache on first use (the node asks for them
     when it is built), never in a frame; where they cannot be had, numpy as before, with
-    the same bytes (test_markers_pass.py and test_bodies_pass.py compare them)."""
+    the same bytes (test_markers_pass.py, test_bodies_pass.py and test_segments_pass.py
+    compare them)."""
 
     def __init__(
         self,
@@ -337,6 +339,10 @@ class FrameEncoder:
         self._poses_pass = bodies_pass.load() if compiled and repeat_unchanged and rigid_bodies else None
         self._body_places_layout: BodiesLayout | None = None
         self._body_places: Array = np.zeros((0, bodies_pass.PLACE_COLUMNS), dtype=np.int64)
+        # the segments' poses: the same pass, without mean errors (bodies_pass.places)
+        self._segments_pass = bodies_pass.load() if compiled and repeat_unchanged and skeletons else None
+        self._segment_places_layout: SkeletonsLayout | None = None
+        self._segment_places: Array = np.zeros((0, bodies_pass.PLACE_COLUMNS), dtype=np.int64)
 
     @property
     def compiled(self) -> bool:
@@ -602,6 +608,10 @@ class FrameEncoder:
         names = (sk.names, seg.names)
         structure = (sk.ids, sk.segment_offsets, seg.ids, seg.parent_ids)
         if self.repeat_unchanged and unchanged.same(self.frame_id, names, structure):
+            if self._segments_pass is not None:
+                data = self._repeat_segments_in_one_pass(frame, sec, nanosec)
+                if data is not None:
+                    return data
             good, poses = good_poses(seg.positions, seg.orientations, seg.valid)
             held = _hold(self._segment_last, poses, good)
             return self._skeletons.repeat(
@@ -636,6 +646,48 @@ class FrameEncoder:
         if len(seg):  # (without segments nothing is held, and encode is cheap)
             unchanged.remember(self.frame_id, names, structure)
         return data
+
+    def _repeat_segments_in_one_pass(self, frame: MocapFrame, sec: int, nanosec: int) -> bytes | None:
+        """The unchanged-structure path of ``_encode_skeletons`` compiled: the segments'
+        ``good_poses``, hold, validity and poses written (bodies_pass.py's pass, with no
+        mean error), the skeletons' validity and the stamp by ``restamp``; None before
+        anything is held or written to the segments when the arrays are not of the pass's
+        types and shapes, or a coordinate is where numpy's summation order could matter
+        (numpy then runs, and writes every field again)."""
+        segments_pass, seg = self._segments_pass, frame.skeletons.segments
+        last = self._segment_last
+        count = seg.ids.shape[0]
+        positions, orientations, valid = (
+            kernel_input(seg.positions),
+            kernel_input(seg.orientations),
+            kernel_input(seg.valid),
+        )
+        errors = bodies_pass.NO_ERRORS
+        if (
+            segments_pass is None
+            or not bodies_pass.fits(positions, orientations, valid, errors)
+            or last.values.shape != (count, 7)
+            or positions.shape != (count, 3)
+            or orientations.shape != (count, 4)
+            or valid.shape != (count,)
+        ):
+            return None
+        layout = self._skeletons.restamp(
+            sec=sec, nanosec=nanosec, frame_number=frame.frame_number, valid=frame.skeletons.valid
+        )
+        if layout is not self._segment_places_layout:  # a new message layout: its indices, once
+            self._segment_places = bodies_pass.places(layout.segment_poses, layout.segment_valid, None)
+            self._segment_places_layout = layout
+        if self._segment_places.shape[0] != count:
+            return None
+        good = np.empty(count, dtype=bool)
+        if not segments_pass(
+            (positions, orientations, valid, errors), last.values, self._segment_places, layout.buf.u8, good
+        ):
+            return None  # a coordinate where numpy's summation order could matter
+        if not last.all_seen:  # segments never tracked yet: the rows seen now are remembered
+            last.hold(last.values, good)  # (the rows are held already: a copy onto themselves)
+        return layout.buf.tobytes()
 
     def _encode_tf(
         self, frame: MocapFrame, good: Array, poses: Array, sec: int, nanosec: int

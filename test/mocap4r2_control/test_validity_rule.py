@@ -326,9 +326,10 @@ def test_repeating_an_unchanged_structure_gives_the_bytes_of_the_whole_path():
             ("rigid_bodies", fast._bodies),
             ("skeletons", fast._skeletons),
         ):
-            # every repeated RigidBodies frame goes through restamp (repeat's own and
-            # the compiled bodies pass's: bodies_pass.py), not always through repeat
-            method = "restamp" if topic == "rigid_bodies" else "repeat"
+            # every repeated RigidBodies or Skeletons frame goes through restamp
+            # (repeat's own and the compiled poses pass's: bodies_pass.py), not always
+            # through repeat
+            method = "repeat" if topic == "markers" else "restamp"
             original = getattr(encoder, method)
 
             def counted(_repeat=original, _topic=topic, **fields):
