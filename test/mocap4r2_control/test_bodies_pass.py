@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from marker_streams import NAMES, Counted, random_markers
+from marker_streams import (
+    NAMES,
+    Counted,
+    compare_past_the_safe_range,
+    counting_poses,
+    loaded_poses_pass,
+    random_markers,
+    random_poses,
+)
 
 from mocap4r2_control import bodies_pass, markers_pass
 from mocap4r2_control.frame import UNKNOWN_ID, BodyArrays, MarkerArrays, MocapFrame
@@ -39,28 +47,7 @@ def _structure(rng: np.random.Generator):
 def _bodies(rng: np.random.Generator, structure, k: int) -> BodyArrays:
     body_ids, body_names, counts, marker_ids, marker_names = structure
     n = body_ids.shape[0]
-    positions = rng.normal(size=(n, 3))
-    orientations = rng.normal(size=(n, 4))
-    orientations /= np.linalg.norm(orientations, axis=1)[:, None]  # unit: the usual frame
-    if n and rng.random() < 0.5:  # bodies going invalid or off unit
-        rows = rng.random(n) < 0.3
-        kind = int(rng.integers(0, 8))
-        if kind == 0:
-            positions[rows, rng.integers(0, 3)] = rng.choice([np.nan, np.inf])
-        elif kind == 1:
-            orientations[rows] *= 2.5  # rescaled by good_poses
-        elif kind == 2:
-            orientations[rows] = 0.0  # degenerate: not good
-        elif kind == 3:
-            orientations[rows, 3] = np.nan
-        elif kind == 4:  # as a vendor's float32: off unit, rescaled
-            orientations[rows] = orientations[rows].astype(np.float32)
-        elif kind == 5:  # finite coordinates whose sums may overflow: numpy decides
-            positions[rows] = rng.choice([1e308, -1e308, 1e200], size=(int(rows.sum()), 3))
-        elif kind == 6:  # tiny quaternions: degenerate or not, by numpy's squared norm
-            orientations[rows] *= rng.choice([1e-7, 2e-6, 1e-3])
-    if n and k == 0 and rng.random() < 0.3:  # bodies never seen at the start
-        positions[rng.random(n) < 0.3] = np.nan
+    positions, orientations = random_poses(rng, n, k)
     valid = rng.random(n) < rng.choice([1.0, 1.0, 0.7])
     errors = rng.random(n).astype(np.float32)
     if rng.random() < 0.05:  # not the types the pass is compiled for: numpy
@@ -98,15 +85,11 @@ def compiled():
 
 @pytest.fixture(scope="module")
 def poses():
-    found = bodies_pass.load()
-    why = bodies_pass._LOADER.note
-    assert found is not None, f"numba is a dependency: the poses pass must load here ({why})"
-    return found
+    return loaded_poses_pass()
 
 
 def _count_poses(encoder: FrameEncoder, found: bodies_pass.BodiesPass) -> Counted:
-    counted = Counted(found.kernel)
-    encoder._poses_pass = bodies_pass.BodiesPass(counted, found.single, found.many)
+    encoder._poses_pass, counted = counting_poses(found)
     return counted
 
 
@@ -219,11 +202,7 @@ def test_a_coordinate_where_the_order_could_matter_leaves_the_frame_to_numpy(pos
 
     fast, reference = FrameEncoder("w"), FrameEncoder("w", compiled=False)
     counted = _count_poses(fast, poses)
-    for number, x in enumerate([1.0, 2.0, 1e300, -1e308, 3.0]):
-        with np.errstate(over="ignore"):
-            expected = reference.encode(frame(number, x), 0, number).rigid_bodies
-        assert fast.encode(frame(number, x), 0, number).rigid_bodies == expected
-        assert np.array_equal(fast._body_last.values, reference._body_last.values)
+    compare_past_the_safe_range(fast, reference, frame, "rigid_bodies", lambda e: e._body_last.values)
     assert counted.calls == 4  # frames 1-4 tried; 2 and 3 given back to numpy
 
 

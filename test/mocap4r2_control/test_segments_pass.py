@@ -16,7 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from marker_streams import NAMES, Counted
+from marker_streams import (
+    NAMES,
+    Counted,
+    compare_past_the_safe_range,
+    counting_poses,
+    loaded_poses_pass,
+    random_poses,
+)
 
 from mocap4r2_control import bodies_pass
 from mocap4r2_control.frame import BodyArrays, MocapFrame, SegmentArrays, SkeletonArrays
@@ -25,15 +32,11 @@ from mocap4r2_control.frame_encoder import FrameEncoder
 
 @pytest.fixture(scope="module")
 def poses():
-    found = bodies_pass.load()
-    why = bodies_pass._LOADER.note
-    assert found is not None, f"numba is a dependency: the poses pass must load here ({why})"
-    return found
+    return loaded_poses_pass()
 
 
 def _count_segments(encoder: FrameEncoder, found: bodies_pass.BodiesPass) -> Counted:
-    counted = Counted(found.kernel)
-    encoder._segments_pass = bodies_pass.BodiesPass(counted, found.single, found.many)
+    encoder._segments_pass, counted = counting_poses(found)
     return counted
 
 
@@ -52,28 +55,7 @@ def _structure(rng: np.random.Generator):
 
 
 def _segment_poses(rng: np.random.Generator, m: int, k: int):
-    positions = rng.normal(size=(m, 3))
-    orientations = rng.normal(size=(m, 4))
-    orientations /= np.linalg.norm(orientations, axis=1)[:, None]  # unit: the usual frame
-    if m and rng.random() < 0.5:  # segments going invalid or off unit
-        rows = rng.random(m) < 0.3
-        kind = int(rng.integers(0, 8))
-        if kind == 0:
-            positions[rows, rng.integers(0, 3)] = rng.choice([np.nan, np.inf, -np.inf])
-        elif kind == 1:
-            orientations[rows] *= rng.choice([0.4, 2.5])  # rescaled by good_poses
-        elif kind == 2:
-            orientations[rows] = 0.0  # degenerate: not good
-        elif kind == 3:
-            orientations[rows, 3] = np.nan
-        elif kind == 4:  # as a vendor's float32: off unit, rescaled
-            orientations[rows] = orientations[rows].astype(np.float32)
-        elif kind == 5:  # finite coordinates whose sums may overflow: numpy decides
-            positions[rows] = rng.choice([1e308, -1e308, 1e200], size=(int(rows.sum()), 3))
-        elif kind == 6:  # tiny quaternions: degenerate or not, by numpy's squared norm
-            orientations[rows] *= rng.choice([1e-7, 2e-6, 1e-3])
-    if m and k == 0 and rng.random() < 0.4:  # segments never seen at the start
-        positions[rng.random(m) < 0.3] = np.nan
+    positions, orientations = random_poses(rng, m, k)
     valid = rng.random(m) < rng.choice([1.0, 1.0, 0.7])
     if rng.random() < 0.05:  # not the types the pass is compiled for: numpy
         return positions, orientations.astype(np.float32), valid
@@ -196,11 +178,7 @@ def test_a_segment_where_the_order_could_matter_leaves_the_frame_to_numpy(poses)
 
     fast, reference = FrameEncoder("w"), FrameEncoder("w", compiled=False)
     counted = _count_segments(fast, poses)
-    for number, x in enumerate([1.0, 2.0, 1e300, -1e308, 3.0]):
-        with np.errstate(over="ignore"):
-            expected = reference.encode(frame(number, x), 0, number).skeletons
-        assert fast.encode(frame(number, x), 0, number).skeletons == expected
-        assert np.array_equal(fast._segment_last.values, reference._segment_last.values)
+    compare_past_the_safe_range(fast, reference, frame, "skeletons", lambda e: e._segment_last.values)
     assert counted.calls == 4  # frames 1-4 tried; 2 and 3 given back to numpy
 
 
