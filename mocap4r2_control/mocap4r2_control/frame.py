@@ -170,6 +170,7 @@ class BodyArrays:
             and offsets.shape == (n + 1,)
         ):
             self._shape_error()
+        _check_flags("rigid bodies: valid", self.valid)
         self.markers.check("rigid body markers")
         # monotonicity is checked where the offsets are used (the CDR encoder)
         if int(offsets[0]) != 0 or int(offsets[-1]) != len(self.markers):
@@ -242,6 +243,8 @@ class SkeletonArrays:
             and s.valid.shape == (m,)
         ):
             self._shape_error()
+        # (the skeletons' own flags are only written out, any integer dtype does)
+        _check_flags("skeletons: segments' valid", s.valid)
         if int(offsets[0]) != 0 or int(offsets[-1]) != m:
             raise ValueError("skeletons: segment_offsets do not partition the segments")
 
@@ -341,6 +344,7 @@ class MocapFrame:
             and b.positions.shape == (nb, 3)
             and b.orientations.shape == (nb, 4)
             and b.valid.shape == (nb,)
+            and b.valid.dtype is _BOOL
             and b.mean_errors.shape == (nb,)
             and b.marker_offsets.shape == (nb + 1,)
             and len(bm.names) == nbm
@@ -357,6 +361,7 @@ class MocapFrame:
             and seg.positions.shape == (nseg, 3)
             and seg.orientations.shape == (nseg, 4)
             and seg.valid.shape == (nseg,)
+            and seg.valid.dtype is _BOOL
             and s.segment_offsets[0] == 0
             and s.segment_offsets[-1] == nseg
         ):
@@ -375,6 +380,18 @@ class AssetNames:
     rigid_bodies: tuple[str, ...] = ()
     markers: tuple[str, ...] = ()
     skeletons: tuple[str, ...] = ()
+
+
+#: the dtype of validity flags (numpy's builtin dtypes are singletons: ``is`` compares them)
+_BOOL = np.dtype(bool)
+
+
+def _check_flags(what: str, flags: Array) -> None:
+    """Raise ValueError when validity flags are not bool: the encoder's hold of the last
+    good values selects rows with them (numpy refuses uint8 there: the frame was dropped
+    with a cast error that named no field). The builders (``BodyArrays.build``) convert."""
+    if flags.dtype != _BOOL:
+        raise ValueError(f"{what} is {flags.dtype}, must be bool (the builders convert)")
 
 
 def _check_shapes(

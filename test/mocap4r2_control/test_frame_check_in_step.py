@@ -115,3 +115,20 @@ def test_a_consistent_frame_passes_and_a_negative_number_does_not():
     frame.frame_number = -1
     with pytest.raises(ValueError, match="negative frame number"):
         frame.check()
+
+
+@pytest.mark.parametrize("where", ["bodies", "segments"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float64])
+def test_validity_flags_that_are_not_bool_are_refused_by_both_naming_the_field(where, dtype):
+    """Flags of another dtype (an adapter's own uint8 array) passed the check before and
+    then failed in the encoder's hold with a cast error naming no field, every frame.
+    (A skeleton's own flags are only written out: any integer dtype does there.)"""
+    frame = _frame()
+    owner = {"bodies": frame.bodies, "skeletons": frame.skeletons, "segments": frame.skeletons.segments}[
+        where
+    ]
+    owner.valid = owner.valid.astype(dtype)
+    own = frame.bodies.check if where == "bodies" else frame.skeletons.check
+    for check in (own, frame.check):
+        with pytest.raises(ValueError, match=f"valid is {np.dtype(dtype)}, must be bool"):
+            check()
