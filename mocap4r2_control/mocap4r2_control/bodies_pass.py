@@ -49,18 +49,22 @@ ORDERS = ("((0+1)+2)+3", "(0+2)+(1+3)", "(0+1)+(2+3)")
 #: (positions (n, 3) float64, orientations (n, 4) float64 x y z w, valid (n,) bool,
 #: mean_errors (n,) float32)
 Bodies = tuple[Array, Array, Array, Array]
-Kernel = Callable[[Bodies, Array, Array, Array, Array, int], bool]
+#: (places (n, 9) int64 from :func:`places`, the message's bytes after the encapsulation)
+Message = tuple[Array, Array]
+Kernel = Callable[[Bodies, Array, Message, Array, int], bool]
 
 
-def bodies_pass(bodies: Bodies, held: Array, places: Array, data: Array, good: Array, order: int) -> bool:
+def bodies_pass(bodies: Bodies, held: Array, message: Message, good: Array, order: int) -> bool:
     """One frame's bodies into a message: ``held`` the last good poses (n, 7), updated in
-    place; ``places`` the body fields' indices (:func:`places`; a negative mean_error
-    index: none is written, nor ``errors`` read, as for a skeleton's segments, whose
-    ``good_poses`` + hold + ``SkeletonsEncoder.repeat`` this pass also is); ``data`` the message's
-    bytes after the encapsulation header (8-byte aligned); ``good`` (n,) bool, written:
-    the validity published. False, with nothing held or written, when the frame must go
-    through numpy."""
+    place; ``message`` is (places, data): ``places`` the body fields' indices
+    (:func:`places`; a negative mean_error index: none is written, nor ``errors`` read, as
+    for a skeleton's segments, whose ``good_poses`` + hold + ``SkeletonsEncoder.repeat``
+    this pass also is) and ``data`` the message's bytes after the encapsulation header
+    (8-byte aligned); ``good`` (n,) bool, written: the validity published. False, with
+    nothing held or written, when the frame must go through numpy. Five positional
+    parameters (the places and bytes as one tuple): numba binds no keyword-only ones."""
     positions, orientations, valid, errors = bodies
+    places, data = message
     n = positions.shape[0]
     norms = np.empty(n)
     usual = True  # good_poses' "every quaternion unit to rounding"
@@ -161,7 +165,7 @@ class BodiesPass:
 
     def __call__(self, bodies: Bodies, held: Array, places: Array, data: Array, good: Array) -> bool:
         order = self.single if held.shape[0] == 1 else self.many
-        return self.kernel(bodies, held, places, data, good, order)
+        return self.kernel(bodies, held, (places, data), good, order)
 
 
 #: the probe frames' body counts: one body many times (one frame has few rows to tell
@@ -200,7 +204,7 @@ def agrees(compiled: Kernel, order: int, counts: tuple[int, ...], seed: int = 0)
             where[:, POSE_WIDTH] *= 8
             where[:, POSE_WIDTH + 1] *= 2
             held, good = np.zeros((n, POSE_WIDTH)), np.empty(n, dtype=bool)
-            if not compiled(bodies, held, where, buf.u8, good, order):
+            if not compiled(bodies, held, (where, buf.u8), good, order):
                 return False
             if not np.array_equal(good, expected_good):
                 return False
