@@ -151,25 +151,35 @@ class FrameAssembler:
     def add_records(
         self, trackers: Sequence[str], records: np.ndarray[Any, np.dtype[np.void]]
     ) -> list[MocapFrame]:
-        """Take the reports of one datagram (:data:`~.protocol.POS_QUAT_RECORD` records,
-        sent by ``trackers``); the frames they complete, in order: those :meth:`add` and
-        :meth:`complete` give report by report, except that the bodies first seen in the
-        datagram are all known before its reports are taken. Reports of one time for
-        distinct bodies, what a server sends, are taken in a few array operations."""
+        """Take the reports of one read's datagrams (:data:`~.protocol.POS_QUAT_RECORD`
+        records, sent by ``trackers``); the frames they complete, in order: those
+        :meth:`add` and :meth:`complete` give report by report, except that the bodies
+        first seen in a run of reports of one time are all known before its reports are
+        taken. Such a run for distinct bodies, what a server sends, is taken in a few
+        array operations."""
         if not len(records):
             return []
+        seconds, microseconds = records["seconds"], records["microseconds"]
+        if not ((seconds == seconds[0]).all() and (microseconds == microseconds[0]).all()):
+            # several instants (a read that found more than one): each run of one time in turn
+            changes = (seconds[1:] != seconds[:-1]) | (microseconds[1:] != microseconds[:-1])
+            cuts = [0, *(np.flatnonzero(changes) + 1).tolist(), len(records)]
+            done: list[MocapFrame] = []
+            for start, end in zip(cuts, cuts[1:]):
+                done += self._add_one_time(trackers[start:end], records[start:end])
+            return done
+        return self._add_one_time(trackers, records)
+
+    def _add_one_time(
+        self, trackers: Sequence[str], records: np.ndarray[Any, np.dtype[np.void]]
+    ) -> list[MocapFrame]:
+        """:meth:`add_records` of reports that all have one time."""
         block = self._rows_of(trackers, records)
         rows, bodies = block.rows, block.bodies
-        seconds, microseconds = records["seconds"], records["microseconds"]
-        time = int(seconds[0]) + int(microseconds[0]) * 1e-6  # as vp.Message.time
+        time = int(records["seconds"][0]) + int(records["microseconds"][0]) * 1e-6  # as vp.Message.time
         pending = self._pending_time
         done: list[MocapFrame] = []
-        if (
-            block.distinct
-            and (seconds == seconds[0]).all()
-            and (microseconds == microseconds[0]).all()
-            and (pending is None or time != pending or self._pending_rows.isdisjoint(bodies))
-        ):
+        if block.distinct and (pending is None or time != pending or self._pending_rows.isdisjoint(bodies)):
             # one time, distinct bodies not yet in the pending frame: a frame can only
             # be completed by the last of them
             if pending is not None and time != pending:
@@ -181,12 +191,11 @@ class FrameAssembler:
             self._pending_time = time
             self._pending_rows.update(bodies)
         else:
+            positions, orientations = records["position"].tolist(), records["orientation"].tolist()
             for i, row in enumerate(rows):
                 if row is None:
                     continue
-                position, orientation = records["position"][i].tolist(), records["orientation"][i].tolist()
-                time = int(seconds[i]) + int(microseconds[i]) * 1e-6
-                frame = self._take(row, position, orientation, time)
+                frame = self._take(row, positions[i], orientations[i], time)
                 if frame is not None:
                     done.append(frame)
                 frame = self.complete()

@@ -207,13 +207,16 @@ def split_datagram(data: bytes) -> list[Message]:
     return out
 
 
-def pos_quat_records(data: bytes, type_id: int) -> np.ndarray[Any, np.dtype[np.void]] | None:
-    """The messages of ``data`` (a datagram) as POS_QUAT_RECORD records when every one is a
-    Pos_Quat report of the sender's type ``type_id`` for a sensor >= 0 with the exact
-    length; None otherwise (:func:`split_datagram` then says what the datagram holds). The
-    records are a read-only view of ``data``."""
+def pos_quat_records(
+    data: bytes, type_id: int, max_bytes: int = MAX_DATAGRAM
+) -> np.ndarray[Any, np.dtype[np.void]] | None:
+    """The messages of ``data`` (a datagram, or datagrams one after the other, at most
+    ``max_bytes``) as POS_QUAT_RECORD records when every one is a Pos_Quat report of the
+    sender's type ``type_id`` for a sensor >= 0 with the exact length; None otherwise
+    (:func:`split_datagram` then says what a datagram holds). The records are a read-only
+    view of ``data``."""
     size = POS_QUAT_RECORD.itemsize
-    if not data or len(data) % size or len(data) > MAX_DATAGRAM:
+    if not data or len(data) % size or len(data) > max_bytes:
         return None
     # the int32 columns length and type (0 and 4) in one comparison, sensor (6) in another
     ints = np.frombuffer(data, dtype=">i4").reshape(-1, size // 4)

@@ -37,6 +37,8 @@ LOG = logging.getLogger("mocap4r2.vrpn")
 
 REQUEST_RETRY = 0.5  # s between connection requests while waiting for the call back
 UDP_RECV_BUFFER = 4 * 1024 * 1024
+#: bytes of report datagrams decoded together (a copy of this size at most per run)
+MAX_RUN_BYTES = 256 * 1024
 
 
 class VrpnConnectionError(ConnectionError):
@@ -164,15 +166,22 @@ class VrpnTransport:
             self.names.dispatch(messages, out)
 
     def _read_udp(self, udp: socket.socket, out: list[Delivered | PoseBlock]) -> None:
+        # With pose blocks, the server's datagrams that may hold Pos_Quat records only
+        # (a whole number of them) are kept in a run and decoded together at its end:
+        # a server streaming 50 trackers sends four datagrams an instant, and decoding
+        # each with its own array operations was most of the reading's CPU
         pos_quat = self.names.types.id(vp.POS_QUAT) if self.pose_blocks else None
+        record_size = vp.POS_QUAT_RECORD.itemsize
+        run: list[bytes] = []
+        run_bytes = 0
         for _ in range(self.max_datagrams):
             try:
                 data, ancillary, _, source = udp.recvmsg(vp.MAX_DATAGRAM, TIMESTAMP_SPACE)
             except (BlockingIOError, InterruptedError):
-                return
+                break
             except OSError as exc:  # an ICMP error of an earlier send; nothing lost
                 LOG.debug("udp: %s", exc)
-                return
+                break
             if source[0] != self._server_ip or self._server_udp_port not in (None, source[1]):
                 self.stats.foreign_packets += 1
                 self.names.reject(
@@ -181,29 +190,68 @@ class VrpnTransport:
                 continue
             self.received_at = receive_time(ancillary)
             self._udp_full = len(data) > vp.UDP_PAYLOAD - vp.POS_QUAT_MESSAGE.size
-            if pos_quat is not None and self._server_udp_port is not None:
-                records = vp.pos_quat_records(data, pos_quat)
-                if records is not None:
-                    trackers = self.names.block_senders(records["sender"])
-                    if trackers is not None:
-                        self.keepalive.heard(time.monotonic())
-                        out.append(PoseBlock(trackers, records))
-                        continue
-            try:
-                messages = vp.split_datagram(data)
-            except vp.VrpnProtocolError as exc:
-                self.names.reject("malformed_datagram", f"a malformed datagram ({exc})")
+            from_server = self._server_udp_port is not None
+            if pos_quat is not None and from_server and data and not len(data) % record_size:
+                run.append(data)
+                run_bytes += len(data)
+                if run_bytes >= MAX_RUN_BYTES:
+                    self._take_run(run, pos_quat, out)
+                    run, run_bytes = [], 0
                 continue
-            if self._server_udp_port is None:
-                # the server sends from one socket: the first datagram whose messages all
-                # have described ids names it, and datagrams from elsewhere are refused
-                if not self.names.described(messages):
-                    self.names.reject("unknown_sender", "an undescribed datagram before the server's first")
-                    continue
-                self._server_udp_port = source[1]
-            self.keepalive.heard(time.monotonic())
-            # time-critical reports only: descriptions come by TCP, in order with the stream
-            self.names.dispatch([m for m in messages if m.type >= 0], out)
+            if run:  # the reports before this datagram come first
+                self._take_run(run, pos_quat, out)
+                run, run_bytes = [], 0
+            self._take_datagram(data, source[1], None, out)
+        if run:
+            self._take_run(run, pos_quat, out)
+
+    def _take_run(self, run: list[bytes], pos_quat: int | None, out: list[Delivered | PoseBlock]) -> None:
+        """The server's datagrams of ``run``, each a whole number of Pos_Quat records in
+        size: one :class:`PoseBlock` when every record is a described sender's Pos_Quat
+        report, otherwise each datagram as :meth:`_take_datagram` takes it."""
+        data = run[0] if len(run) == 1 else b"".join(run)
+        records = None
+        if pos_quat is not None:
+            records = vp.pos_quat_records(data, pos_quat, max_bytes=MAX_RUN_BYTES + vp.MAX_DATAGRAM)
+        if records is not None:
+            trackers = self.names.block_senders(records["sender"])
+            if trackers is not None:
+                self.keepalive.heard(time.monotonic())
+                out.append(PoseBlock(trackers, records))
+                return
+        for datagram in run:
+            self._take_datagram(datagram, self._server_udp_port, pos_quat, out)
+
+    def _take_datagram(
+        self, data: bytes, port: int | None, pos_quat: int | None, out: list[Delivered | PoseBlock]
+    ) -> None:
+        """One datagram from the server's address (``port``: its source port): a block of
+        reports when ``pos_quat`` is given and it is one, otherwise its messages; a
+        malformed one, or one before the server's first that names undescribed ids, is
+        rejected and counted."""
+        if pos_quat is not None:
+            records = vp.pos_quat_records(data, pos_quat)
+            if records is not None:
+                trackers = self.names.block_senders(records["sender"])
+                if trackers is not None:
+                    self.keepalive.heard(time.monotonic())
+                    out.append(PoseBlock(trackers, records))
+                    return
+        try:
+            messages = vp.split_datagram(data)
+        except vp.VrpnProtocolError as exc:
+            self.names.reject("malformed_datagram", f"a malformed datagram ({exc})")
+            return
+        if self._server_udp_port is None:
+            # the server sends from one socket: the first datagram whose messages all
+            # have described ids names it, and datagrams from elsewhere are refused
+            if not self.names.described(messages):
+                self.names.reject("unknown_sender", "an undescribed datagram before the server's first")
+                return
+            self._server_udp_port = port
+        self.keepalive.heard(time.monotonic())
+        # time-critical reports only: descriptions come by TCP, in order with the stream
+        self.names.dispatch([m for m in messages if m.type >= 0], out)
 
     # ------------------------------------------------------------------ errors
     def fail(self, reason: str) -> NoReturn:

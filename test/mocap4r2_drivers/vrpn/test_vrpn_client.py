@@ -83,6 +83,57 @@ def test_datagrams_of_reports_come_as_blocks_with_the_scenes_numbers(procs, tmp_
             assert r["orientation"].tolist() == bodies.orientations[row].tolist()
 
 
+def test_a_read_of_several_instants_comes_as_one_block_with_the_scenes_numbers(procs, tmp_path):
+    """The datagrams one read finds (a reader kept from running finds several instants')
+    are decoded together: one block, its records in the order they came, each the
+    scene's numbers at its instant."""
+    proc, port, scene, origin = start_vrpn(procs, tmp_path, SCENE)
+    client = VrpnClient("127.0.0.1", port, timeout=10.0, pose_blocks=True)
+    client.connect()
+    collect(client, 0.2)  # the server's port is known from its first datagram on
+    blocks = []
+    deadline = time.monotonic() + 20.0
+    while len(blocks) < 5 and time.monotonic() < deadline:
+        time.sleep(0.03)  # about 6 instants at 200 Hz wait in the socket
+        got = client.read(0.0)
+        assert all(isinstance(item, PoseBlock) for item in got)
+        blocks += [b for b in got if len(np.unique(b.records["microseconds"])) > 1]
+    client.close()
+    assert len(blocks) >= 5, proc.log()
+    names = [b.name for b in scene.description.bodies]
+    for block in blocks:
+        times = block.records["seconds"] + block.records["microseconds"] * 1e-6
+        assert (np.diff(times) >= 0).all()  # instants in the order sent
+        for tracker, r in zip(block.trackers, block.records, strict=True):
+            k = round((int(r["seconds"]) + int(r["microseconds"]) * 1e-6 - origin) * scene.rate)
+            row = names.index(tracker)
+            assert r["position"].tolist() == scene.frame(k).bodies.positions[row].tolist()
+
+
+def test_a_read_with_a_datagram_that_is_not_only_reports_takes_each_datagram_alone():
+    """A datagram of the record size holding something else (here an undescribed type)
+    among report datagrams: the reports before and after it still come as blocks, in
+    order, and it is refused and counted as it would be alone."""
+    client = VrpnClient("127.0.0.1", 1, timeout=1.0, pose_blocks=True)  # never connected
+    client.names.dispatch(vp.split_datagram(describe()), [])
+    transport = client.transport
+    transport.restart("127.0.0.1")
+    transport._server_udp_port = 4000  # as learned from the server's first datagram
+    pos_quat = client.types.id(vp.POS_QUAT)
+    odd = vp.pack_message(1, 77, vp.pack_pos_quat(0, (9.0, 0.0, 0.0), (0, 0, 0, 1.0)), 5, 0)
+    assert len(odd) == len(report())
+    out: list = []
+    first, last = report(x=1.0, type_id=pos_quat), report(x=2.0, type_id=pos_quat)
+    transport._take_run([first, odd, last], pos_quat, out)
+    assert [type(item) for item in out] == [PoseBlock, PoseBlock]
+    assert [b.records["position"][0][0] for b in out] == [1.0, 2.0]
+    assert client.stats.rejected == {"unknown_type": 1}
+    out = []
+    transport._take_run([first, last], pos_quat, out)
+    assert len(out) == 1 and out[0].records["position"][:, 0].tolist() == [1.0, 2.0]
+    assert out[0].trackers == ("drone", "drone")
+
+
 def test_the_stand_in_says_how_late_it_sent_its_frames(procs, tmp_path):
     # what a benchmark measuring from the message time needs to tell the stand-in's part
     send_times = tmp_path / "send_times.npy"

@@ -200,6 +200,45 @@ def test_a_datagram_of_records_gives_the_frames_reports_one_by_one_give(datagram
     assert by_records.ignored_reports == by_report.ignored_reports
 
 
+@pytest.mark.parametrize(
+    "datagrams",
+    [
+        # three instants, a datagram each (a reader that fell behind)
+        [[(1, 0, 1.0, 1.0), (2, 0, 2.0, 1.0)], [(1, 0, 1.1, 1.01), (2, 0, 2.1, 1.01)], [(2, 0, 2.2, 1.02)]],
+        # one time in two datagrams, then a body twice at one time, then an earlier time
+        [[(1, 0, 1.0, 1.0)], [(2, 0, 2.0, 1.0), (1, 0, 1.1, 1.01)], [(1, 0, 1.2, 1.01), (2, 0, 2.2, 1.0)]],
+        # a sensor other than 0 and a tracker not configured between the instants
+        [[(1, 0, 1.0, 1.0), (2, 0, 2.0, 1.0)], [(1, 1, 9.0, 1.01), (3, 0, 9.0, 1.01)], [(2, 0, 2.1, 1.01)]],
+    ],
+    ids=["instants", "repeats", "ignored"],
+)
+def test_the_datagrams_of_one_read_taken_together_give_the_frames_reports_one_by_one_give(datagrams):
+    """The transport decodes the report datagrams of one read as one block of records
+    (one decode instead of one per datagram): the frames must be those report-by-report
+    assembly gives over the same reports, with the flush at the read's end only."""
+    by_report = FrameAssembler(trackers=["drone", "cart"])
+    by_records = FrameAssembler(trackers=["drone", "cart"])
+    known = records((1, 0, 0.0, 0.5), (2, 0, 0.0, 0.5))
+    for assembler, take in ((by_report, frames_report_by_report), (by_records, frames_by_records)):
+        take(assembler, known)
+        assembler.flush()
+    # report by report splits the bodies' first instant in two
+    split_before = by_report.frames_split, by_records.frames_split
+    read = records(*[report for datagram in datagrams for report in datagram])
+    expected = frames_report_by_report(by_report, read) + [f for f in [by_report.flush()] if f]
+    got = frames_by_records(by_records, read) + [f for f in [by_records.flush()] if f]
+    assert len(got) == len(expected) >= 2
+    numbers = [f.frame_number for f in got]
+    assert numbers == list(range(numbers[0], numbers[0] + len(got)))
+    for mine, theirs in zip(got, expected, strict=True):
+        assert mine.system_time == theirs.system_time
+        np.testing.assert_array_equal(mine.bodies.positions, theirs.bodies.positions)
+        np.testing.assert_array_equal(mine.bodies.valid, theirs.bodies.valid)
+        mine.check()
+    assert by_records.ignored_reports == by_report.ignored_reports
+    assert by_records.frames_split - split_before[1] == by_report.frames_split - split_before[0]
+
+
 def test_records_of_new_bodies_form_one_frame_in_id_order():
     a = FrameAssembler()
     a.announce(["VRPN Control", "drone", "cart", "stranger"])
