@@ -302,7 +302,7 @@ class VrpnSimulator:
         :data:`~.protocol.POS_QUAT_RECORD` records: the bytes :func:`~.protocol.pack_pos_quat_message`
         makes, for all bodies in a few array operations (at 1 kHz with 50 bodies, packing
         them one by one took a tenth of a core)."""
-        bodies = self.scene.frame(k).bodies
+        positions, orientations, valid = self.scene.body_poses(k)  # VRPN streams no markers
         if self.impairment.shifts_clock:
             # a VRPN server stamps a report with the time of its measurement on its own clock
             stamp = self.clock.read(self.captured(k))
@@ -310,11 +310,7 @@ class VrpnSimulator:
             stamp = self.origin + k / self.scene.rate
         sec = int(math.floor(stamp))
         usec = min(int(round((stamp - sec) * 1e6)), 999_999)
-        good = (
-            bodies.valid
-            & np.isfinite(bodies.positions).all(axis=1)
-            & np.isfinite(bodies.orientations).all(axis=1)
-        )
+        good = valid & np.isfinite(positions).all(axis=1) & np.isfinite(orientations).all(axis=1)
         rows = np.flatnonzero(good)
         records = np.zeros(rows.size, dtype=vp.POS_QUAT_RECORD)
         records["length"] = vp.HEADER_SIZE + vp.POS_QUAT_SIZE
@@ -323,8 +319,8 @@ class VrpnSimulator:
         records["sender"] = self._body_senders[rows]
         records["type"] = self.type_ids[vp.POS_QUAT]
         records["sensor"] = records["padding"] = self._body_sensors[rows]  # vrpn_Tracker repeats the sensor
-        records["position"] = bodies.positions[rows]
-        records["orientation"] = bodies.orientations[rows]
+        records["position"] = positions[rows]
+        records["orientation"] = orientations[rows]
         return records
 
     def frame_messages(self, k: int) -> list[bytes]:

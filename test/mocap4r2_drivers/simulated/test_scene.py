@@ -73,6 +73,27 @@ def test_frames_in_any_order_and_the_cache_keeps_one_batch():
         assert len(scene._cache[1]) == BATCH_SIZE and scene._cache[0] <= k < scene._cache[0] + BATCH_SIZE
 
 
+@pytest.mark.parametrize("config", ["SCENE", "SINGLES", "no occlusion"])
+def test_body_poses_are_the_frames_bodies_without_their_markers(config):
+    """A stand-in streaming poses only (VRPN) reads them without the markers' work: the
+    same positions, orientations and validity as the whole frame, NaN where it has NaN,
+    in any order and across batches (occlusion, tracking loss, a single-marker body)."""
+    scenes = {"SCENE": SCENE, "SINGLES": SINGLES, "no occlusion": {**SCENE, "occlusion": 0.0}}
+    description = dict(scenes[config])
+    if config == "no occlusion":
+        description["rigid_bodies"] = [{**b, "occlusion": 0.0} for b in SCENE["rigid_bodies"]]
+    scene, reference = Scene(dict(description)), Scene(dict(description))
+    valid_seen = set()
+    for k in [*range(0, 300), 1000, 7, 5000, 4999]:
+        positions, orientations, valid = scene.body_poses(k)
+        bodies = reference.frames(k, 1)[0].bodies
+        assert np.array_equal(valid, bodies.valid), f"frame {k}"
+        assert np.array_equal(positions, bodies.positions, equal_nan=True), f"frame {k}"
+        assert np.array_equal(orientations, bodies.orientations, equal_nan=True), f"frame {k}"
+        valid_seen.update(valid.tolist())
+    assert valid_seen == {True, False}  # tracked and untracked bodies both compared
+
+
 def test_the_batch_spans_a_short_stretch_of_the_stream():
     """Computing a batch stalls a real-time reader: at low rates batches are a few frames."""
     assert [batch_size_for(r) for r in (1, 100, 120, 500, 2000, 10000)] == [1, 3, 4, 16, 64, 64]
