@@ -9,6 +9,11 @@ sample of the machine's noise at that moment. Printed per shape: the geometric m
 ratios with its 95 % interval (t on the logarithms), and over both shapes together; the
 same for the p99 of the frames' latency (issue 41: "p99 latency no worse than today's").
 
+``python -m bench.ab OTHER_CHECKOUT [ROUNDS] --vrpn`` alternates each checkout's own
+``bench.bench_vrpn`` instead (the stand-in, the driver process and a subscriber, 10 and 50
+trackers at 1 kHz) and prints the A/B of the p99 latency from the message time (issue 41:
+"VRPN at 50 trackers: p99 <= 1.5 ms"), with each run's figures.
+
 Why not two ``bench core`` runs: a single 3 s figure varies by a factor of 1.5 on a 2-core
 machine, and runs minutes apart see different loads; alternation pairs them. Used for
 issue 38's "behaviour stays the same" bound (ratio <= 1.02 against the tree before the
@@ -19,8 +24,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,7 +48,12 @@ T95: tuple[float, ...] = (
 def command(checkout: Path, shape: tuple[int, int, int, float]) -> list[str]:
     """The replay publisher of ``checkout``, in that checkout's own environment."""
     args = " ".join(shlex.quote(str(v)) for v in (shape[0], shape[1], shape[2], shape[3]))
-    script = f"source scripts/env.sh >/dev/null && exec python -m bench.replay_system replay {args}"
+    return in_checkout(f"python -m bench.replay_system replay {args}")
+
+
+def in_checkout(line: str) -> list[str]:
+    """``line`` run in the current directory's checkout, in its own environment."""
+    script = f"source scripts/env.sh >/dev/null && exec {line}"
     # a clean environment for both: this process's venv and workspace paths would
     # otherwise stay behind the other checkout's on its PYTHONPATH
     keep = ("HOME", "ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION", "LANG")
@@ -65,6 +77,41 @@ def cpu_and_p99_ms(
     return 1000.0 * cpu / max(frames, 1), p99
 
 
+VRPN_TRACKERS = re.compile(r"^\s*(\d+) trackers at ")
+VRPN_P99 = re.compile(r"latency message time -> subscriber: p50 \S+ ms, p99 (\S+) ms")
+
+
+def vrpn_p99_ms(checkout: Path) -> dict[int, float]:
+    """p99 latency (ms) by tracker count of one ``bench.bench_vrpn`` run of ``checkout``."""
+    run = subprocess.run(
+        in_checkout("python -m bench.bench_vrpn"), cwd=checkout, capture_output=True, text=True, timeout=600
+    )
+    found: dict[int, float] = {}
+    trackers = None
+    for line in run.stdout.splitlines():
+        if (match := VRPN_TRACKERS.match(line)) is not None:
+            trackers = int(match.group(1))
+        elif trackers is not None and (match := VRPN_P99.search(line)) is not None:
+            found[trackers] = float(match.group(1))
+    return found
+
+
+def vrpn_rounds(other: Path, rounds: int) -> None:
+    """Each checkout's VRPN bench in turn, ``rounds`` times: the p99 A/B per tracker count."""
+    ratios: dict[int, list[float]] = {}
+    for k in range(rounds):
+        order = (ROOT, other) if k % 2 == 0 else (other, ROOT)
+        figures = {tree: vrpn_p99_ms(tree) for tree in order}
+        for trackers in sorted(figures[ROOT]):
+            a, b = figures[ROOT][trackers], figures[other].get(trackers, math.nan)
+            ratios.setdefault(trackers, []).append(a / b)
+            line = f"p99 A {a:.2f} ms, B {b:.2f} ms, A/B {a / b:.3f}"
+            print(f"  {trackers} trackers, round {k + 1}: {line}", flush=True)
+    for trackers, values in sorted(ratios.items()):
+        mean, low, high = interval(values)
+        print(f"{trackers} trackers: latency p99 A/B geometric mean {mean:.3f} (95 % {low:.3f}-{high:.3f})")
+
+
 def interval(ratios: list[float]) -> tuple[float, float, float]:
     """Geometric mean of ``ratios`` and its 95 % interval."""
     logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
@@ -79,14 +126,22 @@ def interval(ratios: list[float]) -> tuple[float, float, float]:
 
 
 def main(argv: list[str]) -> int:
+    vrpn = "--vrpn" in argv
+    argv = [a for a in argv if a != "--vrpn"]
     if not argv or not (Path(argv[0]) / "scripts" / "env.sh").exists():
-        print("usage: python -m bench.ab OTHER_CHECKOUT [ROUNDS] (a built checkout)", file=sys.stderr)
+        usage = "usage: python -m bench.ab OTHER_CHECKOUT [ROUNDS] [--vrpn] (a built checkout)"
+        print(usage, file=sys.stderr)
         return 2
     other = Path(argv[0]).resolve()
     rounds = int(argv[1]) if len(argv) > 1 else 6
     isolate()
     with open("/proc/loadavg") as handle:
         print(f"A = {ROOT}, B = {other}; {rounds} rounds; load {handle.read().split()[:3]}", flush=True)
+    if vrpn:
+        vrpn_rounds(other, rounds)
+        with open("/proc/loadavg") as handle:
+            print(f"load after: {handle.read().split()[:3]}")
+        return 0
     receiver = FrameListener()
     everything: list[float] = []
     try:
