@@ -210,17 +210,27 @@ class VrpnTransport:
         size: one :class:`PoseBlock` when every record is a described sender's Pos_Quat
         report, otherwise each datagram as :meth:`_take_datagram` takes it."""
         data = run[0] if len(run) == 1 else b"".join(run)
-        records = None
-        if pos_quat is not None:
-            records = vp.pos_quat_records(data, pos_quat, max_bytes=MAX_RUN_BYTES + vp.MAX_DATAGRAM)
-        if records is not None:
-            trackers = self.names.block_senders(records["sender"])
-            if trackers is not None:
-                self.keepalive.heard(time.monotonic())
-                out.append(PoseBlock(trackers, records))
-                return
+        if self._took_block(data, pos_quat, MAX_RUN_BYTES + vp.MAX_DATAGRAM, out):
+            return
         for datagram in run:
             self._take_datagram(datagram, self._server_udp_port, pos_quat, out)
+
+    def _took_block(
+        self, data: bytes, pos_quat: int | None, max_bytes: int, out: list[Delivered | PoseBlock]
+    ) -> bool:
+        """Whether ``data`` (at most ``max_bytes``) held described senders' Pos_Quat reports
+        only, ``pos_quat`` being their type: then they are in ``out`` as one PoseBlock."""
+        if pos_quat is None:
+            return False
+        records = vp.pos_quat_records(data, pos_quat, max_bytes=max_bytes)
+        if records is None:
+            return False
+        trackers = self.names.block_senders(records["sender"])
+        if trackers is None:
+            return False
+        self.keepalive.heard(time.monotonic())
+        out.append(PoseBlock(trackers, records))
+        return True
 
     def _take_datagram(
         self, data: bytes, port: int | None, pos_quat: int | None, out: list[Delivered | PoseBlock]
@@ -229,14 +239,8 @@ class VrpnTransport:
         reports when ``pos_quat`` is given and it is one, otherwise its messages; a
         malformed one, or one before the server's first that names undescribed ids, is
         rejected and counted."""
-        if pos_quat is not None:
-            records = vp.pos_quat_records(data, pos_quat)
-            if records is not None:
-                trackers = self.names.block_senders(records["sender"])
-                if trackers is not None:
-                    self.keepalive.heard(time.monotonic())
-                    out.append(PoseBlock(trackers, records))
-                    return
+        if self._took_block(data, pos_quat, vp.MAX_DATAGRAM, out):
+            return
         try:
             messages = vp.split_datagram(data)
         except vp.VrpnProtocolError as exc:

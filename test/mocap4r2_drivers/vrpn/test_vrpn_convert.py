@@ -151,6 +151,30 @@ def frames_by_records(assembler: FrameAssembler, recs: np.ndarray) -> list:
     return assembler.add_records([SENDERS[int(s)] for s in recs["sender"].tolist()], recs)
 
 
+def assemblers_knowing_the_bodies() -> tuple[FrameAssembler, FrameAssembler]:
+    """Two assemblers (report by report, by records) that have seen both bodies once, so
+    that the same reports then give them the same frames."""
+    by_report = FrameAssembler(trackers=["drone", "cart"])
+    by_records = FrameAssembler(trackers=["drone", "cart"])
+    known = records((1, 0, 0.0, 0.5), (2, 0, 0.0, 0.5))
+    for assembler, take in ((by_report, frames_report_by_report), (by_records, frames_by_records)):
+        take(assembler, known)
+        assembler.flush()
+    return by_report, by_records
+
+
+def same_frames(got: list, expected: list) -> None:
+    """Consecutive frame numbers; the same times, positions and validity, frame by frame."""
+    numbers = [f.frame_number for f in got]
+    assert numbers == list(range(numbers[0], numbers[0] + len(got)))
+    for mine, theirs in zip(got, expected, strict=True):
+        assert mine.system_time == theirs.system_time
+        np.testing.assert_array_equal(mine.bodies.positions, theirs.bodies.positions)
+        np.testing.assert_array_equal(mine.bodies.valid, theirs.bodies.valid)
+        assert mine.bodies.names == theirs.bodies.names
+        mine.check()
+
+
 @pytest.mark.parametrize(
     "datagrams",
     [
@@ -174,13 +198,7 @@ def frames_by_records(assembler: FrameAssembler, recs: np.ndarray) -> list:
     ids=["instants", "mixed", "repeat-pending", "ignored"],
 )
 def test_a_datagram_of_records_gives_the_frames_reports_one_by_one_give(datagrams):
-    # both assemblers first get to know the bodies, then take the same datagrams
-    by_report = FrameAssembler(trackers=["drone", "cart"])
-    by_records = FrameAssembler(trackers=["drone", "cart"])
-    known = records((1, 0, 0.0, 0.5), (2, 0, 0.0, 0.5))
-    for assembler, take in ((by_report, frames_report_by_report), (by_records, frames_by_records)):
-        take(assembler, known)
-        assembler.flush()
+    by_report, by_records = assemblers_knowing_the_bodies()
     expected, got = [], []
     for reports in datagrams:
         recs = records(*reports)
@@ -189,14 +207,7 @@ def test_a_datagram_of_records_gives_the_frames_reports_one_by_one_give(datagram
         expected += [f for f in [by_report.flush()] if f]  # the end of the read
         got += [f for f in [by_records.flush()] if f]
     assert len(got) == len(expected) > 0
-    numbers = [f.frame_number for f in got]
-    assert numbers == list(range(numbers[0], numbers[0] + len(got)))
-    for mine, theirs in zip(got, expected, strict=True):
-        assert mine.system_time == theirs.system_time
-        np.testing.assert_array_equal(mine.bodies.positions, theirs.bodies.positions)
-        np.testing.assert_array_equal(mine.bodies.valid, theirs.bodies.valid)
-        assert mine.bodies.names == theirs.bodies.names
-        mine.check()
+    same_frames(got, expected)
     assert by_records.ignored_reports == by_report.ignored_reports
 
 
@@ -216,25 +227,14 @@ def test_the_datagrams_of_one_read_taken_together_give_the_frames_reports_one_by
     """The transport decodes the report datagrams of one read as one block of records
     (one decode instead of one per datagram): the frames must be those report-by-report
     assembly gives over the same reports, with the flush at the read's end only."""
-    by_report = FrameAssembler(trackers=["drone", "cart"])
-    by_records = FrameAssembler(trackers=["drone", "cart"])
-    known = records((1, 0, 0.0, 0.5), (2, 0, 0.0, 0.5))
-    for assembler, take in ((by_report, frames_report_by_report), (by_records, frames_by_records)):
-        take(assembler, known)
-        assembler.flush()
+    by_report, by_records = assemblers_knowing_the_bodies()
     # report by report splits the bodies' first instant in two
     split_before = by_report.frames_split, by_records.frames_split
     read = records(*[report for datagram in datagrams for report in datagram])
     expected = frames_report_by_report(by_report, read) + [f for f in [by_report.flush()] if f]
     got = frames_by_records(by_records, read) + [f for f in [by_records.flush()] if f]
     assert len(got) == len(expected) >= 2
-    numbers = [f.frame_number for f in got]
-    assert numbers == list(range(numbers[0], numbers[0] + len(got)))
-    for mine, theirs in zip(got, expected, strict=True):
-        assert mine.system_time == theirs.system_time
-        np.testing.assert_array_equal(mine.bodies.positions, theirs.bodies.positions)
-        np.testing.assert_array_equal(mine.bodies.valid, theirs.bodies.valid)
-        mine.check()
+    same_frames(got, expected)
     assert by_records.ignored_reports == by_report.ignored_reports
     assert by_records.frames_split - split_before[1] == by_report.frames_split - split_before[0]
 
