@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
+from .diagnostic_cdr import StatusFields
+
 # levels are one-byte `bytes` in rclpy (the msg field is `byte`); they order as expected
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 
@@ -153,6 +155,37 @@ class FrameStatistics:
         nominal_rate: float,
         extra: dict[str, str] | None = None,
     ) -> DiagnosticStatus:
+        """The window's report as a DiagnosticStatus (:meth:`report_fields`, as a message)."""
+        fields = self.report_fields(
+            name,
+            hardware_id=hardware_id,
+            active=active,
+            state_label=state_label,
+            nominal_rate=nominal_rate,
+            extra=extra,
+        )
+        status = DiagnosticStatus()
+        status.level = bytes((fields.level,))
+        status.name = fields.name
+        status.hardware_id = fields.hardware_id
+        status.message = fields.message
+        status.values = [KeyValue(key=k, value=v) for k, v in fields.values.items()]
+        return status
+
+    def report_fields(
+        self,
+        name: str,
+        *,
+        hardware_id: str,
+        active: bool,
+        state_label: str,
+        nominal_rate: float,
+        extra: dict[str, str] | None = None,
+    ) -> StatusFields:
+        """The report of the window since the last one (which it starts afresh): rate,
+        latency, frames dropped, each body's tracking ratio, ``extra``; level WARN or
+        ERROR with the problems in the message. Plain strings, for
+        :func:`~.diagnostic_cdr.encode_diagnostic_array` (a system node's report)."""
         now = time.monotonic()
         th = self.thresholds
         with self._lock:
@@ -200,11 +233,6 @@ class FrameStatistics:
                         "poorly tracked: " + ", ".join(lost[:5]) + ("..." if len(lost) > 5 else "")
                     )
             summary = "; ".join(problems) if problems else f"streaming at {rate:.1f} Hz"
-        status = DiagnosticStatus()
-        status.level = level
-        status.name = name
-        status.hardware_id = hardware_id
-        status.message = summary
         values = {
             "state": state_label,
             "rate_hz": f"{rate:.2f}",
@@ -224,5 +252,4 @@ class FrameStatistics:
             for body, ratio in zip(w.body_names, (w.body_valid / w.body_frames).tolist()):
                 values[f"tracking_ratio/{body}"] = f"{ratio:.3f}"
         values.update(extra or {})
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        return status
+        return StatusFields(level[0], name, summary, hardware_id, values)

@@ -4,6 +4,7 @@ the service offers' and the control plane's counters."""
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -12,11 +13,12 @@ from rclpy.node import Node
 
 from .adapter import MocapAdapter
 from .control_plane import STATE_LABELS, ControlPlaneMember
+from .diagnostic_cdr import encode_diagnostic_array
 from .diagnostics import FrameStatistics
 from .frame_output import FrameOutput
 from .ros_logging import NodeLogRoute
 from .service_offers import ServiceOffers
-from .timebase import time_msg
+from .timebase import split_seconds
 from .topic_inputs import TopicSubscriptions
 
 
@@ -71,7 +73,7 @@ class SystemDiagnostics:
             **node.offers.status(),
             **counters,
         }
-        status = node.stats.report(
+        status = node.stats.report_fields(
             name=f"{self.ros.get_fully_qualified_name()}: {node.adapter_class.system_type} mocap system",
             hardware_id=self.ros.get_fully_qualified_name(),
             active=node.state_id == State.PRIMARY_STATE_ACTIVE,
@@ -79,7 +81,7 @@ class SystemDiagnostics:
             nominal_rate=float(adapter.nominal_rate) if adapter is not None else 0.0,
             extra={k: str(v) for k, v in extra.items()},
         )
-        array = DiagnosticArray()
-        array.header.stamp = time_msg()
-        array.status = [status]
-        self._pub.publish(array)
+        # serialized here, not as message objects: the report holds the interpreter, and
+        # with it the reader thread, for as long as it takes (diagnostic_cdr.py says why)
+        sec, nanosec = split_seconds(time.time())
+        self._pub.publish(encode_diagnostic_array(sec, nanosec, "", [status]))

@@ -25,6 +25,7 @@ from support import wait_for
 from tf2_msgs.msg import TFMessage
 
 from mocap4r2_control.cdr import MarkersEncoder, RigidBodiesEncoder, SkeletonsEncoder, TFMessageEncoder
+from mocap4r2_control.diagnostic_cdr import StatusFields, encode_diagnostic_array
 from mocap4r2_interfaces.msg import Marker, Markers, RigidBodies, RigidBody, Segment, Skeleton, Skeletons
 
 # ---------------------------------------------------------------------------- oracle
@@ -75,7 +76,8 @@ def _walk(writer: _Writer, msg) -> None:
 
 def _walk_value(writer: _Writer, slot_type, value) -> None:
     if isinstance(slot_type, BasicType):
-        writer.put(_PRIMITIVES[slot_type.typename], value)
+        # a ``byte`` field (octet) holds a bytes object of length 1 in Python
+        writer.put(_PRIMITIVES[slot_type.typename], value[0] if isinstance(value, bytes) else value)
     elif isinstance(slot_type, UnboundedString):
         writer.put_string(value)
     elif isinstance(slot_type, NamespacedType):
@@ -301,6 +303,65 @@ def test_markers_match_serialize_message(data):
     fields = {**data.draw(stamped()), **data.draw(marker_columns(count))}
     ours = encode_both(MarkersEncoder, **fields)
     assert_same_as_rclpy(ours, markers_msg(**fields))
+
+
+# the diagnostics report's texts: any text rclpy takes (no lone surrogates); a NUL ends
+# the string where rclpy copies it as a C string
+REPORT_TEXT = st.text(max_size=12)
+
+
+def diagnostic_array_msg(sec: int, nanosec: int, frame_id: str, statuses: list[StatusFields]):
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+    msg = DiagnosticArray()
+    msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id = sec, nanosec, frame_id
+    for fields in statuses:
+        status = DiagnosticStatus(
+            level=bytes((fields.level,)),
+            name=fields.name,
+            message=fields.message,
+            hardware_id=fields.hardware_id,
+        )
+        status.values = [KeyValue(key=k, value=v) for k, v in fields.values.items()]
+        msg.status.append(status)
+    return msg
+
+
+@SETTINGS
+@given(st.data())
+def test_diagnostic_arrays_match_serialize_message(data):
+    statuses = data.draw(
+        st.lists(
+            st.builds(
+                StatusFields,
+                st.integers(0, 3),
+                REPORT_TEXT,
+                REPORT_TEXT,
+                REPORT_TEXT,
+                st.dictionaries(REPORT_TEXT, REPORT_TEXT, max_size=6),
+            ),
+            max_size=3,
+        )
+    )
+    sec, nanosec = data.draw(st.integers(-(2**31), 2**31 - 1)), data.draw(st.integers(0, 2**32 - 1))
+    frame_id = data.draw(REPORT_TEXT)
+    ours = encode_diagnostic_array(sec, nanosec, frame_id, statuses)
+    reference = diagnostic_array_msg(sec, nanosec, frame_id, statuses)
+    texts = [frame_id, *(x for s in statuses for x in (s.name, s.message, s.hardware_id, *s.values.keys()))]
+    texts += [v for s in statuses for v in s.values.values()]
+    if any("\0" in t for t in texts):
+        # rclpy ends a string at its NUL: the oracle is the message as it reads back
+        reference = deserialize_message(serialize_message(reference), type(reference))
+    assert_same_as_rclpy(ours, reference)
+
+
+def test_a_diagnostic_text_rclpy_refuses_is_written_with_its_character_replaced():
+    # a lone surrogate (a name decoded with surrogateescape from a hostile server's bytes)
+    ours = encode_diagnostic_array(1, 2, "", [StatusFields(0, "body \udc80", "m", "h", {"k\udc80": "v"})])
+    back = deserialize_message(ours, type(diagnostic_array_msg(0, 0, "", [])))
+    assert back.status[0].name == "body ?" and back.status[0].values[0].key == "k?"
+    with pytest.raises(ValueError, match="one octet"):
+        encode_diagnostic_array(1, 2, "", [StatusFields(256, "", "", "", {})])
 
 
 @SETTINGS
