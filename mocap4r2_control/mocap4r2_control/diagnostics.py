@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticStatus
 
 from .diagnostic_cdr import StatusFields
 
@@ -154,38 +154,12 @@ class FrameStatistics:
         state_label: str,
         nominal_rate: float,
         extra: dict[str, str] | None = None,
-    ) -> DiagnosticStatus:
-        """The window's report as a DiagnosticStatus (:meth:`report_fields`, as a message)."""
-        fields = self.report_fields(
-            name,
-            hardware_id=hardware_id,
-            active=active,
-            state_label=state_label,
-            nominal_rate=nominal_rate,
-            extra=extra,
-        )
-        status = DiagnosticStatus()
-        status.level = bytes((fields.level,))
-        status.name = fields.name
-        status.hardware_id = fields.hardware_id
-        status.message = fields.message
-        status.values = [KeyValue(key=k, value=v) for k, v in fields.values.items()]
-        return status
-
-    def report_fields(
-        self,
-        name: str,
-        *,
-        hardware_id: str,
-        active: bool,
-        state_label: str,
-        nominal_rate: float,
-        extra: dict[str, str] | None = None,
     ) -> StatusFields:
         """The report of the window since the last one (which it starts afresh): rate,
         latency, frames dropped, each body's tracking ratio, ``extra``; level WARN or
-        ERROR with the problems in the message. Plain strings, for
-        :func:`~.diagnostic_cdr.encode_diagnostic_array` (a system node's report)."""
+        ERROR with the problems in the message. Plain strings, which
+        :func:`~.diagnostic_cdr.encode_diagnostic_array` publishes without message objects
+        (a system node's report)."""
         now = time.monotonic()
         th = self.thresholds
         with self._lock:

@@ -73,7 +73,7 @@ class SystemDiagnostics:
             **node.offers.status(),
             **counters,
         }
-        status = node.stats.report_fields(
+        status = node.stats.report(
             name=f"{self.ros.get_fully_qualified_name()}: {node.adapter_class.system_type} mocap system",
             hardware_id=self.ros.get_fully_qualified_name(),
             active=node.state_id == State.PRIMARY_STATE_ACTIVE,

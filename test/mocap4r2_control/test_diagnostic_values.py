@@ -4,13 +4,16 @@ report FrameStatistics really wrote: the rule the web panel and the Foxglove sta
 from __future__ import annotations
 
 import numpy as np
+from diagnostic_reports import published  # test/fixtures
 
 from mocap4r2_control.diagnostic_values import reported_number
 from mocap4r2_control.diagnostics import FrameStatistics
 
 
 def _values(stats: FrameStatistics) -> dict[str, str]:
-    status = stats.report("sys", hardware_id="/sys", active=True, state_label="active", nominal_rate=100.0)
+    status = published(
+        stats, "sys", hardware_id="/sys", active=True, state_label="active", nominal_rate=100.0
+    )
     return {kv.key: kv.value for kv in status.values}
 
 

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from diagnostic_reports import published  # test/fixtures
 
 from mocap4r2_control.diagnostics import ERROR, OK, WARN, FrameStatistics, Thresholds
 
@@ -23,7 +24,7 @@ def test_streaming_is_ok_and_counts_frames():
     stats.activated()
     for k in range(10):
         stats.record(k, 0.004, IDS, NAMES, np.array([True, True]))
-    status = stats.report("sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0)
+    status = published(stats, "sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0)
     assert status.level == OK and values(status)["frames"] == "10"
     assert values(status)["tracking_ratio/robot1"] == "1.000"
 
@@ -33,7 +34,7 @@ def test_gaps_in_frame_numbers_are_dropped_frames_and_warn():
     stats.activated()
     for k in (0, 1, 5, 6):
         stats.record(k, 0.0, IDS, NAMES, np.array([True, True]))
-    status = stats.report("sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0)
+    status = published(stats, "sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0)
     assert status.level == WARN and values(status)["dropped_frames"] == "3"
     assert "3 dropped frames" in status.message
 
@@ -43,7 +44,7 @@ def test_a_poorly_tracked_body_warns_by_name():
     stats.activated()
     for k in range(10):
         stats.record(k, 0.0, IDS, NAMES, np.array([True, k < 3]))
-    status = stats.report("sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0)
+    status = published(stats, "sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0)
     assert status.level == WARN and "poorly tracked: robot1" in status.message
 
 
@@ -51,10 +52,12 @@ def test_silence_while_active_is_an_error_and_inactive_is_ok():
     stats = FrameStatistics(Thresholds(no_frame_error_s=0.05))
     stats.activated()
     time.sleep(0.1)  # the silence being measured
-    status = stats.report("sys", hardware_id="hw", active=True, state_label="active", nominal_rate=100.0)
+    status = published(stats, "sys", hardware_id="hw", active=True, state_label="active", nominal_rate=100.0)
     assert status.level == ERROR and "no frame for" in status.message
     assert (
-        stats.report("sys", hardware_id="hw", active=False, state_label="inactive", nominal_rate=100.0).level
+        published(
+            stats, "sys", hardware_id="hw", active=False, state_label="inactive", nominal_rate=100.0
+        ).level
         == OK
     )
 
@@ -69,7 +72,9 @@ def test_tracking_ratios_count_every_frame_across_the_pending_budget_and_an_asse
     frames = 2 * PENDING_VALID + 7  # two full blocks and a partial one
     for k in range(frames):
         stats.record(k, 0.0, IDS, NAMES, np.array([True, k % 4 == 0]))
-    got = values(stats.report("sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0))
+    got = values(
+        published(stats, "sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0)
+    )
     assert got["tracking_ratio/drone1"] == "1.000"
     assert got["tracking_ratio/robot1"] == f"{len(range(0, frames, 4)) / frames:.3f}"
     # the next window starts empty; a new set of bodies mid-window drops what came before
@@ -78,7 +83,9 @@ def test_tracking_ratios_count_every_frame_across_the_pending_budget_and_an_asse
     other = np.array([7], dtype=np.int32)
     for k in range(frames + 10, frames + 15):
         stats.record(k, 0.0, other, ("wand",), np.array([True]))
-    got = values(stats.report("sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0))
+    got = values(
+        published(stats, "sys", hardware_id="hw", active=True, state_label="active", nominal_rate=0.0)
+    )
     assert got["tracking_ratio/wand"] == "1.000" and "tracking_ratio/robot1" not in got
 
 
