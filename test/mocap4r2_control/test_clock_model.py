@@ -18,7 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mocap4r2_control.clock_model import TIME_SOURCES, ClockModel, ClockModelSettings, FrameStamper
+from mocap4r2_control.clock_model import (
+    TIME_SOURCES,
+    ClockModel,
+    ClockModelSettings,
+    FrameStamper,
+    linear_percentiles,
+)
 from mocap4r2_control.timebase import ManualClock
 
 HOST_ORIGIN = 1.7e9  # Unix seconds: the precision the node works with
@@ -711,3 +717,32 @@ def test_stamps_in_whole_microseconds_show_a_step(origin):
     assert stamper.model.steps_back == 1
     assert "went back 2.00 ms (its stamps)" in stamper.model.last_step_back
     assert figures["recovery_s"] <= 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(allow_nan=True, allow_infinity=True, width=64) | st.floats(-1.0, 1.0),
+        min_size=1,
+        max_size=3000,
+    ),
+    percents=st.lists(
+        st.sampled_from([0.0, 50.0, 99.0, 100.0]) | st.floats(0.0, 100.0), min_size=1, max_size=4
+    ),
+)
+def test_linear_percentiles_are_numpys_bit_for_bit(values, percents):
+    """The report's percentiles (linear_percentiles, one sort) are np.percentile's
+    default: the same float64 bits, NaN where numpy gives NaN, infinities as numpy
+    interpolates them."""
+    array = np.asarray(values, dtype=np.float64)
+    ours = linear_percentiles(array, tuple(percents))
+    numpys = np.percentile(array, percents).tolist()
+    assert len(ours) == len(numpys)
+    for mine, theirs in zip(ours, numpys, strict=True):
+        same_bits = np.float64(mine).tobytes() == np.float64(theirs).tobytes()
+        assert same_bits or (math.isnan(mine) and math.isnan(theirs)), (mine, theirs)
+
+
+def test_linear_percentiles_refuse_no_values():
+    with pytest.raises(ValueError, match="no values"):
+        linear_percentiles(np.zeros(0), (50.0,))
