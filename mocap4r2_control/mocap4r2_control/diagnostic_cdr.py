@@ -18,6 +18,7 @@ which rclpy refuses) has it replaced by "?", so a report is never lost to one na
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -43,10 +44,24 @@ class StatusFields(NamedTuple):
 def _text(out: list[bytes], size: int, text: str) -> int:
     """Append ``text`` as a CDR string at offset ``size`` (after the encapsulation); the
     offset after it."""
-    raw = text.encode("utf-8", "replace").split(b"\0", 1)[0]
+    string = _cdr_string(text)
     start: int = align(size, 4)
-    out.append(b"\0" * (start - size) + _COUNT.pack(len(raw) + 1) + raw + b"\0")
-    return start + 4 + len(raw) + 1
+    out.append(_PADDING[start - size] + string)
+    return start + len(string)
+
+
+#: the zero bytes that align an offset to 4, by how many
+_PADDING = (b"", b"\0", b"\0\0", b"\0\0\0")
+
+
+@functools.lru_cache(maxsize=1024)
+def _cdr_string(text: str) -> bytes:
+    """``text`` as a CDR string without its alignment: uint32 length with the NUL, the
+    bytes, the NUL. Remembered (a bounded number): a report's keys, names and most of its
+    values are those of the report before, and writing them anew was a third of the
+    report, which holds the interpreter the reader thread needs."""
+    raw = text.encode("utf-8", "replace").split(b"\0", 1)[0]
+    return _COUNT.pack(len(raw) + 1) + raw + b"\0"
 
 
 def _count(out: list[bytes], size: int, count: int) -> int:
