@@ -1,7 +1,7 @@
 """The reader thread's hand-over moments (FrameReader.wait_for_gap), and the /diagnostics
-report that waits for one: begun right after a hand-over, the report (about 1 ms of the
-interpreter) runs while the reader waits for the next frame's bytes, instead of holding
-up whichever frame arrives while it runs.
+report that waits for them: its two parts, each begun right after a hand-over, run while
+the reader waits for the next frame's bytes, instead of holding up whichever frame
+arrives while the report runs.
 
 The adapter here hands a frame over only when the test releases one, so each assertion
 is about order (what happened before what), not about how long anything took.
@@ -145,7 +145,9 @@ def test_the_diagnostics_report_waits_for_the_readers_next_hand_over(ros, monkey
         node.diagnostics.publish()
         assert reports.wait_for(ours, WAIT)
 
-        # with the bound raised past the test's patience, the order is certain
+        # with the bound raised past the test's patience, the order is certain: the
+        # report's two parts (its figures, then their bytes and the publish) each wait
+        # for a hand-over of their own
         monkeypatch.setattr(system_diagnostics, "GAP_WAIT_S", WAIT)
         events: list[str] = []
         reporting = threading.Thread(
@@ -154,11 +156,15 @@ def test_the_diagnostics_report_waits_for_the_readers_next_hand_over(ros, monkey
         reporting.start()
         reporting.join(STILL_BLOCKED_S)
         assert reporting.is_alive(), "the report did not wait for the reader's hand-over"
-        events.append("frame released")
+        events.append("frame 1 released")
         adapter.released.put(1)
+        reporting.join(STILL_BLOCKED_S)
+        assert reporting.is_alive(), "the report was published without waiting for a second hand-over"
+        events.append("frame 2 released")
+        adapter.released.put(2)
         reporting.join(WAIT)
         assert not reporting.is_alive()
-        assert events == ["frame released", "report"]
+        assert events == ["frame 1 released", "frame 2 released", "report"]
     finally:
         node.trigger_deactivate()
         executor.shutdown(timeout_sec=WAIT)
