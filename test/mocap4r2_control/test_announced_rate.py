@@ -5,14 +5,13 @@ frames have told it the rate."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import spinning
 
 from mocap4r2_control.adapter import MocapAdapter
 from mocap4r2_control.control_plane import SYSTEMS_LISTENER_QOS, SYSTEMS_TOPIC
@@ -55,20 +54,15 @@ def test_the_announced_rate_follows_the_rate_learned_from_frames(ros):
 
     systems = ros.subscribe(SYSTEMS_TOPIC, MocapSystemInfo, SYSTEMS_LISTENER_QOS)
     node = MocapSystemNode(LearningAdapter, "learner", namespace=NAMESPACE, context=ros.context)
-    executor = SingleThreadedExecutor(context=ros.context)
-    executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
     name = f"{NAMESPACE}/learner"
-    try:
-        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
-        active = systems.wait_for(lambda m: m.system == name and m.state.label == "active", WAIT)
-        assert active.frame_rate == 0.0  # announced at activation, before any frame
-        learned = systems.wait_for(lambda m: m.system == name and m.frame_rate > 0.0, WAIT)
-        assert learned.frame_rate == 250.0 and learned.state.label == "active"
-    finally:
-        node.trigger_deactivate()
-        executor.shutdown(timeout_sec=WAIT)
-        spinner.join(WAIT)
-        node.destroy_node()
+    with spinning(ros.context, node):
+        try:
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            active = systems.wait_for(lambda m: m.system == name and m.state.label == "active", WAIT)
+            assert active.frame_rate == 0.0  # announced at activation, before any frame
+            learned = systems.wait_for(lambda m: m.system == name and m.frame_rate > 0.0, WAIT)
+            assert learned.frame_rate == 250.0 and learned.state.label == "active"
+        finally:
+            node.trigger_deactivate()
+    node.destroy_node()

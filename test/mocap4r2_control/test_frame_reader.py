@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Mapping
-from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from support import CROSS_PROCESS_TIMEOUT as WAIT
+from support import spinning
 
 from mocap4r2_control.adapter import MocapAdapter
 from mocap4r2_control.diagnostics import FrameStatistics
@@ -38,10 +36,6 @@ class ReleasedAdapter(MocapAdapter):
 
     def __init__(self) -> None:
         self.released: queue.Queue[int] = queue.Queue()
-
-    @classmethod
-    def from_parameters(cls, values: Mapping[str, Any]) -> ReleasedAdapter:
-        return cls()
 
     def connect(self) -> AssetNames:
         return AssetNames()
@@ -126,47 +120,42 @@ def test_the_diagnostics_report_waits_for_the_readers_next_hand_over(ros, monkey
 
     reports = ros.subscribe("/diagnostics", DiagnosticArray)
     node = MocapSystemNode(ReleasedAdapter, "gapper", namespace=NAMESPACE, context=ros.context)
-    executor = SingleThreadedExecutor(context=ros.context)
-    executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
     name = f"{NAMESPACE}/gapper"
 
     def ours(message: DiagnosticArray) -> bool:
         return any(s.name.startswith(name) for s in message.status)
 
-    try:
-        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
-        adapter = node.adapter
-        assert isinstance(adapter, ReleasedAdapter)
-        # without a frame the report still goes out, after its bound on the wait
-        assert system_diagnostics.GAP_WAIT_S < 1.0
-        node.diagnostics.publish()
-        assert reports.wait_for(ours, WAIT)
+    with spinning(ros.context, node):
+        try:
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            adapter = node.adapter
+            assert isinstance(adapter, ReleasedAdapter)
+            # without a frame the report still goes out, after its bound on the wait
+            assert system_diagnostics.GAP_WAIT_S < 1.0
+            node.diagnostics.publish()
+            assert reports.wait_for(ours, WAIT)
 
-        # with the bound raised past the test's patience, the order is certain: the
-        # report's two parts (its figures, then their bytes and the publish) each wait
-        # for a hand-over of their own
-        monkeypatch.setattr(system_diagnostics, "GAP_WAIT_S", WAIT)
-        events: list[str] = []
-        reporting = threading.Thread(
-            target=lambda: (node.diagnostics.publish(), events.append("report")), daemon=True
-        )
-        reporting.start()
-        reporting.join(STILL_BLOCKED_S)
-        assert reporting.is_alive(), "the report did not wait for the reader's hand-over"
-        events.append("frame 1 released")
-        adapter.released.put(1)
-        reporting.join(STILL_BLOCKED_S)
-        assert reporting.is_alive(), "the report was published without waiting for a second hand-over"
-        events.append("frame 2 released")
-        adapter.released.put(2)
-        reporting.join(WAIT)
-        assert not reporting.is_alive()
-        assert events == ["frame 1 released", "frame 2 released", "report"]
-    finally:
-        node.trigger_deactivate()
-        executor.shutdown(timeout_sec=WAIT)
-        spinner.join(WAIT)
-        node.destroy_node()
+            # with the bound raised past the test's patience, the order is certain: the
+            # report's two parts (its figures, then their bytes and the publish) each wait
+            # for a hand-over of their own
+            monkeypatch.setattr(system_diagnostics, "GAP_WAIT_S", WAIT)
+            events: list[str] = []
+            reporting = threading.Thread(
+                target=lambda: (node.diagnostics.publish(), events.append("report")), daemon=True
+            )
+            reporting.start()
+            reporting.join(STILL_BLOCKED_S)
+            assert reporting.is_alive(), "the report did not wait for the reader's hand-over"
+            events.append("frame 1 released")
+            adapter.released.put(1)
+            reporting.join(STILL_BLOCKED_S)
+            assert reporting.is_alive(), "the report was published without waiting for a second hand-over"
+            events.append("frame 2 released")
+            adapter.released.put(2)
+            reporting.join(WAIT)
+            assert not reporting.is_alive()
+            assert events == ["frame 1 released", "frame 2 released", "report"]
+        finally:
+            node.trigger_deactivate()
+    node.destroy_node()
