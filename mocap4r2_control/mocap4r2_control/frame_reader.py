@@ -54,10 +54,12 @@ class FrameReader:
                     "the reader thread did not stop in time (adapter blocked in read)"
                 )
         self._thread = None
+        self._release_gap()  # no hand-over will come: whoever waits for one goes on
 
     def wait_for_gap(self, timeout: float) -> bool:
         """Block the calling thread until the reader thread has just handed a frame over
-        (True), or for at most ``timeout`` s (False; at once when no reader runs).
+        or has stopped (True), or for at most ``timeout`` s (False; at once when no
+        reader runs).
 
         For work of another thread that holds the interpreter for a while, such as the
         /diagnostics report (about 1 ms): begun at a random moment it holds the reader up
@@ -107,10 +109,14 @@ class FrameReader:
             except Exception as exc:  # noqa: BLE001 - a bad frame must not stop the stream
                 self.stats.error(f"bad frame {getattr(frame, 'frame_number', '?')}: {exc}", bad_frame=True)
                 log.error(f"dropped a bad frame: {exc}", throttle_duration_sec=5.0)
-            gap = self._gap
-            if gap is not None:  # somebody waits for this moment (wait_for_gap)
-                self._gap = None
-                gap.set()
+            self._release_gap()
+
+    def _release_gap(self) -> None:
+        """Let go whoever waits in :meth:`wait_for_gap` (one attribute read when nobody does)."""
+        gap = self._gap
+        if gap is not None:
+            self._gap = None
+            gap.set()
 
 
 def name_os_thread(name: str) -> None:

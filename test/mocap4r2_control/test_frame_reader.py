@@ -36,11 +36,13 @@ class ReleasedAdapter(MocapAdapter):
 
     def __init__(self) -> None:
         self.released: queue.Queue[int] = queue.Queue()
+        self.reading = threading.Event()  # set each time the reader thread asks for a frame
 
     def connect(self) -> AssetNames:
         return AssetNames()
 
     def read_frame(self, timeout: float) -> MocapFrame | None:
+        self.reading.set()
         try:
             return MocapFrame(frame_number=self.released.get(timeout=timeout))
         except queue.Empty:
@@ -48,6 +50,12 @@ class ReleasedAdapter(MocapAdapter):
 
     def disconnect(self) -> None:
         pass
+
+    def past_hand_over(self) -> None:
+        """Returns once the reader thread asks for a frame again: it is then past the
+        hand-over of the frame it published last (and past letting its waiters go)."""
+        self.reading.clear()
+        assert self.reading.wait(WAIT)
 
 
 class Waiter:
@@ -90,6 +98,7 @@ def test_wait_for_gap_returns_right_after_a_hand_over_and_not_before(ros):
         reader.start(adapter, 0.05, publish)
         adapter.released.put(1)
         assert published.wait(WAIT)  # the thread runs and hands frames over
+        adapter.past_hand_over()  # a waiter from now on cannot be let go by frame 1
         waiter = Waiter(reader, WAIT, events)
         assert waiter.blocked_for(STILL_BLOCKED_S), "returned with no frame handed over since it was called"
         adapter.released.put(2)
@@ -108,9 +117,14 @@ def test_wait_for_gap_returns_right_after_a_hand_over_and_not_before(ros):
         published.clear()
         adapter.released.put(4)
         assert published.wait(WAIT)
+        adapter.past_hand_over()
+        # stopping the reader lets a waiter go: no hand-over will come
+        stopped = Waiter(reader, WAIT, events)
+        assert stopped.blocked_for(STILL_BLOCKED_S)
     finally:
         reader.stop(join_timeout=WAIT)
         node.destroy_node()
+    assert stopped.finished() and stopped.result is True
     assert reader.wait_for_gap(WAIT) is False  # stopped: at once again
 
 
