@@ -67,7 +67,7 @@ def _cdr_string(text: str) -> bytes:
 def _count(out: list[bytes], size: int, count: int) -> int:
     """Append a sequence's ``count`` at offset ``size``; the offset after it."""
     start: int = align(size, 4)
-    out.append(b"\0" * (start - size) + _COUNT.pack(count))
+    out.append(_PADDING[start - size] + _COUNT.pack(count))
     return start + 4
 
 

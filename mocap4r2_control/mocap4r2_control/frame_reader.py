@@ -31,7 +31,7 @@ class FrameReader:
         self._enter_log_route = enter_log_route
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # set by wait_for_gap, set and cleared by the thread after its next hand-over
+        # made by wait_for_gap; set and dropped at the next hand-over or at stop (_release_gap)
         self._gap: threading.Event | None = None
 
     def start(
